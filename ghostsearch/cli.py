@@ -1,0 +1,88 @@
+"""The ``ghostsearch`` command. Errors a user can cause print one line (no traceback unless --debug)."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from ghostsearch.errors import GhostsearchError
+
+
+def _quiet_libraries() -> None:
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    try:
+        import transformers
+
+        transformers.utils.logging.set_verbosity_error()
+        transformers.utils.logging.disable_progress_bar()
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def _parse_remove(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip() != ""]
+    except ValueError:
+        raise GhostsearchError(f"--remove {text!r} is not a comma-separated list of block indices, e.g. 3,7,12") from None
+
+
+def cmd_score(args) -> None:
+    from ghostsearch.config import calibration_spec, load_config
+    from ghostsearch.scoring import check_removed, scorer_from_config
+
+    cfg = load_config(args.config, args.overrides)
+    removed = _parse_remove(args.remove)
+    if len(removed) != len(set(removed)):  # cheap checks before loading the model
+        check_removed(removed, 10**9)
+    sc = scorer_from_config(cfg, threads=args.threads)
+    removed = check_removed(removed, sc.stack.n_blocks)
+    key = sc.prepare(cfg.objective, calibration_spec(cfg), cfg.objective_params)
+    r = sc.score(key, removed)
+    print(json.dumps({"objective": cfg.objective, "removed": list(removed), "value": r["value"],
+                      "tokens": r["tokens"], "seconds": round(r["seconds"], 4)}))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="ghostsearch", description="Depth-pruning search for LLMs on Ray.")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    def with_config(name, help_):
+        sp = sub.add_parser(name, help=help_)
+        sp.add_argument("config", help="YAML config (see configs/)")
+        sp.add_argument("overrides", nargs="*", help="key=value overrides, e.g. k=6 calibration.n_seq=16")
+        return sp
+
+    sp = with_config("score", "score one removed set; prints one JSON line")
+    sp.add_argument("--remove", required=True, help="comma-separated block indices, e.g. 3,7,12 ('' = dense)")
+    sp.add_argument("--threads", type=int, default=None)
+    sp.set_defaults(func=cmd_score)
+    for extra in EXTRA_COMMANDS:
+        extra(sub, with_config)
+    return p
+
+
+EXTRA_COMMANDS: list = []
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    _quiet_libraries()
+    try:
+        args.func(args)
+    except GhostsearchError as e:
+        if args.debug:
+            raise
+        print(f"ghostsearch: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("ghostsearch: interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,266 @@
+"""One validated configuration: YAML file + dotted ``key=value`` overrides -> ``Config``.
+
+Every key is declared here with its type and default; an unknown key, a wrong type or a bad
+value is one ``GhostsearchError`` line naming the key and the fix, raised before any model work.
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import hashlib
+import json
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ghostsearch.errors import GhostsearchError
+
+
+@dataclass
+class Calibration:
+    dataset: str | None = None   # None: the objective's default (c4 for perplexity/kl, commonsense for margin)
+    n_seq: int = 8               # sequences (perplexity, kl) or items (margin)
+    seq_len: int = 256           # tokens per sequence (max prompt tokens for margin)
+    seed: int = 0
+    micro_batch: int = 8
+
+
+@dataclass
+class Search:
+    budget: float | None = None          # evaluations (full-fidelity equivalents); None = the searcher's own
+    time_budget: float | None = None     # wall-clock seconds per searcher
+    protected: list[int] = field(default_factory=list)  # blocks never removed; negative counts from the end
+    params: dict = field(default_factory=dict)          # per searcher: {beam: {width: 4}, ga: {...}}
+
+
+@dataclass
+class Cache:
+    every: int = 1            # keep the dense state entering every j-th block
+    prefix_runs: int = 8      # accepted-set prefix runs kept (LRU)
+    offload: bool = False     # keep cached states on the CPU (GPU runs with little memory)
+
+
+@dataclass
+class Pool:
+    actors: int = 1
+    threads: int = 1          # torch threads per scorer actor (CPU)
+    gpus_per_actor: float | None = None   # None: 1 when the cluster has GPUs, else 0
+    name: str | None = None   # use (or, with `pool up`, create) a named detached pool
+    address: str | None = None  # Ray address; None: $RAY_ADDRESS or a local Ray
+    spread: bool = False      # reserve the pool with a SPREAD placement group
+    dashboard: bool = True
+
+
+@dataclass
+class Recovery:
+    method: str = "ghosted"   # ghosted | linearpatch | replaceme | none
+    variant: str = "dense"    # ghosted: dense | sequential; linearpatch: hadamard | diagonal
+    ridge: float = 1e-6
+    top: int = 3
+
+
+@dataclass
+class Eval:
+    tasks: list[str] = field(default_factory=lambda: ["boolq", "piqa", "hellaswag", "winogrande", "arc_easy",
+                                                       "arc_challenge", "openbookqa", "social_iqa"])
+    perplexity: list[str] = field(default_factory=lambda: ["wikitext2", "c4", "lambada"])
+    limit: int | None = None
+    ppl_seq_len: int = 512
+    ppl_max_seq: int | None = 64
+    batch_size: int = 16
+
+
+@dataclass
+class Compare:
+    searchers: list[str] = field(default_factory=list)
+    objectives: list[str] = field(default_factory=list)
+    ks: list[int] = field(default_factory=list)
+    seeds: list[int] = field(default_factory=list)
+    concurrent: int = 4
+
+
+@dataclass
+class Config:
+    model: str = "smollm2-135m"
+    dtype: str = "auto"
+    device: str = "auto"
+    trust_remote_code: bool = False
+    objective: str = "perplexity"
+    objective_params: dict = field(default_factory=dict)
+    calibration: Calibration = field(default_factory=Calibration)
+    k: int = 6
+    searcher: str = "greedy"
+    search: Search = field(default_factory=Search)
+    seed: int = 0
+    out: str = "runs/default"
+    data_dir: str | None = None
+    cache: Cache = field(default_factory=Cache)
+    pool: Pool = field(default_factory=Pool)
+    recovery: Recovery = field(default_factory=Recovery)
+    eval: Eval = field(default_factory=Eval)
+    compare: Compare = field(default_factory=Compare)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def fingerprint(self, keys: tuple[str, ...] = ("model", "dtype", "objective", "objective_params", "calibration",
+                                                   "k", "searcher", "search", "seed", "compare")) -> str:
+        d = self.to_dict()
+        return hashlib.sha256(json.dumps({k: d[k] for k in keys}, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+    def resolved_device(self) -> str:
+        if self.device != "auto":
+            return self.device
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _type_ok(value: Any, tp: Any) -> bool:
+    origin = typing.get_origin(tp)
+    if tp is Any:
+        return True
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        return any(_type_ok(value, a) for a in typing.get_args(tp))
+    if tp is type(None):
+        return value is None
+    if origin is list:
+        (arg,) = typing.get_args(tp) or (Any,)
+        return isinstance(value, list) and all(_type_ok(v, arg) for v in value)
+    if origin is dict or tp is dict:
+        return isinstance(value, dict)
+    if tp is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if tp is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if isinstance(tp, type):
+        return isinstance(value, tp)
+    return True
+
+
+def _build(cls, data: dict, prefix: str = ""):
+    if not isinstance(data, dict):
+        raise GhostsearchError(f"config section {prefix.rstrip('.') or '(top)'} must be a mapping, got {data!r}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    kwargs = {}
+    for key, value in data.items():
+        if key not in fields:
+            close = difflib.get_close_matches(str(key), list(fields), n=1)
+            hint = f" (did you mean {prefix}{close[0]}?)" if close else f"; known: {', '.join(fields)}"
+            raise GhostsearchError(f"unknown config key {prefix}{key}{hint}")
+        tp = hints[key]
+        if dataclasses.is_dataclass(tp):
+            kwargs[key] = _build(tp, value or {}, f"{prefix}{key}.")
+        else:
+            if isinstance(value, int) and not isinstance(value, bool) and typing.get_origin(tp) is None and tp is float:
+                value = float(value)
+            if not _type_ok(value, tp):
+                raise GhostsearchError(f"config key {prefix}{key}={value!r} has the wrong type; expected {_tname(tp)}")
+            kwargs[key] = value
+    return cls(**kwargs)
+
+
+def _tname(tp) -> str:
+    return str(tp).replace("typing.", "").replace("<class '", "").replace("'>", "")
+
+
+def parse_override(item: str) -> tuple[list[str], Any]:
+    if "=" not in item:
+        raise GhostsearchError(f"override {item!r} is not key=value; write e.g. k=6 or calibration.n_seq=16")
+    key, raw = item.split("=", 1)
+    try:
+        value = yaml.safe_load(raw) if raw != "" else None
+    except yaml.YAMLError:
+        value = raw
+    if isinstance(value, str) and "," in value and not key.endswith(("model", "out", "data_dir", "address", "name")):
+        value = [yaml.safe_load(v) for v in value.split(",")]
+    return key.strip().split("."), value
+
+
+def _set(d: dict, path: list[str], value: Any) -> None:
+    for p in path[:-1]:
+        d = d.setdefault(p, {})
+        if not isinstance(d, dict):
+            raise GhostsearchError(f"cannot set {'.'.join(path)}: {p} is not a section")
+    d[path[-1]] = value
+
+
+def load_config(path: str | None = None, overrides: list[str] | None = None) -> Config:
+    data: dict = {}
+    if path:
+        p = Path(path)
+        if not p.exists():
+            raise GhostsearchError(f"config file {p} does not exist; see configs/ for examples")
+        try:
+            data = yaml.safe_load(p.read_text()) or {}
+        except yaml.YAMLError as e:
+            raise GhostsearchError(f"config file {p} is not valid YAML: {str(e).splitlines()[0]}") from None
+    for item in overrides or []:
+        keys, value = parse_override(item)
+        _set(data, keys, value)
+    cfg = _build(Config, data)
+    validate(cfg)
+    return cfg
+
+
+def validate(cfg: Config) -> None:
+    """Checks that need no model: names, ranges. Model-dependent checks (k vs depth) come in ``check_space``."""
+    from ghostsearch.models import DTYPES
+    from objectives import REGISTRY as OBJ, get_objective
+
+    if cfg.dtype != "auto" and cfg.dtype not in DTYPES:
+        raise GhostsearchError(f"dtype={cfg.dtype!r}; use auto, bf16, fp16 or fp32")
+    for name in [cfg.objective] + list(cfg.compare.objectives):
+        get_objective(name)
+    ds = cfg.calibration.dataset
+    if ds is not None:
+        for name in [cfg.objective] + list(cfg.compare.objectives):
+            if ds not in OBJ[name].datasets:
+                raise GhostsearchError(f"calibration.dataset={ds!r} does not suit objective {name!r}; "
+                                       f"choose one of: {', '.join(OBJ[name].datasets)}")
+    for key in ("n_seq", "seq_len", "micro_batch"):
+        if getattr(cfg.calibration, key) <= 0:
+            raise GhostsearchError(f"calibration.{key} must be positive")
+    if cfg.k <= 0:
+        raise GhostsearchError(f"k={cfg.k}: must remove at least one block; set k >= 1")
+    if any(k <= 0 for k in cfg.compare.ks):
+        raise GhostsearchError(f"compare.ks={cfg.compare.ks}: every k must be >= 1")
+    if cfg.pool.actors < 1 or cfg.pool.threads < 1:
+        raise GhostsearchError("pool.actors and pool.threads must be >= 1")
+    from ghostsearch.search.base import get_searcher
+
+    for s in [cfg.searcher] + list(cfg.compare.searchers):
+        get_searcher(s)
+    for s, params in cfg.search.params.items():
+        get_searcher(s).parse_params(params or {})
+    if cfg.recovery.method not in ("ghosted", "linearpatch", "replaceme", "none"):
+        raise GhostsearchError(f"recovery.method={cfg.recovery.method!r}; use ghosted, linearpatch, replaceme or none")
+    if cfg.data_dir is not None and not Path(cfg.data_dir).expanduser().is_dir():
+        raise GhostsearchError(f"data_dir={cfg.data_dir} does not exist; point it at a folder laid out like ../shared/data")
+
+
+def protected_blocks(cfg: Config, n_blocks: int) -> frozenset[int]:
+    out = set()
+    for p in cfg.search.protected:
+        q = p + n_blocks if p < 0 else p
+        if not 0 <= q < n_blocks:
+            raise GhostsearchError(f"search.protected has {p}, out of range for {n_blocks} blocks")
+        out.add(q)
+    return frozenset(out)
+
+
+def calibration_spec(cfg: Config, objective: str | None = None):
+    from objectives import CalibrationSpec, get_objective
+
+    obj = objective or cfg.objective
+    c = cfg.calibration
+    return CalibrationSpec(dataset=c.dataset or get_objective(obj).default_dataset, n_seq=c.n_seq,
+                           seq_len=c.seq_len, seed=c.seed, data_dir=cfg.data_dir, micro_batch=c.micro_batch)
+
+
+def save_config(cfg: Config, path: Path) -> None:
+    path.write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))

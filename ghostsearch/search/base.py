@@ -1,0 +1,290 @@
+"""The Searcher protocol, the search space, the evaluation budget and the registry.
+
+A searcher proposes removed sets and learns their values; it never touches a model.
+Everything it may know about the model comes through two doors:
+
+* values of candidates, asked with ``ask()`` and answered with ``tell()``;
+* dense statistics (Block Influence, the block-input similarity matrix, angular distances
+  of windows), read with ``oracle.statistic(name)`` in ``setup``; they cost no evaluations.
+
+Budget meaning (the same for every searcher): one evaluation at full fidelity costs 1.0;
+a screening evaluation on a fraction f of the calibration tokens costs f. A cache hit costs
+the same as a computed evaluation, so comparisons stay fair. A searcher must never ask for
+more than ``budget_left``; the runner stops it when ``done`` or the wall-clock budget is out.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, Protocol, Sequence
+
+from ghostsearch.errors import GhostsearchError
+
+Removed = tuple[int, ...]
+
+
+def canonical(removed: Sequence[int]) -> Removed:
+    """A removed set as ghostsearch stores it: a sorted tuple of unique 0-based block indices."""
+    return tuple(sorted({int(i) for i in removed}))
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One evaluation request.
+
+    removed:  the blocks to remove (canonical).
+    fidelity: the fraction of the calibration tokens to score on (0 < f <= 1); f < 1 screens.
+    prefix:   optional hint: an accepted removed set R with R's blocks all in ``removed`` whose
+              cached hidden states this candidate can start from (greedy and beam pass theirs).
+    """
+
+    removed: Removed
+    fidelity: float = 1.0
+    prefix: Removed | None = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "removed", canonical(self.removed))
+        if not (0.0 < self.fidelity <= 1.0):
+            raise GhostsearchError(f"fidelity must be in (0, 1], got {self.fidelity}")
+        if self.prefix is not None:
+            object.__setattr__(self, "prefix", canonical(self.prefix))
+
+
+@dataclass(frozen=True)
+class Space:
+    """Which k-subsets of the L blocks are allowed."""
+
+    n_blocks: int
+    k: int
+    protected: frozenset[int] = frozenset()
+
+    def __post_init__(self):
+        object.__setattr__(self, "protected", frozenset(int(p) for p in self.protected))
+        L, k = self.n_blocks, self.k
+        bad = sorted(p for p in self.protected if not 0 <= p < L)
+        if bad:
+            raise GhostsearchError(f"protected blocks {bad} are out of range 0..{L - 1}; fix search.protected")
+        if k <= 0:
+            raise GhostsearchError(f"k={k}: must remove at least one block; set k to 1..{L - 1}")
+        if k >= L:
+            raise GhostsearchError(f"k={k} would remove all {L} blocks; set k to 1..{L - 1}")
+        if k > len(self.free):
+            raise GhostsearchError(
+                f"k={k} is larger than the {len(self.free)} unprotected blocks; lower k or protect fewer blocks"
+            )
+
+    @property
+    def free(self) -> list[int]:
+        """Blocks that may be removed, in order."""
+        return [i for i in range(self.n_blocks) if i not in self.protected]
+
+    def valid(self, removed: Sequence[int]) -> bool:
+        r = canonical(removed)
+        return len(r) == self.k and len(r) == len(removed) and all(i in set(self.free) for i in r)
+
+    def n_subsets(self) -> int:
+        return math.comb(len(self.free), self.k)
+
+
+@dataclass
+class Budget:
+    """Evaluation budget in full-fidelity evaluations, and wall-clock seconds (None = unlimited)."""
+
+    evaluations: float | None = None
+    seconds: float | None = None
+
+
+class Oracle(Protocol):
+    """What a searcher may read besides candidate values (dense statistics, free of budget)."""
+
+    def statistic(self, name: str) -> Any:
+        """'block_influence' -> [L]; 'similarity' -> [L, L] cosine of block inputs;
+        'window_distance' -> {k: [L-k+1]} angular distance between the input of block i and of block i+k."""
+        ...
+
+
+def _fields(cls) -> dict[str, dataclasses.Field]:
+    return {f.name: f for f in dataclasses.fields(cls)}
+
+
+class Searcher:
+    """Base class of every searcher. Subclasses set ``name``, ``Params`` (a dataclass of their
+    parameters with defaults) and implement ``ask``/``tell``. ``state_dict`` must capture enough
+    to continue; the default captures the generic bookkeeping and the subclass's ``_state()``."""
+
+    name: ClassVar[str] = ""
+
+    @dataclass
+    class Params:
+        pass
+
+    def __init__(self, space: Space, *, seed: int = 0, budget: Budget | None = None, params: dict | None = None):
+        self.space = space
+        self.seed = int(seed)
+        self.budget = budget or Budget()
+        self.params = self.parse_params(params or {})
+        self.used = 0.0  # budget used, in full-fidelity evaluations
+        self.n_told = 0
+        self.best_removed: Removed | None = None
+        self.best_value = math.inf
+        self.history: list[tuple[float, float]] = []  # (used, best full-fidelity value so far)
+        self.oracle: Oracle | None = None
+
+    # ---------- parameters ----------
+    @classmethod
+    def parse_params(cls, params: dict) -> Any:
+        known = _fields(cls.Params)
+        unknown = sorted(set(params) - set(known))
+        if unknown:
+            raise GhostsearchError(
+                f"searcher '{cls.name}' has no parameter {unknown[0]!r}; known: {', '.join(sorted(known)) or '(none)'}"
+            )
+        try:
+            return cls.Params(**params)
+        except (TypeError, ValueError) as e:
+            raise GhostsearchError(f"searcher '{cls.name}': bad parameters {params}: {e}") from None
+
+    @classmethod
+    def min_budget(cls, space: Space, params: Any) -> float:
+        """The smallest evaluation budget with which this searcher can return an answer."""
+        return 1.0
+
+    def check_budget(self):
+        need = self.min_budget(self.space, self.params)
+        if self.budget.evaluations is not None and self.budget.evaluations < need:
+            raise GhostsearchError(
+                f"searcher '{self.name}' needs a budget of at least {need:g} evaluations for k={self.space.k} "
+                f"of {len(self.space.free)} free blocks, got {self.budget.evaluations:g}; raise search.budget"
+            )
+
+    # ---------- protocol ----------
+    def setup(self, oracle: Oracle | None) -> None:
+        """Called once before the first ask; may read dense statistics."""
+        self.oracle = oracle
+
+    def ask(self) -> list[Candidate]:
+        raise NotImplementedError
+
+    def tell(self, candidates: Sequence[Candidate], values: Sequence[float]) -> None:
+        """Record values; subclasses call super().tell first, then update their own state."""
+        for c, v in zip(candidates, values):
+            self.used += c.fidelity
+            self.n_told += 1
+            if c.fidelity >= 1.0 and len(c.removed) == self.space.k and v < self.best_value:
+                self.best_value, self.best_removed = float(v), c.removed
+            self.history.append((self.used, self.best_value))
+
+    @property
+    def done(self) -> bool:
+        raise NotImplementedError
+
+    @property
+    def budget_left(self) -> float:
+        return math.inf if self.budget.evaluations is None else self.budget.evaluations - self.used
+
+    def result(self) -> tuple[Removed | None, float]:
+        return self.best_removed, self.best_value
+
+    # ---------- resume ----------
+    def state_dict(self) -> dict:
+        return {
+            "used": self.used,
+            "n_told": self.n_told,
+            "best_removed": list(self.best_removed) if self.best_removed else None,
+            "best_value": self.best_value,
+            "history": self.history,
+            "own": self._state(),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.used, self.n_told = state["used"], state["n_told"]
+        self.best_removed = tuple(state["best_removed"]) if state["best_removed"] else None
+        self.best_value = state["best_value"]
+        self.history = [tuple(h) for h in state["history"]]
+        self._load_state(state["own"])
+
+    def _state(self) -> dict:
+        return {}
+
+    def _load_state(self, state: dict) -> None:
+        pass
+
+
+# ---------------------------------------------------------------- registry
+REGISTRY: dict[str, type[Searcher]] = {}
+
+
+def register(cls: type[Searcher]) -> type[Searcher]:
+    if not cls.name:
+        raise ValueError(f"{cls} has no name")
+    REGISTRY[cls.name] = cls
+    return cls
+
+
+def get_searcher(name: str) -> type[Searcher]:
+    import ghostsearch.search  # noqa: F401  (registers every searcher)
+
+    if name not in REGISTRY:
+        raise GhostsearchError(f"unknown searcher {name!r}; choose one of: {', '.join(sorted(REGISTRY))}")
+    return REGISTRY[name]
+
+
+def make_searcher(name: str, space: Space, *, seed: int = 0, budget: Budget | None = None,
+                  params: dict | None = None) -> Searcher:
+    s = get_searcher(name)(space, seed=seed, budget=budget, params=params)
+    s.check_budget()
+    return s
+
+
+# ---------------------------------------------------------------- evaluators
+class Evaluator(Protocol):
+    """What the runner evaluates through: the Ray pool's client, or an in-process function (tests)."""
+
+    def evaluate(self, candidates: Sequence[Candidate], searcher: str) -> list[float]:
+        ...
+
+
+@dataclass
+class FunctionEvaluator:
+    """In-process evaluator over a plain function of the removed set (synthetic objectives, tests).
+    ``fn(removed, fidelity) -> value``. Counts calls so tests can check budgets."""
+
+    fn: Callable[[Removed, float], float]
+    statistics: dict = field(default_factory=dict)
+    calls: int = 0
+
+    def evaluate(self, candidates: Sequence[Candidate], searcher: str = "") -> list[float]:
+        self.calls += len(candidates)
+        return [float(self.fn(c.removed, c.fidelity)) for c in candidates]
+
+    def statistic(self, name: str):
+        if name not in self.statistics:
+            raise GhostsearchError(f"statistic {name!r} is not available from this evaluator")
+        return self.statistics[name]
+
+
+def run(searcher: Searcher, evaluator: Evaluator, *, oracle: Oracle | None = None,
+        on_tell: Callable[[Searcher], None] | None = None, stop: Callable[[], bool] | None = None) -> Searcher:
+    """Drive a searcher to completion: ask, evaluate, tell, until done or out of time."""
+    t0 = time.monotonic()
+    searcher.setup(oracle if oracle is not None else getattr(evaluator, "statistic", None) and evaluator)
+    while not searcher.done:
+        if searcher.budget.seconds is not None and time.monotonic() - t0 > searcher.budget.seconds:
+            break
+        if stop is not None and stop():
+            break
+        cands = searcher.ask()
+        if not cands:
+            if searcher.done:
+                break
+            raise RuntimeError(f"searcher {searcher.name} asked nothing but is not done")
+        cost = sum(c.fidelity for c in cands)
+        if cost > searcher.budget_left + 1e-9:
+            raise RuntimeError(f"searcher {searcher.name} asked {cost:g} evaluations with {searcher.budget_left:g} left")
+        values = evaluator.evaluate(cands, searcher.name)
+        searcher.tell(cands, values)
+        if on_tell is not None:
+            on_tell(searcher)
+    return searcher

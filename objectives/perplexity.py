@@ -1,0 +1,38 @@
+"""Perplexity: exp(token-weighted mean next-token NLL) over calibration windows. Lower is better.
+
+The LM head and the loss run in chunks of ``head_chunk`` tokens, so [tokens x vocab] logits are
+never materialised at once.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ghostsearch import data
+from ghostsearch.stack import Batch, Stack
+from objectives.base import Objective, register, split_rows
+
+
+def text_windows(spec, tokenizer) -> torch.Tensor:
+    ids = data.tokenize_corpus(tokenizer, data.load_texts(spec.dataset, data_dir=spec.data_dir))
+    return data.sample_windows(ids, spec.n_seq, spec.seq_len, spec.seed, name=spec.dataset)
+
+
+@register
+class Perplexity(Objective):
+    name = "perplexity"
+    default_dataset = "c4"
+    datasets = data.TEXT_DATASETS
+
+    def build(self, tokenizer, dtype: torch.dtype = torch.float32) -> list[Batch]:
+        return [Batch(input_ids=x) for x in split_rows(text_windows(self.spec, tokenizer), self.spec.micro_batch)]
+
+    def loss(self, stack: Stack, h: torch.Tensor, batch: Batch, rows: int) -> tuple[float, float]:
+        x = h[:rows, :-1].reshape(-1, h.shape[-1])
+        tgt = batch.input_ids[:rows, 1:].reshape(-1).to(h.device)
+        lp = stack.token_logprobs(x, tgt, chunk=self.params.get("head_chunk", 1024))
+        return float(-lp.double().sum()), float(lp.numel())
+
+    def value(self, total: float, count: float) -> float:
+        return math.exp(total / count)
