@@ -33,6 +33,8 @@ class Prepared:
     dense: list[dict[int, torch.Tensor]]      # per micro-batch: boundary -> state (kept boundaries)
     runs: OrderedDict = field(default_factory=OrderedDict)  # R -> (start, per-mb dict boundary -> state)
     stats: dict = field(default_factory=dict)
+    recovery: str | None = None               # recovery-aware key: values are after this repair
+    aware: dict = field(default_factory=dict)  # its dense caches (boundary Gram matrices)
 
     @property
     def n_rows(self) -> int:
@@ -59,7 +61,9 @@ class Scorer:
         key = f"{objective}|{spec.key()}|{sorted((params or {}).items())}"
         if key in self.prepared:
             return key
-        obj = get_objective(objective)(spec, **(params or {}))
+        params = dict(params or {})
+        recovery = params.pop("recovery", None)  # recovery-aware scoring: the value after repair
+        obj = get_objective(objective)(spec, **params)
         batches = obj.build(self.tokenizer, self.stack.dtype)
         caps = [self.stack.capture(b) for b in batches]
         obj.attach(self.stack, batches, caps)
@@ -67,10 +71,15 @@ class Scorer:
         L = self.stack.n_blocks
         keep = {i for i in range(L + 1) if i % self.cache_every == 0} | {L}
         dense = []
+        caps_states = [list(cap.states) for cap in caps] if recovery else None
         for cap in caps:
             dense.append({i: self._store(cap.states[i]) for i in keep})
             cap.states = []  # the captured arguments stay; the full state list is dropped
-        self.prepared[key] = Prepared(obj, batches, caps, dense, stats=stats)
+        self.prepared[key] = Prepared(obj, batches, caps, dense, stats=stats, recovery=recovery)
+        if recovery:
+            from ghostsearch.recovery.aware import prepare_aware
+
+            prepare_aware(self, key, caps_states)
         return key
 
     def _store(self, x: torch.Tensor) -> torch.Tensor:
@@ -124,9 +133,17 @@ class Scorer:
         removed = tuple(sorted(set(removed)))
         if any(not 0 <= i < L for i in removed) or len(removed) >= L:
             raise GhostsearchError(f"removed set {removed} is invalid for {L} blocks")
-        if prefix:
-            self.ensure_run(key, tuple(sorted(prefix)))
-        b, src = self._start(p, removed)
+        patches = None
+        if p.recovery and removed:
+            from ghostsearch.recovery.aware import aware_patches
+
+            patches = aware_patches(self, key, removed)  # repaired states differ after the first cut:
+            prefix = None                                # only the dense prefix is valid
+            b, src = max(x for x in p.dense[0] if x <= removed[0]), None
+        else:
+            if prefix:
+                self.ensure_run(key, tuple(sorted(prefix)))
+            b, src = self._start(p, removed)
         rows_left = max(1, math.ceil(fidelity * p.n_rows - 1e-9))
         total = count = 0.0
         tokens = 0
@@ -136,7 +153,7 @@ class Scorer:
             r = min(rows_left, batch.rows)
             h = self._state(p, src, b, mb)[:r]
             c = Stack.slice(cap, slice(0, r), batch.rows)
-            h = self.stack.run(h, c, b, removed)
+            h = self.stack.run(h, c, b, removed, patches=patches)
             s, n = p.objective.loss(self.stack, h, batch, r)
             total, count = total + s, count + n
             tokens += int(batch.weight[:r].sum()) if batch.weight is not None else r * batch.input_ids.shape[1]

@@ -162,16 +162,22 @@ class Stack:
 
     @torch.no_grad()
     def run(self, h: torch.Tensor, cap: Captured, start: int, removed: Sequence[int], stop: int | None = None,
-            record: dict | None = None) -> torch.Tensor:
+            record: dict | None = None, patches: dict | None = None) -> torch.Tensor:
         """Run blocks start..stop-1 that are not removed. If ``record`` is a dict, store the state
-        entering every block index i in [start, stop] into record[i]."""
+        entering every block index i in [start, stop] into record[i]. ``patches`` maps a boundary b
+        (the input of block b, or L for the output) to a function applied to the state there: the
+        recovery operators at the end of each cut."""
         removed = set(removed)
         stop = self.n_blocks if stop is None else stop
         for i in range(start, stop):
+            if patches and i in patches:
+                h = patches[i](h)
             if record is not None:
                 record[i] = h
             if i not in removed:
                 h = self.block(i, h, cap)
+        if patches and stop in patches:
+            h = patches[stop](h)
         if record is not None:
             record[stop] = h
         return h
