@@ -7,8 +7,10 @@ tests/cluster/multinode.py):
 * two named scorer actors ``ghostsearch-scorer-<i>`` in Ray namespace
   ``ghostsearch``, placed with SPREAD, restartable (``max_restarts``), whose
   calls are retried (``max_task_retries``) when their node dies;
-* a ``ray.util.metrics`` Counter ``ghostsearch_evaluations`` (tags searcher,
-  objective, cached) -- exported by Ray as ``ray_ghostsearch_evaluations``;
+* the ``ray.util.metrics`` of the pool: Counter ``ghostsearch_evaluations``
+  (tags searcher, objective, cached), Histogram ``ghostsearch_scoring_seconds``
+  (actors), Gauges ``ghostsearch_queue_depth`` and ``ghostsearch_best_value``
+  (tag searcher; driver) -- exported by Ray as ``ray_<name>[_total|_bucket...]``;
 * ``RUN_DIR/ledger/part-*.parquet`` written as evaluations finish (columns
   searcher, objective, removed, value, cached, actor, node), ``result.json``.
 
@@ -24,7 +26,7 @@ import time
 import pyarrow as pa
 import pyarrow.parquet as pq
 import ray
-from ray.util.metrics import Counter
+from ray.util.metrics import Counter, Gauge, Histogram
 
 NAMESPACE = "ghostsearch"
 L, K = 12, 2  # "remove 2 of 12 blocks"
@@ -44,12 +46,18 @@ class Scorer:
             description="evaluations (stand-in)",
             tag_keys=("searcher", "objective", "cached"),
         )
+        self.seconds = Histogram(
+            "ghostsearch_scoring_seconds", description="scoring seconds (stand-in)",
+            boundaries=[0.01, 0.1, 0.5, 1, 5, 30, 120], tag_keys=("objective",),
+        )
 
     def where(self):
         return self.node
 
     def score(self, removed, seconds):
+        t = time.perf_counter()
         time.sleep(seconds)
+        self.seconds.observe(time.perf_counter() - t, tags={"objective": "toy"})
         self.evals.inc(1, tags={"searcher": "standin", "objective": "toy", "cached": "false"})
         return {"removed": list(removed), "value": value_of(removed), "actor": self.name,
                 "node": self.node}
@@ -69,6 +77,11 @@ def main(argv):
     nodes = ray.get([a.where.remote() for a in actors])
     print("scorer nodes:", nodes, flush=True)
 
+    queue = Gauge("ghostsearch_queue_depth", description="pending requests (stand-in)")
+    best_g = Gauge("ghostsearch_best_value", description="best value (stand-in)",
+                   tag_keys=("searcher",))
+    best = float("inf")
+
     candidates = list(itertools.islice(itertools.combinations(range(L), K), n))
     rows, part = [], 0
     pending = {}
@@ -82,6 +95,9 @@ def main(argv):
         a = pending.pop(done[0])
         r = ray.get(done[0])
         rows.append(dict(r, searcher="standin", objective="toy", cached=False))
+        best = min(best, r["value"])
+        best_g.set(best, tags={"searcher": "standin"})
+        queue.set(len(pending))
         nxt = next(it, None)
         if nxt is not None:
             pending[a.score.remote(nxt[1], seconds)] = a
