@@ -43,6 +43,47 @@ def cmd_score(args) -> None:
                       "tokens": r["tokens"], "seconds": round(r["seconds"], 4)}))
 
 
+def cmd_search(args) -> None:
+    from ghostsearch.config import load_config
+    from ghostsearch.runs import search
+
+    cfg = load_config(args.config, args.overrides)
+    res = search(cfg, address=args.address, progress=not args.no_progress)
+    for cell, r in res["searchers"].items():
+        print(json.dumps({"cell": cell, "removed": r["removed"], "value": r["value"],
+                          "evaluations": r["evaluations"], "wall_seconds": round(r["wall_seconds"], 2),
+                          "out": cfg.out}))
+
+
+def cmd_pool(args) -> None:
+    import ray
+
+    from ghostsearch.config import load_config
+    from ghostsearch.pool.pool import connect, find_pool, start_pool, stop_pool
+
+    if args.action == "up":
+        if not args.config:
+            raise GhostsearchError("pool up needs a CONFIG: ghostsearch pool up CONFIG pool.name=NAME")
+        cfg = load_config(args.config, args.overrides)
+        name = args.name or cfg.pool.name or "ghostsearch"
+        connect(args.address or cfg.pool.address, dashboard=cfg.pool.dashboard)
+        try:
+            find_pool(name)
+            raise GhostsearchError(f"a pool named {name!r} is already up; use it, or `ghostsearch pool down --name {name}`")
+        except GhostsearchError as e:
+            if "already up" in str(e):
+                raise
+        broker = start_pool(cfg, name=name, detached=True)
+        print(json.dumps({"pool": name, "actors": ray.get(broker.ready.remote())}))
+        return
+    connect(args.address, dashboard=False)
+    name = args.name or "ghostsearch"
+    if args.action == "down":
+        print(json.dumps({"pool": name, "removed": stop_pool(name)}))
+    else:
+        print(json.dumps(ray.get(find_pool(name).status.remote()), default=str))
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ghostsearch", description="Depth-pruning search for LLMs on Ray.")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -58,6 +99,19 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--remove", required=True, help="comma-separated block indices, e.g. 3,7,12 ('' = dense)")
     sp.add_argument("--threads", type=int, default=None)
     sp.set_defaults(func=cmd_score)
+    sp = with_config("search", "run the configured searcher on the scoring pool; writes RUN_DIR")
+    sp.add_argument("--address", default=None, help="Ray cluster address (default: $RAY_ADDRESS or a local Ray)")
+    sp.add_argument("--no-progress", action="store_true")
+    sp.set_defaults(func=cmd_search)
+
+    sp = sub.add_parser("pool", help="a named scorer pool that outlives one job: up | down | status")
+    sp.add_argument("action", choices=["up", "down", "status"])
+    sp.add_argument("config", nargs="?", help="YAML config (pool up)")
+    sp.add_argument("overrides", nargs="*")
+    sp.add_argument("--name", default=None, help="pool name (default: pool.name or 'ghostsearch')")
+    sp.add_argument("--address", default=None)
+    sp.set_defaults(func=cmd_pool)
+
     for extra in EXTRA_COMMANDS:
         extra(sub, with_config)
     return p

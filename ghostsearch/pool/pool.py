@@ -1,0 +1,205 @@
+"""Starting, finding and using the scoring pool.
+
+``connect`` joins the cluster named by ``--address`` / ``$RAY_ADDRESS`` or starts a local Ray
+with the dashboard bound to 127.0.0.1. ``start_pool`` creates the scorer actors (optionally in a
+SPREAD placement group) and their ``Broker``; with a name and ``detached=True`` the pool
+outlives the job (``ghostsearch pool up``), and later jobs find it with ``find_pool``.
+``PoolClient`` is what a searcher evaluates through: it adds the objective, answers a resumed
+run's candidates from its own ledger, and writes every finished evaluation to the ledger
+before the searcher sees it.
+"""
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import ray
+
+from ghostsearch.config import Config, calibration_spec
+from ghostsearch.errors import GhostsearchError
+from ghostsearch.pool.actors import NAMESPACE, Broker, ScorerActor, cache_key
+from ghostsearch.pool.ledger import Ledger, read_ledger
+from ghostsearch.search.base import Candidate
+
+
+def connect(address: str | None = None, dashboard: bool = True, num_cpus: int | None = None) -> bool:
+    """Connect to Ray. Returns True when this call started a local Ray (the caller stops it)."""
+    if ray.is_initialized():
+        return False
+    address = address or os.environ.get("RAY_ADDRESS")
+    runtime_env = {"env_vars": {k: v for k, v in os.environ.items()
+                                if k.startswith(("HF_", "GHOSTSEARCH_", "TOKENIZERS_"))}}
+    if address:
+        try:
+            ray.init(address=address, namespace=NAMESPACE, runtime_env=runtime_env, log_to_driver=False)
+        except (ConnectionError, RuntimeError, ValueError) as e:
+            raise GhostsearchError(f"cannot reach the Ray cluster at {address}: {str(e).splitlines()[0]}; "
+                                   "check --address / RAY_ADDRESS and that the head is up") from None
+        return False
+    ray.init(namespace=NAMESPACE, include_dashboard=dashboard, dashboard_host="127.0.0.1",
+             num_cpus=num_cpus, runtime_env=runtime_env, log_to_driver=False, configure_logging=False)
+    return True
+
+
+def objective_spec(cfg: Config, objective: str | None = None) -> dict:
+    objective = objective or cfg.objective
+    spec = calibration_spec(cfg, objective)
+    params = dict(cfg.objective_params)
+    return {"objective": objective, "spec": spec.__dict__, "params": params,
+            "key": f"{objective}|{spec.key()}|{sorted(params.items())}"}
+
+
+def _resources(cfg: Config) -> tuple[float, float]:
+    gpus = cfg.pool.gpus_per_actor
+    if gpus is None:
+        gpus = 1.0 if ray.cluster_resources().get("GPU", 0) >= 1 else 0.0
+    cpus = 0 if gpus else cfg.pool.threads
+    return cpus, gpus
+
+
+def check_capacity(cfg: Config) -> None:
+    cpus, gpus = _resources(cfg)
+    have = ray.cluster_resources()
+    for res, per in (("CPU", cpus), ("GPU", gpus)):
+        need = per * cfg.pool.actors
+        if need > have.get(res, 0) + 1e-9:
+            raise GhostsearchError(
+                f"pool of {cfg.pool.actors} scorers needs {need:g} {res} but the cluster has {have.get(res, 0):g}; "
+                "lower pool.actors / pool.threads or add nodes")
+
+
+def start_pool(cfg: Config, name: str | None = None, detached: bool = False, wait: bool = True):
+    """Create scorer actors and their broker. Returns the broker handle."""
+    check_capacity(cfg)
+    cpus, gpus = _resources(cfg)
+    prefix = name or f"ghostsearch-{uuid.uuid4().hex[:6]}"
+    lifetime = "detached" if detached else None
+    cfg_dict = cfg.to_dict()
+    opts = {}
+    if cfg.pool.spread:
+        from ray.util.placement_group import placement_group
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        bundle = {"CPU": cpus} if cpus else {}
+        if gpus:
+            bundle["GPU"] = gpus
+        pg = placement_group([bundle] * cfg.pool.actors, strategy="SPREAD", lifetime=lifetime,
+                             name=f"{prefix}-pg")
+        ray.get(pg.ready(), timeout=600)
+        opts = lambda i: {"scheduling_strategy": PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=i)}  # noqa: E731
+    names = [f"{prefix}-scorer-{i}" if name else f"ghostsearch-scorer-{i}-{prefix[-6:]}" for i in range(cfg.pool.actors)]
+    scorers = []
+    for i, n in enumerate(names):
+        extra = opts(i) if callable(opts) else {}
+        scorers.append(ScorerActor.options(name=n, namespace=NAMESPACE, lifetime=lifetime, num_cpus=cpus,
+                                           num_gpus=gpus, **extra).remote(cfg_dict, cfg.pool.threads, n))
+    # the broker lives on this (head/driver) node: it must survive the loss of any worker node
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    here = ray.get_runtime_context().get_node_id()
+    broker = Broker.options(name=f"{prefix}-broker" if name else None, namespace=NAMESPACE, lifetime=lifetime,
+                            num_cpus=0, max_concurrency=10000,
+                            scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False)).remote(
+        cfg_dict, names, scorers)
+    _KEEP.append((broker, scorers))
+    if wait:
+        ray.get(broker.ready.remote())
+    return broker
+
+
+_KEEP: list = []  # the driver owns local pools: keep handles alive for the driver's lifetime
+
+
+def find_pool(name: str):
+    try:
+        return ray.get_actor(f"{name}-broker", namespace=NAMESPACE)
+    except ValueError:
+        raise GhostsearchError(f"no pool named {name!r} on this cluster; start it with `ghostsearch pool up CONFIG "
+                               f"pool.name={name}`") from None
+
+
+def stop_pool(name: str) -> list[str]:
+    broker = find_pool(name)
+    names = ray.get(broker.status.remote())["actors"]
+    killed = []
+    for n in names:
+        try:
+            ray.kill(ray.get_actor(n, namespace=NAMESPACE), no_restart=True)
+            killed.append(n)
+        except ValueError:
+            pass
+    ray.kill(broker, no_restart=True)
+    try:
+        from ray.util.placement_group import get_placement_group, remove_placement_group
+
+        remove_placement_group(get_placement_group(f"{name}-pg"))
+    except Exception:  # noqa: BLE001  (no placement group)
+        pass
+    return killed + [f"{name}-broker"]
+
+
+@dataclass
+class PoolClient:
+    """The Evaluator and Oracle of one searcher (one cell of a run)."""
+
+    broker: object
+    obj: dict
+    ledger: Ledger
+    cell: str
+    seed: int
+    model: str
+    dtype: str
+    known: dict = field(default_factory=dict)   # cache_key -> ledger row (resume)
+    on_result: object = None                    # callback(row) for progress
+    evaluations: int = 0
+    cache_hits: int = 0
+
+    def load_known(self, run_dir) -> int:
+        t = read_ledger(run_dir)
+        for row in t.to_pylist():
+            if not row["cached"] and row["objective_key"] == self.obj["key"]:
+                self.known[cache_key(self.model, self.dtype, self.obj, tuple(row["removed"]), row["fidelity"])] = row
+        return len(self.known)
+
+    def _row(self, c: Candidate, searcher: str, r: dict, cached: bool) -> dict:
+        return {"cell": self.cell, "searcher": searcher, "objective": self.obj["objective"],
+                "objective_key": self.obj["key"], "removed": list(c.removed), "k": len(c.removed),
+                "fidelity": c.fidelity, "value": r["value"], "tokens": r.get("tokens", 0),
+                "seconds": r.get("seconds", 0.0), "cached": cached, "actor": r.get("actor", ""),
+                "node": r.get("node", ""), "time": time.time(), "seed": self.seed}
+
+    def evaluate(self, candidates: Sequence[Candidate], searcher: str) -> list[float]:
+        values: list[float | None] = [None] * len(candidates)
+        pending = {}
+        for i, c in enumerate(candidates):
+            key = cache_key(self.model, self.dtype, self.obj, c.removed, c.fidelity)
+            if key in self.known:  # resumed run: answered from this run's own ledger
+                row = self._row(c, searcher, self.known[key], cached=True)
+                self.ledger.append(row)
+                values[i] = row["value"]
+                self._done(row)
+            else:
+                ref = self.broker.evaluate.remote(self.obj, list(c.removed), c.fidelity,
+                                                  list(c.prefix) if c.prefix else None, searcher)
+                pending[ref] = i
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            i = pending.pop(ready[0])
+            r = ray.get(ready[0])
+            row = self._row(candidates[i], searcher, r, cached=bool(r.get("cached")))
+            self.ledger.append(row)  # durable before the searcher sees the value
+            values[i] = row["value"]
+            self._done(row)
+        return values  # type: ignore[return-value]
+
+    def _done(self, row: dict) -> None:
+        self.evaluations += 1
+        self.cache_hits += int(row["cached"])
+        if self.on_result is not None:
+            self.on_result(row)
+
+    def statistic(self, name: str):
+        return ray.get(self.broker.statistic.remote(self.obj, name))
