@@ -260,6 +260,7 @@ class LocalCluster:
 
     def stop(self) -> None:
         """Stop exactly what this cluster started, by pid, then remove its dir."""
+        t0 = time.monotonic()
         for node in reversed(self.nodes):
             if node.proc and node.proc.poll() is None:
                 node.proc.send_signal(signal.SIGTERM)  # `ray start --block` tears down its node
@@ -270,13 +271,18 @@ class LocalCluster:
                 except subprocess.TimeoutExpired:
                     node.proc.kill()
                     node.proc.wait(timeout=10)
+        t1 = time.monotonic()
         # stragglers: workers, agents, job drivers, CLI clients carrying the marker
         for _ in range(3):
             left = marked_pids(self.marker)
             if not left:
                 break
             kill_pids(left)
+        t2 = time.monotonic()
         shutil.rmtree(self.root, ignore_errors=True)
+        self.stop_timings = (t1 - t0, t2 - t1, time.monotonic() - t2)
+        print(f"cluster stop: nodes {t1 - t0:.1f}s, stragglers {t2 - t1:.1f}s, "
+              f"rmtree {time.monotonic() - t2:.1f}s", file=sys.stderr)
 
     def __enter__(self) -> "LocalCluster":
         return self

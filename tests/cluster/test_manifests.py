@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-import manifests as M
+import cluster_checks as M
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -132,6 +132,14 @@ def test_catches_runtime_env_without_project_deps(tree):
         d["pip"]["packages"] = [p for p in d["pip"]["packages"] if not p.startswith("transformers")]
     edit_yaml(tree / "cluster/runtime_env.yaml", drop)
     assert_caught(tree, "'transformers' missing")
+
+
+def test_catches_runtime_env_pin_differing_from_image(tree):
+    def bump(d):
+        d["pip"]["packages"] = [("optuna==4.0.0" if p.startswith("optuna") else p)
+                                for p in d["pip"]["packages"]]
+    edit_yaml(tree / "cluster/runtime_env.yaml", bump)
+    assert_caught(tree, "but the image has optuna==")
 
 
 def test_catches_runtime_env_ray_rejects(tree):

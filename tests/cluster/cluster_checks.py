@@ -311,6 +311,25 @@ def check_runtime_env(where: str, doc: dict, root: Path) -> list[str]:
     return problems
 
 
+def check_runtime_env_matches_image(where: str, doc: dict, root: Path) -> list[str]:
+    """Every pin equals the image's (lock file; torch: the Dockerfile's TORCH_VERSION), so on
+    the ghostsearch image Ray's pip step installs nothing."""
+    image: dict[str, str] = {}
+    lock = root / "docker" / "requirements.lock.txt"
+    if lock.exists():
+        image.update(pins(lock.read_text().splitlines()))
+    df = root / "docker" / "Dockerfile"
+    if df.exists():
+        m = re.search(r"(?m)^ARG TORCH_VERSION=(\S+)", df.read_text())
+        if m:
+            image["torch"] = m.group(1)
+    problems = []
+    for name, v in pins(pip_packages(doc.get("pip"))).items():
+        if name in image and image[name] != v:
+            problems.append(f"{where}: {name}=={v} but the image has {name}=={image[name]}")
+    return problems
+
+
 def check_grafana(where: str, doc: dict) -> list[str]:
     exprs = []
 
@@ -456,6 +475,7 @@ def all_problems(root: Path) -> list[str]:
             elif p.name.startswith("runtime_env"):
                 seen_kinds.add("runtime_env")
                 problems += check_runtime_env(where, d, root)
+                problems += check_runtime_env_matches_image(where, d, root)
             elif "panels" in d:
                 seen_kinds.add("grafana")
                 problems += check_grafana(where, d)
