@@ -55,6 +55,18 @@ def cmd_search(args) -> None:
                           "out": cfg.out}))
 
 
+def cmd_compare(args) -> None:
+    from ghostsearch.compare import compare
+    from ghostsearch.config import load_config
+
+    cfg = load_config(args.config, args.overrides)
+    if args.limit is not None:
+        cfg.eval.limit = args.limit
+    run_dir = compare(cfg, address=args.address, progress=not args.no_progress)
+    print(json.dumps({"out": str(run_dir), "comparison": str(run_dir / "comparison.parquet"),
+                      "report": str(run_dir / "report.md")}))
+
+
 def cmd_pool(args) -> None:
     import ray
 
@@ -103,6 +115,12 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--address", default=None, help="Ray cluster address (default: $RAY_ADDRESS or a local Ray)")
     sp.add_argument("--no-progress", action="store_true")
     sp.set_defaults(func=cmd_search)
+
+    sp = with_config("compare", "a grid of searchers x objectives x k x seeds on one pool, evaluated downstream")
+    sp.add_argument("--address", default=None)
+    sp.add_argument("--limit", type=int, default=None, help="examples per downstream task (quick runs)")
+    sp.add_argument("--no-progress", action="store_true")
+    sp.set_defaults(func=cmd_compare)
 
     sp = sub.add_parser("pool", help="a named scorer pool that outlives one job: up | down | status")
     sp.add_argument("action", choices=["up", "down", "status"])

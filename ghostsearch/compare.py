@@ -1,0 +1,168 @@
+"""`ghostsearch compare`: a grid of searchers x objectives x k x seeds on ONE shared scoring pool.
+
+Cells run concurrently (``compare.concurrent`` at a time), each as its own Ray task process on
+the driver node (DEAP draws from the process-global ``random``, so no two searchers share a
+process), all evaluating through the same broker: shared cache, per-searcher accounting. A
+finished cell writes RUN_DIR/cells/<cell>.json; an interrupted compare skips finished cells and
+replays the others from the ledger. The finalists are then repaired (``recovery.method``) and
+evaluated downstream; RUN_DIR/comparison.parquet and the report come last.
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import time
+from pathlib import Path
+
+import ray
+
+from ghostsearch.config import Config
+from ghostsearch.errors import GhostsearchError
+from ghostsearch.runs import build_searcher, model_depth, open_run_dir, run_cell, write_json_atomic
+
+
+def grid(cfg: Config) -> list[dict]:
+    c = cfg.compare
+    searchers = c.searchers or [cfg.searcher]
+    objectives = c.objectives or [cfg.objective]
+    ks = c.ks or [cfg.k]
+    seeds = c.seeds or [cfg.seed]
+    cells = [{"searcher": s, "objective": o, "k": k, "seed": sd}
+             for o, k, sd, s in itertools.product(objectives, ks, seeds, searchers)]
+    if not cells:
+        raise GhostsearchError("the comparison grid is empty; set compare.searchers, compare.objectives, compare.ks")
+    return cells
+
+
+def cell_name(c: dict) -> str:
+    return f"{c['searcher']}-{c['objective']}-k{c['k']}-s{c['seed']}"
+
+
+@ray.remote(num_cpus=0, max_retries=0)
+def _cell_task(cfg_dict: dict, broker, run_dir: str, cell: dict, n_blocks: int) -> dict:
+    import random
+
+    from ghostsearch.cli import _quiet_libraries
+    from ghostsearch.config import Config, _build
+
+    _quiet_libraries()
+    random.seed(cell["seed"])  # this process is this searcher's alone (DEAP uses the global random)
+    cfg = _build(Config, cfg_dict)
+    res = run_cell(cfg, broker, Path(run_dir), n_blocks=n_blocks, progress=False, **cell)
+    write_json_atomic(Path(run_dir) / "cells" / f"{res['cell']}.json", res)
+    return res
+
+
+def run_cells(cfg: Config, broker, run_dir: Path, cells: list[dict], n_blocks: int, progress: bool = True) -> list[dict]:
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    from tqdm.auto import tqdm
+
+    (run_dir / "cells").mkdir(exist_ok=True)
+    done, todo = [], []
+    for c in cells:
+        f = run_dir / "cells" / f"{cell_name(c)}.json"
+        (done.append(json.loads(f.read_text())) if f.exists() else todo.append(c))
+    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+    bar = tqdm(total=len(cells), initial=len(done), desc="cells", unit="cell", disable=not progress)
+    pending = {}
+    queue = list(todo)
+    cfg_dict = cfg.to_dict()
+    while queue or pending:
+        while queue and len(pending) < max(1, cfg.compare.concurrent):
+            c = queue.pop(0)
+            ref = _cell_task.options(scheduling_strategy=here, name=f"cell:{cell_name(c)}").remote(
+                cfg_dict, broker, str(run_dir), c, n_blocks)
+            pending[ref] = c
+        ready, _ = ray.wait(list(pending), num_returns=1)
+        c = pending.pop(ready[0])
+        try:
+            res = ray.get(ready[0])
+        except ray.exceptions.RayTaskError as e:
+            cause = e.as_instanceof_cause()
+            if isinstance(getattr(e, "cause", None), GhostsearchError):
+                raise e.cause from None
+            raise cause
+        done.append(res)
+        bar.update(1)
+        bar.set_postfix(last=f"{res['cell']}={res['value']:.4g}")
+    bar.close()
+    order = {cell_name(c): i for i, c in enumerate(cells)}
+    return sorted(done, key=lambda r: order.get(r["cell"], 1 << 30))
+
+
+def _eval_key(removed: list[int], method: str, cfg: Config) -> str:
+    blob = json.dumps({"removed": removed, "method": method, "variant": cfg.recovery.variant,
+                       "eval": cfg.to_dict()["eval"], "model": cfg.model, "dtype": cfg.dtype}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def evaluate_finalists(cfg: Config, run_dir: Path, results: list[dict], progress: bool = True) -> dict[str, dict]:
+    """Repair each distinct finalist and evaluate it downstream; cached per finalist under RUN_DIR/evals/."""
+    from tqdm.auto import tqdm
+
+    from ghostsearch.evaluate import evaluate_model
+    from ghostsearch.models import load_model
+    from ghostsearch.recovery.apply import repaired_model
+
+    out_dir = run_dir / "evals"
+    out_dir.mkdir(exist_ok=True)
+    method = cfg.recovery.method
+    todo = {}
+    for r in results:
+        todo.setdefault(_eval_key(r["removed"], method, cfg), r["removed"])
+    out = {}
+    model = tok = None
+    for key, removed in tqdm(todo.items(), desc="downstream eval", disable=not progress):
+        f = out_dir / f"{key}.json"
+        if f.exists():
+            out[key] = json.loads(f.read_text())
+            continue
+        if model is None:
+            model, tok = load_model(cfg.model, dtype=cfg.dtype, device=cfg.resolved_device(),
+                                    trust_remote_code=cfg.trust_remote_code)
+        pruned = repaired_model(model, tok, removed, cfg)
+        res = evaluate_model(pruned, tok, cfg.eval, cfg.data_dir)
+        res["recovery"] = method
+        write_json_atomic(f, res)
+        out[key] = res
+        del pruned
+    return out
+
+
+def compare(cfg: Config, address: str | None = None, progress: bool = True) -> Path:
+    from ghostsearch.evaluate import check_tasks
+    from ghostsearch.pool.ledger import Ledger
+    from ghostsearch.pool.pool import connect, find_pool, objective_spec, start_pool
+    from ghostsearch.report import comparison_table, write_report
+
+    cells = grid(cfg)
+    n_blocks = model_depth(cfg)
+    for c in cells:  # every config error before the first evaluation
+        build_searcher(cfg, c["searcher"], c["k"], c["seed"], n_blocks)
+    check_tasks(cfg.eval.tasks, cfg.data_dir)
+    run_dir = open_run_dir(cfg, "compare")
+    started = connect(address or cfg.pool.address, dashboard=cfg.pool.dashboard)
+    t0 = time.monotonic()
+    try:
+        broker = find_pool(cfg.pool.name) if cfg.pool.name else start_pool(cfg)
+        results = run_cells(cfg, broker, run_dir, cells, n_blocks, progress)
+        obj = objective_spec(cfg, cells[0]["objective"])
+        stats = {name: ray.get(broker.statistic.remote(obj, name)) for name in ("similarity", "block_influence")}
+        pool_status = ray.get(broker.status.remote())
+    finally:
+        if started:
+            ray.shutdown()
+    Ledger(run_dir).compact()
+    write_json_atomic(run_dir / "result.json", {"searchers": {r["cell"]: r for r in results}, "pool": pool_status,
+                                                "wall_seconds": time.monotonic() - t0})
+    evals = evaluate_finalists(cfg, run_dir, results, progress)
+    table = comparison_table(cfg, results, {r["cell"]: evals[_eval_key(r["removed"], cfg.recovery.method, cfg)]
+                                            for r in results})
+    import pyarrow.parquet as pq
+
+    tmp = run_dir / ".comparison.parquet.tmp"
+    pq.write_table(table, tmp)
+    tmp.replace(run_dir / "comparison.parquet")
+    write_report(run_dir, table, stats, cfg)
+    return run_dir
