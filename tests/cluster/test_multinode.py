@@ -64,11 +64,22 @@ NAMESPACE = "ghostsearch"
 METRIC = "ray_ghostsearch_evaluations"
 
 
+def runtime_env_for_tests() -> dict:
+    """cluster/runtime_env.yaml, without its `pip` step unless GHOSTSEARCH_TEST_RUNTIME_ENV_PIP=1:
+    this cluster runs Ray from a virtualenv, which Ray clones whole (per node) for a pip
+    runtime env: ~80 s to build and ~90 s to delete here. The pins are checked instead
+    (equal to the image's in test_manifests, to this environment's below)."""
+    renv = yaml.safe_load(RUNTIME_ENV_FILE.read_text())
+    if os.environ.get("GHOSTSEARCH_TEST_RUNTIME_ENV_PIP") != "1":
+        renv.pop("pip", None)
+    return renv
+
+
 def search_command(run_dir: Path) -> tuple[list[str], Path, dict | None]:
     """(entrypoint argv, working dir that `ray job submit --working-dir` uploads, runtime_env)."""
     if USE_GHOSTSEARCH_CLI:
         argv = [a.format(run_dir=run_dir) for a in GHOSTSEARCH_SEARCH_ARGV]
-        return argv, REPO_ROOT, yaml.safe_load(RUNTIME_ENV_FILE.read_text())
+        return argv, REPO_ROOT, runtime_env_for_tests()
     return ["python", "standin_search.py", f"out={run_dir}", "n=40", "seconds=0.25"], \
         HERE / "jobs", None
 
@@ -76,11 +87,16 @@ def search_command(run_dir: Path) -> tuple[list[str], Path, dict | None]:
 # ---------------------------------------------------------------------------
 # reading a run directory
 # ---------------------------------------------------------------------------
+def ledger_parts(run_dir: Path) -> list[Path]:
+    """RUN_DIR/ledger/**/*.parquet, or a single RUN_DIR/*.parquet ledger file."""
+    return sorted((run_dir / "ledger").rglob("*.parquet")) or sorted(run_dir.glob("*.parquet"))
+
+
 def read_ledger(run_dir: Path) -> list[dict]:
     import pyarrow.parquet as pq
 
-    parts = sorted((run_dir / "ledger").glob("*.parquet"))
-    assert parts, f"no ledger parts under {run_dir / 'ledger'}"
+    parts = ledger_parts(run_dir)
+    assert parts, f"no ledger under {run_dir}"
     rows = []
     for p in parts:
         rows += pq.read_table(p).to_pylist()
@@ -212,19 +228,14 @@ def test_image_healthcheck_script(cluster):
 def test_runtime_env_file_provides_project_deps(cluster):
     """A job submitted the documented way (--working-dir . --runtime-env cluster/runtime_env.yaml)
     imports every project dependency, sees the env vars, and runs from the uploaded checkout.
+    (Ray's pip step: see runtime_env_for_tests.)"""
+    from importlib.metadata import version
 
-    Ray's `pip` step runs only with GHOSTSEARCH_TEST_RUNTIME_ENV_PIP=1: this cluster runs
-    from a virtualenv, which Ray clones whole for a pip runtime env (~80 s here, ~90 s more
-    to delete). Without it the pins are still checked (test_manifests: equal to the image's,
-    so the step is a no-op there) and the installed versions must match them."""
-    renv = yaml.safe_load(RUNTIME_ENV_FILE.read_text())
-    if os.environ.get("GHOSTSEARCH_TEST_RUNTIME_ENV_PIP") != "1":
-        from importlib.metadata import version
-
-        wrong = {n: (v, version(n)) for n, v in manifests.pins(
-                 manifests.pip_packages(renv.pop("pip"))).items()
-                 if version(n).split("+")[0] != v}
-        assert not wrong, f"runtime_env pins differ from this environment: {wrong}"
+    pinned = manifests.pins(manifests.pip_packages(
+        yaml.safe_load(RUNTIME_ENV_FILE.read_text()).get("pip")))
+    wrong = {n: (v, version(n)) for n, v in pinned.items() if version(n).split("+")[0] != v}
+    assert not wrong, f"runtime_env pins differ from this environment: {wrong}"
+    renv = runtime_env_for_tests()
     mods = {"scikit-learn": "sklearn", "pyyaml": "yaml", "lm-eval": "lm_eval"}
     deps = [mods.get(n, n.replace("-", "_")) for n in manifests.project_deps(REPO_ROOT)]
     code = ("import importlib, os, sys; "
@@ -286,7 +297,7 @@ def test_worker_node_loss_during_job(cluster, reference_run):
     def inject(info):
         if fault or info.get("status") != "RUNNING":
             return
-        if not list((run_dir / "ledger").glob("*.parquet")):
+        if not ledger_parts(run_dir):
             return  # wait until evaluations are flowing
         on_worker = [a for a in cluster.list_actors(NAMESPACE)
                      if SCORER_NAME.match(a.get("name") or "") and a.get("state") == "ALIVE"
