@@ -1,0 +1,75 @@
+"""beam: width-B iterative deletion. greedy (SLEB-style) is the same search with B = 1."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from ghostsearch.search.base import Candidate, Removed, Space, canonical, register
+from ghostsearch.search.common import Memo
+
+
+@register
+class Beam(Memo):
+    """Step t (t = 1..k) asks R ∪ {j} for every kept set R of size t-1 and every free j not in R,
+    each with R as its prefix hint; sets reached from two beams are asked once (the better-ranked
+    parent is the hint). The ``width`` best sets of size t are kept (ties: the smaller tuple).
+    After k steps the best k-set is the answer."""
+
+    name = "beam"
+
+    @dataclass
+    class Params:
+        width: int = 4
+
+        def __post_init__(self):
+            if int(self.width) != self.width or self.width < 1:
+                raise ValueError("width must be an integer >= 1")
+
+    @staticmethod
+    def width_of(params: Any) -> int:
+        return getattr(params, "width", 1)
+
+    @classmethod
+    def min_budget(cls, space: Space, params: Any) -> float:
+        """The most the k steps can cost (dedup only lowers it)."""
+        n, B = len(space.free), cls.width_of(params)
+        return sum(min(min(B, math.comb(n, t)) * (n - t), math.comb(n, t + 1)) for t in range(space.k))
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.beams: list[Removed] = [()]  # kept sets of the current size, best first
+
+    def ask(self) -> list[Candidate]:
+        hint: dict[Removed, Removed] = {}
+        for r in self.beams:
+            for j in self.space.free:
+                if j not in r:
+                    hint.setdefault(canonical(r + (j,)), r)
+        return [Candidate(s, prefix=p or None) for s, p in hint.items()]
+
+    def tell(self, candidates, values) -> None:
+        super().tell(candidates, values)
+        ranked = sorted((v if v == v else math.inf, c.removed) for c, v in zip(candidates, values))  # NaN last
+        self.beams = [s for _, s in ranked[: self.width_of(self.params)]]
+
+    @property
+    def done(self) -> bool:
+        return len(self.beams[0]) == self.space.k
+
+    def _state(self) -> dict:
+        return {"beams": [list(b) for b in self.beams]}
+
+    def _load_state(self, state: dict) -> None:
+        self.beams = [tuple(b) for b in state["beams"]]
+
+
+@register
+class Greedy(Beam):
+    """SLEB-style iterative deletion: each step removes the block whose removal scores best."""
+
+    name = "greedy"
+
+    @dataclass
+    class Params:  # greedy is beam search of width 1
+        pass

@@ -1,0 +1,188 @@
+"""bo: prior-guided Bayesian optimisation of k-subsets with Optuna (ask/tell)."""
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import optuna
+from optuna.distributions import FloatDistribution
+from optuna.trial import TrialState, create_trial
+
+from ghostsearch.search.base import Candidate, Removed, Space, canonical, register
+from ghostsearch.search.common import Prior, default_search_budget, prior_weights, sample_unseen
+
+SAMPLERS = ("gp", "tpe")
+
+
+@register
+class BO(Prior):
+    """Encoding: one float key in [0, 1] per free block; the k blocks with the largest keys are
+    removed (ties: lower index), so every point is a feasible k-set.
+
+    Starts: after the prior (see ``Prior``), the prior's top-k set and ``n_prior_samples`` sets drawn
+    with prior weights are enqueued (keys 1 for removed blocks, 0 for kept). Then the sampler
+    (GPSampler, or multivariate TPE) proposes ``batch`` points per ask.
+
+    Duplicates: different keys can give a k-set already scored. Such a proposal is marked failed
+    in the study and replaced by its nearest unseen neighbour (the cheapest exchange of two keys,
+    see ``nearest_unseen``), enqueued and told its real value, so every trial costs exactly one
+    evaluation and the sampler never learns a value for keys that did not produce it.
+
+    Determinism and resume: the sampler is rebuilt before every ask with a seed drawn from (seed,
+    completed trials), so a resumed study proposes exactly what an uninterrupted one would. The
+    trials also live in ``state_dict``; with ``storage`` (a file path) the study is an Optuna
+    JournalStorage file that ``optuna-dashboard`` opens, and a resumed run reuses it."""
+
+    name = "bo"
+
+    @dataclass
+    class Params:
+        sampler: str = "gp"  # 'gp' | 'tpe'
+        prior: str = "removal"  # 'removal' | 'block_influence'
+        n_prior_samples: int = 8
+        n_random: int = 0  # random trials after the starts before the model takes over
+        temperature: float = 0.5  # of the prior weights; larger = closer to uniform
+        batch: int = 1
+        storage: str | None = None  # JournalStorage file, e.g. RUN_DIR/optuna-<cell>.log
+        study_name: str | None = None
+
+        def __post_init__(self):
+            if self.sampler not in SAMPLERS:
+                raise ValueError(f"sampler must be one of {SAMPLERS}")
+            if self.batch < 1 or self.n_prior_samples < 0 or self.n_random < 0 or self.temperature <= 0:
+                raise ValueError("batch >= 1, n_prior_samples >= 0, n_random >= 0 and temperature > 0 are required")
+
+    @classmethod
+    def default_budget(cls, space: Space, params: Any) -> float:
+        return default_search_budget(space)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.trials: list[tuple[list[float], float]] = []  # completed trials: keys per free block, value
+        self.asked: dict[int, Removed] = {}  # trial number -> set, between ask and tell
+        self.study: optuna.Study | None = None
+
+    # ---------- encoding ----------
+    def keys_name(self, i: int) -> str:
+        return f"x{i:03d}"
+
+    def decode(self, params: dict) -> Removed:
+        keys = [(-params[self.keys_name(i)], i) for i in self.space.free]
+        return canonical(i for _, i in sorted(keys)[: self.space.k])
+
+    def encode(self, s: Removed) -> dict:
+        return {self.keys_name(i): float(i in s) for i in self.space.free}
+
+    @property
+    def distributions(self) -> dict:
+        return {self.keys_name(i): FloatDistribution(0.0, 1.0) for i in self.space.free}
+
+    # ---------- the study ----------
+    def open_study(self) -> optuna.Study:
+        """Create or reopen the study and make it hold exactly the completed trials of our state."""
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        storage = None
+        if self.params.storage:
+            from optuna.storages.journal import JournalFileBackend, JournalStorage
+
+            storage = JournalStorage(JournalFileBackend(self.params.storage))
+        name = self.params.study_name or f"ghostsearch-{self.name}-k{self.space.k}-seed{self.seed}"
+        study = optuna.create_study(storage=storage, study_name=name, direction="minimize", load_if_exists=True)
+        for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.WAITING)):
+            study.tell(t.number, state=TrialState.FAIL)  # interrupted between ask and tell
+        have = len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+        dist = self.distributions
+        for keys, value in self.trials[have:]:
+            study.add_trial(create_trial(params=dict(zip(dist, keys)), distributions=dist, value=value))
+        return study
+
+    def sampler(self) -> optuna.samplers.BaseSampler:
+        seed = zlib.crc32(f"{self.seed}/{len(self.trials)}".encode())
+        startup = 1 + self.params.n_prior_samples + self.params.n_random
+        if self.params.sampler == "tpe":
+            return optuna.samplers.TPESampler(seed=seed, multivariate=True, n_startup_trials=startup)
+        return optuna.samplers.GPSampler(seed=seed, n_startup_trials=startup, deterministic_objective=True)
+
+    def starts(self) -> list[Removed]:
+        rng = np.random.default_rng([self.seed, 7])
+        w = prior_weights(self.prior, self.params.temperature)
+        first = [self.prior_topk()]
+        return first + sample_unseen(rng, self.space, w, set(first), self.params.n_prior_samples)
+
+    def complete(self, trial: optuna.Trial | int, s: Removed, value: float) -> None:
+        number = trial if isinstance(trial, int) else trial.number
+        params = self.study.trials[number].params
+        self.study.tell(number, value)
+        self.trials.append(([params[n] for n in self.distributions], float(value)))
+
+    def nearest_unseen(self, keys: dict, taken: set) -> dict | None:
+        """Keys closest to ``keys`` whose set is unseen: the cheapest single swap of a removed block
+        i with a kept block j (cost key_i - key_j), done by exchanging their two keys."""
+        s = self.decode(keys)
+        swaps = sorted((keys[self.keys_name(i)] - keys[self.keys_name(j)], i, j)
+                       for i in s for j in self.space.free if j not in s)
+        for _, i, j in swaps:
+            if canonical(set(s) - {i} | {j}) not in self.memo.keys() | taken:
+                ki, kj = self.keys_name(i), self.keys_name(j)
+                return {**keys, ki: keys[kj], kj: keys[ki]}
+        return None
+
+    def ask_one(self, taken: set) -> tuple[optuna.Trial, Removed]:
+        """One trial whose set is unseen and not in ``taken``. A proposal that decodes to a set
+        already scored is marked failed and replaced by its nearest unseen neighbour (enqueued)."""
+        self.study.sampler = self.sampler()
+        trial = self.study.ask(self.distributions)
+        s = self.decode(trial.params)
+        if s not in self.memo and s not in taken:
+            return trial, s
+        self.study.tell(trial, state=TrialState.FAIL)
+        keys = self.nearest_unseen(trial.params, taken)
+        if keys is None:  # every neighbour is scored: jump to an unseen prior-weighted set
+            rng = np.random.default_rng([self.seed, len(self.trials)])
+            w = prior_weights(self.prior, self.params.temperature)
+            keys = self.encode(sample_unseen(rng, self.space, w, set(self.memo) | taken, 1)[0])
+        self.study.enqueue_trial(keys)
+        trial = self.study.ask(self.distributions)
+        return trial, self.decode(trial.params)
+
+    # ---------- protocol ----------
+    def ask(self) -> list[Candidate]:
+        if self.singles():
+            return self.singles()
+        if self.study is None:
+            self.study = self.open_study()
+        todo = [s for s in self.starts() if s not in self.memo]
+        taken: set = set()
+        for s in todo[: self.affordable(len(todo))]:
+            self.study.enqueue_trial(self.encode(s))
+            self.asked[self.study.ask(self.distributions).number] = s
+            taken.add(s)
+        if not taken:
+            unseen = self.space.n_subsets() - sum(len(s) == self.space.k for s in self.memo)
+            for _ in range(min(self.affordable(self.params.batch), unseen)):
+                trial, s = self.ask_one(taken)
+                self.asked[trial.number] = s
+                taken.add(s)
+        return [Candidate(s) for s in self.asked.values()]
+
+    def tell(self, candidates, values) -> None:
+        super().tell(candidates, values)
+        value = {c.removed: v for c, v in zip(candidates, values)}
+        for number, s in self.asked.items():
+            self.complete(number, s, value[s])
+        self.asked = {}
+
+    @property
+    def done(self) -> bool:
+        if self.singles():
+            return False
+        return self.affordable(1) == 0 or sum(len(s) == self.space.k for s in self.memo) >= self.space.n_subsets()
+
+    def _state(self) -> dict:
+        return {"trials": self.trials}
+
+    def _load_state(self, state: dict) -> None:
+        self.trials = [(list(k), float(v)) for k, v in state["trials"]]
+        self.study = None  # reopened (and completed from the state) at the next ask

@@ -1,0 +1,171 @@
+"""cbo: constrained binary optimisation with a second-order (QUBO) surrogate of the objective."""
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ghostsearch.search.base import Candidate, Removed, Space, canonical, register
+from ghostsearch.search.common import Prior, default_search_budget, prior_weights, sample_unseen
+
+
+@dataclass
+class Quadratic:
+    """energy(x) = c + Σ a_i x_i + Σ_{i<j} B_ij x_i x_j on gates x ∈ {0,1}^n (x_i = 1: removed)."""
+
+    c: float
+    a: np.ndarray  # [n]
+    B: np.ndarray  # [n, n], symmetric, zero diagonal
+
+    def energy(self, sets: np.ndarray) -> np.ndarray:
+        """Energies of the rows of ``sets`` ([m, k] gate positions, all rows the same size k)."""
+        e = self.c + self.a[sets].sum(1)
+        for p, q in itertools.combinations(range(sets.shape[1]), 2):
+            e = e + self.B[sets[:, p], sets[:, q]]
+        return e
+
+
+def features(X: np.ndarray) -> np.ndarray:
+    """[x_i ..., x_i x_j (i < j) ...] for each row of the binary matrix X [m, n]."""
+    i, j = np.triu_indices(X.shape[1], 1)
+    return np.hstack([X, X[:, i] * X[:, j]])
+
+
+def fit(X: np.ndarray, y: np.ndarray, ridges=np.logspace(-4, 2, 13)) -> Quadratic:
+    """Ridge least squares on the second-order features, the ridge chosen by leave-one-out error
+    (closed form, dual form since there are usually fewer observations than features)."""
+    n = X.shape[1]
+    F = features(X.astype(float))
+    fm, ym = F.mean(0), y.mean()
+    Fc, yc = F - fm, y - ym
+    s, U = np.linalg.eigh(Fc @ Fc.T)
+    s = np.clip(s, 0, None)
+    Uy = U.T @ yc
+    best = None
+    for lam in ridges * max(s.max(), 1e-12) / len(y):
+        h = s / (s + lam)
+        resid = yc - U @ (h * Uy)
+        lev = (U**2) @ h + 1.0 / len(y)
+        loo = np.mean((resid / np.clip(1 - lev, 1e-6, None)) ** 2)
+        if best is None or loo < best[0]:
+            best = (loo, lam)
+    lam = best[1]
+    w = Fc.T @ (U @ (Uy / (s + lam)))
+    a, B = w[:n], np.zeros((n, n))
+    B[np.triu_indices(n, 1)] = w[n:]
+    return Quadratic(float(ym - fm @ w), a, B + B.T)
+
+
+def lowest_enumerated(model: Quadratic, n: int, k: int, m: int, chunk: int = 1 << 18) -> list[tuple[float, tuple]]:
+    """The m lowest-energy k-subsets of range(n), by exact enumeration in vectorised chunks."""
+    combos = itertools.combinations(range(n), k)
+    keep: list[tuple[float, tuple]] = []
+    while True:
+        flat = np.fromiter(itertools.chain.from_iterable(itertools.islice(combos, chunk)), dtype=np.int32)
+        if not flat.size:
+            return sorted(keep)[:m]
+        sets = flat.reshape(-1, k)
+        e = model.energy(sets)
+        top = np.argpartition(e, min(m, len(e) - 1))[:m] if len(e) > m else np.arange(len(e))
+        keep = heapq.nsmallest(m, keep + [(float(e[t]), tuple(sets[t].tolist())) for t in top])
+
+
+def lowest_annealed(model: Quadratic, n: int, k: int, m: int, rng: np.random.Generator, starts: list[tuple],
+                    steps: int = 2000, restarts: int = 8) -> list[tuple[float, tuple]]:
+    """The m lowest-energy distinct k-subsets visited by simulated annealing with swap moves
+    (from ``starts`` and random restarts); a heuristic for spaces too large to enumerate."""
+    seen: dict[tuple, float] = {}
+    scale = np.abs(model.a).mean() + 1e-12
+    inits = list(starts) + [tuple(sorted(rng.choice(n, k, replace=False).tolist())) for _ in range(restarts)]
+    for s0 in inits:
+        s = list(s0)
+        e = float(model.energy(np.array([s]))[0])
+        for t in range(steps):
+            temp = scale * (1 - t / steps) + 1e-9
+            p, j = int(rng.integers(k)), int(rng.integers(n))
+            if j in s:
+                continue
+            i, rest = s[p], s[:p] + s[p + 1:]
+            de = model.a[j] - model.a[i] + model.B[j, rest].sum() - model.B[i, rest].sum()
+            if de <= 0 or rng.random() < math.exp(-de / temp):
+                s[p], e = j, e + de
+                seen.setdefault(tuple(sorted(s)), e)
+    return heapq.nsmallest(m, ((e, s) for s, e in seen.items()))
+
+
+@register
+class CBO(Prior):
+    """Design: the single-block removals (the prior), every pair of adjacent free blocks
+    (``adjacent_pairs``) and ``n_random`` k-sets drawn with prior weights. Then rounds: fit the
+    quadratic model to every full-fidelity value so far, find the ``n_propose`` lowest-energy
+    k-sets not yet scored (the minimum and the low-lying excited configurations) exactly by
+    enumeration while C(n_free, k) <= ``enumerate_limit``, else by simulated annealing, score them
+    for real, refit, until the budget is spent. The best real value wins. Everything is a function
+    of the values so far and the seed, so the memo is the whole state."""
+
+    name = "cbo"
+
+    @dataclass
+    class Params:
+        n_random: int | None = None  # random k-sets in the design; None: half the free blocks
+        adjacent_pairs: bool = True
+        n_propose: int = 4
+        temperature: float = 1.0  # of the prior weights for the random design
+        enumerate_limit: float = 1e7
+
+        def __post_init__(self):
+            if (self.n_random is not None and self.n_random < 0) or self.n_propose < 1 or self.temperature <= 0:
+                raise ValueError("n_random >= 0, n_propose >= 1 and temperature > 0 are required")
+
+    @classmethod
+    def default_budget(cls, space: Space, params: Any) -> float:
+        return default_search_budget(space)
+
+    def design(self) -> list[Removed]:
+        free, k = self.space.free, self.space.k
+        pairs = [(a, b) for a, b in zip(free, free[1:]) if b == a + 1] if self.params.adjacent_pairs and k > 2 else []
+        n_random = len(free) // 2 if self.params.n_random is None else self.params.n_random
+        rng = np.random.default_rng([self.seed, 3])
+        w = prior_weights(self.prior, self.params.temperature)
+        return pairs + sample_unseen(rng, self.space, w, set(pairs), n_random)
+
+    def model(self) -> Quadratic:
+        pos = {b: p for p, b in enumerate(self.space.free)}
+        sets = list(self.memo)
+        X = np.zeros((len(sets), len(pos)))
+        for r, s in enumerate(sets):
+            X[r, [pos[b] for b in s]] = 1
+        return fit(X, np.array([self.memo[s] for s in sets]))
+
+    def proposals(self, m: int) -> list[Removed]:
+        """The m lowest-energy unseen k-sets under the current model."""
+        free, k = self.space.free, self.space.k
+        seen = [s for s in self.memo if len(s) == k]
+        model, want = self.model(), m + len(seen)
+        if self.space.n_subsets() <= self.params.enumerate_limit:
+            low = lowest_enumerated(model, len(free), k, want)
+        else:
+            pos = {b: p for p, b in enumerate(free)}
+            starts = [tuple(pos[b] for b in s) for s in sorted(self.memo, key=self.memo.get) if len(s) == k][:4]
+            low = lowest_annealed(model, len(free), k, want, np.random.default_rng([self.seed, len(self.memo)]), starts)
+        sets = [canonical(free[p] for p in s) for _, s in low]
+        out = [s for s in sets if s not in self.memo][:m]
+        if not out:  # annealing found nothing new: explore with the prior
+            rng = np.random.default_rng([self.seed, len(self.memo)])
+            out = sample_unseen(rng, self.space, prior_weights(self.prior, self.params.temperature), self.memo, m)
+        return out
+
+    def ask(self) -> list[Candidate]:
+        todo = self.singles() or [Candidate(s) for s in self.design() if s not in self.memo]
+        todo = todo or [Candidate(s) for s in self.proposals(self.params.n_propose)]
+        return todo[: self.affordable(len(todo))]
+
+    @property
+    def done(self) -> bool:
+        if self.singles():
+            return False
+        return self.affordable(1) == 0 or sum(len(s) == self.space.k for s in self.memo) >= self.space.n_subsets()

@@ -1,0 +1,154 @@
+"""Plumbing shared by the searchers: a memo of values, default budgets, the single-removal prior
+and prior-weighted sampling of k-sets. Nothing here evaluates anything by itself."""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+from ghostsearch.errors import GhostsearchError
+from ghostsearch.search.base import Budget, Candidate, Removed, Searcher, Space, canonical
+
+
+def greedy_cost(space: Space) -> int:
+    """Evaluations of SLEB-style greedy deletion: n + (n-1) + ... + (n-k+1) for n free blocks."""
+    n = len(space.free)
+    return sum(n - t for t in range(space.k))
+
+
+def default_search_budget(space: Space) -> float:
+    """The budget of the model-based searchers (ga, bo, cbo) when the run sets none: twice greedy's."""
+    return 2.0 * greedy_cost(space)
+
+
+def pack(memo: dict[Removed, float]) -> list:
+    """A memo as JSON-friendly rows [[blocks...], value]."""
+    return [[list(r), v] for r, v in memo.items()]
+
+
+def unpack(rows: list) -> dict[Removed, float]:
+    return {tuple(r): float(v) for r, v in rows}
+
+
+def statistic(searcher: Searcher, name: str) -> Any:
+    if searcher.oracle is None:
+        raise GhostsearchError(f"searcher '{searcher.name}' needs the '{name}' statistic but has no oracle; run it through the pool")
+    return searcher.oracle.statistic(name)
+
+
+class Memo(Searcher):
+    """A searcher that remembers every full-fidelity value it was told (for dedup and models),
+    and that falls back to ``default_budget`` when the run gives no evaluation budget."""
+
+    def __init__(self, space: Space, *, seed: int = 0, budget: Budget | None = None, params: dict | None = None):
+        super().__init__(space, seed=seed, budget=budget, params=params)
+        if self.budget.evaluations is None:
+            default = self.default_budget(space, self.params)
+            if default is not None:
+                self.budget = dataclasses.replace(self.budget, evaluations=float(default))
+        self.memo: dict[Removed, float] = {}
+
+    @classmethod
+    def default_budget(cls, space: Space, params: Any) -> float | None:
+        """The evaluation budget used when the run sets none (None: the searcher ends by itself)."""
+        return None
+
+    def tell(self, candidates: Sequence[Candidate], values: Sequence[float]) -> None:
+        super().tell(candidates, values)
+        for c, v in zip(candidates, values):
+            if c.fidelity >= 1.0:
+                self.memo[c.removed] = float(v)
+
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), "memo": pack(self.memo)}
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        self.memo = unpack(state["memo"])
+
+    def affordable(self, n: int, fidelity: float = 1.0) -> int:
+        """How many of n evaluations at this fidelity the budget still allows."""
+        left = self.budget_left
+        return n if left == math.inf else int(min(n, math.floor(left / fidelity + 1e-9)))
+
+
+PRIORS = ("removal", "block_influence")
+
+
+class Prior(Memo):
+    """A per-free-block prior, low = cheap to remove. Subclasses choose it with a ``prior`` parameter
+    (or ``default_prior``). 'removal': score every free single-block removal {i} first (the
+    ``singles()`` phase, len(free) evaluations); 'block_influence': Block Influence, free of budget.
+    ``self.prior`` is aligned with ``space.free``."""
+
+    default_prior = "removal"
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.prior_kind(self.params)  # fail at construction on a bad prior
+
+    @classmethod
+    def prior_kind(cls, params: Any) -> str:
+        kind = getattr(params, "prior", cls.default_prior)
+        if kind not in PRIORS:
+            raise GhostsearchError(f"searcher '{cls.name}': prior={kind!r}; choose one of {', '.join(PRIORS)}")
+        return kind
+
+    @classmethod
+    def min_budget(cls, space: Space, params: Any) -> float:
+        return len(space.free) + (space.k > 1) if cls.prior_kind(params) == "removal" else 1.0
+
+    def setup(self, oracle) -> None:
+        super().setup(oracle)
+        if self.prior_kind(self.params) == "block_influence":
+            bi = np.asarray(statistic(self, "block_influence"), dtype=float)
+            if bi.shape != (self.space.n_blocks,):
+                raise GhostsearchError(f"block_influence has shape {bi.shape}, expected ({self.space.n_blocks},)")
+            self._bi = bi[self.space.free]
+
+    def singles(self) -> list[Candidate]:
+        if self.prior_kind(self.params) != "removal":
+            return []
+        return [Candidate((i,)) for i in self.space.free if (i,) not in self.memo]
+
+    @property
+    def prior(self) -> np.ndarray:
+        if self.prior_kind(self.params) == "block_influence":
+            return self._bi
+        return np.array([self.memo[(i,)] for i in self.space.free])
+
+    def prior_topk(self) -> Removed:
+        """The k free blocks with the lowest prior (ties: lowest index)."""
+        order = np.argsort(self.prior, kind="stable")[: self.space.k]
+        return canonical(self.space.free[i] for i in order)
+
+
+def prior_weights(prior: np.ndarray, temperature: float) -> np.ndarray:
+    """Sampling weights per free block from prior values (low value = high weight): a softmax of
+    the negated z-scores divided by ``temperature`` (large = uniform)."""
+    z = (prior - prior.mean()) / (prior.std() + 1e-12)
+    w = np.exp(-(z - z.min()) / temperature)
+    return w / w.sum()
+
+
+def sample_set(rng: np.random.Generator, free: Sequence[int], k: int, weights: np.ndarray) -> Removed:
+    """One k-set of free blocks drawn without replacement with the given weights."""
+    idx = rng.choice(len(free), size=k, replace=False, p=weights)
+    return canonical(free[i] for i in idx)
+
+
+def sample_unseen(rng: np.random.Generator, space: Space, weights: np.ndarray, seen, n: int,
+                  tries: int = 50) -> list[Removed]:
+    """Up to n distinct k-sets not in ``seen``, prior-weighted, then uniform when the prior keeps repeating."""
+    out: list[Removed] = []
+    uniform = np.full(len(space.free), 1.0 / len(space.free))
+    for w in (weights, uniform):
+        for _ in range(tries * n):
+            if len(out) == n:
+                return out
+            s = sample_set(rng, space.free, space.k, w)
+            if s not in seen and s not in out:
+                out.append(s)
+    return out

@@ -1,0 +1,183 @@
+"""ga: a prior-guided genetic algorithm on k-subsets (DEAP), with EvoPress-style multi-step selection.
+
+DEAP draws from Python's global ``random``. The searcher re-seeds it from (seed, generation)
+before every generation, so a resumed run continues exactly; this also means two GA searchers
+must never run as threads of one process (they would re-seed each other's generator). Run them
+as separate processes (Ray actors/tasks) instead."""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from deap import base, tools
+
+from ghostsearch.search.base import Candidate, Removed, Space, canonical, register
+from ghostsearch.search.common import Prior, default_search_budget, prior_weights, sample_unseen
+
+
+class FitnessMin(base.Fitness):
+    weights = (-1.0,)
+
+
+class Individual(list):
+    """A k-set as a DEAP individual (a sorted list of block indices with a fitness)."""
+
+    def __init__(self, blocks, value: float):
+        super().__init__(blocks)
+        self.fitness = FitnessMin((value,))
+
+
+def cx_subset(a, b, k: int) -> Removed:
+    """Cardinality-preserving crossover: keep what both parents share, fill up from the rest of their union."""
+    common = set(a) & set(b)
+    rest = sorted((set(a) | set(b)) - common)
+    return canonical(list(common) + random.sample(rest, k - len(common)))
+
+
+def mut_swap(s: Removed, free: list[int], weight: dict[int, float]) -> Removed:
+    """Swap mutation biased by the prior: a block that looks important (low weight) tends to leave
+    the set, a block that looks cheap to remove (high weight) tends to enter it."""
+    out = random.choices(s, weights=[1.0 / weight[i] for i in s])[0]
+    pool = [i for i in free if i not in s]
+    into = random.choices(pool, weights=[weight[i] for i in pool])[0]
+    return canonical([i for i in s if i != out] + [into])
+
+
+@register
+class GA(Prior):
+    """Phase 0: every single-block removal (the prior). Phase 1: an initial population of
+    ``pop_size`` k-sets, the prior's top-k plus sets sampled with prior weights, at full fidelity.
+    Each generation: ``offspring`` new sets (tournament selection, ``cx_prob`` crossover,
+    ``mut_prob`` swap mutation; duplicates re-drawn) are screened at fidelity ``screen``, the
+    ``promote`` best are scored at full fidelity, and the next population is the best ``pop_size``
+    of parents and promoted children (elitism). Only full-fidelity values rank individuals."""
+
+    name = "ga"
+
+    @dataclass
+    class Params:
+        pop_size: int = 6
+        offspring: int = 16
+        promote: int = 3
+        screen: float = 0.25  # fidelity of the screening step; 1.0 = no screening
+        cx_prob: float = 0.7
+        mut_prob: float = 0.7
+        tournament: int = 2
+        temperature: float = 1.0  # of the prior weights; larger = closer to uniform
+
+        def __post_init__(self):
+            for f in ("pop_size", "offspring", "promote", "tournament"):
+                if int(getattr(self, f)) != getattr(self, f) or getattr(self, f) < 1:
+                    raise ValueError(f"{f} must be an integer >= 1")
+            if self.promote > self.offspring:
+                raise ValueError("promote must be <= offspring")
+            if not 0 < self.screen <= 1 or self.temperature <= 0:
+                raise ValueError("screen must be in (0, 1] and temperature > 0")
+
+    @classmethod
+    def default_budget(cls, space: Space, params: Any) -> float:
+        return default_search_budget(space)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.population: list[Removed] | None = None
+        self.generation = 0
+        self.screened: dict[Removed, float] | None = None  # this generation's screening values
+
+    def setup(self, oracle) -> None:
+        super().setup(oracle)
+        random.seed(self.seed)
+
+    def weights(self) -> dict[int, float]:
+        return dict(zip(self.space.free, prior_weights(self.prior, self.params.temperature)))
+
+    def breed(self, n: int) -> list[Removed]:
+        """n new distinct unseen k-sets from the population, drawn from random seeded by (seed, generation)."""
+        random.seed(self.seed * 1_000_003 + self.generation)
+        p, k, w = self.params, self.space.k, self.weights()
+        toolbox = base.Toolbox()
+        toolbox.register("select", tools.selTournament, tournsize=p.tournament)
+        toolbox.register("mate", cx_subset, k=k)
+        toolbox.register("mutate", mut_swap, free=self.space.free, weight=w)
+        pop = [Individual(s, self.memo[s]) for s in self.population]
+        out: list[Removed] = []
+        for _ in range(50 * n):
+            if len(out) == n:
+                break
+            a, b = toolbox.select(pop, 2)
+            child = toolbox.mate(a, b) if random.random() < p.cx_prob else tuple(a)
+            if random.random() < p.mut_prob or child in self.memo or child in out:
+                child = toolbox.mutate(child)
+            if child not in self.memo and child not in out:
+                out.append(child)
+        if len(out) < n:  # the population has converged: explore with the prior
+            rng = np.random.default_rng([self.seed, self.generation])
+            out += sample_unseen(rng, self.space, np.array(list(w.values())), set(self.memo) | set(out), n - len(out))
+        return out
+
+    def phase(self) -> str:
+        if self.singles():
+            return "singles"
+        if self.population is None:
+            return "init"
+        return "screen" if self.screened is None else "promote"
+
+    def plan(self) -> int:
+        """How many offspring this generation can screen, leaving enough budget to promote."""
+        p, left = self.params, self.budget_left
+        if p.screen == 1:
+            return self.affordable(p.offspring)
+        m = min(p.promote, self.affordable(p.promote))
+        return min(p.offspring, int((left - m) / p.screen + 1e-9)) if m else 0
+
+    def ask(self) -> list[Candidate]:
+        phase = self.phase()
+        if phase == "singles":
+            return self.singles()
+        if phase == "init":
+            rng = np.random.default_rng([self.seed, 2**31])
+            first = [self.prior_topk()]
+            first += sample_unseen(rng, self.space, prior_weights(self.prior, self.params.temperature),
+                                   set(first), self.params.pop_size - 1)
+            return [Candidate(s) for s in first[: self.affordable(len(first))]]
+        if phase == "screen":
+            return [Candidate(s, fidelity=self.params.screen) for s in self.breed(self.plan())]
+        best = sorted(self.screened, key=lambda s: (self.screened[s], s))
+        return [Candidate(s) for s in best[: self.affordable(self.params.promote)]]
+
+    def tell(self, candidates, values) -> None:
+        phase = self.phase()
+        super().tell(candidates, values)
+        if phase == "init":
+            self.population = [c.removed for c in candidates]
+        elif phase == "screen" and self.params.screen < 1:
+            self.screened = {c.removed: float(v) for c, v in zip(candidates, values)}
+        elif phase != "singles":  # promoted children, or full-fidelity offspring when screen == 1
+            pop = [Individual(s, self.memo[s]) for s in self.population + [c.removed for c in candidates]]
+            self.population = [canonical(i) for i in tools.selBest(sorted(pop), self.params.pop_size)]
+            self.generation += 1
+            self.screened = None
+
+    @property
+    def done(self) -> bool:
+        phase = self.phase()
+        if phase == "singles":
+            return False
+        if phase == "promote":
+            return self.affordable(1) == 0
+        exhausted = sum(len(s) == self.space.k for s in self.memo) >= self.space.n_subsets()
+        return exhausted or (self.affordable(1) == 0 if phase == "init" else self.plan() == 0)
+
+    def _state(self) -> dict:
+        return {
+            "generation": self.generation,
+            "population": None if self.population is None else [list(s) for s in self.population],
+            "screened": None if self.screened is None else [[list(s), v] for s, v in self.screened.items()],
+        }
+
+    def _load_state(self, state: dict) -> None:
+        self.generation = state["generation"]
+        self.population = None if state["population"] is None else [tuple(s) for s in state["population"]]
+        self.screened = None if state["screened"] is None else {tuple(s): v for s, v in state["screened"]}

@@ -1,0 +1,42 @@
+"""oneshot: the k best blocks by a per-block prior, evaluated once. shortgpt: the same with Block Influence."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ghostsearch.search.base import Candidate, register
+from ghostsearch.search.common import Prior
+
+
+@register
+class OneShot(Prior):
+    """Top-k by a per-block prior.
+
+    prior='removal': ask every free single-block removal {i} (len(free) evaluations), keep the k
+    with the lowest value, then evaluate that k-set so the answer has a real value.
+    prior='block_influence': the k free blocks with the lowest Block Influence, one evaluation.
+    """
+
+    name = "oneshot"
+
+    @dataclass
+    class Params:
+        prior: str = "removal"  # 'removal' | 'block_influence'
+
+    def ask(self) -> list[Candidate]:
+        return self.singles() or [Candidate(self.prior_topk())]
+
+    @property
+    def done(self) -> bool:
+        return not self.singles() and self.prior_topk() in self.memo
+
+
+@register
+class ShortGPT(OneShot):
+    """ShortGPT (Men et al., 2024): remove the k blocks with the lowest Block Influence."""
+
+    name = "shortgpt"
+    default_prior = "block_influence"
+
+    @dataclass
+    class Params:  # no parameters: the prior is always Block Influence
+        pass

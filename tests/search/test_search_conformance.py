@@ -1,0 +1,126 @@
+"""One conformance suite over every registered searcher (a new searcher is covered automatically)."""
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from search_synthetic import Synthetic
+
+from ghostsearch.errors import GhostsearchError
+from ghostsearch.search import REGISTRY, Budget, Space, get_searcher, make_searcher, run
+
+SPACE = Space(12, 3, frozenset({0, 5, 11}))
+NAMES = sorted(REGISTRY)
+SYN = Synthetic.random(12, seed=7)
+
+
+def budget_for(name: str) -> Budget:
+    cls = REGISTRY[name]
+    need = cls.min_budget(SPACE, cls.parse_params({}))
+    return Budget(evaluations=need + 8)  # a little above the minimum: iterative searchers must stop on it
+
+
+def searcher(name: str, seed: int = 0):
+    return make_searcher(name, SPACE, seed=seed, budget=budget_for(name))
+
+
+class Counting:
+    """The synthetic evaluator, counting the budget actually spent."""
+
+    def __init__(self):
+        self.inner, self.spent = SYN.evaluator(), 0.0
+
+    def evaluate(self, candidates, searcher=""):
+        self.spent += sum(c.fidelity for c in candidates)
+        return self.inner.evaluate(candidates, searcher)
+
+    def statistic(self, name):
+        return self.inner.statistic(name)
+
+
+_reference: dict = {}
+
+
+def reference(name: str):
+    """One uninterrupted run per searcher, shared by the checks below, with its state_dict after
+    every tell (as a runner would store it: it must survive JSON)."""
+    if name not in _reference:
+        ev, states = Counting(), []
+        s = run(searcher(name), ev, on_tell=lambda sr: states.append(json.loads(json.dumps(sr.state_dict()))))
+        _reference[name] = (s, ev, states)
+    return _reference[name]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_answer_is_k_sorted_unique_and_unprotected(name):
+    s, *_ = reference(name)
+    removed, value = s.result()
+    assert removed is not None and math.isfinite(value)
+    assert len(removed) == SPACE.k and list(removed) == sorted(set(removed))
+    assert not set(removed) & SPACE.protected
+    assert value == pytest.approx(SYN.value(removed))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_budget_respected(name):
+    s, ev, _ = reference(name)
+    assert ev.spent == pytest.approx(s.used)
+    assert s.used <= s.budget.evaluations + 1e-9
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_same_seed_same_answer(name):
+    s, *_ = reference(name)
+    again = run(searcher(name), Counting())
+    assert again.result() == s.result() and again.used == s.used and again.history == s.history
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_resume_after_interruption(name):
+    """Stopped after some tell and rebuilt from that tell's state_dict, a searcher ends where an
+    uninterrupted run ends (checked at up to five interruption points, first and last included)."""
+    s, _, states = reference(name)
+    n = len(states) - 1  # the last state is already done
+    for at in sorted({0, n // 3, n // 2, 2 * n // 3, n - 1}) if n > 0 else []:
+        resumed = searcher(name)
+        resumed.load_state_dict(states[at])
+        run(resumed, Counting())
+        assert resumed.result() == s.result() and resumed.used == s.used and resumed.history == s.history, at
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_unknown_parameter_is_one_line(name):
+    with pytest.raises(GhostsearchError, match="no parameter 'nope'") as e:
+        make_searcher(name, SPACE, params={"nope": 1})
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_budget_too_small_is_one_line(name):
+    cls = REGISTRY[name]
+    need = cls.min_budget(SPACE, cls.parse_params({}))
+    with pytest.raises(GhostsearchError, match="raise search.budget") as e:
+        make_searcher(name, SPACE, budget=Budget(evaluations=need - 0.5))
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("name, params", [
+    ("beam", {"width": 0}), ("oneshot", {"prior": "magic"}), ("ga", {"screen": 2.0}), ("ga", {"promote": 20}),
+    ("bo", {"sampler": "cmaes"}), ("fastblock", {"n_rescore": 0}), ("lorp", {"n_clusters": 0}), ("cbo", {"n_propose": 0}),
+])
+def test_bad_parameter_value_is_one_line(name, params):
+    with pytest.raises(GhostsearchError) as e:
+        make_searcher(name, SPACE, params=params)
+    assert "\n" not in str(e.value)
+
+
+def test_unknown_searcher_and_impossible_k():
+    with pytest.raises(GhostsearchError, match="unknown searcher 'sleb'"):
+        get_searcher("sleb")
+    with pytest.raises(GhostsearchError, match="larger than the 9 unprotected blocks"):
+        Space(12, 10, frozenset({0, 5, 11}))
+    with pytest.raises(GhostsearchError, match="lorp protects the first and last block"):
+        make_searcher("lorp", Space(12, 11))
+    with pytest.raises(GhostsearchError, match="no 6 consecutive unprotected blocks"):
+        make_searcher("fastblock", Space(12, 6, frozenset({0, 5, 11})))

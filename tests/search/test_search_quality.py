@@ -1,0 +1,71 @@
+"""Quality on synthetic objectives with a known optimum (additive + pairwise, L = 12, k = 4, solved
+exhaustively). Run with ``pytest -s`` to see every searcher's gap to the optimum."""
+from __future__ import annotations
+
+import time
+import warnings
+
+import pytest
+from search_synthetic import Synthetic
+
+from ghostsearch.search import REGISTRY, Space, make_searcher, run
+
+L, K, INSTANCES = 12, 4, range(5)
+SPACE = Space(L, K)
+_results: dict = {}
+
+
+def result(name: str, instance: int, params: dict | None = None):
+    """(gap to the optimum as a fraction of it, evaluations used, seconds), run once and cached."""
+    key = (name, instance, tuple(sorted((params or {}).items())))
+    if key not in _results:
+        syn = Synthetic.random(L, seed=instance)
+        _, best, _ = syn.optimum(K)
+        t = time.monotonic()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # optuna's experimental-feature warnings
+            s = run(make_searcher(name, SPACE, seed=0, params=params), syn.evaluator())
+        _results[key] = ((s.best_value - best) / abs(best), s.used, time.monotonic() - t)
+    return _results[key]
+
+
+FAST = sorted(n for n in REGISTRY if n != "bo") + ["bo-tpe"]
+
+
+def named(name: str):
+    return ("bo", {"sampler": "tpe"}) if name == "bo-tpe" else (name, None)
+
+
+@pytest.mark.parametrize("name", ["ga", "cbo", "bo-tpe"])
+def test_model_based_searchers_reach_the_optimum(name):
+    gaps = [result(*named(name)[:1], i, named(name)[1])[0] for i in INSTANCES]
+    assert max(gaps) <= 0.01, gaps
+
+
+@pytest.mark.slow
+def test_bo_with_gp_reaches_the_optimum():
+    """The default sampler (GPSampler) costs about a second per trial on CPU, hence slow."""
+    gaps = [result("bo", i)[0] for i in INSTANCES]
+    assert max(gaps) <= 0.01, gaps
+
+
+def test_beam_is_never_worse_than_greedy():
+    for i in INSTANCES:
+        assert result("beam", i)[0] <= result("greedy", i)[0] + 1e-12
+
+
+def test_beam_of_width_one_is_greedy():
+    for i in INSTANCES:
+        syn = Synthetic.random(L, seed=i)
+        b = run(make_searcher("beam", SPACE, params={"width": 1}), syn.evaluator())
+        g = run(make_searcher("greedy", SPACE), syn.evaluator())
+        assert b.result() == g.result() and b.used == g.used and b.history == g.history
+
+
+def test_print_gaps():
+    """Every searcher's gap to the optimum, per instance (relative to the optimum's value)."""
+    print(f"\nsynthetic L={L} k={K}: gap to optimum per instance, mean evaluations, mean seconds")
+    for name in FAST:
+        rows = [result(*named(name)[:1], i, named(name)[1]) for i in INSTANCES]
+        gaps = " ".join(f"{g:6.1%}" for g, _, _ in rows)
+        print(f"  {name:10s} {gaps}   evals {sum(r[1] for r in rows) / len(rows):6.1f}   {sum(r[2] for r in rows) / len(rows):6.2f}s")
