@@ -1,0 +1,184 @@
+"""Downstream evaluation of an in-memory (pruned, repaired) causal LM.
+
+* ``perplexity_suite``: perplexity over consecutive non-overlapping windows (WikiText-2 test, C4
+  validation, LAMBADA full text), the LM head in chunks of tokens; LAMBADA last-word accuracy and
+  last-word perplexity as lm-eval's ``lambada_openai`` computes them (greedy match of every token
+  of the final word; exp of minus the mean per-passage log-likelihood).
+* ``zero_shot``: lm-eval 0.4.x through ``HFLM(pretrained=<model>)``. With a data directory, or
+  offline, the tasks are the YAMLs of ``objectives/tasks`` (lm-eval's prompts and metrics over the
+  local JSONL files of ``data.task_file``); online without one, lm-eval's standard tasks.
+* ``evaluate_model``: both, from a config's ``eval`` section. Every result is one flat dict.
+"""
+from __future__ import annotations
+
+import importlib.util
+import logging
+import math
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+import yaml
+
+from ghostsearch import data
+from ghostsearch.errors import GhostsearchError
+from ghostsearch.stack import Stack
+
+TASKS_DIR = Path(importlib.util.find_spec("objectives").submodule_search_locations[0]) / "tasks"
+PPL_SPLIT = {"c4": "validation", "wikitext2": "test", "lambada": "test"}
+
+
+# ---------------------------------------------------------------- perplexity
+def _hidden(stack: Stack, ids: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Final hidden states (after the final norm and any repair hooks) [b, T, C]."""
+    dev = stack.device
+    out = stack.inner(input_ids=ids.to(dev), attention_mask=None if mask is None else mask.to(dev), use_cache=False)
+    return out.last_hidden_state
+
+
+def _logprobs(stack: Stack, x: torch.Tensor, targets: torch.Tensor, chunk: int = 1024) -> torch.Tensor:
+    """log p(target) and whether it is the argmax, for normed rows x [n, C], ``chunk`` rows of logits at a time."""
+    lp, top = torch.empty(len(x)), torch.empty(len(x), dtype=torch.bool)
+    targets = targets.to(x.device)
+    for s in range(0, len(x), chunk):
+        lg = stack.logits(x[s:s + chunk], normed=True)
+        lp[s:s + chunk] = -F.cross_entropy(lg, targets[s:s + chunk], reduction="none").cpu()
+        top[s:s + chunk] = (lg.argmax(-1) == targets[s:s + chunk]).cpu()
+    return lp, top
+
+
+@torch.no_grad()
+def window_perplexity(model, ids: torch.Tensor, seq_len: int = 512, max_seq: int | None = 64,
+                      batch_size: int = 8) -> float:
+    """exp(mean NLL) over consecutive non-overlapping windows of ``seq_len`` tokens (the first
+    ``max_seq``); each window predicts its tokens 1..seq_len-1."""
+    windows = data.chunk_windows(ids, seq_len, max_seq)
+    if len(windows) == 0:
+        raise GhostsearchError(f"the text has {ids.numel()} tokens, fewer than one window of {seq_len}; lower ppl_seq_len")
+    stack, nll = Stack(model), 0.0
+    for w in windows.split(batch_size):
+        x = _hidden(stack, w)[:, :-1]
+        lp, _ = _logprobs(stack, x.reshape(-1, x.shape[-1]), w[:, 1:].reshape(-1))
+        nll -= lp.double().sum().item()
+    return math.exp(nll / (len(windows) * (seq_len - 1)))
+
+
+def lambada_pairs(tokenizer, texts: list[str]) -> list[tuple[list[int], list[int]]]:
+    """(context tokens, last-word tokens) per passage, split and encoded as lm-eval's lambada_openai
+    with HFLM: context = all words but the last, continuation = ' ' + last word, trailing context
+    spaces moved to the continuation, the continuation = whole encoding minus the context's."""
+    pairs = []
+    for text in texts:
+        words = text.split(" ")
+        ctx, cont = " ".join(words[:-1]), " " + words[-1]
+        n = len(ctx) - len(ctx.rstrip())
+        if n:
+            ctx, cont = ctx[:-n], ctx[-n:] + cont
+        c, whole = tokenizer.encode(ctx), tokenizer.encode(ctx + cont)
+        pairs.append((c, whole[len(c):]))
+    return pairs
+
+
+@torch.no_grad()
+def lambada_last_word(model, tokenizer, texts: list[str], batch_size: int = 8) -> tuple[float, float]:
+    """(accuracy, perplexity) of the final word of each passage."""
+    stack, pairs = Stack(model), lambada_pairs(tokenizer, texts)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    greedy, ll = [], []
+    for s in range(0, len(pairs), batch_size):
+        chunk = pairs[s:s + batch_size]
+        seqs = [(c + w)[:-1] for c, w in chunk]
+        T = max(map(len, seqs))
+        ids = torch.full((len(seqs), T), pad, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for r, q in enumerate(seqs):
+            ids[r, :len(q)], mask[r, :len(q)] = torch.tensor(q), 1
+        h = _hidden(stack, ids, mask)
+        rows = torch.tensor([r for r, (c, w) in enumerate(chunk) for _ in w])
+        pos = torch.tensor([len(c) - 1 + j for c, w in chunk for j in range(len(w))])
+        lp, top = _logprobs(stack, h[rows.to(h.device), pos.to(h.device)], torch.tensor([t for _, w in chunk for t in w]))
+        for r in range(len(chunk)):
+            greedy.append(bool(top[rows == r].all()))
+            ll.append(lp[rows == r].double().sum().item())
+    return sum(greedy) / len(greedy), math.exp(-sum(ll) / len(ll))
+
+
+def perplexity_suite(model, tokenizer, datasets=("wikitext2", "c4", "lambada"), seq_len: int = 512,
+                     max_seq: int | None = 64, data_dir: str | None = None, limit: int | None = None,
+                     batch_size: int = 8) -> dict:
+    """{'ppl_<dataset>': window perplexity} per dataset (c4: its validation split), plus
+    'lambada_acc' and 'lambada_ppl' (last word, the first ``limit`` passages) when lambada is listed."""
+    out = {}
+    for name in datasets:
+        texts = data.load_texts(name, PPL_SPLIT.get(name), data_dir)
+        ids = data.tokenize_corpus(tokenizer, texts)
+        out[f"ppl_{name}"] = window_perplexity(model, ids, seq_len, max_seq, batch_size)
+        if name == "lambada":
+            out["lambada_acc"], out["lambada_ppl"] = lambada_last_word(model, tokenizer, texts[:limit], batch_size)
+    return out
+
+
+# ---------------------------------------------------------------- zero-shot (lm-eval)
+def _local_tasks(data_dir: str | None) -> bool:
+    return data._offline() or data.data_root(data_dir) is not None
+
+
+def check_tasks(tasks, data_dir: str | None = None) -> list[str]:
+    """The task list, checked without loading a model: every name known, every task file present
+    (offline or with a data directory). Raises a one-line GhostsearchError otherwise."""
+    tasks = list(tasks)
+    unknown = [t for t in tasks if t not in data.MC_TASKS]
+    if unknown:
+        raise GhostsearchError(f"unknown task {unknown[0]!r}; choose from: {', '.join(data.MC_TASKS)}")
+    if _local_tasks(data_dir):
+        for t in tasks:
+            data.task_file(t, data_dir)
+    return tasks
+
+
+def task_config(task: str, data_dir: str | None = None) -> dict:
+    """objectives/tasks/<task>.yaml with its data file filled in (a dict lm-eval's TaskManager loads)."""
+    cfg = yaml.safe_load((TASKS_DIR / f"{task}.yaml").read_text())
+    split = cfg.get("test_split") or cfg["validation_split"]
+    cfg["dataset_kwargs"] = {"data_files": {split: str(data.task_file(task, data_dir))}}
+    return cfg
+
+
+def zero_shot(model, tokenizer, tasks, limit: int | float | None = None, batch_size: int = 16,
+              data_dir: str | None = None) -> dict:
+    """lm-eval zero-shot accuracy: {'<task>_acc', '<task>_acc_norm' (where lm-eval reports it),
+    '<task>_n' (documents scored), 'mean_acc'}."""
+    tasks = check_tasks(tasks, data_dir)
+    if not tasks:
+        return {}
+    from lm_eval import simple_evaluate
+    from lm_eval.models.huggingface import HFLM
+    from lm_eval.tasks import TaskManager
+
+    for name in ("lm-eval", "lm_eval"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    if _local_tasks(data_dir):
+        specs, tm = [task_config(t, data_dir) for t in tasks], TaskManager(include_defaults=False)
+    else:
+        specs, tm = tasks, TaskManager()
+    lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size)
+    res = simple_evaluate(model=lm, tasks=specs, task_manager=tm, limit=limit, num_fewshot=0,
+                          bootstrap_iters=0, log_samples=False)
+    out = {}
+    for t in tasks:
+        r = res["results"][t]
+        for metric in ("acc", "acc_norm"):
+            if f"{metric},none" in r:
+                out[f"{t}_{metric}"] = float(r[f"{metric},none"])
+        out[f"{t}_n"] = int(res["n-samples"][t]["effective"])
+    out["mean_acc"] = sum(out[f"{t}_acc"] for t in tasks) / len(tasks)
+    return out
+
+
+# ---------------------------------------------------------------- both
+def evaluate_model(model, tokenizer, cfg_eval, data_dir: str | None = None) -> dict:
+    """Perplexities and zero-shot accuracies of ``model`` as set by a Config's ``eval`` section."""
+    out = perplexity_suite(model, tokenizer, cfg_eval.perplexity, cfg_eval.ppl_seq_len, cfg_eval.ppl_max_seq,
+                           data_dir, cfg_eval.limit, cfg_eval.batch_size)
+    out.update(zero_shot(model, tokenizer, cfg_eval.tasks, cfg_eval.limit, cfg_eval.batch_size, data_dir))
+    return out
