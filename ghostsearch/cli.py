@@ -156,5 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+from ghostsearch.recovery import cli as _recovery_cli  # noqa: E402,F401  (recover, export)
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -126,20 +126,24 @@ class Scorer:
 
     # ------------------------------------------------------------ scoring
     @torch.no_grad()
-    def score(self, key: str, removed: Removed, fidelity: float = 1.0, prefix: Removed | None = None) -> dict:
+    def score(self, key: str, removed: Removed, fidelity: float = 1.0, prefix: Removed | None = None,
+              patches: dict | None = None) -> dict:
+        """``patches``: {boundary b: fn(h) -> h} (recovery operators, see Stack.run); a patch at b may
+        read what block b-1 computed, so the run starts at or before b-1."""
         t0 = time.perf_counter()
         p = self.prepared[key]
         L = self.stack.n_blocks
         removed = tuple(sorted(set(removed)))
         if any(not 0 <= i < L for i in removed) or len(removed) >= L:
             raise GhostsearchError(f"removed set {removed} is invalid for {L} blocks")
-        patches = None
-        if p.recovery and removed:
+        if patches is None and p.recovery and removed:
             from ghostsearch.recovery.aware import aware_patches
 
-            patches = aware_patches(self, key, removed)  # repaired states differ after the first cut:
-            prefix = None                                # only the dense prefix is valid
-            b, src = max(x for x in p.dense[0] if x <= removed[0]), None
+            patches = aware_patches(self, key, removed)
+        if patches:  # repaired states differ after the first cut: only the dense prefix is valid
+            prefix = None
+            first = min([removed[0] if removed else L] + [max(0, x - 1) for x in patches])
+            b, src = max(x for x in p.dense[0] if x <= first), None
         else:
             if prefix:
                 self.ensure_run(key, tuple(sorted(prefix)))

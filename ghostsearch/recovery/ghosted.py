@@ -1,0 +1,124 @@
+"""Residual linear repairs x <- x + x M at the end of each cut: ``ghosted`` (and ``none``).
+
+Ghosted Layers: for a cut [a, b), X_pre = the state entering block a, X_post = the state entering
+block b (dense model), Delta = X_post - X_pre, M* = argmin ||X_pre M - Delta||_F, solved from
+Gram matrices accumulated in float64 (``gram.GramLS``). Variants: ``dense`` (every operator from
+dense activations, the paper) and ``sequential`` (X_pre of each cut taken from the model already
+pruned and repaired up to that cut; the target stays dense). Applied in fp32, cast back.
+
+Per operator the report gives the antisymmetric share ||(M - M^T)/2||_F / ||M||_F and the relative
+alignment error ||X_post - X_pre (I + M)||_F / ||X_post||_F before (M = 0) and after.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+from ghostsearch.recovery.base import (Calibration, Recovery, check_removed, cuts, hook_boundary, new_index,
+                                       register)
+from ghostsearch.recovery.gram import GramLS, finite_rows
+
+
+def residual_fn(m: torch.Tensor):
+    """h -> h + h M computed in fp32 and cast back to h's dtype."""
+    m = m.float()
+
+    def fn(h: torch.Tensor) -> torch.Tensor:
+        x = h.float()
+        return (x + x @ m.to(x.device)).to(h.dtype)
+    return fn
+
+
+def antisymmetric_share(m: torch.Tensor | None) -> float:
+    if m is None:
+        return 0.0
+    norm = float(m.norm())
+    return float(((m - m.T) / 2).norm()) / norm if norm > 0 else 0.0
+
+
+@dataclass
+class CutStats:
+    ls: GramLS = field(default_factory=GramLS)   # X_pre -> Delta
+    ref: float = 0.0                             # ||X_post||^2
+    extra: dict = field(default_factory=dict)    # method-specific sums
+
+
+def cut_pairs(stack, removed, data: Calibration, a: int, b: int, patches: dict | None = None):
+    """(X_pre, X_post) float64 rows per micro-batch for the cut [a, b). X_post is dense; X_pre is
+    dense, or with ``patches`` the state of the model pruned and repaired with them (sequential)."""
+    first = removed[0]
+    for cap, w in data:
+        if patches is None or a == first:
+            xa = cap.states[a]
+        else:
+            xa = stack.run(cap.states[first], cap, first, removed, stop=a, patches=patches)
+        yield finite_rows(xa, f"state entering block {a}", w), finite_rows(cap.states[b], f"state at {b}", w)
+
+
+class ResidualLinear(Recovery):
+    """One C x C operator per cut, acting at its end boundary b."""
+
+    sequential = False
+
+    def accumulate(self, st: CutStats, xa: torch.Tensor, xb: torch.Tensor) -> None:
+        st.ls.update(xa, xb - xa)
+        st.ref += float((xb * xb).sum())
+
+    def solve(self, st: CutStats) -> torch.Tensor | None:
+        raise NotImplementedError
+
+    @torch.no_grad()
+    def fit(self, stack, removed, data: Calibration):
+        removed = check_removed(removed, stack.n_blocks)
+        mats, report, patches = {}, [], {}
+        for a, b in cuts(removed):
+            st = CutStats()
+            for xa, xb in cut_pairs(stack, removed, data, a, b, patches if self.sequential else None):
+                self.accumulate(st, xa, xb)
+            m = self.solve(st)
+            if m is not None:
+                mats[b] = m.float()
+                patches[b] = residual_fn(m)
+            report.append(cut_report(a, b, st, m))
+        return self.operators(removed, stack.n_blocks, mats, report)
+
+    @contextlib.contextmanager
+    def patches(self, stack, ops):
+        yield {b: residual_fn(m) for b, m in ops.mats.items()}
+
+    def apply(self, model, ops) -> list:
+        return [hook_boundary(model, new_index(b, ops.removed), residual_fn(m)) for b, m in ops.mats.items()]
+
+
+def cut_report(a: int, b: int, st: CutStats, m: torch.Tensor | None) -> dict:
+    ref = st.ref or 1.0
+    return {"cut": [a, b], "tokens": st.ls.n,
+            "alignment_before": math.sqrt(st.ls.residual(None) / ref),
+            "alignment_after": math.sqrt(st.ls.residual(m) / ref),
+            "antisymmetric_share": antisymmetric_share(m), "ridge": st.ls.last_ridge}
+
+
+@register
+class Ghosted(ResidualLinear):
+    name = "ghosted"
+    variants = ("dense", "sequential")
+
+    @property
+    def sequential(self) -> bool:
+        return self.variant == "sequential"
+
+    def solve(self, st: CutStats) -> torch.Tensor:
+        return st.ls.solve(self.ridge, self.solver)
+
+
+@register
+class NoRecovery(ResidualLinear):
+    """Nothing added; the report still gives each cut's alignment error."""
+
+    name = "none"
+
+    def solve(self, st: CutStats) -> None:
+        return None

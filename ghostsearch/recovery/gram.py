@@ -1,0 +1,85 @@
+"""Streamed least squares: min_W ||Y - X W||_F^2 from Gram matrices accumulated batch by batch.
+
+Only X^T X [Ci x Ci], X^T Y [Ci x Co] and ||Y||^2 are kept (float64), never all tokens x C, so
+memory does not depend on the number of calibration tokens. Solvers:
+
+* ``ridge`` (default): (X^T X + lam I) W = X^T Y by Cholesky, lam = ridge * mean(diag X^T X)
+  (relative, so the same ridge suits any activation scale). Fallback, documented: when the
+  factorisation fails (rank-deficient X, e.g. fewer tokens than channels, with ridge 0 or too
+  small) lam is raised tenfold from 1e-10 * mean(diag) until it succeeds; ``last_ridge`` says which.
+* ``pinv``: the SVD pseudo-inverse in Gram form, W = (X^T X)^+ X^T Y = pinv(X) Y, eigenvalues
+  below max(n, Ci) * eps * largest cut (rank-deficient X gives the minimum-norm answer).
+"""
+from __future__ import annotations
+
+import torch
+
+from ghostsearch.errors import GhostsearchError
+
+SOLVERS = ("ridge", "pinv")
+
+
+def finite_rows(x: torch.Tensor, what: str, weight: torch.Tensor | None = None) -> torch.Tensor:
+    """x as float64 rows [n, C] (rows of weight 0, i.e. padding, left out); NaN or inf is an error."""
+    x = x.reshape(-1, x.shape[-1]).double()
+    if weight is not None:
+        x = x[weight.reshape(-1).to(x.device) > 0]
+    if not torch.isfinite(x).all():
+        raise GhostsearchError(f"{what} contains NaN or inf activations; load the model in fp32 (dtype=fp32) "
+                               "or check the weights and calibration data")
+    return x
+
+
+class GramLS:
+    def __init__(self) -> None:
+        self.xx: torch.Tensor | None = None
+        self.xy: torch.Tensor | None = None
+        self.yy = 0.0
+        self.n = 0
+        self.last_ridge = 0.0
+
+    def update(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        """Add the rows of x [..., Ci] and y [..., Co]."""
+        x, y = finite_rows(x, "calibration input"), finite_rows(y, "calibration target")
+        xx, xy = x.T @ x, x.T @ y
+        self.xx = xx if self.xx is None else self.xx + xx
+        self.xy = xy if self.xy is None else self.xy + xy
+        self.yy += float((y * y).sum().detach())
+        self.n += x.shape[0]
+
+    def solve(self, ridge: float = 1e-6, solver: str = "ridge") -> torch.Tensor:
+        if self.xx is None or self.n == 0:
+            raise GhostsearchError("no calibration tokens reached this cut; use a non-empty calibration set")
+        if solver == "pinv":
+            return self._pinv()
+        if solver != "ridge":
+            raise GhostsearchError(f"unknown solver {solver!r}; use one of: {', '.join(SOLVERS)}")
+        if ridge < 0:
+            raise GhostsearchError(f"ridge={ridge} is negative; use 0 or a small positive value such as 1e-6")
+        scale = float(self.xx.diagonal().mean()) or 1.0
+        eye = torch.eye(self.xx.shape[0], dtype=self.xx.dtype, device=self.xx.device)
+        lam = ridge
+        while True:
+            chol, info = torch.linalg.cholesky_ex(self.xx + lam * scale * eye)
+            if int(info) == 0:
+                self.last_ridge = lam
+                return torch.cholesky_solve(self.xy, chol)
+            if lam >= 1.0:
+                raise GhostsearchError("the calibration Gram matrix cannot be factorised even with ridge 1; "
+                                       "check the calibration activations")
+            lam = max(lam * 10, 1e-10)
+
+    def _pinv(self) -> torch.Tensor:
+        e, v = torch.linalg.eigh(self.xx)
+        cut = e.max() * max(self.n, e.numel()) * torch.finfo(e.dtype).eps
+        inv = torch.where(e > cut, 1.0 / e.clamp_min(cut), torch.zeros_like(e))
+        self.last_ridge = 0.0
+        return v @ (inv[:, None] * (v.T @ self.xy))
+
+    def residual(self, w: torch.Tensor | None) -> float:
+        """||Y - X W||_F^2 from the Grams (W None: ||Y||^2)."""
+        if w is None:
+            return self.yy
+        w = w.to(self.xx)
+        r = self.yy - 2 * float((w * self.xy).sum()) + float((w * (self.xx @ w)).sum())
+        return max(r, 0.0)

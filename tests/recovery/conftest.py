@@ -1,0 +1,25 @@
+"""SmolLM2 fixtures (the session model of tests/conftest.py): calibration on C4, 32 x 128 = 4096
+tokens (with 16 x 128, 2048 tokens for a 576 x 576 operator, ghosted overfits and lost to
+linearpatch on WikiText-2 at k=6); evaluation on WikiText-2 test, 8 x 128; a small
+recovery-aware key (C4 8 x 128, max_window 4)."""
+import pytest
+
+
+@pytest.fixture(scope="session")
+def smol(smollm2, data_dir):
+    from ghostsearch.scoring import Scorer
+    from ghostsearch.stack import Stack
+    from objectives import CalibrationSpec
+
+    sc = Scorer(Stack(smollm2[0]), smollm2[1])
+    calib = sc.prepare("perplexity", CalibrationSpec("c4", 32, 128, 0, data_dir, micro_batch=16))
+    wiki = sc.prepare("perplexity", CalibrationSpec("wikitext2", 8, 128, 0, data_dir))
+    return sc, calib, wiki
+
+
+@pytest.fixture(scope="session")
+def aware(smol, data_dir):
+    from objectives import CalibrationSpec
+
+    sc = smol[0]
+    return sc, sc.prepare("perplexity", CalibrationSpec("c4", 8, 128, 1, data_dir), {"recovery": "ghosted", "max_window": 4})

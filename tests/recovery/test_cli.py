@@ -1,0 +1,41 @@
+"""`ghostsearch recover` and `ghostsearch export` end to end on a tiny SmolLM2 run directory."""
+import json
+
+import pytest
+import yaml
+
+from ghostsearch.cli import main
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def run_dir(tmp_path, data_dir):
+    cfg = {"model": "smollm2-135m", "dtype": "fp32", "data_dir": data_dir, "k": 2,
+           "calibration": {"n_seq": 4, "seq_len": 64}}   # 256 tokens < 576 channels: ridge fallback
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
+    cells = {"greedy/k2": {"removed": [20, 21], "value": 60.0}, "fastblock/k2": {"removed": [14, 15], "value": 55.0},
+             "beam/k2": {"removed": [15, 14], "value": 56.0}}
+    (tmp_path / "result.json").write_text(json.dumps({"searchers": cells}))
+    return tmp_path
+
+
+def test_recover_and_export(run_dir, tmp_path_factory, capsys):
+    import pyarrow.parquet as pq
+
+    from ghostsearch import load_pruned
+
+    assert main(["recover", str(run_dir), "--method", "ghosted", "--top", "2"]) == 0
+    rows = pq.read_table(run_dir / "recovery.parquet").to_pylist()
+    assert [r["finalist"] for r in rows] == ["fastblock/k2", "greedy/k2"]   # best first, duplicates once
+    for r in rows:
+        assert r["method"] == "ghosted" and r["value_after"] < r["value_before"]
+        assert r["alignment_error"] < r["alignment_error_before"] and 0 < r["antisymmetric_share"] < 1
+    out = tmp_path_factory.mktemp("exp") / "m"
+    assert main(["export", str(run_dir), "--method", "ghosted", "--out", str(out)]) == 0
+    assert load_pruned(out).config.num_hidden_layers == 28
+    capsys.readouterr()
+    assert main(["export", str(run_dir), "--method", "ghosted", "--out", str(out)]) == 2
+    assert "--force" in capsys.readouterr().err
+    assert main(["export", str(run_dir / "config.yaml"), "--method", "none", "--out", str(out) + "2"]) == 2
+    assert "--remove" in capsys.readouterr().err
