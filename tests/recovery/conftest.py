@@ -18,8 +18,10 @@ def smol(smollm2, data_dir):
 
 
 @pytest.fixture(scope="session")
-def aware(smol, data_dir):
+def aware(smollm2, data_dir):
+    from ghostsearch.scoring import Scorer
+    from ghostsearch.stack import Stack
     from objectives import CalibrationSpec
 
-    sc = smol[0]
+    sc = Scorer(Stack(smollm2[0]), smollm2[1])
     return sc, sc.prepare("perplexity", CalibrationSpec("c4", 8, 128, 1, data_dir), {"recovery": "ghosted", "max_window": 4})
