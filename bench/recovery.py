@@ -9,12 +9,13 @@ process, for 1/4, 1/2 and all of the tokens:
   streamed: GramLS over micro-batches (X^T X, X^T Delta in float64) + solve (pinv in Gram form,
             and the default ridge 1e-6);
   baseline: torch.cat of all X_pre and Delta (float64) + torch.linalg.pinv(X_pre) @ Delta.
-Peak memory = the peak RSS above the RSS before the step (sampled every 2 ms). Prints the relative
+Peak memory = the peak RSS above the RSS before the step (sampled every 2 ms, after malloc_trim). Prints the relative
 difference of M (target <= 1e-6) and the time and memory ratios baseline / streamed.
 """
 from __future__ import annotations
 
 import argparse
+import ctypes
 import os
 import sys
 import threading
@@ -32,8 +33,17 @@ from objectives.perplexity import text_windows  # noqa: E402
 from objectives import CalibrationSpec  # noqa: E402
 
 
+def trim() -> None:
+    """Give freed heap memory back to the OS, so the next step's peak RSS counts its own allocations."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except OSError:
+        pass
+
+
 class PeakRSS:
     def __enter__(self):
+        trim()
         self.proc, self.base, self.peak, self.stop = psutil.Process(), psutil.Process().memory_info().rss, 0, False
         self.thread = threading.Thread(target=self.poll, daemon=True)
         self.thread.start()
