@@ -29,11 +29,10 @@ PPL_SPLIT = {"c4": "validation", "wikitext2": "test", "lambada": "test"}
 
 
 # ---------------------------------------------------------------- perplexity
-def _hidden(stack: Stack, ids: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-    """Final hidden states (after the final norm and any repair hooks) [b, T, C]."""
-    dev = stack.device
-    out = stack.inner(input_ids=ids.to(dev), attention_mask=None if mask is None else mask.to(dev), use_cache=False)
-    return out.last_hidden_state
+def _hidden(stack: Stack, ids: torch.Tensor) -> torch.Tensor:
+    """Final hidden states (after the final norm and any repair hooks) [b, T, C]. Rows may be padded
+    on the right: under causal attention no real token sees the padding."""
+    return stack.inner(input_ids=ids.to(stack.device), use_cache=False).last_hidden_state
 
 
 def _logprobs(stack: Stack, x: torch.Tensor, targets: torch.Tensor, chunk: int = 1024) -> torch.Tensor:
@@ -63,44 +62,44 @@ def window_perplexity(model, ids: torch.Tensor, seq_len: int = 512, max_seq: int
     return math.exp(nll / (len(windows) * (seq_len - 1)))
 
 
-def lambada_pairs(tokenizer, texts: list[str]) -> list[tuple[list[int], list[int]]]:
-    """(context tokens, last-word tokens) per passage, split and encoded as lm-eval's lambada_openai
-    with HFLM: context = all words but the last, continuation = ' ' + last word, trailing context
-    spaces moved to the continuation, the continuation = whole encoding minus the context's."""
-    pairs = []
-    for text in texts:
-        words = text.split(" ")
-        ctx, cont = " ".join(words[:-1]), " " + words[-1]
-        n = len(ctx) - len(ctx.rstrip())
-        if n:
-            ctx, cont = ctx[:-n], ctx[-n:] + cont
-        c, whole = tokenizer.encode(ctx), tokenizer.encode(ctx + cont)
-        pairs.append((c, whole[len(c):]))
-    return pairs
+def encode_pair(tokenizer, context: str, continuation: str) -> tuple[list[int], list[int]]:
+    """Context and continuation tokens as lm-eval's HFLM makes them: trailing context spaces move to
+    the continuation, whose tokens are those of the whole text after the context's."""
+    n = len(context) - len(context.rstrip())
+    if n:
+        context, continuation = context[:-n], context[-n:] + continuation
+    c, whole = tokenizer.encode(context), tokenizer.encode(context + continuation)
+    return c, whole[len(c):]
 
 
 @torch.no_grad()
-def lambada_last_word(model, tokenizer, texts: list[str], batch_size: int = 8) -> tuple[float, float]:
-    """(accuracy, perplexity) of the final word of each passage."""
-    stack, pairs = Stack(model), lambada_pairs(tokenizer, texts)
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    greedy, ll = [], []
+def loglikelihoods(model, tokenizer, requests: list[tuple[str, str]], batch_size: int = 8) -> list[tuple[float, bool]]:
+    """(log p(continuation | context), whether every continuation token is the greedy choice) per
+    (context, continuation) request: lm-eval's ``loglikelihood`` with the LM head on the
+    continuation positions only."""
+    stack, pairs = Stack(model), [encode_pair(tokenizer, c, w) for c, w in requests]
+    out = []
     for s in range(0, len(pairs), batch_size):
         chunk = pairs[s:s + batch_size]
         seqs = [(c + w)[:-1] for c, w in chunk]
-        T = max(map(len, seqs))
-        ids = torch.full((len(seqs), T), pad, dtype=torch.long)
-        mask = torch.zeros_like(ids)
+        ids = torch.zeros(len(seqs), max(map(len, seqs)), dtype=torch.long)
         for r, q in enumerate(seqs):
-            ids[r, :len(q)], mask[r, :len(q)] = torch.tensor(q), 1
-        h = _hidden(stack, ids, mask)
-        rows = torch.tensor([r for r, (c, w) in enumerate(chunk) for _ in w])
+            ids[r, :len(q)] = torch.tensor(q)
+        h = _hidden(stack, ids)
+        rows = torch.tensor([r for r, (_, w) in enumerate(chunk) for _ in w])
         pos = torch.tensor([len(c) - 1 + j for c, w in chunk for j in range(len(w))])
         lp, top = _logprobs(stack, h[rows.to(h.device), pos.to(h.device)], torch.tensor([t for _, w in chunk for t in w]))
-        for r in range(len(chunk)):
-            greedy.append(bool(top[rows == r].all()))
-            ll.append(lp[rows == r].double().sum().item())
-    return sum(greedy) / len(greedy), math.exp(-sum(ll) / len(ll))
+        out += [(lp[rows == r].double().sum().item(), bool(top[rows == r].all())) for r in range(len(chunk))]
+    return out
+
+
+def lambada_last_word(model, tokenizer, texts: list[str], batch_size: int = 8) -> tuple[float, float]:
+    """(accuracy, perplexity) of the final word of each passage, as lm-eval's lambada_openai: context =
+    all words but the last, continuation = ' ' + the last; accuracy = every token greedy,
+    perplexity = exp(-mean per-passage log-likelihood)."""
+    requests = [(" ".join(t.split(" ")[:-1]), " " + t.split(" ")[-1]) for t in texts]
+    res = loglikelihoods(model, tokenizer, requests, batch_size)
+    return sum(g for _, g in res) / len(res), math.exp(-sum(ll for ll, _ in res) / len(res))
 
 
 def perplexity_suite(model, tokenizer, datasets=("wikitext2", "c4", "lambada"), seq_len: int = 512,

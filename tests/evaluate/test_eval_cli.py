@@ -1,0 +1,59 @@
+"""`ghostsearch eval` end to end on a tiny random Llama (real lm-eval and perplexity code, seconds)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pyarrow.parquet as pq
+import yaml
+
+EVAL = {"tasks": ["arc_easy"], "perplexity": ["wikitext2", "lambada"], "ppl_seq_len": 64, "ppl_max_seq": 2,
+        "limit": 3, "batch_size": 4}
+
+
+def _eval(*args):
+    r = subprocess.run([sys.executable, "-m", "ghostsearch.cli", "eval", *map(str, args)], capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+
+
+def _check(row):
+    assert 0 <= row["arc_easy_acc"] <= 1 and 0 <= row["lambada_acc"] <= 1 and row["arc_easy_n"] == 3
+    assert row["ppl_wikitext2"] > 1 and row["lambada_ppl"] > 1 and row["mean_acc"] == row["arc_easy_acc"]
+
+
+def test_config_with_remove(tmp_path, tiny_model_dir):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump({"model": tiny_model_dir, "dtype": "fp32", "eval": EVAL}))
+    out = tmp_path / "e.parquet"
+    (row,) = _eval(cfg, "eval.ppl_max_seq=1", "--remove", "1,2", "--limit", "3", "--out", out)
+    assert row["removed"] == [1, 2] and row["recovery"] == "none" and row["cell"] == "remove"
+    _check(row)
+    assert pq.read_table(out).to_pylist() == [row]
+
+
+def test_run_dir_every_cell(tmp_path, tiny_model_dir):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text(yaml.safe_dump({"model": tiny_model_dir, "dtype": "fp32", "eval": EVAL}))
+    cells = {"greedy|perplexity|k2|s0": {"removed": [3, 4], "value": 9.5}, "beam|perplexity|k2|s0": {"removed": [0, 5], "value": 9.7}}
+    (run / "result.json").write_text(json.dumps({"searchers": cells}))
+    rows = _eval(run)
+    assert [(r["cell"], r["removed"], r["value"]) for r in rows] == [(c, v["removed"], v["value"]) for c, v in cells.items()]
+    for r in rows:
+        _check(r)
+    assert pq.read_table(run / "eval.parquet").to_pylist() == rows
+
+
+def test_exported_model(tmp_path, tiny_model_dir):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from ghostsearch.recovery.export import export
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    export(model, [2], "none", None, tmp_path / "exp", tokenizer=AutoTokenizer.from_pretrained(tiny_model_dir))
+    (row,) = _eval(tmp_path / "exp", f"eval={json.dumps(EVAL)}")
+    assert row["model"] == str(tmp_path / "exp")
+    _check(row)
