@@ -156,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+EXTRA_COMMANDS.append(__import__("ghostsearch.eval_cli", fromlist=["register"]).register)  # ghostsearch eval
 from ghostsearch.recovery import cli as _recovery_cli  # noqa: E402,F401  (recover, export)
 
 if __name__ == "__main__":
