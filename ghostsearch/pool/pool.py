@@ -30,17 +30,16 @@ def connect(address: str | None = None, dashboard: bool = True, num_cpus: int | 
     if ray.is_initialized():
         return False
     address = address or os.environ.get("RAY_ADDRESS")
-    runtime_env = {"env_vars": {k: v for k, v in os.environ.items()
-                                if k.startswith(("HF_", "GHOSTSEARCH_", "TOKENIZERS_"))}}
     if address:
         try:
-            ray.init(address=address, namespace=NAMESPACE, runtime_env=runtime_env, log_to_driver=False)
+            # a submitted job inherits the job's runtime env (working dir, env vars): add nothing
+            ray.init(address=address, namespace=NAMESPACE, log_to_driver=False)
         except (ConnectionError, RuntimeError, ValueError) as e:
             raise GhostsearchError(f"cannot reach the Ray cluster at {address}: {str(e).splitlines()[0]}; "
                                    "check --address / RAY_ADDRESS and that the head is up") from None
         return False
     ray.init(namespace=NAMESPACE, include_dashboard=dashboard, dashboard_host="127.0.0.1",
-             num_cpus=num_cpus, runtime_env=runtime_env, log_to_driver=False, configure_logging=False)
+             num_cpus=num_cpus, log_to_driver=False, configure_logging=False)  # workers inherit this env
     return True
 
 

@@ -176,6 +176,8 @@ def reference_run(cluster):
         time.sleep(0.5)
         obs()
     print(f"\nreference job: {info['status']} in {seconds:.1f}s")
+    if info["status"] != "SUCCEEDED":
+        print(cluster.job_logs(sid)[-4000:])
     return sid, run_dir, info, obs, seconds
 
 

@@ -1,0 +1,58 @@
+"""End to end on SmolLM2: 2 searchers x 2 objectives x 1 k x 1 seed on one pool, few tokens,
+--limit; comparison.parquet has the documented schema; the report and its plots exist; a rerun
+resumes (finished cells skipped, nothing recomputed)."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from ghostsearch.pool.ledger import read_ledger
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow
+
+
+def test_compare_end_to_end(tmp_path):
+    out = tmp_path / "cmp"
+    cmd = [sys.executable, "-m", "ghostsearch", "compare", str(ROOT / "configs" / "compare-quick.yaml"),
+           f"out={out}", "--limit", "8", "--no-progress"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=1500, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-3000:]
+    t = pq.read_table(out / "comparison.parquet")
+    assert t.num_rows == 4
+    for col in ("cell", "searcher", "objective", "k", "seed", "removed", "calib_value", "evaluations",
+                "wall_seconds", "cache_hits", "recovery", "ppl_wikitext2", "acc_arc_easy", "acc_piqa",
+                "acc_norm_arc_easy", "mean_acc"):
+        assert col in t.column_names, col
+    rows = t.to_pylist()
+    assert {r["searcher"] for r in rows} == {"fastblock", "lorp"}
+    assert {r["objective"] for r in rows} == {"perplexity", "margin"}
+    assert all(len(r["removed"]) == 4 and 0 not in r["removed"] and 29 not in r["removed"] for r in rows)
+    assert all(0.0 <= r["mean_acc"] <= 1.0 for r in rows)
+    for name in ("patterns", "convergence", "similarity", "accuracy", "spearman"):
+        assert (out / "plots" / f"{name}.png").stat().st_size > 1000
+    assert "## Summary" in (out / "report.md").read_text()
+    assert (out / "report.html").exists()
+    n_rows = len(read_ledger(out))
+    # resume: a rerun skips every finished cell and evaluation
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert len(read_ledger(out)) == n_rows
+    assert json.loads((out / "summary.json").read_text())["summary"]
+
+
+def test_compare_bad_input_fails_before_search(tmp_path):
+    base = [sys.executable, "-m", "ghostsearch", "compare", str(ROOT / "configs" / "compare-quick.yaml"),
+            f"out={tmp_path / 'x'}"]
+    for extra, msg in ((["compare.searchers=[]", "searcher=nosuch"], "unknown searcher"),
+                       (["eval.tasks=[nosuchtask]"], "nosuchtask"),
+                       (["compare.ks=[40]"], "k=40")):
+        r = subprocess.run(base + extra, capture_output=True, text=True, timeout=300, cwd=ROOT)
+        assert r.returncode == 2, r.stderr
+        assert msg in r.stderr and "Traceback" not in r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert not (tmp_path / "x").exists()
