@@ -45,6 +45,7 @@ class BO(Prior):
         n_random: int = 0  # random trials after the starts before the model takes over
         temperature: float = 0.5  # of the prior weights; larger = closer to uniform
         batch: int = 1
+        local_every: int = 3  # every local_every-th trial is a local move around the incumbent; 0: never
         storage: str | None = None  # JournalStorage file, e.g. RUN_DIR/optuna-<cell>.log
         study_name: str | None = None
 
@@ -132,13 +133,17 @@ class BO(Prior):
     def ask_one(self, taken: set) -> tuple[optuna.Trial, Removed]:
         """One trial whose set is unseen and not in ``taken``. A proposal that decodes to a set
         already scored is marked failed and replaced by its nearest unseen neighbour (enqueued)."""
-        self.study.sampler = self.sampler()
-        trial = self.study.ask(self.distributions)
-        s = self.decode(trial.params)
-        if s not in self.memo and s not in taken:
-            return trial, s
-        self.study.tell(trial, state=TrialState.FAIL)
-        keys = self.nearest_unseen(trial.params, taken)
+        every = self.params.local_every
+        if every and len(self.trials) % every == every - 1:  # a local move around the incumbent
+            keys = self.nearest_unseen(dict(zip(self.distributions, min(self.trials, key=lambda t: t[1])[0])), taken)
+        else:
+            self.study.sampler = self.sampler()
+            trial = self.study.ask(self.distributions)
+            s = self.decode(trial.params)
+            if s not in self.memo and s not in taken:
+                return trial, s
+            self.study.tell(trial, state=TrialState.FAIL)
+            keys = self.nearest_unseen(trial.params, taken)
         if keys is None:  # every neighbour is scored: jump to an unseen prior-weighted set
             rng = np.random.default_rng([self.seed, len(self.trials)])
             w = prior_weights(self.prior, self.params.temperature)

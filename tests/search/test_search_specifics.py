@@ -1,0 +1,42 @@
+"""Behaviour particular to one searcher: BO's journal storage, CBO's annealing path, LoRP's clusters."""
+from __future__ import annotations
+
+import warnings
+
+import optuna
+from search_synthetic import Synthetic
+
+from ghostsearch.search import Budget, Space, make_searcher, run
+
+SYN = Synthetic.random(12, seed=0)
+SPACE = Space(12, 4)
+
+
+def test_bo_journal_resumes_and_opens(tmp_path):
+    params = {"sampler": "tpe", "storage": str(tmp_path / "optuna-cell.log")}
+    states = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        whole = run(make_searcher("bo", SPACE, budget=Budget(30), params={**params, "storage": str(tmp_path / "a.log")}),
+                    SYN.evaluator())
+        run(make_searcher("bo", SPACE, budget=Budget(30), params=params), SYN.evaluator(),
+            on_tell=states.append, stop=lambda: len(states) >= 4)
+        resumed = make_searcher("bo", SPACE, budget=Budget(30), params=params)
+        resumed.load_state_dict(states[-1].state_dict())
+        run(resumed, SYN.evaluator())
+    assert resumed.result() == whole.result() and resumed.used == whole.used
+    study = optuna.load_study(study_name="ghostsearch-bo-k4-seed0", storage=optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(params["storage"])))
+    assert len(study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))) == len(resumed.trials)
+
+
+def test_cbo_annealing_finds_the_optimum_when_enumeration_is_off():
+    best, value, _ = SYN.optimum(4)
+    s = run(make_searcher("cbo", SPACE, params={"enumerate_limit": 0}), SYN.evaluator())
+    assert s.result() == (best, value)
+
+
+def test_lorp_exposes_rls_and_clusters():
+    s = run(make_searcher("lorp", SPACE), SYN.evaluator())
+    assert s.n_clusters in (2, 3, 4) and len(s.labels) == 12 and 0 not in s.choice and 11 not in s.choice
+    assert s.state_dict()["own"]["labels"] == s.labels.tolist()
