@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ghostsearch.search.base import Candidate, Removed, Space, canonical, register
-from ghostsearch.search.common import Memo
+from ghostsearch.search.common import Memo, require_ints
 
 
 @register
@@ -23,8 +23,7 @@ class Beam(Memo):
         width: int = 4
 
         def __post_init__(self):
-            if int(self.width) != self.width or self.width < 1:
-                raise ValueError("width must be an integer >= 1")
+            require_ints(self, "width")
 
     @staticmethod
     def width_of(params: Any) -> int:

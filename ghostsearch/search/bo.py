@@ -3,21 +3,20 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import optuna
 from optuna.distributions import FloatDistribution
 from optuna.trial import TrialState, create_trial
 
-from ghostsearch.search.base import Candidate, Removed, Space, canonical, register
-from ghostsearch.search.common import Prior, default_search_budget, prior_weights, sample_unseen
+from ghostsearch.search.base import Candidate, Removed, canonical, register
+from ghostsearch.search.common import ModelBased, prior_weights, require_ints, sample_unseen
 
 SAMPLERS = ("gp", "tpe")
 
 
 @register
-class BO(Prior):
+class BO(ModelBased):
     """Encoding: one float key in [0, 1] per free block; the k blocks with the largest keys are
     removed (ties: lower index), so every point is a feasible k-set.
 
@@ -52,12 +51,10 @@ class BO(Prior):
         def __post_init__(self):
             if self.sampler not in SAMPLERS:
                 raise ValueError(f"sampler must be one of {SAMPLERS}")
-            if self.batch < 1 or self.n_prior_samples < 0 or self.n_random < 0 or self.temperature <= 0:
-                raise ValueError("batch >= 1, n_prior_samples >= 0, n_random >= 0 and temperature > 0 are required")
-
-    @classmethod
-    def default_budget(cls, space: Space, params: Any) -> float:
-        return default_search_budget(space)
+            require_ints(self, "batch")
+            require_ints(self, "n_prior_samples", "n_random", "local_every", least=0)
+            if self.temperature <= 0:
+                raise ValueError("temperature must be > 0")
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

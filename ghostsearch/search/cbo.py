@@ -3,14 +3,12 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import math
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
-from ghostsearch.search.base import Candidate, Removed, Space, canonical, register
-from ghostsearch.search.common import Prior, default_search_budget, prior_weights, sample_unseen
+from ghostsearch.search.base import Candidate, Removed, canonical, register
+from ghostsearch.search.common import ModelBased, prior_weights, require_ints, sample_unseen
 
 
 @dataclass
@@ -98,7 +96,7 @@ def lowest_annealed(model: Quadratic, n: int, k: int, m: int, rng: np.random.Gen
 
 
 @register
-class CBO(Prior):
+class CBO(ModelBased):
     """Design: the single-block removals (the prior), every pair of adjacent free blocks
     (``adjacent_pairs``) and ``n_random`` k-sets drawn with prior weights. Then rounds: fit the
     quadratic model to every full-fidelity value so far, find the ``n_propose`` lowest-energy
@@ -118,12 +116,10 @@ class CBO(Prior):
         enumerate_limit: float = 1e7
 
         def __post_init__(self):
-            if (self.n_random is not None and self.n_random < 0) or self.n_propose < 1 or self.temperature <= 0:
-                raise ValueError("n_random >= 0, n_propose >= 1 and temperature > 0 are required")
-
-    @classmethod
-    def default_budget(cls, space: Space, params: Any) -> float:
-        return default_search_budget(space)
+            require_ints(self, "n_propose")
+            require_ints(self, "n_random", least=0)
+            if self.temperature <= 0:
+                raise ValueError("temperature must be > 0")
 
     def design(self) -> list[Removed]:
         free, k = self.space.free, self.space.k

@@ -23,6 +23,14 @@ def default_search_budget(space: Space) -> float:
     return 2.0 * greedy_cost(space)
 
 
+def require_ints(params: Any, *names: str, least: int = 1) -> None:
+    """For Params.__post_init__: each named field must be None or an integer >= least."""
+    for f in names:
+        v = getattr(params, f)
+        if v is not None and (isinstance(v, bool) or int(v) != v or v < least):
+            raise ValueError(f"{f} must be an integer >= {least}")
+
+
 def pack(memo: dict[Removed, float]) -> list:
     """A memo as JSON-friendly rows [[blocks...], value]."""
     return [[list(r), v] for r, v in memo.items()]
@@ -123,6 +131,14 @@ class Prior(Memo):
         """The k free blocks with the lowest prior (ties: lowest index)."""
         order = np.argsort(self.prior, kind="stable")[: self.space.k]
         return canonical(self.space.free[i] for i in order)
+
+
+class ModelBased(Prior):
+    """ga, bo and cbo: prior-guided, and given ``default_search_budget`` when the run sets none."""
+
+    @classmethod
+    def default_budget(cls, space: Space, params: Any) -> float:
+        return default_search_budget(space)
 
 
 def prior_weights(prior: np.ndarray, temperature: float) -> np.ndarray:

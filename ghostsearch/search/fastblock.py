@@ -3,13 +3,12 @@ the best few re-scored for real. streamline: the single best window (no re-scori
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from ghostsearch.errors import GhostsearchError
 from ghostsearch.search.base import Candidate, Removed, Space, register
-from ghostsearch.search.common import Memo, statistic
+from ghostsearch.search.common import Memo, require_ints, statistic
 
 
 def windows(space: Space) -> list[int]:
@@ -31,8 +30,7 @@ class FastBlock(Memo):
         n_rescore: int = 4
 
         def __post_init__(self):
-            if int(self.n_rescore) != self.n_rescore or self.n_rescore < 1:
-                raise ValueError("n_rescore must be an integer >= 1")
+            require_ints(self, "n_rescore")
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from deap import base, tools
 
-from ghostsearch.search.base import Candidate, Removed, Space, canonical, register
-from ghostsearch.search.common import Prior, default_search_budget, prior_weights, sample_unseen
+from ghostsearch.search.base import Candidate, Removed, canonical, register
+from ghostsearch.search.common import ModelBased, prior_weights, require_ints, sample_unseen
 
 
 class FitnessMin(base.Fitness):
@@ -46,7 +45,7 @@ def mut_swap(s: Removed, free: list[int], weight: dict[int, float]) -> Removed:
 
 
 @register
-class GA(Prior):
+class GA(ModelBased):
     """Phase 0: every single-block removal (the prior). Phase 1: an initial population of
     ``pop_size`` k-sets, the prior's top-k plus sets sampled with prior weights, at full fidelity.
     Each generation: ``offspring`` new sets (tournament selection, ``cx_prob`` crossover,
@@ -68,17 +67,11 @@ class GA(Prior):
         temperature: float = 1.0  # of the prior weights; larger = closer to uniform
 
         def __post_init__(self):
-            for f in ("pop_size", "offspring", "promote", "tournament"):
-                if int(getattr(self, f)) != getattr(self, f) or getattr(self, f) < 1:
-                    raise ValueError(f"{f} must be an integer >= 1")
+            require_ints(self, "pop_size", "offspring", "promote", "tournament")
             if self.promote > self.offspring:
                 raise ValueError("promote must be <= offspring")
             if not 0 < self.screen <= 1 or self.temperature <= 0:
                 raise ValueError("screen must be in (0, 1] and temperature > 0")
-
-    @classmethod
-    def default_budget(cls, space: Space, params: Any) -> float:
-        return default_search_budget(space)
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

@@ -8,7 +8,7 @@ import numpy as np
 
 from ghostsearch.errors import GhostsearchError
 from ghostsearch.search.base import Candidate, Removed, canonical, register
-from ghostsearch.search.common import Memo, statistic
+from ghostsearch.search.common import Memo, require_ints, statistic
 
 
 def rls(S: np.ndarray) -> float:
@@ -69,8 +69,7 @@ class LoRP(Memo):
         n_clusters: int | None = None  # None: from RLS
 
         def __post_init__(self):
-            if self.n_clusters is not None and (int(self.n_clusters) != self.n_clusters or self.n_clusters < 1):
-                raise ValueError("n_clusters must be an integer >= 1 or None")
+            require_ints(self, "n_clusters")
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
