@@ -141,6 +141,10 @@ def compare(cfg: Config, address: str | None = None, progress: bool = True) -> P
     for c in cells:  # every config error before the first evaluation
         build_searcher(cfg, c["searcher"], c["k"], c["seed"], n_blocks)
     check_tasks(cfg.eval.tasks, cfg.data_dir)
+    from ghostsearch import data
+
+    for name in cfg.eval.perplexity:  # evaluation corpora must exist before an hour of searching
+        data.load_texts(name, "validation" if name == "c4" else None, data_dir=cfg.data_dir)
     run_dir = open_run_dir(cfg, "compare")
     started = connect(address or cfg.pool.address, dashboard=cfg.pool.dashboard)
     t0 = time.monotonic()

@@ -33,7 +33,7 @@ class Search:
     budget: float | None = None          # evaluations (full-fidelity equivalents); None = the searcher's own
     time_budget: float | None = None     # wall-clock seconds per searcher
     protected: list[int] = field(default_factory=list)  # blocks never removed; negative counts from the end
-    params: dict = field(default_factory=dict)          # per searcher: {beam: {width: 4}, ga: {...}}
+    params: dict = field(default_factory=dict)          # per searcher: {beam: {width: 4}, ga: {budget: 60}}
 
 
 @dataclass
@@ -236,7 +236,7 @@ def validate(cfg: Config) -> None:
     for s in [cfg.searcher] + list(cfg.compare.searchers):
         get_searcher(s)
     for s, params in cfg.search.params.items():
-        get_searcher(s).parse_params(params or {})
+        get_searcher(s).parse_params({k: v for k, v in (params or {}).items() if k != "budget"})
     if cfg.recovery.method not in ("ghosted", "linearpatch", "replaceme", "none"):
         raise GhostsearchError(f"recovery.method={cfg.recovery.method!r}; use ghosted, linearpatch, replaceme or none")
     if cfg.data_dir is not None and not Path(cfg.data_dir).expanduser().is_dir():

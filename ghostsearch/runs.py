@@ -83,11 +83,12 @@ def build_searcher(cfg: Config, name: str, k: int, seed: int, n_blocks: int, run
     from ghostsearch.search.base import Budget, Space, get_searcher, make_searcher
 
     params = dict(cfg.search.params.get(name) or {})
+    budget = params.pop("budget", cfg.search.budget)  # search.params.<searcher>.budget overrides search.budget
     cls = get_searcher(name)
     if run_dir is not None and "storage" in {f for f in getattr(cls.Params, "__dataclass_fields__", {})}:
         params.setdefault("storage", str(run_dir / f"optuna-{cell or name}.log"))
     space = Space(n_blocks, k, protected_blocks(cfg, n_blocks))
-    return make_searcher(name, space, seed=seed, budget=Budget(cfg.search.budget, cfg.search.time_budget),
+    return make_searcher(name, space, seed=seed, budget=Budget(budget, cfg.search.time_budget),
                          params=params)
 
 

@@ -25,8 +25,8 @@ def test_compare_end_to_end(tmp_path):
     t = pq.read_table(out / "comparison.parquet")
     assert t.num_rows == 4
     for col in ("cell", "searcher", "objective", "k", "seed", "removed", "calib_value", "evaluations",
-                "wall_seconds", "cache_hits", "recovery", "ppl_wikitext2", "acc_arc_easy", "acc_piqa",
-                "acc_norm_arc_easy", "mean_acc"):
+                "wall_seconds", "cache_hits", "recovery", "ppl_lambada", "arc_easy_acc", "piqa_acc",
+                "arc_easy_acc_norm", "mean_acc"):
         assert col in t.column_names, col
     rows = t.to_pylist()
     assert {r["searcher"] for r in rows} == {"fastblock", "lorp"}
