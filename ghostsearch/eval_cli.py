@@ -109,12 +109,16 @@ def cmd_eval(args) -> None:
 
 
 def write_rows(rows: list[dict], path: Path) -> None:
+    """Rows to Parquet (atomic); removed is list<int64> and value float64 even when empty or null."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    fixed = {"removed": pa.list_(pa.int64()), "value": pa.float64()}
+    table = pa.Table.from_pylist(rows)
+    table = table.cast(pa.schema([pa.field(f.name, fixed.get(f.name, f.type)) for f in table.schema]))
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
-    pq.write_table(pa.Table.from_pylist(rows), tmp)
+    pq.write_table(table, tmp)
     os.replace(tmp, path)
 
 
@@ -125,6 +129,7 @@ def register(sub, with_config) -> None:
     sp.add_argument("--remove", default=None, help="with a CONFIG: comma-separated block indices ('' = dense)")
     sp.add_argument("--limit", type=int, default=None, help="documents per task / LAMBADA passages (eval.limit)")
     sp.add_argument("--tasks", default=None, help="comma-separated zero-shot tasks ('' = none; default eval.tasks)")
-    sp.add_argument("--recovery", default="none", help="repair before evaluating: ghosted | linearpatch | replaceme | none")
+    sp.add_argument("--recovery", default="none", 
+                    help="repair before evaluating: ghosted | linearpatch | replaceme | none")
     sp.add_argument("--out", default=None, help="Parquet file (default: RUN_DIR/eval.parquet; none otherwise)")
     sp.set_defaults(func=cmd_eval)

@@ -35,7 +35,8 @@ def _hidden(stack: Stack, ids: torch.Tensor) -> torch.Tensor:
     return stack.inner(input_ids=ids.to(stack.device), use_cache=False).last_hidden_state
 
 
-def _logprobs(stack: Stack, x: torch.Tensor, targets: torch.Tensor, chunk: int = 1024) -> torch.Tensor:
+def _logprobs(stack: Stack, x: torch.Tensor, targets: torch.Tensor,
+              chunk: int = 1024) -> tuple[torch.Tensor, torch.Tensor]:
     """log p(target) and whether it is the argmax, for normed rows x [n, C], ``chunk`` rows of logits at a time."""
     lp, top = torch.empty(len(x)), torch.empty(len(x), dtype=torch.bool)
     targets = targets.to(x.device)
@@ -53,7 +54,8 @@ def window_perplexity(model, ids: torch.Tensor, seq_len: int = 512, max_seq: int
     ``max_seq``); each window predicts its tokens 1..seq_len-1."""
     windows = data.chunk_windows(ids, seq_len, max_seq)
     if len(windows) == 0:
-        raise GhostsearchError(f"the text has {ids.numel()} tokens, fewer than one window of {seq_len}; lower ppl_seq_len")
+        raise GhostsearchError(f"the text has {ids.numel()} tokens, fewer than one window of {seq_len}; "
+                               "lower eval.ppl_seq_len")
     stack, nll = Stack(model), 0.0
     for w in windows.split(batch_size):
         x = _hidden(stack, w)[:, :-1]
@@ -88,7 +90,8 @@ def loglikelihoods(model, tokenizer, requests: list[tuple[str, str]], batch_size
         h = _hidden(stack, ids)
         rows = torch.tensor([r for r, (_, w) in enumerate(chunk) for _ in w])
         pos = torch.tensor([len(c) - 1 + j for c, w in chunk for j in range(len(w))])
-        lp, top = _logprobs(stack, h[rows.to(h.device), pos.to(h.device)], torch.tensor([t for _, w in chunk for t in w]))
+        targets = torch.tensor([t for _, w in chunk for t in w])
+        lp, top = _logprobs(stack, h[rows.to(h.device), pos.to(h.device)], targets)
         out += [(lp[rows == r].double().sum().item(), bool(top[rows == r].all())) for r in range(len(chunk))]
     return out
 

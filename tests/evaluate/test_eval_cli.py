@@ -24,6 +24,17 @@ def _check(row):
     assert row["ppl_wikitext2"] > 1 and row["lambada_ppl"] > 1 and row["mean_acc"] == row["arc_easy_acc"]
 
 
+def test_parquet_types_of_a_dense_row(tmp_path):
+    import pyarrow as pa
+
+    from ghostsearch.eval_cli import write_rows
+
+    write_rows([{"cell": "remove", "removed": [], "value": None, "ppl_wikitext2": 30.0}], tmp_path / "e.parquet")
+    t = pq.read_table(tmp_path / "e.parquet")
+    assert t.schema.field("removed").type == pa.list_(pa.int64()) and t.schema.field("value").type == pa.float64()
+    assert t.to_pylist() == [{"cell": "remove", "removed": [], "value": None, "ppl_wikitext2": 30.0}]
+
+
 def test_config_with_remove(tmp_path, tiny_model_dir):
     cfg = tmp_path / "c.yaml"
     cfg.write_text(yaml.safe_dump({"model": tiny_model_dir, "dtype": "fp32", "eval": EVAL}))
@@ -38,10 +49,12 @@ def test_run_dir_every_cell(tmp_path, tiny_model_dir):
     run = tmp_path / "run"
     run.mkdir()
     (run / "config.yaml").write_text(yaml.safe_dump({"model": tiny_model_dir, "dtype": "fp32", "eval": EVAL}))
-    cells = {"greedy|perplexity|k2|s0": {"removed": [3, 4], "value": 9.5}, "beam|perplexity|k2|s0": {"removed": [0, 5], "value": 9.7}}
+    cells = {"greedy|perplexity|k2|s0": {"removed": [3, 4], "value": 9.5},
+             "beam|perplexity|k2|s0": {"removed": [0, 5], "value": 9.7}}
     (run / "result.json").write_text(json.dumps({"searchers": cells}))
     rows = _eval(run)
-    assert [(r["cell"], r["removed"], r["value"]) for r in rows] == [(c, v["removed"], v["value"]) for c, v in cells.items()]
+    assert [(r["cell"], r["removed"], r["value"]) for r in rows] == [(c, v["removed"], v["value"])
+                                                                     for c, v in cells.items()]
     for r in rows:
         _check(r)
     assert pq.read_table(run / "eval.parquet").to_pylist() == rows
