@@ -57,6 +57,8 @@ def _target(args):
     if (t / "config.json").exists():
         if args.remove is not None or args.recovery != "none":
             raise GhostsearchError(f"{t} is an exported model (already pruned and repaired); drop --remove/--recovery")
+        if not (t / "tokenizer_config.json").exists():
+            raise GhostsearchError(f"{t} has no tokenizer; export it with its tokenizer (export(..., tokenizer=tok))")
         return load_config(None, args.overrides), None, None
     if t.is_file():
         if args.remove is None:
