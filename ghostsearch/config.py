@@ -60,6 +60,9 @@ class Recovery:
     variant: str = "dense"    # ghosted: dense | sequential; linearpatch: hadamard | diagonal
     ridge: float = 1e-6
     top: int = 3
+    dataset: str | None = None   # repair calibration (text); None: c4 (lambada offline without data)
+    n_seq: int = 32              # a C x C operator needs many more tokens than channels: 32 x 256 = 8192
+    seq_len: int = 256
 
 
 @dataclass

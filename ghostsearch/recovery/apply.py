@@ -18,12 +18,16 @@ def recovery_from_config(cfg, method: str | None = None) -> Recovery:
 
 def calibration_from_config(stack, tok, cfg) -> Calibration:
     """The configured objective's calibration micro-batches, captured lazily (one at a time)."""
-    from ghostsearch.config import calibration_spec
-    from objectives import get_objective
+    """Recovery calibrates on text (recovery.dataset, n_seq x seq_len tokens, the calibration seed),
+    whatever objective the search used: the operators only need dense activations."""
+    from ghostsearch.config import default_dataset
+    from objectives import CalibrationSpec, get_objective
 
-    params = {k: v for k, v in cfg.objective_params.items() if k != "recovery"}
-    obj = get_objective(cfg.objective)(calibration_spec(cfg), **params)
-    return Calibration(stack, obj.build(tok, stack.dtype))
+    r = cfg.recovery
+    spec = CalibrationSpec(dataset=r.dataset or default_dataset("perplexity", cfg.data_dir), n_seq=r.n_seq,
+                           seq_len=r.seq_len, seed=cfg.calibration.seed, data_dir=cfg.data_dir,
+                           micro_batch=cfg.calibration.micro_batch)
+    return Calibration(stack, get_objective("perplexity")(spec).build(tok, stack.dtype))
 
 
 def fit_from_config(model, tok, removed, cfg, method: str | None = None) -> Operators:
