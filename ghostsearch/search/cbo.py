@@ -156,7 +156,10 @@ class CBO(ModelBased):
         return out
 
     def ask(self) -> list[Candidate]:
-        todo = self.singles() or [Candidate(s) for s in self.design() if s not in self.memo]
+        todo = self.singles()
+        if not todo:  # the design, cut so that n_propose evaluations stay for the model's proposals
+            room = self.affordable(1 << 30) - self.params.n_propose
+            todo = [Candidate(s) for s in self.design() if s not in self.memo][:max(0, room)]
         todo = todo or [Candidate(s) for s in self.proposals(self.params.n_propose)]
         return todo[: self.affordable(len(todo))]
 
