@@ -97,7 +97,7 @@ def lowest_annealed(model: Quadratic, n: int, k: int, m: int, rng: np.random.Gen
 
 @register
 class CBO(ModelBased):
-    """Design: the single-block removals (the prior), every pair of adjacent free blocks
+    """Design: the single-block removals (the prior), the prior's top-k set, every pair of adjacent free blocks
     (``adjacent_pairs``) and ``n_random`` k-sets drawn with prior weights. Then rounds: fit the
     quadratic model to every full-fidelity value so far, find the ``n_propose`` lowest-energy
     k-sets not yet scored (the minimum and the low-lying excited configurations) exactly by
@@ -127,7 +127,8 @@ class CBO(ModelBased):
         n_random = len(free) // 2 if self.params.n_random is None else self.params.n_random
         rng = np.random.default_rng([self.seed, 3])
         w = prior_weights(self.prior, self.params.temperature)
-        return pairs + sample_unseen(rng, self.space, w, set(pairs), n_random)
+        top = self.prior_topk()  # the additive model's minimum (oneshot's answer) is scored first
+        return [top] + [p for p in pairs if p != top] + sample_unseen(rng, self.space, w, set(pairs) | {top}, n_random)
 
     def model(self) -> Quadratic:
         pos = {b: p for p, b in enumerate(self.space.free)}
