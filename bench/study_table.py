@@ -1,0 +1,59 @@
+"""Print the study's table from a compare run directory (Markdown, for docs/results.md).
+
+  python bench/study_table.py runs/study-smollm2-mini
+"""
+from __future__ import annotations
+
+import math
+import os
+import sys
+from collections import defaultdict
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+import numpy as np  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+
+from ghostsearch.report import correlations, spread, summary  # noqa: E402
+
+
+def fmt(v, p=3):
+    return "–" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{p}f}"
+
+
+def main(run_dir: str):
+    rows = pq.read_table(os.path.join(run_dir, "comparison.parquet")).to_pylist()
+    objs = sorted({r["objective"] for r in rows})
+    ks = sorted({r["k"] for r in rows})
+    searchers = list(dict.fromkeys(r["searcher"] for r in rows))
+    for obj in objs:
+        print(f"\n### objective: {obj}\n")
+        head = "| searcher | " + " | ".join(f"k={k} calib | k={k} ppl WT2 | k={k} mean acc" for k in ks) + " |"
+        print(head)
+        print("|---|" + "---|---|---|" * len(ks))
+        for s in searchers:
+            cells = []
+            for k in ks:
+                g = [r for r in rows if r["objective"] == obj and r["searcher"] == s and r["k"] == k]
+                if not g:
+                    cells += ["–"] * 3
+                    continue
+                cells += [fmt(np.mean([r["calib_value"] for r in g]), 3),
+                          fmt(np.mean([r.get("ppl_wikitext2", math.nan) for r in g]), 1),
+                          fmt(np.mean([r.get("mean_acc", math.nan) for r in g]), 3)]
+            print(f"| {s} | " + " | ".join(cells) + " |")
+    print("\n(values are means over seeds; calib = perplexity on C4 or -mean margin; lower is better)\n")
+    print("| objective | k | n | Spearman rho(calib, mean acc) |\n|---|---|---|---|")
+    for c in correlations(rows):
+        print(f"| {c['objective']} | {c['k']} | {c['n']} | {fmt(c['rho'], 2)} |")
+    sp = spread(rows)
+    print(f"\nSpread of mean accuracy: within objectives {sp['within']}, between objectives {fmt(sp['between'])}")
+    print("\n" + "\n".join(f"- {s}" for s in summary(rows)))
+    per = defaultdict(set)
+    for r in rows:
+        per[(r["objective"], r["k"])].add(tuple(r["removed"]))
+    print("\nDistinct removed sets per (objective, k): " + ", ".join(f"{o} k={k}: {len(v)}" for (o, k), v in sorted(per.items())))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
