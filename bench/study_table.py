@@ -1,6 +1,7 @@
 """Print the study's table from a compare run directory (Markdown, for docs/results.md).
 
-  python bench/study_table.py runs/study-smollm2-mini
+  python bench/study_table.py runs/study-smollm2-mini             # after the compare finished
+  python bench/study_table.py runs/study-smollm2-mini --partial   # finished cells so far
 """
 from __future__ import annotations
 
@@ -55,5 +56,38 @@ def main(run_dir: str):
     print("\nDistinct removed sets per (objective, k): " + ", ".join(f"{o} k={k}: {len(v)}" for (o, k), v in sorted(per.items())))
 
 
-if __name__ == "__main__":
+if __name__ == "__main__" and len(sys.argv) == 2:
     main(sys.argv[1])
+
+
+def partial(run_dir: str):
+    """While a compare is still searching: the finished cells (no downstream numbers yet) and how
+    similar the removed sets are within an objective vs between objectives (mean Jaccard)."""
+    import glob
+    import json
+
+    cells = [json.load(open(f)) for f in sorted(glob.glob(os.path.join(run_dir, "cells", "*.json")))]
+    print(f"{len(cells)} finished cells\n")
+    print("| cell | removed | calib value | evaluations | cache hits |\n|---|---|---|---|---|")
+    for c in sorted(cells, key=lambda c: (c["objective"], c["k"], c["searcher"], c["seed"])):
+        print(f"| {c['cell']} | {c['removed']} | {c['value']:.4g} | {c['evaluations']} | {c['cache_hits']} |")
+
+    def jac(a, b):
+        a, b = set(a), set(b)
+        return len(a & b) / len(a | b)
+
+    for k in sorted({c["k"] for c in cells}):
+        g = [c for c in cells if c["k"] == k]
+        within, between = [], []
+        for i, a in enumerate(g):
+            for b in g[i + 1:]:
+                if a["searcher"] == b["searcher"] and a["seed"] != b["seed"]:
+                    continue
+                (within if a["objective"] == b["objective"] else between).append(jac(a["removed"], b["removed"]))
+        if within and between:
+            print(f"\nk={k}: mean Jaccard of removed sets, same objective {np.mean(within):.2f} (n={len(within)}), "
+                  f"different objectives {np.mean(between):.2f} (n={len(between)})")
+
+
+if __name__ == "__main__" and len(sys.argv) > 2 and sys.argv[2] == "--partial":
+    partial(sys.argv[1])
