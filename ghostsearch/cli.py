@@ -78,7 +78,11 @@ def cmd_pool(args) -> None:
             raise GhostsearchError("pool up needs a CONFIG: ghostsearch pool up CONFIG pool.name=NAME")
         cfg = load_config(args.config, args.overrides)
         name = args.name or cfg.pool.name or "ghostsearch"
-        connect(args.address or cfg.pool.address, dashboard=cfg.pool.dashboard)
+        address = args.address or cfg.pool.address or os.environ.get("RAY_ADDRESS")
+        if not address:  # a pool on a Ray that dies with this process would outlive nothing
+            raise GhostsearchError("pool up needs a running Ray cluster: `ray start --head`, then pass --address "
+                                   "or set RAY_ADDRESS")
+        connect(address, dashboard=cfg.pool.dashboard)
         try:
             find_pool(name)
             raise GhostsearchError(f"a pool named {name!r} is already up; use it, or `ghostsearch pool down --name {name}`")
@@ -88,6 +92,8 @@ def cmd_pool(args) -> None:
         broker = start_pool(cfg, name=name, detached=True)
         print(json.dumps({"pool": name, "actors": ray.get(broker.ready.remote())}))
         return
+    if not (args.address or os.environ.get("RAY_ADDRESS")):
+        raise GhostsearchError(f"pool {args.action} needs the cluster's address: --address or RAY_ADDRESS")
     connect(args.address, dashboard=False)
     name = args.name or "ghostsearch"
     if args.action == "down":

@@ -1,0 +1,64 @@
+"""A pool that outlives one job: `ghostsearch pool up` on a running Ray head, a search that uses
+it by name (and a second one answered from its cache), `pool status`, `pool down`. The head is
+started with `ray start` in its own temp dir and stopped by pid."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+
+
+def _gs(args, env, timeout=300):
+    r = subprocess.run([str(BIN / "ghostsearch"), *args], env=env, capture_output=True, text=True, timeout=timeout,
+                       cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+
+
+def test_pool_up_search_status_down(tiny_model_dir, tmp_path):
+    temp = tempfile.mkdtemp(prefix="gs-pool-", dir="/tmp")
+    env = dict(os.environ, RAY_AUTH_MODE="disabled")
+    port = 6400 + os.getpid() % 500
+    subprocess.run([str(BIN / "ray"), "start", "--head", f"--temp-dir={temp}", "--num-cpus=2", f"--port={port}",
+                    "--include-dashboard=false", "--disable-usage-stats"], env=env, check=True, capture_output=True,
+                   timeout=120)
+    env["RAY_ADDRESS"] = f"127.0.0.1:{port}"
+    over = [f"model={tiny_model_dir}", "dtype=fp32", "device=cpu", "calibration.dataset=lambada",
+            "calibration.n_seq=4", "calibration.seq_len=64", "k=2", "searcher=oneshot", "pool.actors=1"]
+    try:
+        up = _gs(["pool", "up", str(ROOT / "configs" / "smollm2-quick.yaml"), *over, "pool.name=svc"], env)
+        assert up[0]["actors"][0]["name"] == "svc-scorer-0"
+        _gs(["search", str(ROOT / "configs" / "smollm2-quick.yaml"), *over, "pool.name=svc",
+             f"out={tmp_path / 'a'}", "--no-progress"], env)
+        _gs(["search", str(ROOT / "configs" / "smollm2-quick.yaml"), *over, "pool.name=svc",
+             f"out={tmp_path / 'b'}", "--no-progress"], env)
+        st = _gs(["pool", "status", "--name", "svc"], env)[0]
+        assert st["actors"] == ["svc-scorer-0"]
+        s = st["searchers"]["oneshot"]
+        assert s["computed"] > 0 and s["cached"] == s["computed"]  # the second job computed nothing
+        assert st["hit_rate"] == pytest.approx(0.5)
+        down = _gs(["pool", "down", "--name", "svc"], env)[0]
+        assert "svc-broker" in down["removed"]
+    finally:
+        out = subprocess.run(["pgrep", "-f", temp], capture_output=True, text=True).stdout.split()
+        for pid in out:
+            try:
+                os.kill(int(pid), signal.SIGTERM)
+            except (ProcessLookupError, ValueError):
+                pass
+        time.sleep(2)
+        for pid in subprocess.run(["pgrep", "-f", temp], capture_output=True, text=True).stdout.split():
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except (ProcessLookupError, ValueError):
+                pass
+        subprocess.run(["rm", "-rf", temp])
