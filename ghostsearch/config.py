@@ -272,7 +272,7 @@ def default_dataset(objective: str, data_dir: str | None) -> str:
 
 
 def calibration_spec(cfg: Config, objective: str | None = None):
-    from objectives import CalibrationSpec, get_objective
+    from objectives import CalibrationSpec
 
     obj = objective or cfg.objective
     c = cfg.calibration

@@ -31,12 +31,8 @@ def _repair(model, tok, removed, cfg, method: str):
 def _check_recovery(method: str) -> None:
     if method == "none":
         return
-    try:
-        from ghostsearch.recovery.apply import repaired_model  # noqa: F401
-        from ghostsearch.recovery.base import get_recovery
-    except ImportError:
-        raise GhostsearchError(f"--recovery {method}: this checkout's ghostsearch.recovery cannot repair a pruned "
-                               "model yet (no recovery.apply.repaired_model); use --recovery none") from None
+    from ghostsearch.recovery.base import get_recovery
+
     get_recovery(method)
 
 
