@@ -26,6 +26,13 @@ class Calibration:
     seq_len: int = 256           # tokens per sequence (max prompt tokens for margin)
     seed: int = 0
     micro_batch: int = 8
+    # per-objective overrides of the fields above, e.g. {margin: {n_seq: 16}}: perplexity sequences
+    # and margin items differ in cost and in how many it takes to be representative
+    per_objective: dict = field(default_factory=dict)
+
+    def for_objective(self, objective: str) -> "Calibration":
+        fields = {k: v for k, v in dataclasses.asdict(self).items() if k != "per_objective"}
+        return Calibration(**{**fields, **(self.per_objective.get(objective) or {})})
 
 
 @dataclass
@@ -219,15 +226,24 @@ def validate(cfg: Config) -> None:
         raise GhostsearchError(f"dtype={cfg.dtype!r}; use auto, bf16, fp16 or fp32")
     for name in [cfg.objective] + list(cfg.compare.objectives):
         get_objective(name)
-    ds = cfg.calibration.dataset
-    if ds is not None:
-        for name in [cfg.objective] + list(cfg.compare.objectives):
-            if ds not in OBJ[name].datasets:
-                raise GhostsearchError(f"calibration.dataset={ds!r} does not suit objective {name!r}; "
-                                       f"choose one of: {', '.join(OBJ[name].datasets)}")
-    for key in ("n_seq", "seq_len", "micro_batch"):
-        if getattr(cfg.calibration, key) <= 0:
-            raise GhostsearchError(f"calibration.{key} must be positive")
+    names = [cfg.objective] + list(cfg.compare.objectives)
+    for name, over in cfg.calibration.per_objective.items():
+        get_objective(name)
+        if not isinstance(over, dict):
+            raise GhostsearchError(f"calibration.per_objective.{name} must be a mapping, e.g. {{n_seq: 16}}")
+        _build(Calibration, {k: v for k, v in over.items() if k != "per_objective"},
+               f"calibration.per_objective.{name}.")
+        if "per_objective" in over:
+            raise GhostsearchError(f"calibration.per_objective.{name} cannot nest per_objective")
+    for name in dict.fromkeys(names + list(cfg.calibration.per_objective)):
+        c = cfg.calibration.for_objective(name)
+        where = "calibration." if name not in cfg.calibration.per_objective else f"calibration.per_objective.{name}."
+        if c.dataset is not None and c.dataset not in OBJ[name].datasets:
+            raise GhostsearchError(f"{where}dataset={c.dataset!r} does not suit objective {name!r}; "
+                                   f"choose one of: {', '.join(OBJ[name].datasets)}")
+        for key in ("n_seq", "seq_len", "micro_batch"):
+            if getattr(c, key) <= 0:
+                raise GhostsearchError(f"{where}{key} must be positive")
     if cfg.k <= 0:
         raise GhostsearchError(f"k={cfg.k}: must remove at least one block; set k >= 1")
     if any(k <= 0 for k in cfg.compare.ks):
@@ -275,7 +291,7 @@ def calibration_spec(cfg: Config, objective: str | None = None):
     from objectives import CalibrationSpec
 
     obj = objective or cfg.objective
-    c = cfg.calibration
+    c = cfg.calibration.for_objective(obj)
     dataset = c.dataset or default_dataset(obj, cfg.data_dir)
     return CalibrationSpec(dataset=dataset, n_seq=c.n_seq,
                            seq_len=c.seq_len, seed=c.seed, data_dir=cfg.data_dir, micro_batch=c.micro_batch)

@@ -1,0 +1,50 @@
+"""Config: one validated structure, YAML + key=value overrides, one-line errors before any model work."""
+from pathlib import Path
+
+import pytest
+
+from ghostsearch.config import calibration_spec, load_config
+from ghostsearch.errors import GhostsearchError
+
+CONFIGS = sorted((Path(__file__).parents[1] / "configs").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=[p.name for p in CONFIGS])
+def test_every_shipped_config_validates(path):
+    load_config(str(path))
+
+
+def test_overrides_are_typed_and_nested():
+    cfg = load_config(None, ["k=6", "calibration.n_seq=16", "compare.ks=4,6", "search.params.ga.budget=30"])
+    assert cfg.k == 6 and cfg.calibration.n_seq == 16
+    assert cfg.compare.ks == [4, 6]
+    assert cfg.search.params["ga"]["budget"] == 30
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["calibration.nseq=4"], "did you mean calibration.n_seq"),
+    (["k=six"], "k='six' has the wrong type"),
+    (["k=0"], "must remove at least one block"),
+    (["objective=perplexty"], "perplexity"),
+    (["calibration.per_objective.margn.n_seq=4"], "margin"),
+    (["calibration.per_objective.margin.n_sq=4"], "did you mean calibration.per_objective.margin.n_seq"),
+    (["calibration.per_objective.margin.n_seq=0"], "calibration.per_objective.margin.n_seq must be positive"),
+    (["objective=margin", "calibration.per_objective.margin.dataset=c4"], "does not suit objective 'margin'"),
+    (["just-a-word"], "is not key=value"),
+])
+def test_bad_input_is_one_clear_line(overrides, message):
+    with pytest.raises(GhostsearchError, match=message) as e:
+        load_config(None, overrides)
+    assert "\n" not in str(e.value)
+
+
+def test_calibration_per_objective_overrides_only_that_objective():
+    cfg = load_config(None, ["calibration.n_seq=4", "calibration.seq_len=128",
+                             "calibration.per_objective.margin.n_seq=12"])
+    ppl, margin = calibration_spec(cfg, "perplexity"), calibration_spec(cfg, "margin")
+    assert (ppl.n_seq, ppl.seq_len) == (4, 128)
+    assert (margin.n_seq, margin.seq_len) == (12, 128)
+    # the overrides are part of the run fingerprint: a changed margin set is a different run
+    other = load_config(None, ["calibration.n_seq=4", "calibration.seq_len=128",
+                               "calibration.per_objective.margin.n_seq=8"])
+    assert cfg.fingerprint() != other.fingerprint()
