@@ -132,21 +132,35 @@ def _plt():
     return plt
 
 
-def plot_patterns(rows, n_blocks, path):
-    plt = _plt()
+def _panels(rows):
+    """(objective, k) panels, each with its cells ordered searcher (grid order), then seed."""
     objs = sorted({r["objective"] for r in rows})
-    fig, axes = plt.subplots(1, len(objs), figsize=(max(6, n_blocks * 0.25) * len(objs), 0.35 * len(rows) + 1.5),
+    ks = sorted({r["k"] for r in rows})
+    order = {s: i for i, s in enumerate(dict.fromkeys(r["searcher"] for r in rows))}
+    cells = {(o, k): sorted((r for r in rows if r["objective"] == o and r["k"] == k),
+                            key=lambda r: (order[r["searcher"]], r["seed"])) for o in objs for k in ks}
+    return objs, ks, order, cells
+
+
+def plot_patterns(rows, n_blocks, path):
+    """One panel per (objective, k): a row per searcher x seed, black = removed block."""
+    plt = _plt()
+    objs, ks, _, cells = _panels(rows)
+    n_rows = max(len(v) for v in cells.values())
+    fig, axes = plt.subplots(len(objs), len(ks), figsize=(max(5, n_blocks * 0.2) * len(ks), (0.28 * n_rows + 1.3) * len(objs)),
                              squeeze=False)
-    for ax, obj in zip(axes[0], objs):
-        sub = [r for r in rows if r["objective"] == obj]
-        m = np.zeros((len(sub), n_blocks))
-        for i, r in enumerate(sub):
-            m[i, r["removed"]] = 1
-        ax.imshow(m, aspect="auto", cmap="Greys", vmin=0, vmax=1)
-        ax.set_yticks(range(len(sub)), [f"{r['searcher']} k{r['k']} s{r['seed']}" for r in sub], fontsize=7)
-        ax.set_xticks(range(n_blocks), range(n_blocks), fontsize=6)
-        ax.set_xlabel("block")
-        ax.set_title(f"removed blocks: {obj}")
+    for i, obj in enumerate(objs):
+        for j, k in enumerate(ks):
+            ax, sub = axes[i][j], cells[(obj, k)]
+            m = np.zeros((max(len(sub), 1), n_blocks))
+            for row, r in enumerate(sub):
+                m[row, r["removed"]] = 1
+            ax.imshow(m, aspect="auto", cmap="Greys", vmin=0, vmax=1, interpolation="nearest")
+            ax.set_yticks(range(len(sub)), [f"{r['searcher']} s{r['seed']}" for r in sub], fontsize=7)
+            ax.set_xticks(range(n_blocks), range(n_blocks), fontsize=5)
+            ax.set_xlabel("block")
+            ax.set_title(f"{obj}, k={k}", fontsize=10)
+    fig.suptitle("removed blocks (black) per searcher and seed")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -161,11 +175,12 @@ def best_so_far(run_dir) -> dict[str, dict[str, list]]:
     out = {}
     for cell, rs in by.items():
         rs.sort(key=lambda r: r["time"])
+        k = max(len(r["removed"]) for r in rs)  # the cell's k (greedy/beam also score partial sets)
         t0, used, best = rs[0]["time"], 0.0, math.inf
         ev, sec, val = [], [], []
         for r in rs:
             used += r["fidelity"]
-            if r["fidelity"] >= 1.0 and len(r["removed"]) == r["k"] and r["value"] < best:
+            if r["fidelity"] >= 1.0 and len(r["removed"]) == k and r["value"] < best:
                 best = r["value"]
             if best < math.inf:
                 ev.append(used)
@@ -176,26 +191,41 @@ def best_so_far(run_dir) -> dict[str, dict[str, list]]:
 
 
 def plot_convergence(run_dir, rows, path):
+    """Best-so-far against evaluations and wall seconds: a row per (objective, k), a colour per
+    searcher, a line style per seed; y clipped to the finals' range so the end game is visible."""
     plt = _plt()
     curves = best_so_far(run_dir)
-    objs = sorted({r["objective"] for r in rows})
-    fig, axes = plt.subplots(len(objs), 2, figsize=(11, 3.6 * len(objs)), squeeze=False)
-    for i, obj in enumerate(objs):
-        for r in [r for r in rows if r["objective"] == obj]:
+    objs, ks, order, cells = _panels(rows)
+    styles = ["-", "--", ":", "-."]
+    panels = [(o, k) for o in objs for k in ks]
+    fig, axes = plt.subplots(len(panels), 2, figsize=(11, 3.0 * len(panels)), squeeze=False)
+    for i, (obj, k) in enumerate(panels):
+        finals = []
+        for r in cells[(obj, k)]:
             c = curves.get(r["cell"])
             if not c or not c["best"]:
                 continue
-            label = f"{r['searcher']} k{r['k']} s{r['seed']}"
-            axes[i][0].step(c["evaluations"], c["best"], where="post", label=label)
-            axes[i][1].step(c["seconds"], c["best"], where="post", label=label)
+            finals.append(c["best"][-1])
+            kw = dict(where="post", color=f"C{order[r['searcher']] % 10}", ls=styles[r["seed"] % len(styles)],
+                      label=r["searcher"] if r["seed"] == min(x["seed"] for x in cells[(obj, k)]) else None)
+            for ax, x in zip(axes[i], (c["evaluations"], c["seconds"])):
+                ax.step(x, c["best"], **kw)
+                ax.plot(x[-1:], c["best"][-1:], marker="o", ms=4, color=kw["color"])  # one-shot cells: a dot
+        clipped = False
+        if finals:
+            lo, hi = min(finals), float(np.quantile(finals, 0.75))
+            span = (hi - lo) or abs(lo) * 0.05 or 1.0
+            top = hi + 0.8 * span
+            clipped = max(finals) > top
+            for ax in axes[i]:
+                ax.set_ylim(lo - 0.15 * span, top)
         for j, xl in enumerate(("evaluations (full-fidelity equivalents)", "wall seconds")):
-            axes[i][j].set_xlabel(xl)
-            axes[i][j].set_ylabel(f"best {obj}")
-            if obj == "perplexity":
-                axes[i][j].set_yscale("log")
-        axes[i][0].legend(fontsize=6, ncol=2)
+            axes[i][j].set_xlabel(xl, fontsize=8)
+            axes[i][j].set_ylabel(f"best {obj}", fontsize=8)
+            axes[i][j].set_title(f"{obj}, k={k}" + (" (worst finals above the frame)" if clipped else ""), fontsize=9)
+        axes[i][0].legend(fontsize=6, ncol=2, title="line style = seed", title_fontsize=6)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
 
 

@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from ghostsearch.pool.ledger import read_ledger
+from ghostsearch.report import best_so_far
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -35,6 +36,9 @@ def test_compare_end_to_end(tmp_path):
     assert all(0.0 <= r["mean_acc"] <= 1.0 for r in rows)
     for name in ("patterns", "convergence", "similarity", "accuracy", "spearman"):
         assert (out / "plots" / f"{name}.png").stat().st_size > 1000
+    curves = best_so_far(out)  # the plotted best-so-far ends at each cell's calibration value
+    for r in rows:
+        assert curves[r["cell"]]["best"][-1] == pytest.approx(r["calib_value"], rel=1e-9), r["cell"]
     assert "## Summary" in (out / "report.md").read_text()
     assert (out / "report.html").exists()
     n_rows = len(read_ledger(out))
