@@ -97,43 +97,89 @@ def _eval_key(removed: list[int], method: str, cfg: Config) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def evaluate_finalists(cfg: Config, run_dir: Path, results: list[dict], progress: bool = True) -> dict[str, dict]:
-    """Repair each distinct finalist and evaluate it downstream; cached per finalist under RUN_DIR/evals/."""
-    from tqdm.auto import tqdm
+_LOADED: dict = {}  # per worker process: the base model, loaded once for every finalist it evaluates
+
+
+def _evaluate_one(cfg: Config, removed: list[int], threads: int | None = None) -> dict:
+    """Repair one finalist (cfg.recovery.method) and evaluate it downstream."""
+    import torch
 
     from ghostsearch.evaluate import evaluate_model
     from ghostsearch.models import load_model
     from ghostsearch.recovery.apply import repaired_model
 
+    if threads:
+        torch.set_num_threads(threads)  # Ray reuses worker processes: set it every time
+    key = (cfg.model, cfg.dtype, cfg.resolved_device())
+    if key not in _LOADED:
+        _LOADED.clear()
+        _LOADED[key] = load_model(cfg.model, dtype=cfg.dtype, device=cfg.resolved_device(),
+                                  trust_remote_code=cfg.trust_remote_code)
+    model, tok = _LOADED[key]
+    pruned = repaired_model(model, tok, removed, cfg)
+    res = evaluate_model(pruned, tok, cfg.eval, cfg.data_dir)
+    res["recovery"] = cfg.recovery.method
+    return res
+
+
+@ray.remote(max_retries=1)
+def _eval_task(cfg_dict: dict, removed: list[int], threads: int) -> dict:
+    from ghostsearch.cli import _quiet_libraries
+    from ghostsearch.config import Config, _build
+
+    _quiet_libraries()
+    return _evaluate_one(_build(Config, cfg_dict), removed, threads)
+
+
+def evaluate_finalists(cfg: Config, run_dir: Path, results: list[dict], progress: bool = True,
+                       distributed: bool = False) -> dict[str, dict]:
+    """Repair each distinct finalist and evaluate it downstream; cached per finalist under
+    RUN_DIR/evals/<key>.json. ``distributed``: one Ray task per finalist, each with the resources
+    of one scorer (a GPU, or pool.threads CPUs), spread over the cluster; else one by one here."""
+    from tqdm.auto import tqdm
+
     out_dir = run_dir / "evals"
     out_dir.mkdir(exist_ok=True)
-    method = cfg.recovery.method
-    todo = {}
+    todo, out = {}, {}
     for r in results:
-        todo.setdefault(_eval_key(r["removed"], method, cfg), r["removed"])
-    out = {}
-    model = tok = None
-    for key, removed in tqdm(todo.items(), desc="downstream eval", disable=not progress):
+        key = _eval_key(r["removed"], cfg.recovery.method, cfg)
         f = out_dir / f"{key}.json"
         if f.exists():
             out[key] = json.loads(f.read_text())
-            continue
-        if model is None:
-            model, tok = load_model(cfg.model, dtype=cfg.dtype, device=cfg.resolved_device(),
-                                    trust_remote_code=cfg.trust_remote_code)
-        pruned = repaired_model(model, tok, removed, cfg)
-        res = evaluate_model(pruned, tok, cfg.eval, cfg.data_dir)
-        res["recovery"] = method
-        write_json_atomic(f, res)
+        else:
+            todo.setdefault(key, r["removed"])
+    bar = tqdm(total=len(todo) + len(out), initial=len(out), desc="downstream eval", unit="model",
+               disable=not progress)
+
+    def finish(key, res):
+        write_json_atomic(out_dir / f"{key}.json", res)
         out[key] = res
-        del pruned
+        bar.update(1)
+
+    if distributed and todo:
+        from ghostsearch.pool.pool import _resources
+
+        cpus, gpus = _resources(cfg)
+        cfg_dict, queue, pending = cfg.to_dict(), list(todo.items()), {}
+        while queue or pending:  # at most pool.actors at once: the memory footprint of the pool just released
+            while queue and len(pending) < cfg.pool.actors:
+                key, removed = queue.pop(0)
+                ref = _eval_task.options(num_cpus=cpus if not gpus else 1, num_gpus=gpus,
+                                         name=f"eval:{key}").remote(cfg_dict, removed, cfg.pool.threads)
+                pending[ref] = key
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            finish(pending.pop(ready[0]), ray.get(ready[0]))
+    else:
+        for key, removed in todo.items():
+            finish(key, _evaluate_one(cfg, removed))
+    bar.close()
     return out
 
 
 def compare(cfg: Config, address: str | None = None, progress: bool = True) -> Path:
     from ghostsearch.evaluate import check_tasks
     from ghostsearch.pool.ledger import Ledger
-    from ghostsearch.pool.pool import connect, find_pool, objective_spec, start_pool
+    from ghostsearch.pool.pool import connect, find_pool, objective_spec, release_pool, start_pool
     from ghostsearch.report import comparison_table, write_report
 
     cells = grid(cfg)
@@ -154,14 +200,16 @@ def compare(cfg: Config, address: str | None = None, progress: bool = True) -> P
         obj = objective_spec(cfg, cells[0]["objective"])
         stats = {name: ray.get(broker.statistic.remote(obj, name)) for name in ("similarity", "block_influence")}
         pool_status = ray.get(broker.status.remote())
+        Ledger(run_dir).compact()
+        write_json_atomic(run_dir / "pool.json", pool_status)
+        write_json_atomic(run_dir / "result.json", {"searchers": {r["cell"]: r for r in results},
+                                                    "wall_seconds": time.monotonic() - t0})
+        # our own pool is done: its resources go to the finalists' evaluation, spread over the
+        # cluster; a named pool keeps its resources, so the finalists are evaluated here
+        evals = evaluate_finalists(cfg, run_dir, results, progress, distributed=release_pool(broker))
     finally:
         if started:
             ray.shutdown()
-    Ledger(run_dir).compact()
-    write_json_atomic(run_dir / "pool.json", pool_status)
-    write_json_atomic(run_dir / "result.json", {"searchers": {r["cell"]: r for r in results},
-                                                "wall_seconds": time.monotonic() - t0})
-    evals = evaluate_finalists(cfg, run_dir, results, progress)
     table = comparison_table(cfg, results, {r["cell"]: evals[_eval_key(r["removed"], cfg.recovery.method, cfg)]
                                             for r in results})
     import pyarrow.parquet as pq

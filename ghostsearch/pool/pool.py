@@ -77,7 +77,7 @@ def start_pool(cfg: Config, name: str | None = None, detached: bool = False, wai
     prefix = name or f"ghostsearch-{uuid.uuid4().hex[:6]}"
     lifetime = "detached" if detached else None
     cfg_dict = cfg.to_dict()
-    opts = {}
+    opts, pg = {}, None
     if cfg.pool.spread:
         from ray.util.placement_group import placement_group
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
@@ -103,13 +103,31 @@ def start_pool(cfg: Config, name: str | None = None, detached: bool = False, wai
                             num_cpus=0, max_concurrency=10000,
                             scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False)).remote(
         cfg_dict, names, scorers)
-    _KEEP.append((broker, scorers))
+    _KEEP.append((broker, scorers, pg))
     if wait:
         ray.get(broker.ready.remote())
     return broker
 
 
 _KEEP: list = []  # the driver owns local pools: keep handles alive for the driver's lifetime
+
+
+def release_pool(broker) -> bool:
+    """End a pool this driver started (scorers, broker, placement group) so that its CPUs/GPUs
+    are free for what comes next (downstream evaluation). False if the pool is not ours (named)."""
+    for entry in list(_KEEP):
+        if entry[0] == broker:
+            b, scorers, pg = entry
+            for a in scorers:
+                ray.kill(a, no_restart=True)
+            ray.kill(b, no_restart=True)
+            if pg is not None:
+                from ray.util.placement_group import remove_placement_group
+
+                remove_placement_group(pg)
+            _KEEP.remove(entry)
+            return True
+    return False
 
 
 def find_pool(name: str):

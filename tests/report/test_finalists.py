@@ -1,0 +1,45 @@
+"""Downstream evaluation of a compare's finalists: spread over the cluster as Ray tasks (after the
+pool is released) gives the same numbers as evaluating them one by one in the driver."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import ray
+
+from ghostsearch.compare import _eval_key, evaluate_finalists
+from ghostsearch.config import load_config
+
+EVAL = ["eval.tasks=[arc_easy]", "eval.perplexity=[wikitext2]", "eval.ppl_seq_len=64", "eval.ppl_max_seq=2",
+        "eval.limit=3", "eval.batch_size=4"]
+
+
+@pytest.fixture
+def local_ray():
+    from ghostsearch.pool.pool import connect
+
+    started = connect(None, dashboard=False, num_cpus=2)
+    yield
+    if started:
+        ray.shutdown()
+
+
+def test_distributed_equals_local(tmp_path, tiny_model_dir, local_ray):
+    cfg = load_config(None, [f"model={tiny_model_dir}", "dtype=fp32", "device=cpu", "pool.actors=2",
+                             "recovery.method=ghosted", "recovery.n_seq=2", "recovery.seq_len=64",
+                             "calibration.dataset=wikitext2", *EVAL])
+    results = [{"cell": "a", "removed": [1, 2]}, {"cell": "b", "removed": [3, 4]}, {"cell": "c", "removed": [1, 2]}]
+    here, there = tmp_path / "local", tmp_path / "distributed"
+    here.mkdir(), there.mkdir()
+    local = evaluate_finalists(cfg, here, results, progress=False, distributed=False)
+    spread = evaluate_finalists(cfg, there, results, progress=False, distributed=True)
+    assert len(local) == len(spread) == 2  # one evaluation per distinct finalist
+    for key, res in local.items():
+        assert set(spread[key]) == set(res)
+        for name, v in res.items():
+            assert spread[key][name] == (pytest.approx(v, rel=1e-4) if isinstance(v, float) else v), name
+        assert json.loads((there / "evals" / f"{key}.json").read_text()) == spread[key]
+    assert local[_eval_key([1, 2], "ghosted", cfg)] != local[_eval_key([3, 4], "ghosted", cfg)]
+    # cached per finalist: a rerun evaluates nothing (no Ray task would run: nothing is pending)
+    ray.shutdown()
+    assert evaluate_finalists(cfg, there, results, progress=False, distributed=True) == spread
