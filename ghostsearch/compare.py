@@ -24,10 +24,10 @@ from ghostsearch.runs import build_searcher, model_depth, open_run_dir, run_cell
 
 def grid(cfg: Config) -> list[dict]:
     c = cfg.compare
-    searchers = c.searchers or [cfg.searcher]
-    objectives = c.objectives or [cfg.objective]
-    ks = c.ks or [cfg.k]
-    seeds = c.seeds or [cfg.seed]
+    searchers = [cfg.searcher] if c.searchers is None else c.searchers
+    objectives = [cfg.objective] if c.objectives is None else c.objectives
+    ks = [cfg.k] if c.ks is None else c.ks
+    seeds = [cfg.seed] if c.seeds is None else c.seeds
     cells = [{"searcher": s, "objective": o, "k": k, "seed": sd}
              for o, k, sd, s in itertools.product(objectives, ks, seeds, searchers)]
     if not cells:

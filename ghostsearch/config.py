@@ -84,11 +84,11 @@ class Eval:
 
 
 @dataclass
-class Compare:
-    searchers: list[str] = field(default_factory=list)
-    objectives: list[str] = field(default_factory=list)
-    ks: list[int] = field(default_factory=list)
-    seeds: list[int] = field(default_factory=list)
+class Compare:  # None: the single value (searcher, objective, k, seed); an explicit [] is an error
+    searchers: list[str] | None = None
+    objectives: list[str] | None = None
+    ks: list[int] | None = None
+    seeds: list[int] | None = None
     concurrent: int = 4
 
 
@@ -224,9 +224,13 @@ def validate(cfg: Config) -> None:
 
     if cfg.dtype != "auto" and cfg.dtype not in DTYPES:
         raise GhostsearchError(f"dtype={cfg.dtype!r}; use auto, bf16, fp16 or fp32")
-    for name in [cfg.objective] + list(cfg.compare.objectives):
+    for key in ("searchers", "objectives", "ks", "seeds"):
+        if getattr(cfg.compare, key) == []:
+            raise GhostsearchError(f"compare.{key} is empty, so the comparison grid is empty; list at least one "
+                                   f"(or leave compare.{key} out to use the single value)")
+    for name in [cfg.objective] + list(cfg.compare.objectives or []):
         get_objective(name)
-    names = [cfg.objective] + list(cfg.compare.objectives)
+    names = [cfg.objective] + list(cfg.compare.objectives or [])
     for name, over in cfg.calibration.per_objective.items():
         get_objective(name)
         if not isinstance(over, dict):
@@ -246,13 +250,13 @@ def validate(cfg: Config) -> None:
                 raise GhostsearchError(f"{where}{key} must be positive")
     if cfg.k <= 0:
         raise GhostsearchError(f"k={cfg.k}: must remove at least one block; set k >= 1")
-    if any(k <= 0 for k in cfg.compare.ks):
+    if any(k <= 0 for k in cfg.compare.ks or []):
         raise GhostsearchError(f"compare.ks={cfg.compare.ks}: every k must be >= 1")
     if cfg.pool.actors < 1 or cfg.pool.threads < 1:
         raise GhostsearchError("pool.actors and pool.threads must be >= 1")
     from ghostsearch.search.base import get_searcher
 
-    for s in [cfg.searcher] + list(cfg.compare.searchers):
+    for s in [cfg.searcher] + list(cfg.compare.searchers or []):
         get_searcher(s)
     for s, params in cfg.search.params.items():
         get_searcher(s).parse_params({k: v for k, v in (params or {}).items() if k != "budget"})

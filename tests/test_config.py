@@ -31,6 +31,7 @@ def test_overrides_are_typed_and_nested():
     (["calibration.per_objective.margin.n_seq=0"], "calibration.per_objective.margin.n_seq must be positive"),
     (["objective=margin", "calibration.per_objective.margin.dataset=c4"], "does not suit objective 'margin'"),
     (["just-a-word"], "is not key=value"),
+    (["compare.seeds=[]"], "compare.seeds is empty"),
 ])
 def test_bad_input_is_one_clear_line(overrides, message):
     with pytest.raises(GhostsearchError, match=message) as e:

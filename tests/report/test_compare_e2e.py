@@ -52,7 +52,8 @@ def test_compare_end_to_end(tmp_path):
 def test_compare_bad_input_fails_before_search(tmp_path):
     base = [sys.executable, "-m", "ghostsearch", "compare", str(ROOT / "configs" / "compare-quick.yaml"),
             f"out={tmp_path / 'x'}"]
-    for extra, msg in ((["compare.searchers=[]", "searcher=nosuch"], "unknown searcher"),
+    for extra, msg in ((["compare.searchers=[fastblock,nosuch]"], "unknown searcher"),
+                       (["compare.objectives=[]"], "compare.objectives is empty"),
                        (["eval.tasks=[nosuchtask]"], "nosuchtask"),
                        (["compare.ks=[40]"], "k=40")):
         r = subprocess.run(base + extra, capture_output=True, text=True, timeout=300, cwd=ROOT)
