@@ -6,6 +6,7 @@
    the same distinct candidates through the broker; ratio 2-actor / 1-actor (target >= 1.7x on 2 cores).
 2. Pool overhead per evaluation with a no-op scorer (model '__noop__'): driver -> broker -> actor ->
    broker -> driver for distinct candidates; median and p90 ms per evaluation (target median <= 5 ms).
+3. The ledger's share of it: a journal line per row (now) vs a Parquet part per row (before), ratio.
 """
 from __future__ import annotations
 
@@ -47,6 +48,32 @@ def throughput(cfg, cands, tmp) -> float:
     return (len(cands) - cfg.pool.actors) / dt
 
 
+def ledger_write(tmp, n=200) -> tuple[float, float]:
+    """ms per row: Ledger.append (journal line, flushed) vs one Parquet part per row (temp + rename)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ghostsearch.pool.ledger import SCHEMA
+
+    row = {"cell": "c", "searcher": "s", "objective": "perplexity", "objective_key": "k" * 80, "removed": [1, 2, 3],
+           "k": 3, "fidelity": 1.0, "value": 3.25, "tokens": 512, "seconds": 0.1, "cached": False, "actor": "a",
+           "node": "n", "time": 1.0, "seed": 0}
+    led = Ledger(os.path.join(tmp, "journal"))
+    t0 = time.perf_counter()
+    for i in range(n):
+        led.append({**row, "eval_id": f"j{i}"})
+    journal = (time.perf_counter() - t0) * 1000 / n
+    d = os.path.join(tmp, "parts")
+    os.makedirs(d)
+    t0 = time.perf_counter()
+    for i in range(n):
+        tmpf = os.path.join(d, f".p{i}.tmp")
+        pq.write_table(pa.Table.from_pylist([{**row, "eval_id": f"p{i}"}], schema=SCHEMA), tmpf)
+        os.replace(tmpf, os.path.join(d, f"part-{i}.parquet"))
+    parts = (time.perf_counter() - t0) * 1000 / n
+    return journal, parts
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--evals", type=int, default=24)
@@ -84,6 +111,9 @@ def main():
           f"p90 {lat[int(0.9 * len(lat))]:.2f} ms per evaluation; in a batch of {len(batch)}: {per:.2f} ms per "
           f"evaluation (target median <= 5 ms)")
     ray.shutdown()
+    journal, parts = ledger_write(tmp)
+    print(f"ledger write per row: journal line {journal:.3f} ms | Parquet part per row (the old ledger) {parts:.2f} ms "
+          f"| ratio {parts / journal:.0f}x")
 
 
 if __name__ == "__main__":

@@ -44,6 +44,17 @@ def main(run_dir: str):
                           fmt(np.mean([r.get("mean_acc", math.nan) for r in g]), 3)]
             print(f"| {s} | " + " | ".join(cells) + " |")
     print("\n(values are means over seeds; calib = perplexity on C4 or -mean margin; lower is better)\n")
+    tasks = sorted({c[:-4] for r in rows for c in r if c.endswith("_acc") and c not in ("mean_acc", "lambada_acc")})
+    if tasks:
+        print("Per-task accuracy (acc), mean over k and seeds:\n")
+        print("| objective | searcher | " + " | ".join(tasks) + " | mean |")
+        print("|---|---|" + "---|" * (len(tasks) + 1))
+        for obj in objs:
+            for s in searchers:
+                g = [r for r in rows if r["objective"] == obj and r["searcher"] == s]
+                vals = [fmt(np.mean([r.get(f"{t}_acc", math.nan) for r in g]), 3) for t in tasks]
+                print(f"| {obj} | {s} | " + " | ".join(vals) + f" | {fmt(np.mean([r.get('mean_acc', math.nan) for r in g]), 3)} |")
+        print()
     print("| objective | k | n | Spearman rho(calib, mean acc) |\n|---|---|---|---|")
     for c in correlations(rows):
         print(f"| {c['objective']} | {c['k']} | {c['n']} | {fmt(c['rho'], 2)} |")

@@ -131,7 +131,7 @@ def run_cell(cfg: Config, broker, run_dir: Path, *, searcher: str, objective: st
         run(s, client, oracle=client)
     finally:
         bar.close()
-        ledger.flush()
+        ledger.close()
     removed, value = s.result()
     if removed is None:
         raise GhostsearchError(f"{cell} produced no answer within its budget; raise search.budget or search.time_budget")

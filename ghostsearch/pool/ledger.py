@@ -1,12 +1,16 @@
-"""The ledger: every evaluation of a run, appended durably as Parquet parts under RUN_DIR/ledger/.
+"""The ledger: every evaluation of a run, recorded durably under RUN_DIR/ledger/.
 
-Each flush writes one small part (temp file + atomic rename), so a finished evaluation survives
-a driver crash. Rows carry a unique ``eval_id``; reading de-duplicates on it, so compaction
-(many parts -> one) is crash-safe too. The ledger is the single record that resume, the report
-and the comparison read.
+Each writer (one per process) appends one JSON line per finished evaluation to its own journal,
+``journal-<writer>.jsonl``, flushed to the OS before the searcher sees the value: it survives a
+crash of the process (~30 us a row, where a Parquet part per row cost ~5 ms). ``compact()``
+(at the end of a search or compare, when no writer is active) folds the journals and older parts
+into one Parquet part. Rows carry a unique ``eval_id``; reading de-duplicates on it and skips a
+torn last journal line, so every step is crash-safe. The ledger is the single record that resume,
+the report and the comparison read.
 """
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -37,61 +41,79 @@ SCHEMA = pa.schema([
 
 
 class Ledger:
-    def __init__(self, run_dir: str | Path, flush_rows: int = 1):
+    def __init__(self, run_dir: str | Path):
         self.dir = Path(run_dir) / "ledger"
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.flush_rows = flush_rows
-        self._buf: list[dict] = []
+        self.journal = self.dir / f"journal-{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.jsonl"
+        self._file = None
         self._lock = threading.Lock()
 
     def append(self, row: dict) -> None:
         row = {name: row.get(name) for name in SCHEMA.names}
         row["eval_id"] = row["eval_id"] or uuid.uuid4().hex
         row["time"] = row["time"] or time.time()
+        line = json.dumps(row) + "\n"
         with self._lock:
-            self._buf.append(row)
-            if len(self._buf) >= self.flush_rows:
-                self._flush_locked()
+            if self._file is None:
+                self._file = open(self.journal, "a", encoding="utf-8")
+            self._file.write(line)
+            self._file.flush()  # in the OS now: a crash of this process loses nothing
 
     def flush(self) -> None:
         with self._lock:
-            self._flush_locked()
+            if self._file is not None:
+                self._file.flush()
 
-    def _flush_locked(self) -> None:
-        if not self._buf:
-            return
-        table = pa.Table.from_pylist(self._buf, schema=SCHEMA)
-        name = f"part-{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.parquet"
-        tmp = self.dir / f".{name}.tmp"
-        pq.write_table(table, tmp)
-        os.replace(tmp, self.dir / name)
-        self._buf = []
+    def close(self) -> None:
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
 
     def read(self) -> pa.Table:
         self.flush()
         return read_ledger(self.dir.parent)
 
     def compact(self) -> None:
-        """Merge all parts into one (crash-safe: rows are de-duplicated on eval_id when read)."""
-        self.flush()
+        """Fold journals and parts into one Parquet part. Run it when no writer is active (the end
+        of a run); crash-safe: the new part is complete before anything is removed, and rows are
+        de-duplicated on eval_id when read."""
+        self.close()
         parts = sorted(self.dir.glob("part-*.parquet"))
-        if len(parts) <= 1:
+        journals = sorted(self.dir.glob("journal-*.jsonl"))
+        if not journals and len(parts) <= 1:
             return
         table = read_ledger(self.dir.parent)
         name = f"part-{time.time_ns():020d}-compact.parquet"
         tmp = self.dir / f".{name}.tmp"
         pq.write_table(table, tmp)
         os.replace(tmp, self.dir / name)
-        for p in parts:
+        for p in parts + journals:
             p.unlink(missing_ok=True)
+
+
+def _journal_rows(path: Path) -> list[dict]:
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:  # a line torn by a crash mid-write: that evaluation reruns
+                continue
+    return rows
 
 
 def read_ledger(run_dir: str | Path) -> pa.Table:
     d = Path(run_dir) / "ledger"
     parts = sorted(d.glob("part-*.parquet")) if d.is_dir() else []
-    if not parts:
+    journals = sorted(d.glob("journal-*.jsonl")) if d.is_dir() else []
+    tables = [pq.read_table(p, schema=SCHEMA) for p in parts]
+    rows = [r for j in journals for r in _journal_rows(j)]
+    if rows:
+        tables.append(pa.Table.from_pylist(rows, schema=SCHEMA))
+    if not tables:
         return SCHEMA.empty_table()
-    table = pa.concat_tables([pq.read_table(p, schema=SCHEMA) for p in parts])
+    table = pa.concat_tables(tables)
     ids = table.column("eval_id").to_pylist()
     seen, keep = set(), []
     for i, e in enumerate(ids):

@@ -93,6 +93,12 @@ def ledger_parts(run_dir: Path) -> list[Path]:
     return sorted((run_dir / "ledger").rglob("*.parquet")) or sorted(run_dir.glob("*.parquet"))
 
 
+def evaluations_flowing(run_dir: Path) -> bool:
+    """A ledger part or a non-empty journal (rows of a running search) exists."""
+    journals = (run_dir / "ledger").glob("journal-*.jsonl") if (run_dir / "ledger").is_dir() else []
+    return bool(ledger_parts(run_dir)) or any(j.stat().st_size > 0 for j in journals)
+
+
 def read_ledger(run_dir: Path) -> list[dict]:
     import pyarrow.parquet as pq
 
@@ -300,7 +306,7 @@ def test_worker_node_loss_during_job(cluster, reference_run):
     def inject(info):
         if fault or info.get("status") != "RUNNING":
             return
-        if not ledger_parts(run_dir):
+        if not evaluations_flowing(run_dir):
             return  # wait until evaluations are flowing
         on_worker = [a for a in cluster.list_actors(NAMESPACE)
                      if SCORER_NAME.match(a.get("name") or "") and a.get("state") == "ALIVE"
