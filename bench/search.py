@@ -43,7 +43,7 @@ def curves(run_dir, objective: str, k: int) -> dict[str, dict]:
 
 def evals_to_reach(trace, target, rel=1e-9):
     for used, sec, best in trace:
-        if best <= target * (1 + rel):
+        if best <= target + rel * abs(target):  # lower is better; the margin objective is negative
             return used, sec
     return None, None
 
