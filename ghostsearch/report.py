@@ -78,6 +78,9 @@ def spread(rows: list[dict], acc_key: str = "mean_acc") -> dict:
                                   for o in {o for m in means.values() for o in m}}}
 
 
+WEAK_RHO = 0.3  # |Spearman rho| below this is reported as no clear relation
+
+
 def summary(rows: list[dict]) -> list[str]:
     """A few plain sentences on what the comparison shows."""
     if not rows:
@@ -97,9 +100,19 @@ def summary(rows: list[dict]) -> list[str]:
     for c in correlations(rows):
         if math.isnan(c["rho"]):
             continue
-        agree = "agrees with" if c["rho"] < 0 else "runs opposite to"
+        if abs(c["rho"]) < WEAK_RHO:
+            verdict = "no clear relation between the calibration ranking and the downstream ranking"
+        else:
+            verdict = "the calibration ranking " + ("agrees with" if c["rho"] < 0 else "runs opposite to") + \
+                " the downstream ranking"
         lines.append(f"{c['objective']}, k={c['k']}: Spearman rho(calibration value, accuracy) = {c['rho']:+.2f} "
-                     f"over {c['n']} cells: the calibration ranking {agree} the downstream ranking.")
+                     f"over {c['n']} cells: {verdict}.")
+    n_items = [sum(v for key, v in r.items() if key.endswith("_n") and isinstance(v, (int, float)))
+               for r in rows if r.get("mean_acc") is not None]
+    if n_items and min(n_items) > 0:
+        p, n = float(np.mean([r["mean_acc"] for r in rows if r.get("mean_acc") is not None])), min(n_items)
+        lines.append(f"Each cell's mean accuracy rests on {n:.0f} task items (standard error about "
+                     f"{math.sqrt(p * (1 - p) / n):.3f}): differences between cells below about twice that are noise.")
     best = max((r for r in rows if r.get("mean_acc") is not None), key=lambda r: r["mean_acc"], default=None)
     if best:
         lines.append(f"Best downstream: {best['cell']} removing {best['removed']} (mean acc {best['mean_acc']:.3f}).")

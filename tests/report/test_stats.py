@@ -49,3 +49,16 @@ def test_summary_says_what_the_numbers_say():
     assert "perplexity, k=4: Spearman rho(calibration value, accuracy) = +1.00" in text
     assert "runs opposite to" in text and "agrees with" in text
     assert "Best downstream: d" in text
+
+
+def test_summary_calls_a_weak_correlation_weak_and_states_the_noise():
+    rows = [{**r, "arc_easy_n": 100, "piqa_n": 100} for r in ROWS]
+    rows[1] = {**rows[1], "mean_acc": 0.45}  # perplexity: calib 30, 32, 35, 36 vs acc .40, .45, .44, .41
+    rows += [{"cell": "g", "objective": "perplexity", "k": 4, "calib_value": 36.0, "mean_acc": 0.41, "removed": [7],
+              "arc_easy_n": 100, "piqa_n": 100}]
+    rho = stats.spearmanr([30, 32, 35, 36], [0.40, 0.45, 0.44, 0.41]).statistic
+    assert abs(rho) < 0.3
+    text = "\n".join(summary(rows))
+    assert f"perplexity, k=4: Spearman rho(calibration value, accuracy) = {rho:+.2f} over 4 cells: no clear relation" in text
+    se = math.sqrt(np.mean([r["mean_acc"] for r in rows]) * (1 - np.mean([r["mean_acc"] for r in rows])) / 200)
+    assert f"rests on 200 task items (standard error about {se:.3f})" in text
