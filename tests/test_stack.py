@@ -10,6 +10,7 @@ import torch.nn.functional as F
 
 from ghostsearch.errors import GhostsearchError
 from ghostsearch.scoring import Scorer
+from tests.corpora import PROSE
 from ghostsearch.stack import Batch, Stack, physically_prune
 from objectives import CalibrationSpec
 from tests.conftest import FAMILIES, tiny_model
@@ -73,9 +74,9 @@ def test_scorer_prefix_runs_equal_fresh(family):
 def test_smollm2_objectives(smollm2, data_dir):
     model, tok = smollm2
     sc = Scorer(Stack(model), tok)
-    key = sc.prepare("perplexity", CalibrationSpec("wikitext2", 4, 256, 0, data_dir))
+    key = sc.prepare("perplexity", CalibrationSpec(PROSE, 4, 256, 0, data_dir))
     dense = sc.score(key, ())["value"]
-    assert 8 < dense < 60, dense  # plausible for a 135M model on WikiText-2
+    assert 8 < dense < 60, dense  # plausible for a 135M model on WikiText-2 / LAMBADA
     pruned = sc.score(key, (10, 11, 12))["value"]
     assert pruned > dense
     # equivalence on the real model
@@ -83,7 +84,7 @@ def test_smollm2_objectives(smollm2, data_dir):
     lg = _ref_logits(model, (10, 11, 12), ids)
     ref = math.exp(F.cross_entropy(lg[:, :-1].reshape(-1, lg.shape[-1]), ids[:, 1:].reshape(-1)).item())
     assert pruned == pytest.approx(ref, rel=1e-4)
-    kl = sc.prepare("kl", CalibrationSpec("wikitext2", 2, 128, 0, data_dir))
+    kl = sc.prepare("kl", CalibrationSpec(PROSE, 2, 128, 0, data_dir))
     assert sc.score(kl, ())["value"] == pytest.approx(0.0, abs=1e-6)
     assert sc.score(kl, (10,))["value"] > 0
     mg = sc.prepare("margin", CalibrationSpec("arc_easy", 24, 256, 0, data_dir))

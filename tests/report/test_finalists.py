@@ -10,7 +10,7 @@ import ray
 from ghostsearch.compare import _eval_key, evaluate_finalists
 from ghostsearch.config import load_config
 
-EVAL = ["eval.tasks=[arc_easy]", "eval.perplexity=[wikitext2]", "eval.ppl_seq_len=64", "eval.ppl_max_seq=2",
+EVAL = ["eval.tasks=[arc_easy]", "eval.perplexity=[lambada]", "eval.ppl_seq_len=64", "eval.ppl_max_seq=2",
         "eval.limit=3", "eval.batch_size=4"]
 
 
@@ -27,7 +27,7 @@ def local_ray():
 def test_distributed_equals_local(tmp_path, tiny_model_dir, local_ray):
     cfg = load_config(None, [f"model={tiny_model_dir}", "dtype=fp32", "device=cpu", "pool.actors=2",
                              "recovery.method=ghosted", "recovery.n_seq=2", "recovery.seq_len=64",
-                             "calibration.dataset=wikitext2", *EVAL])
+                             "calibration.dataset=lambada", *EVAL])
     results = [{"cell": "a", "removed": [1, 2]}, {"cell": "b", "removed": [3, 4]}, {"cell": "c", "removed": [1, 2]}]
     here, there = tmp_path / "local", tmp_path / "distributed"
     here.mkdir(), there.mkdir()

@@ -5,7 +5,6 @@ An in-process evaluator over the real Scorer with a shared cache stands in for t
 """
 from __future__ import annotations
 
-import os
 
 import pytest
 
