@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def dense_wikitext(smollm2, data_dir):
     model, tok = smollm2
-    return perplexity_suite(model, tok, (PROSE,), seq_len=512, max_seq=2, data_dir=data_dir)
+    return perplexity_suite(model, tok, (PROSE,), seq_len=512, max_seq=2, data_dir=data_dir, limit=8)
 
 
 def test_wikitext_perplexity_plausible_and_rises_when_pruned(smollm2, data_dir, dense_wikitext):
@@ -25,7 +25,7 @@ def test_wikitext_perplexity_plausible_and_rises_when_pruned(smollm2, data_dir, 
     dense = dense_wikitext[f"ppl_{PROSE}"]
     assert 10 < dense < 40, dense
     pruned = perplexity_suite(physically_prune(model, [20, 21, 22, 23]), tok, (PROSE,), 512, 2,
-                              data_dir)[f"ppl_{PROSE}"]
+                              data_dir, limit=8)[f"ppl_{PROSE}"]
     assert pruned > 1.5 * dense, (dense, pruned)
 
 
