@@ -23,7 +23,7 @@ def dense_wikitext(smollm2, data_dir):
 def test_wikitext_perplexity_plausible_and_rises_when_pruned(smollm2, data_dir, dense_wikitext):
     model, tok = smollm2
     dense = dense_wikitext[f"ppl_{PROSE}"]
-    assert 10 < dense < 40, dense
+    assert 10 < dense < 60, dense  # WikiText-2 ~30, LAMBADA windows ~42
     pruned = perplexity_suite(physically_prune(model, [20, 21, 22, 23]), tok, (PROSE,), 512, 2,
                               data_dir, limit=8)[f"ppl_{PROSE}"]
     assert pruned > 1.5 * dense, (dense, pruned)
