@@ -61,6 +61,31 @@ def main(run_dir: str):
     sp = spread(rows)
     print(f"\nSpread of mean accuracy: within objectives {sp['within']}, between objectives {fmt(sp['between'])}")
     print("\n" + "\n".join(f"- {s}" for s in summary(rows)))
+    from ghostsearch.report import spearman
+
+    print("\n| objective | k | rho(calib, WT2 ppl) | rho(WT2 ppl, mean acc) | mean WT2 ppl | mean acc |\n|---|---|---|---|---|---|")
+    for obj in objs:
+        for k in ks:
+            g = [r for r in rows if r["objective"] == obj and r["k"] == k and r.get("ppl_wikitext2") is not None]
+            if len(g) < 2:
+                continue
+            c, w, a = ([r[x] for r in g] for x in ("calib_value", "ppl_wikitext2", "mean_acc"))
+            print(f"| {obj} | {k} | {fmt(spearman(c, w), 2)} | {fmt(spearman(w, a), 2)} | {fmt(np.mean(w), 1)} | "
+                  f"{fmt(np.mean(a))} |")
+
+    def jac(a, b):
+        a, b = set(a), set(b)
+        return len(a & b) / len(a | b)
+
+    driven = [r for r in rows if r["searcher"] not in ("fastblock", "lorp")]  # they use the objective only to rescore
+    for k in ks:
+        g = [r for r in driven if r["k"] == k]
+        pairs = [(a, b) for i, a in enumerate(g) for b in g[i + 1:]]
+        same = [jac(a["removed"], b["removed"]) for a, b in pairs if a["objective"] == b["objective"]]
+        diff = [jac(a["removed"], b["removed"]) for a, b in pairs if a["objective"] != b["objective"]]
+        if same and diff:
+            print(f"k={k}: mean Jaccard of removed sets (all searchers but fastblock, lorp): same objective "
+                  f"{np.mean(same):.2f}, different objectives {np.mean(diff):.2f}")
     per = defaultdict(set)
     for r in rows:
         per[(r["objective"], r["k"])].add(tuple(r["removed"]))
