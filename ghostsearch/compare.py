@@ -196,14 +196,17 @@ def compare(cfg: Config, address: str | None = None, progress: bool = True) -> P
     t0 = time.monotonic()
     try:
         broker = find_pool(cfg.pool.name) if cfg.pool.name else start_pool(cfg)
+        resumed = sum((run_dir / "cells" / f"{cell_name(c)}.json").exists() for c in cells)
         results = run_cells(cfg, broker, run_dir, cells, n_blocks, progress)
         obj = objective_spec(cfg, cells[0]["objective"])
         stats = {name: ray.get(broker.statistic.remote(obj, name)) for name in ("similarity", "block_influence")}
         pool_status = ray.get(broker.status.remote())
         Ledger(run_dir).compact()
-        write_json_atomic(run_dir / "pool.json", pool_status)
+        if resumed < len(cells) or not (run_dir / "pool.json").exists():  # keep the pool that did the work
+            write_json_atomic(run_dir / "pool.json", pool_status)
         write_json_atomic(run_dir / "result.json", {"searchers": {r["cell"]: r for r in results},
-                                                    "wall_seconds": time.monotonic() - t0})
+                                                    "wall_seconds": time.monotonic() - t0,  # this invocation
+                                                    "cells_resumed": resumed})
         # our own pool is done: its resources go to the finalists' evaluation, spread over the
         # cluster; a named pool keeps its resources, so the finalists are evaluated here
         evals = evaluate_finalists(cfg, run_dir, results, progress, distributed=release_pool(broker))

@@ -45,6 +45,7 @@ def test_compare_end_to_end(tmp_path):
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=ROOT)
     assert r.returncode == 0, r.stderr[-3000:]
     assert len(read_ledger(out)) == n_rows
+    assert json.loads((out / "result.json").read_text())["cells_resumed"] == 4
     assert json.loads((out / "summary.json").read_text())["summary"]
 
 
