@@ -228,18 +228,17 @@ def validate(cfg: Config) -> None:
         if getattr(cfg.compare, key) == []:
             raise GhostsearchError(f"compare.{key} is empty, so the comparison grid is empty; list at least one "
                                    f"(or leave compare.{key} out to use the single value)")
-    for name in [cfg.objective] + list(cfg.compare.objectives or []):
+    names = list(dict.fromkeys([cfg.objective] + list(cfg.compare.objectives or []) +
+                               list(cfg.calibration.per_objective)))
+    for name in names:
         get_objective(name)
-    names = [cfg.objective] + list(cfg.compare.objectives or [])
     for name, over in cfg.calibration.per_objective.items():
-        get_objective(name)
         if not isinstance(over, dict):
             raise GhostsearchError(f"calibration.per_objective.{name} must be a mapping, e.g. {{n_seq: 16}}")
-        _build(Calibration, {k: v for k, v in over.items() if k != "per_objective"},
-               f"calibration.per_objective.{name}.")
         if "per_objective" in over:
             raise GhostsearchError(f"calibration.per_objective.{name} cannot nest per_objective")
-    for name in dict.fromkeys(names + list(cfg.calibration.per_objective)):
+        _build(Calibration, over, f"calibration.per_objective.{name}.")
+    for name in names:
         c = cfg.calibration.for_objective(name)
         where = "calibration." if name not in cfg.calibration.per_objective else f"calibration.per_objective.{name}."
         if c.dataset is not None and c.dataset not in OBJ[name].datasets:
