@@ -18,6 +18,11 @@ import pyarrow.parquet as pq  # noqa: E402
 from ghostsearch.report import correlations, spread, summary  # noqa: E402
 
 
+def jaccard(a, b) -> float:
+    a, b = set(a), set(b)
+    return len(a & b) / len(a | b)
+
+
 def fmt(v, p=3):
     return "–" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{p}f}"
 
@@ -73,16 +78,12 @@ def main(run_dir: str):
             print(f"| {obj} | {k} | {fmt(spearman(c, w), 2)} | {fmt(spearman(w, a), 2)} | {fmt(np.mean(w), 1)} | "
                   f"{fmt(np.mean(a))} |")
 
-    def jac(a, b):
-        a, b = set(a), set(b)
-        return len(a & b) / len(a | b)
-
     driven = [r for r in rows if r["searcher"] not in ("fastblock", "lorp")]  # they use the objective only to rescore
     for k in ks:
         g = [r for r in driven if r["k"] == k]
         pairs = [(a, b) for i, a in enumerate(g) for b in g[i + 1:]]
-        same = [jac(a["removed"], b["removed"]) for a, b in pairs if a["objective"] == b["objective"]]
-        diff = [jac(a["removed"], b["removed"]) for a, b in pairs if a["objective"] != b["objective"]]
+        same = [jaccard(a["removed"], b["removed"]) for a, b in pairs if a["objective"] == b["objective"]]
+        diff = [jaccard(a["removed"], b["removed"]) for a, b in pairs if a["objective"] != b["objective"]]
         if same and diff:
             print(f"k={k}: mean Jaccard of removed sets (all searchers but fastblock, lorp): same objective "
                   f"{np.mean(same):.2f}, different objectives {np.mean(diff):.2f}")
@@ -116,10 +117,6 @@ def partial(run_dir: str):
         print(f"| {c['cell']} | {c['removed']} | {c['value']:.4g} | {c['evaluations']} | {c['cache_hits']} | "
               f"{fmt(e.get('ppl_wikitext2'), 1)} | {fmt(e.get('mean_acc'))} |")
 
-    def jac(a, b):
-        a, b = set(a), set(b)
-        return len(a & b) / len(a | b)
-
     for k in sorted({c["k"] for c in cells}):
         g = [c for c in cells if c["k"] == k]
         within, between = [], []
@@ -127,7 +124,7 @@ def partial(run_dir: str):
             for b in g[i + 1:]:
                 if a["searcher"] == b["searcher"] and a["seed"] != b["seed"]:
                     continue
-                (within if a["objective"] == b["objective"] else between).append(jac(a["removed"], b["removed"]))
+                (within if a["objective"] == b["objective"] else between).append(jaccard(a["removed"], b["removed"]))
         if within and between:
             print(f"\nk={k}: mean Jaccard of removed sets, same objective {np.mean(within):.2f} (n={len(within)}), "
                   f"different objectives {np.mean(between):.2f} (n={len(between)})")

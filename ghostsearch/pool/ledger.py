@@ -59,20 +59,11 @@ class Ledger:
             self._file.write(line)
             self._file.flush()  # in the OS now: a crash of this process loses nothing
 
-    def flush(self) -> None:
-        with self._lock:
-            if self._file is not None:
-                self._file.flush()
-
     def close(self) -> None:
         with self._lock:
             if self._file is not None:
                 self._file.close()
                 self._file = None
-
-    def read(self) -> pa.Table:
-        self.flush()
-        return read_ledger(self.dir.parent)
 
     def compact(self) -> None:
         """Fold journals and parts into one Parquet part. Run it when no writer is active (the end
