@@ -22,8 +22,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import ray  # noqa: E402
 
 from ghostsearch.config import load_config  # noqa: E402
-from ghostsearch.pool.ledger import Ledger  # noqa: E402
-from ghostsearch.pool.pool import PoolClient, connect, objective_spec, start_pool  # noqa: E402
+from ghostsearch.rundir.ledger import Ledger  # noqa: E402
+from ghostsearch.pool.pool import PoolClient, connect, start_pool  # noqa: E402
 from ghostsearch.search.base import Candidate  # noqa: E402
 
 
@@ -37,7 +37,7 @@ def candidates(n, L=30, k=6, seed=0):
 
 def throughput(cfg, cands, tmp) -> float:
     broker = start_pool(cfg)
-    client = PoolClient(broker, objective_spec(cfg), Ledger(tmp), "bench", 0, cfg.model, cfg.dtype)
+    client = PoolClient(broker, cfg.objective_spec(), Ledger(tmp), "bench", 0, cfg.model, cfg.dtype)
     client.evaluate(cands[:cfg.pool.actors], "warm")  # prepares the objective on each actor
     t0 = time.perf_counter()
     client.evaluate(cands[cfg.pool.actors:], "bench")
@@ -53,7 +53,7 @@ def ledger_write(tmp, n=200) -> tuple[float, float]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from ghostsearch.pool.ledger import SCHEMA
+    from ghostsearch.rundir.ledger import SCHEMA
 
     row = {"cell": "c", "searcher": "s", "objective": "perplexity", "objective_key": "k" * 80, "removed": [1, 2, 3],
            "k": 3, "fidelity": 1.0, "value": 3.25, "tokens": 512, "seconds": 0.1, "cached": False, "actor": "a",
@@ -96,7 +96,7 @@ def main():
 
     cfg = load_config(None, ["model=__noop__", "pool.actors=2", "pool.threads=1", "calibration.dataset=lambada"])
     broker = start_pool(cfg)
-    client = PoolClient(broker, objective_spec(cfg), Ledger(tmp), "noop", 0, cfg.model, cfg.dtype)
+    client = PoolClient(broker, cfg.objective_spec(), Ledger(tmp), "noop", 0, cfg.model, cfg.dtype)
     lat = []
     for c in candidates(args.noop_evals, seed=2):
         t0 = time.perf_counter()

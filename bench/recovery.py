@@ -29,8 +29,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from ghostsearch.models import load_model  # noqa: E402
 from ghostsearch.recovery.gram import GramLS  # noqa: E402
 from ghostsearch.stack import Batch, Stack, physically_prune  # noqa: E402
-from objectives.perplexity import text_windows  # noqa: E402
-from objectives import CalibrationSpec  # noqa: E402
+from ghostsearch.objectives.perplexity import text_windows  # noqa: E402
+from ghostsearch.objectives import CalibrationSpec  # noqa: E402
 
 
 def trim() -> None:

@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from ghostsearch.scoring import Scorer  # noqa: E402
 from ghostsearch.stack import Stack, physically_prune  # noqa: E402
-from objectives import CalibrationSpec  # noqa: E402
+from ghostsearch.objectives import CalibrationSpec, ObjectiveSpec  # noqa: E402
 
 
 def load(args):
@@ -145,7 +145,7 @@ def main():
     print(f"model {args.model} ({L} blocks), {args.dtype}, {args.device}, {args.n_seq} x {args.seq_len} tokens, "
           f"{torch.get_num_threads()} threads")
     dataset = "c4" if args.data_dir else "lambada"
-    key = sc.prepare("perplexity", CalibrationSpec(dataset, args.n_seq, args.seq_len, 0, args.data_dir))
+    key = sc.prepare(ObjectiveSpec.make("perplexity", CalibrationSpec(dataset, args.n_seq, args.seq_len, 0, args.data_dir)))
     batches = sc.prepared[key].batches
 
     def workload(name, k, cands, values, ours_s, naive):
@@ -174,9 +174,9 @@ def main():
 
     # (c) margin on 4-way items
     from ghostsearch import data
-    from objectives.margin import tokenize_item
+    from ghostsearch.objectives.margin import tokenize_item
 
-    mkey = sc.prepare("margin", CalibrationSpec("arc_easy", args.items, 256, 0, args.data_dir))
+    mkey = sc.prepare(ObjectiveSpec.make("margin", CalibrationSpec("arc_easy", args.items, 256, 0, args.data_dir)))
     items = data.sample_items(data.mc_items("arc_easy", args.data_dir), args.items, 0, "arc_easy")
     toks, golds = [tokenize_item(tok, it) for it in items], [it.gold for it in items]
     mc = [tuple(sorted(rng.sample(range(L), 4))) for _ in range(9)]

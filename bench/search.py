@@ -14,7 +14,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from ghostsearch.pool.ledger import read_ledger  # noqa: E402
+from ghostsearch.rundir.ledger import read_ledger  # noqa: E402
 
 SEARCHERS = ["oneshot", "greedy", "beam", "ga", "bo", "cbo", "fastblock", "lorp"]
 

@@ -103,7 +103,7 @@ def partial(run_dir: str):
     import glob
     import json
 
-    from ghostsearch.compare import _eval_key
+    from ghostsearch.compare import eval_key
     from ghostsearch.config import load_config
 
     cfg = load_config(os.path.join(run_dir, "config.yaml"))
@@ -112,7 +112,7 @@ def partial(run_dir: str):
     print("| cell | removed | calib value | evaluations | cache hits | ppl WT2 (repaired) | mean acc |\n"
           "|---|---|---|---|---|---|---|")
     for c in sorted(cells, key=lambda c: (c["objective"], c["k"], c["searcher"], c["seed"])):
-        f = os.path.join(run_dir, "evals", _eval_key(c["removed"], cfg.recovery.method, cfg) + ".json")
+        f = os.path.join(run_dir, "evals", eval_key(c["removed"], cfg.recovery.method, cfg) + ".json")
         e = json.load(open(f)) if os.path.exists(f) else {}
         print(f"| {c['cell']} | {c['removed']} | {c['value']:.4g} | {c['evaluations']} | {c['cache_hits']} | "
               f"{fmt(e.get('ppl_wikitext2'), 1)} | {fmt(e.get('mean_acc'))} |")

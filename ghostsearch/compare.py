@@ -19,7 +19,9 @@ import ray
 
 from ghostsearch.config import Config
 from ghostsearch.errors import GhostsearchError
-from ghostsearch.runs import build_searcher, model_depth, open_run_dir, run_cell, write_json_atomic
+from ghostsearch.io import write_json_atomic, write_parquet_atomic
+from ghostsearch.rundir import Ledger, cell_name, open_run_dir
+from ghostsearch.runner import build_searcher, run_cell
 
 
 def grid(cfg: Config) -> list[dict]:
@@ -35,20 +37,14 @@ def grid(cfg: Config) -> list[dict]:
     return cells
 
 
-def cell_name(c: dict) -> str:
-    return f"{c['searcher']}-{c['objective']}-k{c['k']}-s{c['seed']}"
-
-
 @ray.remote(num_cpus=0, max_retries=0)
-def _cell_task(cfg_dict: dict, broker, run_dir: str, cell: dict, n_blocks: int) -> dict:
+def _cell_task(cfg: Config, broker, run_dir: str, cell: dict, n_blocks: int) -> dict:
     import random
 
-    from ghostsearch.cli import _quiet_libraries
-    from ghostsearch.config import Config, _build
+    from ghostsearch.logs import quiet_libraries
 
-    _quiet_libraries()
+    quiet_libraries()
     random.seed(cell["seed"])  # this process is this searcher's alone (DEAP uses the global random)
-    cfg = _build(Config, cfg_dict)
     res = run_cell(cfg, broker, Path(run_dir), n_blocks=n_blocks, progress=False, **cell)
     write_json_atomic(Path(run_dir) / "cells" / f"{res['cell']}.json", res)
     return res
@@ -61,18 +57,17 @@ def run_cells(cfg: Config, broker, run_dir: Path, cells: list[dict], n_blocks: i
     (run_dir / "cells").mkdir(exist_ok=True)
     done, todo = [], []
     for c in cells:
-        f = run_dir / "cells" / f"{cell_name(c)}.json"
+        f = run_dir / "cells" / f"{cell_name(**c)}.json"
         (done.append(json.loads(f.read_text())) if f.exists() else todo.append(c))
     here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
     bar = tqdm(total=len(cells), initial=len(done), desc="cells", unit="cell", disable=not progress)
     pending = {}
     queue = list(todo)
-    cfg_dict = cfg.to_dict()
     while queue or pending:
         while queue and len(pending) < max(1, cfg.compare.concurrent):
             c = queue.pop(0)
-            ref = _cell_task.options(scheduling_strategy=here, name=f"cell:{cell_name(c)}").remote(
-                cfg_dict, broker, str(run_dir), c, n_blocks)
+            ref = _cell_task.options(scheduling_strategy=here, name=f"cell:{cell_name(**c)}").remote(
+                cfg, broker, str(run_dir), c, n_blocks)
             pending[ref] = c
         ready, _ = ray.wait(list(pending), num_returns=1)
         c = pending.pop(ready[0])
@@ -87,11 +82,11 @@ def run_cells(cfg: Config, broker, run_dir: Path, cells: list[dict], n_blocks: i
         bar.update(1)
         bar.set_postfix(last=f"{res['cell']}={res['value']:.4g}")
     bar.close()
-    order = {cell_name(c): i for i, c in enumerate(cells)}
+    order = {cell_name(**c): i for i, c in enumerate(cells)}
     return sorted(done, key=lambda r: order.get(r["cell"], 1 << 30))
 
 
-def _eval_key(removed: list[int], method: str, cfg: Config) -> str:
+def eval_key(removed: list[int], method: str, cfg: Config) -> str:
     blob = json.dumps({"removed": removed, "method": method, "variant": cfg.recovery.variant,
                        "eval": cfg.to_dict()["eval"], "model": cfg.model, "dtype": cfg.dtype}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
@@ -106,7 +101,7 @@ def _evaluate_one(cfg: Config, removed: list[int], threads: int | None = None) -
 
     from ghostsearch.evaluate import evaluate_model
     from ghostsearch.models import load_model
-    from ghostsearch.recovery.apply import repaired_model
+    from ghostsearch.recovery.repair import repair
 
     if threads:
         torch.set_num_threads(threads)  # Ray reuses worker processes: set it every time
@@ -116,19 +111,18 @@ def _evaluate_one(cfg: Config, removed: list[int], threads: int | None = None) -
         _LOADED[key] = load_model(cfg.model, dtype=cfg.dtype, device=cfg.resolved_device(),
                                   trust_remote_code=cfg.trust_remote_code)
     model, tok = _LOADED[key]
-    pruned = repaired_model(model, tok, removed, cfg)
+    pruned = repair(model, tok, removed, cfg)
     res = evaluate_model(pruned, tok, cfg.eval, cfg.data_dir)
     res["recovery"] = cfg.recovery.method
     return res
 
 
 @ray.remote(max_retries=1)
-def _eval_task(cfg_dict: dict, removed: list[int], threads: int) -> dict:
-    from ghostsearch.cli import _quiet_libraries
-    from ghostsearch.config import Config, _build
+def _eval_task(cfg: Config, removed: list[int], threads: int) -> dict:
+    from ghostsearch.logs import quiet_libraries
 
-    _quiet_libraries()
-    return _evaluate_one(_build(Config, cfg_dict), removed, threads)
+    quiet_libraries()
+    return _evaluate_one(cfg, removed, threads)
 
 
 def evaluate_finalists(cfg: Config, run_dir: Path, results: list[dict], progress: bool = True,
@@ -142,7 +136,7 @@ def evaluate_finalists(cfg: Config, run_dir: Path, results: list[dict], progress
     out_dir.mkdir(exist_ok=True)
     todo, out = {}, {}
     for r in results:
-        key = _eval_key(r["removed"], cfg.recovery.method, cfg)
+        key = eval_key(r["removed"], cfg.recovery.method, cfg)
         f = out_dir / f"{key}.json"
         if f.exists():
             out[key] = json.loads(f.read_text())
@@ -157,15 +151,15 @@ def evaluate_finalists(cfg: Config, run_dir: Path, results: list[dict], progress
         bar.update(1)
 
     if distributed and todo:
-        from ghostsearch.pool.pool import _resources
+        from ghostsearch.pool.pool import resources
 
-        cpus, gpus = _resources(cfg)
-        cfg_dict, queue, pending = cfg.to_dict(), list(todo.items()), {}
+        cpus, gpus = resources(cfg)
+        queue, pending = list(todo.items()), {}
         while queue or pending:  # at most pool.actors at once: the memory footprint of the pool just released
             while queue and len(pending) < cfg.pool.actors:
                 key, removed = queue.pop(0)
                 ref = _eval_task.options(num_cpus=cpus if not gpus else 1, num_gpus=gpus,
-                                         name=f"eval:{key}").remote(cfg_dict, removed, cfg.pool.threads)
+                                         name=f"eval:{key}").remote(cfg, removed, cfg.pool.threads)
                 pending[ref] = key
             ready, _ = ray.wait(list(pending), num_returns=1)
             finish(pending.pop(ready[0]), ray.get(ready[0]))
@@ -178,12 +172,12 @@ def evaluate_finalists(cfg: Config, run_dir: Path, results: list[dict], progress
 
 def compare(cfg: Config, address: str | None = None, progress: bool = True) -> Path:
     from ghostsearch.evaluate import check_tasks
-    from ghostsearch.pool.ledger import Ledger
-    from ghostsearch.pool.pool import connect, find_pool, objective_spec, release_pool, start_pool
+    from ghostsearch.models import model_depth
+    from ghostsearch.pool.pool import connect, find_pool, release_pool, start_pool
     from ghostsearch.report import comparison_table, write_report
 
     cells = grid(cfg)
-    n_blocks = model_depth(cfg)
+    n_blocks = model_depth(cfg.model, cfg.trust_remote_code)
     for c in cells:  # every config error before the first evaluation
         build_searcher(cfg, c["searcher"], c["k"], c["seed"], n_blocks)
     check_tasks(cfg.eval.tasks, cfg.data_dir)
@@ -196,9 +190,9 @@ def compare(cfg: Config, address: str | None = None, progress: bool = True) -> P
     t0 = time.monotonic()
     try:
         broker = find_pool(cfg.pool.name) if cfg.pool.name else start_pool(cfg)
-        resumed = sum((run_dir / "cells" / f"{cell_name(c)}.json").exists() for c in cells)
+        resumed = sum((run_dir / "cells" / f"{cell_name(**c)}.json").exists() for c in cells)
         results = run_cells(cfg, broker, run_dir, cells, n_blocks, progress)
-        obj = objective_spec(cfg, cells[0]["objective"])
+        obj = cfg.objective_spec(cells[0]["objective"])
         stats = {name: ray.get(broker.statistic.remote(obj, name)) for name in ("similarity", "block_influence")}
         pool_status = ray.get(broker.status.remote())
         Ledger(run_dir).compact()
@@ -213,12 +207,8 @@ def compare(cfg: Config, address: str | None = None, progress: bool = True) -> P
     finally:
         if started:
             ray.shutdown()
-    table = comparison_table(cfg, results, {r["cell"]: evals[_eval_key(r["removed"], cfg.recovery.method, cfg)]
+    table = comparison_table(cfg, results, {r["cell"]: evals[eval_key(r["removed"], cfg.recovery.method, cfg)]
                                             for r in results})
-    import pyarrow.parquet as pq
-
-    tmp = run_dir / ".comparison.parquet.tmp"
-    pq.write_table(table, tmp)
-    tmp.replace(run_dir / "comparison.parquet")
+    write_parquet_atomic(run_dir / "comparison.parquet", table)
     write_report(run_dir, table, stats, cfg)
     return run_dir

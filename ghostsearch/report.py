@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from ghostsearch.pool.ledger import read_ledger
+from ghostsearch.rundir.ledger import read_ledger
 
 
 # ---------------------------------------------------------------- statistics

@@ -14,15 +14,28 @@ import math
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import Callable, Protocol
 
 import numpy as np
 import torch
 
 from ghostsearch.errors import GhostsearchError
+from ghostsearch.objectives import Objective, ObjectiveSpec
 from ghostsearch.stack import Batch, Captured, Stack
-from objectives import CalibrationSpec, Objective, get_objective
 
 Removed = tuple[int, ...]
+Patches = dict[int, Callable[[torch.Tensor], torch.Tensor]]
+
+
+class PatchProvider(Protocol):
+    """Recovery-aware scoring, plugged into ``Scorer.prepare``: values become those of the model
+    after a repair of every cut. ``prepare`` sees the dense states entering every block once;
+    ``patches`` gives the repair of one removed set as ``{boundary: fn(h) -> h}`` (see Stack.run).
+    The implementation lives in ghostsearch.recovery.aware; scoring knows only this protocol."""
+
+    def prepare(self, stack: Stack, batches: list[Batch], states: list[list[torch.Tensor]]) -> None: ...
+
+    def patches(self, removed: Removed) -> Patches: ...
 
 
 @dataclass
@@ -33,8 +46,7 @@ class Prepared:
     dense: list[dict[int, torch.Tensor]]      # per micro-batch: boundary -> state (kept boundaries)
     runs: OrderedDict = field(default_factory=OrderedDict)  # R -> (start, per-mb dict boundary -> state)
     stats: dict = field(default_factory=dict)
-    recovery: str | None = None               # recovery-aware key: values are after this repair
-    aware: dict = field(default_factory=dict)  # its dense caches (boundary Gram matrices)
+    aware: PatchProvider | None = None          # recovery-aware: values are after this repair
 
     @property
     def n_rows(self) -> int:
@@ -57,30 +69,38 @@ class Scorer:
 
     # ------------------------------------------------------------ preparation
     @torch.no_grad()
-    def prepare(self, objective: str, spec: CalibrationSpec, params: dict | None = None) -> str:
-        key = f"{objective}|{spec.key()}|{sorted((params or {}).items())}"
+    def prepare(self, spec: ObjectiveSpec, aware: PatchProvider | None = None) -> str:
+        """Build ``spec``'s calibration batches and dense caches once; returns its key.
+        ``aware`` (required when ``spec.aware`` is set): the recovery-aware patch provider."""
+        key = spec.key()
         if key in self.prepared:
             return key
-        params = dict(params or {})
-        recovery = params.pop("recovery", None)  # recovery-aware scoring: the value after repair
-        obj = get_objective(objective)(spec, **params)
+        if (aware is None) != (spec.aware is None):
+            raise GhostsearchError(f"objective {spec.name}: recovery-aware setting and patch provider disagree")
+        obj = spec.build()
         batches = obj.build(self.tokenizer, self.stack.dtype)
         caps = [self.stack.capture(b) for b in batches]
         obj.attach(self.stack, batches, caps)
         stats = block_statistics(caps, batches)
         L = self.stack.n_blocks
         keep = {i for i in range(L + 1) if i % self.cache_every == 0} | {L}
+        if aware is not None:
+            aware.prepare(self.stack, batches, [list(cap.states) for cap in caps])
         dense = []
-        caps_states = [list(cap.states) for cap in caps] if recovery else None
         for cap in caps:
             dense.append({i: self._store(cap.states[i]) for i in keep})
             cap.states = []  # the captured arguments stay; the full state list is dropped
-        self.prepared[key] = Prepared(obj, batches, caps, dense, stats=stats, recovery=recovery)
-        if recovery:
-            from ghostsearch.recovery.aware import prepare_aware
-
-            prepare_aware(self, key, caps_states)
+        self.prepared[key] = Prepared(obj, batches, caps, dense, stats=stats, aware=aware)
         return key
+
+    def dense_states(self, key: str) -> list[list[torch.Tensor]] | None:
+        """Per micro-batch, the dense states entering every block 0..L (None unless every
+        boundary is cached, i.e. cache.every=1)."""
+        p = self.prepared[key]
+        L = self.stack.n_blocks
+        if not all(i in p.dense[0] for i in range(L + 1)):
+            return None
+        return [[self._load(d[i]) for i in range(L + 1)] for d in p.dense]
 
     def _store(self, x: torch.Tensor) -> torch.Tensor:
         return x.to("cpu", non_blocking=True) if self.offload else x
@@ -102,7 +122,7 @@ class Scorer:
                 best_b, best_src = b, R
         return best_b, best_src
 
-    def _state(self, p: Prepared, src: Removed | None, b: int, mb: int) -> torch.Tensor:
+    def _cached(self, p: Prepared, src: Removed | None, b: int, mb: int) -> torch.Tensor:
         if src is None:
             return self._load(p.dense[mb][b])
         p.runs.move_to_end(src)
@@ -118,7 +138,7 @@ class Scorer:
         states = []
         for mb, (batch, cap) in enumerate(zip(p.batches, p.caps)):
             rec: dict[int, torch.Tensor] = {}
-            self.stack.run(self._state(p, src, b, mb), cap, b, R, record=rec)
+            self.stack.run(self._cached(p, src, b, mb), cap, b, R, record=rec)
             states.append({i: self._store(v) for i, v in rec.items()})
         p.runs[R] = (b, states)
         while len(p.runs) > self.max_prefix_runs:
@@ -136,10 +156,8 @@ class Scorer:
         removed = tuple(sorted(set(removed)))
         if any(not 0 <= i < L for i in removed) or len(removed) >= L:
             raise GhostsearchError(f"removed set {removed} is invalid for {L} blocks")
-        if patches is None and p.recovery and removed:
-            from ghostsearch.recovery.aware import aware_patches
-
-            patches = aware_patches(self, key, removed)
+        if patches is None and p.aware is not None and removed:
+            patches = p.aware.patches(removed)
         if patches:  # repaired states differ after the first cut: only the dense prefix is valid
             prefix = None
             first = min([removed[0] if removed else L] + [max(0, x - 1) for x in patches])
@@ -155,7 +173,7 @@ class Scorer:
             if rows_left <= 0:
                 break
             r = min(rows_left, batch.rows)
-            h = self._state(p, src, b, mb)[:r]
+            h = self._cached(p, src, b, mb)[:r]
             c = Stack.slice(cap, slice(0, r), batch.rows)
             h = self.stack.run(h, c, b, removed, patches=patches)
             s, n = p.objective.loss(self.stack, h, batch, r)
@@ -217,17 +235,3 @@ def scorer_from_config(cfg, threads: int | None = None) -> Scorer:
                             trust_remote_code=cfg.trust_remote_code)
     return Scorer(Stack(model), tok, cache_every=cfg.cache.every, max_prefix_runs=cfg.cache.prefix_runs,
                   offload=cfg.cache.offload)
-
-
-def check_removed(removed, n_blocks: int) -> Removed:
-    """Validate a user-given removed set: one clear line for every way it can be wrong."""
-    r = list(removed)
-    if len(set(r)) != len(r):
-        dup = sorted({i for i in r if r.count(i) > 1})
-        raise GhostsearchError(f"--remove repeats block(s) {dup}; list each block once")
-    bad = [i for i in r if not 0 <= i < n_blocks]
-    if bad:
-        raise GhostsearchError(f"--remove has block(s) {bad} out of range; this model has blocks 0..{n_blocks - 1}")
-    if len(r) >= n_blocks:
-        raise GhostsearchError(f"--remove removes all {n_blocks} blocks; leave at least one")
-    return tuple(sorted(r))

@@ -238,3 +238,17 @@ def physically_prune(model: nn.Module, removed: Sequence[int], copy_model: bool 
     for cfg in {id(m.config): m.config, id(inner.config): inner.config}.values():
         prune_config_lists(cfg, keep)
     return m
+
+
+def check_removed(removed, n_blocks: int) -> tuple[int, ...]:
+    """Validate a user-given removed set: one clear line for every way it can be wrong."""
+    r = list(removed)
+    if len(set(r)) != len(r):
+        dup = sorted({i for i in r if r.count(i) > 1})
+        raise GhostsearchError(f"--remove repeats block(s) {dup}; list each block once")
+    bad = [i for i in r if not 0 <= i < n_blocks]
+    if bad:
+        raise GhostsearchError(f"--remove has block(s) {bad} out of range; this model has blocks 0..{n_blocks - 1}")
+    if len(r) >= n_blocks:
+        raise GhostsearchError(f"--remove removes all {n_blocks} blocks; leave at least one")
+    return tuple(sorted(r))

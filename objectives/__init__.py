@@ -1,6 +1,3 @@
-"""Calibration objectives. Every objective is lower-is-better; each module states its sign.
+"""Your own calibration objectives (a plug-in folder; the built-in ones live in ghostsearch/objectives/).
 
-Registry: ``get_objective(name)`` -> class; names: perplexity, margin, kl.
-"""
-from objectives.base import REGISTRY, CalibrationSpec, Objective, get_objective, register  # noqa: F401
-from objectives import perplexity, margin, kl  # noqa: F401,E402  (register)
+Name one in a config as ``objective: objectives.<module>:<Class>``; see README.md here."""

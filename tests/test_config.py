@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from ghostsearch.config import calibration_spec, load_config
+from ghostsearch.config import load_config
 from ghostsearch.errors import GhostsearchError
 
 CONFIGS = sorted((Path(__file__).parents[1] / "configs").glob("*.yaml"))
@@ -42,7 +42,7 @@ def test_bad_input_is_one_clear_line(overrides, message):
 def test_calibration_per_objective_overrides_only_that_objective():
     cfg = load_config(None, ["calibration.n_seq=4", "calibration.seq_len=128",
                              "calibration.per_objective.margin.n_seq=12"])
-    ppl, margin = calibration_spec(cfg, "perplexity"), calibration_spec(cfg, "margin")
+    ppl, margin = cfg.calibration_spec("perplexity"), cfg.calibration_spec("margin")
     assert (ppl.n_seq, ppl.seq_len) == (4, 128)
     assert (margin.n_seq, margin.seq_len) == (12, 128)
     # the overrides are part of the run fingerprint: a changed margin set is a different run

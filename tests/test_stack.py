@@ -12,7 +12,7 @@ from ghostsearch.errors import GhostsearchError
 from ghostsearch.scoring import Scorer
 from tests.corpora import PROSE
 from ghostsearch.stack import Batch, Stack, physically_prune
-from objectives import CalibrationSpec
+from ghostsearch.objectives import CalibrationSpec, ObjectiveSpec
 from tests.conftest import FAMILIES, tiny_model
 
 
@@ -47,8 +47,8 @@ def test_scorer_prefix_runs_equal_fresh(family):
 
     sc = Scorer(Stack(model), tokenizer=None)
     ids = torch.randint(0, 512, (4, 32), generator=torch.Generator().manual_seed(1))
-    from objectives import REGISTRY
-    from objectives.perplexity import Perplexity
+    from ghostsearch.objectives import OBJECTIVES
+    from ghostsearch.objectives.perplexity import Perplexity
 
     class Fixed(Perplexity):  # perplexity over fixed random token batches (two micro-batches)
         name = "_ppl_fixed"
@@ -56,25 +56,25 @@ def test_scorer_prefix_runs_equal_fresh(family):
         def build(self, tokenizer, dtype=None):
             return [Batch(input_ids=ids[:2]), Batch(input_ids=ids[2:])]
 
-    REGISTRY[Fixed.name] = Fixed
+    OBJECTIVES.add(Fixed.name, Fixed)
     try:
-        key = sc.prepare("_ppl_fixed", CalibrationSpec("c4", 4, 32, 0))
+        key = sc.prepare(ObjectiveSpec.make("_ppl_fixed", CalibrationSpec("c4", 4, 32, 0)))
         for removed, prefix in [((2, 4), (2,)), ((1, 2, 4), (2,)), ((2, 3), None), ((5,), (2,))]:
             v = sc.score(key, removed, prefix=prefix)["value"]
             lg = _ref_logits(model, removed, ids)
             ref = math.exp(F.cross_entropy(lg[:, :-1].reshape(-1, 512), ids[:, 1:].reshape(-1)).item())
             assert v == pytest.approx(ref, rel=1e-5), (removed, prefix)
         assert (2,) in sc.prepared[key].runs
-        assert sc._start(sc.prepared[key], (2, 4))[0] == 4  # served from R=(2,)'s state entering block 4
+        assert sc.score(key, (2, 4))["start"] == 4  # served from R=(2,)'s state entering block 4
     finally:
-        REGISTRY.pop("_ppl_fixed")
+        OBJECTIVES.remove(Fixed.name)
 
 
 @pytest.mark.slow
 def test_smollm2_objectives(smollm2, data_dir):
     model, tok = smollm2
     sc = Scorer(Stack(model), tok)
-    key = sc.prepare("perplexity", CalibrationSpec(PROSE, 4, 256, 0, data_dir))
+    key = sc.prepare(ObjectiveSpec.make("perplexity", CalibrationSpec(PROSE, 4, 256, 0, data_dir)))
     dense = sc.score(key, ())["value"]
     assert 8 < dense < 60, dense  # plausible for a 135M model on WikiText-2 / LAMBADA
     pruned = sc.score(key, (10, 11, 12))["value"]
@@ -84,10 +84,10 @@ def test_smollm2_objectives(smollm2, data_dir):
     lg = _ref_logits(model, (10, 11, 12), ids)
     ref = math.exp(F.cross_entropy(lg[:, :-1].reshape(-1, lg.shape[-1]), ids[:, 1:].reshape(-1)).item())
     assert pruned == pytest.approx(ref, rel=1e-4)
-    kl = sc.prepare("kl", CalibrationSpec(PROSE, 2, 128, 0, data_dir))
+    kl = sc.prepare(ObjectiveSpec.make("kl", CalibrationSpec(PROSE, 2, 128, 0, data_dir)))
     assert sc.score(kl, ())["value"] == pytest.approx(0.0, abs=1e-6)
     assert sc.score(kl, (10,))["value"] > 0
-    mg = sc.prepare("margin", CalibrationSpec("arc_easy", 24, 256, 0, data_dir))
+    mg = sc.prepare(ObjectiveSpec.make("margin", CalibrationSpec("arc_easy", 24, 256, 0, data_dir)))
     # objective = -mean margin (gold minus the best wrong answer): removing six middle blocks hurts it
     assert sc.score(mg, ())["value"] < sc.score(mg, (10, 11, 12, 13, 14, 15))["value"]
 
@@ -96,11 +96,11 @@ def test_smollm2_objectives(smollm2, data_dir):
 def test_margin_packing_equals_separate_sequences(smollm2, data_dir):
     """The packed margin (prompt once, answers masked apart) equals one sequence per answer."""
     from ghostsearch import data
-    from objectives.margin import tokenize_item
+    from ghostsearch.objectives.margin import tokenize_item
 
     model, tok = smollm2
     sc = Scorer(Stack(model), tok)
-    key = sc.prepare("margin", CalibrationSpec("arc_easy", 6, 256, 3, data_dir))
+    key = sc.prepare(ObjectiveSpec.make("margin", CalibrationSpec("arc_easy", 6, 256, 3, data_dir)))
     ours = sc.score(key, (7, 20))["value"]
     items = data.sample_items(data.mc_items("arc_easy", data_dir), 6, 3, "arc_easy")
     pm = physically_prune(model, (7, 20))

@@ -17,65 +17,55 @@ from collections import defaultdict
 
 import ray
 
+from ghostsearch.objectives import ObjectiveSpec
+
 NAMESPACE = "ghostsearch"
 
 
 @ray.remote(max_restarts=-1, max_task_retries=0)
 class ScorerActor:
-    def __init__(self, cfg_dict: dict, threads: int, name: str):
+    def __init__(self, cfg, threads: int, name: str):
         import os
 
-        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         import torch
 
-        torch.set_num_threads(threads)  # Ray reuses workers: set it in every actor
-        from ghostsearch.cli import _quiet_libraries
-        from ghostsearch.config import _build, Config
-
-        _quiet_libraries()
-        self.cfg = _build(Config, cfg_dict)
-        self.name = name
-        self.node = ray.get_runtime_context().get_node_id()
-        self.pid = os.getpid()
-        if self.cfg.model == "__noop__":  # overhead benchmark: no model at all
-            self.scorer = None
-            return
+        from ghostsearch.logs import quiet_libraries
         from ghostsearch.scoring import scorer_from_config
 
-        self.scorer = scorer_from_config(self.cfg, threads=threads)
+        torch.set_num_threads(threads)  # Ray reuses workers: set it in every actor
+        quiet_libraries()
+        self.cfg, self.name = cfg, name
+        self.node = ray.get_runtime_context().get_node_id()
+        self.pid = os.getpid()
+        self.scorer = scorer_from_config(cfg, threads=threads)
 
     def info(self) -> dict:
-        return {"name": self.name, "node": self.node, "pid": self.pid,
-                "n_blocks": self.scorer.stack.n_blocks if self.scorer else 0}
+        return {"name": self.name, "node": self.node, "pid": self.pid, "n_blocks": self.scorer.stack.n_blocks}
 
-    def _key(self, obj: dict) -> str:
-        from objectives import CalibrationSpec
+    def _key(self, spec: ObjectiveSpec) -> str:
+        from ghostsearch.recovery.aware import prepare
 
-        return self.scorer.prepare(obj["objective"], CalibrationSpec(**obj["spec"]), obj["params"])
+        return prepare(self.scorer, spec)
 
-    def score(self, obj: dict, removed: tuple, fidelity: float, prefix) -> dict:
-        if self.scorer is None:
-            return {"value": float(sum(removed)), "tokens": 0, "seconds": 0.0, "actor": self.name, "node": self.node}
-        r = self.scorer.score(self._key(obj), tuple(removed), fidelity, tuple(prefix) if prefix else None)
+    def score(self, spec: ObjectiveSpec, removed: tuple, fidelity: float, prefix) -> dict:
+        r = self.scorer.score(self._key(spec), tuple(removed), fidelity, tuple(prefix) if prefix else None)
         r.update(actor=self.name, node=self.node)
         return r
 
-    def statistic(self, obj: dict, name: str):
-        if self.scorer is None:
-            raise ValueError("no-op scorer has no statistics")
-        return self.scorer.statistic(self._key(obj), name)
+    def statistic(self, spec: ObjectiveSpec, name: str):
+        return self.scorer.statistic(self._key(spec), name)
 
 
-def cache_key(model: str, dtype: str, obj: dict, removed: tuple, fidelity: float) -> str:
-    return f"{model}|{dtype}|{obj['key']}|f={fidelity:.6g}|{','.join(map(str, removed))}"
+def cache_key(model: str, dtype: str, spec: ObjectiveSpec, removed: tuple, fidelity: float) -> str:
+    return f"{model}|{dtype}|{spec.key()}|f={fidelity:.6g}|{','.join(map(str, removed))}"
 
 
 @ray.remote(max_restarts=0)
 class Broker:
     """Async actor; every method is a coroutine, so thousands of requests wait cheaply."""
 
-    def __init__(self, cfg_dict: dict, actor_names: list[str], actors: list):
-        self.cfg = cfg_dict
+    def __init__(self, cfg, actor_names: list[str], actors: list):
+        self.cfg = cfg
         self.names = actor_names
         self.actors = list(actors)  # handles (borrowed references keep non-detached scorers alive)
         self.idle: asyncio.Queue | None = None
@@ -104,13 +94,7 @@ class Broker:
     async def ready(self) -> list[dict]:
         return await asyncio.gather(*[a.info.remote() for a in self.actors])
 
-    def seed_cache(self, rows: list[dict]) -> int:
-        """Load finished evaluations (a resumed run's ledger) into the shared cache."""
-        for r in rows:
-            self.cache.setdefault(r["cache_key"], r)
-        return len(self.cache)
-
-    async def _compute(self, obj: dict, removed: tuple, fidelity: float, prefix) -> dict:
+    async def _compute(self, spec: ObjectiveSpec, removed: tuple, fidelity: float, prefix) -> dict:
         idle = await self._idle()
         attempt = 0
         while True:
@@ -120,7 +104,7 @@ class Broker:
             self.queue_depth -= 1
             self.m_queue.set(self.queue_depth)
             try:
-                r = await self.actors[i].score.remote(obj, removed, fidelity, prefix)
+                r = await self.actors[i].score.remote(spec, removed, fidelity, prefix)
                 idle.put_nowait(i)
                 return r
             except ray.exceptions.RayActorError:
@@ -144,9 +128,9 @@ class Broker:
                 await asyncio.sleep(1.0)
         self.idle.put_nowait(i)
 
-    async def evaluate(self, obj: dict, removed: list, fidelity: float, prefix, searcher: str) -> dict:
+    async def evaluate(self, spec: ObjectiveSpec, removed: list, fidelity: float, prefix, searcher: str) -> dict:
         removed = tuple(sorted({int(i) for i in removed}))
-        key = cache_key(self.cfg["model"], self.cfg["dtype"], obj, removed, fidelity)
+        key = cache_key(self.cfg.model, self.cfg.dtype, spec, removed, fidelity)
         st = self.stats[searcher]
         st["requested"] += 1
         cached = True
@@ -159,7 +143,7 @@ class Broker:
             fut = asyncio.get_running_loop().create_future()
             self.inflight[key] = fut
             try:
-                r = await self._compute(obj, removed, fidelity, prefix)
+                r = await self._compute(spec, removed, fidelity, prefix)
                 r["cache_key"] = key
                 self.cache[key] = r
                 fut.set_result(r)
@@ -169,18 +153,18 @@ class Broker:
                 raise
             finally:
                 self.inflight.pop(key, None)
-            self.m_seconds.observe(r["seconds"], tags={"objective": obj["objective"]})
+            self.m_seconds.observe(r["seconds"], tags={"objective": spec.name})
         st["cached" if cached else "computed"] += 1
-        self.m_evals.inc(1, tags={"searcher": searcher, "objective": obj["objective"], "cached": str(cached)})
+        self.m_evals.inc(1, tags={"searcher": searcher, "objective": spec.name, "cached": str(cached)})
         if fidelity >= 1.0 and r["value"] < st["best"]:
             st["best"] = r["value"]
             self.m_best.set(r["value"], tags={"searcher": searcher})
         return dict(r, cached=cached)
 
-    async def statistic(self, obj: dict, name: str):
-        key = f"stat|{obj['key']}|{name}"
+    async def statistic(self, spec: ObjectiveSpec, name: str):
+        key = f"stat|{spec.key()}|{name}"
         if key not in self.cache:
-            self.cache[key] = await self.actors[0].statistic.remote(obj, name)
+            self.cache[key] = await self.actors[0].statistic.remote(spec, name)
         return self.cache[key]
 
     def status(self) -> dict:

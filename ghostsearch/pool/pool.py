@@ -18,11 +18,12 @@ from typing import Sequence
 
 import ray
 
-from ghostsearch.config import Config, calibration_spec
+from ghostsearch.config import Config
 from ghostsearch.errors import GhostsearchError
+from ghostsearch.objectives import ObjectiveSpec
 from ghostsearch.pool.actors import NAMESPACE, Broker, ScorerActor, cache_key
-from ghostsearch.pool.ledger import Ledger, read_ledger
-from ghostsearch.search.base import Candidate
+from ghostsearch.rundir.ledger import Ledger, read_ledger
+from ghostsearch.search import Candidate
 
 
 def connect(address: str | None = None, dashboard: bool = True, num_cpus: int | None = None) -> bool:
@@ -43,15 +44,7 @@ def connect(address: str | None = None, dashboard: bool = True, num_cpus: int | 
     return True
 
 
-def objective_spec(cfg: Config, objective: str | None = None) -> dict:
-    objective = objective or cfg.objective
-    spec = calibration_spec(cfg, objective)
-    params = dict(cfg.objective_params)
-    return {"objective": objective, "spec": spec.__dict__, "params": params,
-            "key": f"{objective}|{spec.key()}|{sorted(params.items())}"}
-
-
-def _resources(cfg: Config) -> tuple[float, float]:
+def resources(cfg: Config) -> tuple[float, float]:
     gpus = cfg.pool.gpus_per_actor
     if gpus is None:
         gpus = 1.0 if ray.cluster_resources().get("GPU", 0) >= 1 else 0.0
@@ -60,7 +53,7 @@ def _resources(cfg: Config) -> tuple[float, float]:
 
 
 def check_capacity(cfg: Config) -> None:
-    cpus, gpus = _resources(cfg)
+    cpus, gpus = resources(cfg)
     have = ray.cluster_resources()
     for res, per in (("CPU", cpus), ("GPU", gpus)):
         need = per * cfg.pool.actors
@@ -70,13 +63,14 @@ def check_capacity(cfg: Config) -> None:
                 "lower pool.actors / pool.threads or add nodes")
 
 
-def start_pool(cfg: Config, name: str | None = None, detached: bool = False, wait: bool = True):
-    """Create scorer actors and their broker. Returns the broker handle."""
+def start_pool(cfg: Config, name: str | None = None, detached: bool = False, wait: bool = True,
+               actor_class=ScorerActor):
+    """Create scorer actors (``actor_class``: the real scorer; benchmarks pass a stand-in) and
+    their broker. Returns the broker handle."""
     check_capacity(cfg)
-    cpus, gpus = _resources(cfg)
+    cpus, gpus = resources(cfg)
     prefix = name or f"ghostsearch-{uuid.uuid4().hex[:6]}"
     lifetime = "detached" if detached else None
-    cfg_dict = cfg.to_dict()
     opts, pg = {}, None
     if cfg.pool.spread:
         from ray.util.placement_group import placement_group
@@ -93,8 +87,8 @@ def start_pool(cfg: Config, name: str | None = None, detached: bool = False, wai
     scorers = []
     for i, n in enumerate(names):
         extra = opts(i) if callable(opts) else {}
-        scorers.append(ScorerActor.options(name=n, namespace=NAMESPACE, lifetime=lifetime, num_cpus=cpus,
-                                           num_gpus=gpus, **extra).remote(cfg_dict, cfg.pool.threads, n))
+        scorers.append(actor_class.options(name=n, namespace=NAMESPACE, lifetime=lifetime, num_cpus=cpus,
+                                           num_gpus=gpus, **extra).remote(cfg, cfg.pool.threads, n))
     # the broker lives on this (head/driver) node: it must survive the loss of any worker node
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -102,7 +96,7 @@ def start_pool(cfg: Config, name: str | None = None, detached: bool = False, wai
     broker = Broker.options(name=f"{prefix}-broker" if name else None, namespace=NAMESPACE, lifetime=lifetime,
                             num_cpus=0, max_concurrency=10000,
                             scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False)).remote(
-        cfg_dict, names, scorers)
+        cfg, names, scorers)
     _KEEP.append((broker, scorers, pg))
     if wait:
         ray.get(broker.ready.remote())
@@ -128,6 +122,14 @@ def release_pool(broker) -> bool:
             _KEEP.remove(entry)
             return True
     return False
+
+
+def pool_exists(name: str) -> bool:
+    try:
+        ray.get_actor(f"{name}-broker", namespace=NAMESPACE)
+        return True
+    except ValueError:
+        return False
 
 
 def find_pool(name: str):
@@ -163,7 +165,7 @@ class PoolClient:
     """The Evaluator and Oracle of one searcher (one cell of a run)."""
 
     broker: object
-    obj: dict
+    spec: ObjectiveSpec
     ledger: Ledger
     cell: str
     seed: int
@@ -177,13 +179,13 @@ class PoolClient:
     def load_known(self, run_dir) -> int:
         t = read_ledger(run_dir)
         for row in t.to_pylist():
-            if not row["cached"] and row["objective_key"] == self.obj["key"]:
-                self.known[cache_key(self.model, self.dtype, self.obj, tuple(row["removed"]), row["fidelity"])] = row
+            if not row["cached"] and row["objective_key"] == self.spec.key():
+                self.known[cache_key(self.model, self.dtype, self.spec, tuple(row["removed"]), row["fidelity"])] = row
         return len(self.known)
 
     def _row(self, c: Candidate, searcher: str, r: dict, cached: bool) -> dict:
-        return {"cell": self.cell, "searcher": searcher, "objective": self.obj["objective"],
-                "objective_key": self.obj["key"], "removed": list(c.removed), "k": len(c.removed),
+        return {"cell": self.cell, "searcher": searcher, "objective": self.spec.name,
+                "objective_key": self.spec.key(), "removed": list(c.removed), "k": len(c.removed),
                 "fidelity": c.fidelity, "value": r["value"], "tokens": r.get("tokens", 0),
                 "seconds": r.get("seconds", 0.0), "cached": cached, "actor": r.get("actor", ""),
                 "node": r.get("node", ""), "time": time.time(), "seed": self.seed}
@@ -192,14 +194,14 @@ class PoolClient:
         values: list[float | None] = [None] * len(candidates)
         pending = {}
         for i, c in enumerate(candidates):
-            key = cache_key(self.model, self.dtype, self.obj, c.removed, c.fidelity)
+            key = cache_key(self.model, self.dtype, self.spec, c.removed, c.fidelity)
             if key in self.known:  # resumed run: answered from this run's own ledger
                 row = self._row(c, searcher, self.known[key], cached=True)
                 self.ledger.append(row)
                 values[i] = row["value"]
                 self._done(row)
             else:
-                ref = self.broker.evaluate.remote(self.obj, list(c.removed), c.fidelity,
+                ref = self.broker.evaluate.remote(self.spec, list(c.removed), c.fidelity,
                                                   list(c.prefix) if c.prefix else None, searcher)
                 pending[ref] = i
         while pending:
@@ -219,4 +221,4 @@ class PoolClient:
             self.on_result(row)
 
     def statistic(self, name: str):
-        return ray.get(self.broker.statistic.remote(self.obj, name))
+        return ray.get(self.broker.statistic.remote(self.spec, name))

@@ -1,6 +1,6 @@
 """The Recovery protocol: repair the cuts a removed set leaves, in closed form, without training.
 
-* ``fit(stack, removed, data) -> Operators``: ``data`` is a ``Calibration`` (dense micro-batches).
+* ``fit(stack, removed, data) -> Operators``: ``data`` is ``Activations`` (dense micro-batches).
 * ``patches(stack, ops)``: a context giving ``{boundary: fn(h) -> h}`` for ``Stack.run`` (scoring
   the unpruned model with blocks skipped) — what ``Scorer.score(..., patches=)`` takes.
 * ``apply(pruned_model, ops)``: the same repair on a physically pruned model (inference).
@@ -22,15 +22,10 @@ import torch
 from torch import nn
 
 from ghostsearch.errors import GhostsearchError
+from ghostsearch.registry import Registry
 from ghostsearch.stack import Batch, Captured, Stack
 
 OPS_FILE, META_FILE = "recovery.safetensors", "recovery.json"
-
-
-def check_removed(removed: Sequence[int], n_blocks: int) -> tuple[int, ...]:
-    from ghostsearch.scoring import check_removed as check
-
-    return check(removed, n_blocks)
 
 
 def cuts(removed: Sequence[int]) -> list[tuple[int, int]]:
@@ -80,7 +75,7 @@ class Operators:
         return cls(meta["method"], meta["variant"], tuple(meta["removed"]), meta["n_blocks"], mats, meta["report"])
 
 
-class Calibration:
+class Activations:
     """A re-iterable of dense calibration micro-batches ``(Captured with states 0..L, weight)``.
     With ``states`` given they are used as they are; otherwise every pass re-captures one
     micro-batch at a time (memory: one micro-batch's states)."""
@@ -90,12 +85,11 @@ class Calibration:
         self.stack, self.batches, self.caps, self.states = stack, batches, caps, states
 
     @classmethod
-    def from_scorer(cls, scorer, key: str) -> "Calibration":
+    def from_scorer(cls, scorer, key: str) -> "Activations":
         """The calibration data of a prepared scorer key (its cached dense states when it kept all)."""
         p = scorer.prepared[key]
-        L = scorer.stack.n_blocks
-        if all(i in p.dense[0] for i in range(L + 1)):
-            states = [[scorer._load(d[i]) for i in range(L + 1)] for d in p.dense]
+        states = scorer.dense_states(key)
+        if states is not None:
             return cls(scorer.stack, p.batches, p.caps, states)
         return cls(scorer.stack, p.batches)
 
@@ -135,6 +129,7 @@ class Recovery:
     name: ClassVar[str] = ""
     variants: ClassVar[tuple[str, ...]] = ("default",)
     folds: ClassVar[bool] = False   # apply() changes weights (export needs no operator file)
+    identity: ClassVar[bool] = False  # adds nothing: operators need no fit (the ``none`` method)
 
     def __init__(self, variant: str | None = None, ridge: float = 1e-6, solver: str = "ridge"):
         variant = variant or self.variants[0]
@@ -143,7 +138,7 @@ class Recovery:
                                    f"{', '.join(self.variants)}")
         self.variant, self.ridge, self.solver = variant, float(ridge), solver
 
-    def fit(self, stack: Stack, removed: Sequence[int], data: Calibration) -> Operators:
+    def fit(self, stack: Stack, removed: Sequence[int], data: Activations) -> Operators:
         raise NotImplementedError
 
     def patches(self, stack: Stack, ops: Operators) -> contextlib.AbstractContextManager[dict]:
@@ -157,20 +152,16 @@ class Recovery:
         return Operators(self.name, self.variant, tuple(removed), n_blocks, mats, report)
 
 
-REGISTRY: dict[str, type[Recovery]] = {}
-
-
-def register(cls):
-    REGISTRY[cls.name] = cls
-    return cls
+RECOVERY: Registry[Recovery] = Registry("recovery method", {
+    "ghosted": "ghostsearch.recovery.ghosted:Ghosted",
+    "linearpatch": "ghostsearch.recovery.linearpatch:LinearPatch",
+    "replaceme": "ghostsearch.recovery.replaceme:ReplaceMe",
+    "none": "ghostsearch.recovery.ghosted:NoRecovery",
+})
 
 
 def get_recovery(name: str, **params) -> Recovery:
-    from ghostsearch.recovery import ghosted, linearpatch, replaceme  # noqa: F401  (register)
-
-    if name not in REGISTRY:
-        raise GhostsearchError(f"unknown recovery method {name!r}; choose one of: {', '.join(sorted(REGISTRY))}")
-    return REGISTRY[name](**params)
+    return RECOVERY.get(name)(**params)
 
 
 def recovery_for(ops: Operators) -> Recovery:

@@ -19,8 +19,8 @@ import tempfile
 from pathlib import Path
 
 from ghostsearch.errors import GhostsearchError
-from ghostsearch.recovery.base import META_FILE, Operators, check_removed, get_recovery, recovery_for
-from ghostsearch.stack import Stack, physically_prune
+from ghostsearch.recovery.base import META_FILE, Operators, get_recovery, recovery_for
+from ghostsearch.stack import Stack, check_removed, physically_prune
 
 
 def pruned_model(model, operators: Operators):

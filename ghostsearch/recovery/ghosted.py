@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ghostsearch.recovery.base import (Calibration, Recovery, check_removed, cuts, hook_boundary, new_index,
-                                       register)
+from ghostsearch.recovery.base import Activations, Recovery, cuts, hook_boundary, new_index
 from ghostsearch.recovery.gram import GramLS, finite_rows
+from ghostsearch.stack import check_removed
 
 
 def residual_fn(m: torch.Tensor):
@@ -46,7 +46,7 @@ class CutStats:
     extra: dict = field(default_factory=dict)    # method-specific sums
 
 
-def cut_pairs(stack, removed, data: Calibration, a: int, b: int, patches: dict | None = None):
+def cut_pairs(stack, removed, data: Activations, a: int, b: int, patches: dict | None = None):
     """(X_pre, X_post) float64 rows per micro-batch for the cut [a, b). X_post is dense; X_pre is
     dense, or with ``patches`` the state of the model pruned and repaired with them (sequential)."""
     first = removed[0]
@@ -71,7 +71,7 @@ class ResidualLinear(Recovery):
         raise NotImplementedError
 
     @torch.no_grad()
-    def fit(self, stack, removed, data: Calibration):
+    def fit(self, stack, removed, data: Activations):
         removed = check_removed(removed, stack.n_blocks)
         mats, report, patches = {}, [], {}
         for a, b in cuts(removed):
@@ -101,7 +101,6 @@ def cut_report(a: int, b: int, st: CutStats, m: torch.Tensor | None) -> dict:
             "antisymmetric_share": antisymmetric_share(m), "ridge": st.ls.last_ridge}
 
 
-@register
 class Ghosted(ResidualLinear):
     name = "ghosted"
     variants = ("dense", "sequential")
@@ -114,11 +113,11 @@ class Ghosted(ResidualLinear):
         return st.ls.solve(self.ridge, self.solver)
 
 
-@register
 class NoRecovery(ResidualLinear):
     """Nothing added; the report still gives each cut's alignment error."""
 
     name = "none"
+    identity = True
 
     def solve(self, st: CutStats) -> None:
         return None

@@ -38,6 +38,13 @@ class GramLS:
         self.n = 0
         self.last_ridge = 0.0
 
+    @classmethod
+    def from_grams(cls, xx: torch.Tensor, xy: torch.Tensor, n: int) -> "GramLS":
+        """A system from accumulated X^T X and X^T Y (no residual bookkeeping)."""
+        ls = cls()
+        ls.xx, ls.xy, ls.n = xx, xy, n
+        return ls
+
     def update(self, x: torch.Tensor, y: torch.Tensor) -> None:
         """Add the rows of x [..., Ci] and y [..., Co]."""
         x, y = finite_rows(x, "calibration input"), finite_rows(y, "calibration target")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from ghostsearch.recovery.base import register
+
 from ghostsearch.recovery.ghosted import CutStats, ResidualLinear
 
 
@@ -28,7 +28,6 @@ def hadamard(c: int) -> torch.Tensor:
     return torch.block_diag(*[sylvester(s) for s in sizes])
 
 
-@register
 class LinearPatch(ResidualLinear):
     name = "linearpatch"
     variants = ("hadamard", "diagonal")

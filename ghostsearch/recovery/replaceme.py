@@ -14,7 +14,8 @@ import contextlib
 import torch
 
 from ghostsearch.errors import GhostsearchError
-from ghostsearch.recovery.base import Calibration, Recovery, check_removed, cuts, new_index, register
+from ghostsearch.recovery.base import Activations, Recovery, cuts, new_index
+from ghostsearch.stack import check_removed
 from ghostsearch.recovery.ghosted import CutStats, cut_report
 from ghostsearch.recovery.gram import finite_rows
 
@@ -39,14 +40,13 @@ def mlp_outputs(block):
         handle.remove()
 
 
-@register
 class ReplaceMe(Recovery):
     name = "replaceme"
     variants = ("lstsq",)
     folds = True
 
     @torch.no_grad()
-    def fit(self, stack, removed, data: Calibration):
+    def fit(self, stack, removed, data: Activations):
         removed = check_removed(removed, stack.n_blocks)
         mats, report = {}, []
         for a, b in cuts(removed):

@@ -1,7 +1,6 @@
-"""Searchers: which k of the L decoder blocks to remove. Importing this package fills the registry."""
-from ghostsearch.search.base import (REGISTRY, Budget, Candidate, FunctionEvaluator, Searcher, Space, get_searcher,
-                                     make_searcher, register, run)
-from ghostsearch.search import beam, bo, cbo, fastblock, ga, lorp, oneshot  # noqa: F401  (register)
+"""Searchers: which k of the L decoder blocks to remove. ``SEARCHERS`` lists them (base.py)."""
+from ghostsearch.search.base import (SEARCHERS, Budget, Candidate, FunctionEvaluator, Searcher, Space, get_searcher,
+                                     make_searcher, run)
 
-__all__ = ["REGISTRY", "Budget", "Candidate", "FunctionEvaluator", "Searcher", "Space", "get_searcher",
-           "make_searcher", "register", "run"]
+__all__ = ["SEARCHERS", "Budget", "Candidate", "FunctionEvaluator", "Searcher", "Space", "get_searcher",
+           "make_searcher", "run"]

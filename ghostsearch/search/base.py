@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Protocol, Sequence
 
 from ghostsearch.errors import GhostsearchError
+from ghostsearch.registry import Registry
 
 Removed = tuple[int, ...]
 
@@ -111,8 +112,11 @@ def _fields(cls) -> dict[str, dataclasses.Field]:
 
 class Searcher:
     """Base class of every searcher. Subclasses set ``name``, ``Params`` (a dataclass of their
-    parameters with defaults) and implement ``ask``/``tell``. ``state_dict`` must capture enough
-    to continue; the default captures the generic bookkeeping and the subclass's ``_state()``."""
+    parameters with defaults) and implement ``ask``/``tell``.
+
+    Resume: a searcher is a deterministic function of (seed, the values it was told). A resumed
+    run rebuilds it from scratch and replays the run's ledger: every candidate already scored is
+    answered from the ledger, so the searcher reaches the same state without a checkpoint."""
 
     name: ClassVar[str] = ""
 
@@ -187,48 +191,26 @@ class Searcher:
     def result(self) -> tuple[Removed | None, float]:
         return self.best_removed, self.best_value
 
-    # ---------- resume ----------
-    def state_dict(self) -> dict:
-        return {
-            "used": self.used,
-            "n_told": self.n_told,
-            "best_removed": list(self.best_removed) if self.best_removed else None,
-            "best_value": self.best_value,
-            "history": self.history,
-            "own": self._state(),
-        }
-
-    def load_state_dict(self, state: dict) -> None:
-        self.used, self.n_told = state["used"], state["n_told"]
-        self.best_removed = tuple(state["best_removed"]) if state["best_removed"] else None
-        self.best_value = state["best_value"]
-        self.history = [tuple(h) for h in state["history"]]
-        self._load_state(state["own"])
-
-    def _state(self) -> dict:
-        return {}
-
-    def _load_state(self, state: dict) -> None:
-        pass
-
 
 # ---------------------------------------------------------------- registry
-REGISTRY: dict[str, type[Searcher]] = {}
-
-
-def register(cls: type[Searcher]) -> type[Searcher]:
-    if not cls.name:
-        raise ValueError(f"{cls} has no name")
-    REGISTRY[cls.name] = cls
-    return cls
+# the built-in searchers; add your own with SEARCHERS.add(name, cls) or name it in the config as
+# "package.module:Class" (docs/architecture.md)
+SEARCHERS: Registry[Searcher] = Registry("searcher", {
+    "oneshot": "ghostsearch.search.oneshot:OneShot",
+    "shortgpt": "ghostsearch.search.oneshot:ShortGPT",
+    "greedy": "ghostsearch.search.beam:Greedy",
+    "beam": "ghostsearch.search.beam:Beam",
+    "ga": "ghostsearch.search.ga:GA",
+    "bo": "ghostsearch.search.bo:BO",
+    "cbo": "ghostsearch.search.cbo:CBO",
+    "fastblock": "ghostsearch.search.fastblock:FastBlock",
+    "streamline": "ghostsearch.search.fastblock:Streamline",
+    "lorp": "ghostsearch.search.lorp:LoRP",
+})
 
 
 def get_searcher(name: str) -> type[Searcher]:
-    import ghostsearch.search  # noqa: F401  (registers every searcher)
-
-    if name not in REGISTRY:
-        raise GhostsearchError(f"unknown searcher {name!r}; choose one of: {', '.join(sorted(REGISTRY))}")
-    return REGISTRY[name]
+    return SEARCHERS.get(name)
 
 
 def make_searcher(name: str, space: Space, *, seed: int = 0, budget: Budget | None = None,

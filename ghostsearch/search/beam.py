@@ -5,11 +5,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from ghostsearch.search.base import Candidate, Removed, Space, canonical, register
+from ghostsearch.search.base import Candidate, Removed, Space, canonical
 from ghostsearch.search.common import Memo, require_ints
 
 
-@register
 class Beam(Memo):
     """Step t (t = 1..k) asks R ∪ {j} for every kept set R of size t-1 and every free j not in R,
     each with R as its prefix hint; sets reached from two beams are asked once (the better-ranked
@@ -56,14 +55,7 @@ class Beam(Memo):
     def done(self) -> bool:
         return len(self.beams[0]) == self.space.k
 
-    def _state(self) -> dict:
-        return {"beams": [list(b) for b in self.beams]}
 
-    def _load_state(self, state: dict) -> None:
-        self.beams = [tuple(b) for b in state["beams"]]
-
-
-@register
 class Greedy(Beam):
     """SLEB-style iterative deletion: each step removes the block whose removal scores best."""
 

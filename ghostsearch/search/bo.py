@@ -7,15 +7,14 @@ from dataclasses import dataclass
 import numpy as np
 import optuna
 from optuna.distributions import FloatDistribution
-from optuna.trial import TrialState, create_trial
+from optuna.trial import TrialState
 
-from ghostsearch.search.base import Candidate, Removed, canonical, register
+from ghostsearch.search.base import Candidate, Removed, canonical
 from ghostsearch.search.common import ModelBased, prior_weights, require_ints, sample_unseen
 
 SAMPLERS = ("gp", "tpe")
 
 
-@register
 class BO(ModelBased):
     """Encoding: one float key in [0, 1] per free block; the k blocks with the largest keys are
     removed (ties: lower index), so every point is a feasible k-set.
@@ -30,9 +29,10 @@ class BO(ModelBased):
     evaluation and the sampler never learns a value for keys that did not produce it.
 
     Determinism and resume: the sampler is rebuilt before every ask with a seed drawn from (seed,
-    completed trials), so a resumed study proposes exactly what an uninterrupted one would. The
-    trials also live in ``state_dict``; with ``storage`` (a file path) the study is an Optuna
-    JournalStorage file that ``optuna-dashboard`` opens, and a resumed run reuses it."""
+    completed trials), so a replayed run (resume replays the ledger) proposes exactly what an
+    uninterrupted one would. With ``storage`` (a file path) the study is an Optuna JournalStorage
+    file that ``optuna-dashboard`` opens; a fresh searcher starts the study afresh there (a resumed
+    run rebuilds it by replay), so the sampler never sees a trial twice."""
 
     name = "bo"
 
@@ -79,7 +79,7 @@ class BO(ModelBased):
 
     # ---------- the study ----------
     def open_study(self) -> optuna.Study:
-        """Create or reopen the study and make it hold exactly the completed trials of our state."""
+        """A new study (in ``storage`` when set, replacing one this searcher wrote before)."""
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         storage = None
         if self.params.storage:
@@ -87,14 +87,9 @@ class BO(ModelBased):
 
             storage = JournalStorage(JournalFileBackend(self.params.storage))
         name = self.params.study_name or f"ghostsearch-{self.name}-k{self.space.k}-seed{self.seed}"
-        study = optuna.create_study(storage=storage, study_name=name, direction="minimize", load_if_exists=True)
-        for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.WAITING)):
-            study.tell(t.number, state=TrialState.FAIL)  # interrupted between ask and tell
-        have = len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
-        dist = self.distributions
-        for keys, value in self.trials[have:]:
-            study.add_trial(create_trial(params=dict(zip(dist, keys)), distributions=dist, value=value))
-        return study
+        if storage is not None and name in {st.study_name for st in optuna.get_all_study_summaries(storage)}:
+            optuna.delete_study(study_name=name, storage=storage)  # ours, from an earlier run (replayed now)
+        return optuna.create_study(storage=storage, study_name=name, direction="minimize")
 
     def sampler(self) -> optuna.samplers.BaseSampler:
         seed = zlib.crc32(f"{self.seed}/{len(self.trials)}".encode())
@@ -181,10 +176,3 @@ class BO(ModelBased):
         if self.singles():
             return False
         return self.affordable(1) == 0 or sum(len(s) == self.space.k for s in self.memo) >= self.space.n_subsets()
-
-    def _state(self) -> dict:
-        return {"trials": self.trials}
-
-    def _load_state(self, state: dict) -> None:
-        self.trials = [(list(k), float(v)) for k, v in state["trials"]]
-        self.study = None  # reopened (and completed from the state) at the next ask

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ghostsearch.search.base import Candidate, Removed, canonical, register
+from ghostsearch.search.base import Candidate, Removed, canonical
 from ghostsearch.search.common import ModelBased, prior_weights, require_ints, sample_unseen
 
 
@@ -95,7 +95,6 @@ def lowest_annealed(model: Quadratic, n: int, k: int, m: int, rng: np.random.Gen
     return heapq.nsmallest(m, ((e, s) for s, e in seen.items()))
 
 
-@register
 class CBO(ModelBased):
     """Design: the single-block removals (the prior), the prior's top-k set, every pair of adjacent free blocks
     (``adjacent_pairs``) and ``n_random`` k-sets drawn with prior weights. Then rounds: fit the

@@ -31,15 +31,6 @@ def require_ints(params: Any, *names: str, least: int = 1) -> None:
             raise ValueError(f"{f} must be an integer >= {least}")
 
 
-def pack(memo: dict[Removed, float]) -> list:
-    """A memo as JSON-friendly rows [[blocks...], value]."""
-    return [[list(r), v] for r, v in memo.items()]
-
-
-def unpack(rows: list) -> dict[Removed, float]:
-    return {tuple(r): float(v) for r, v in rows}
-
-
 def statistic(searcher: Searcher, name: str) -> Any:
     if searcher.oracle is None:
         raise GhostsearchError(f"searcher '{searcher.name}' needs the '{name}' statistic but has no oracle; run it through the pool")
@@ -68,13 +59,6 @@ class Memo(Searcher):
         for c, v in zip(candidates, values):
             if c.fidelity >= 1.0:
                 self.memo[c.removed] = float(v)
-
-    def state_dict(self) -> dict:
-        return {**super().state_dict(), "memo": pack(self.memo)}
-
-    def load_state_dict(self, state: dict) -> None:
-        super().load_state_dict(state)
-        self.memo = unpack(state["memo"])
 
     def affordable(self, n: int, fidelity: float = 1.0) -> int:
         """How many of n evaluations at this fidelity the budget still allows."""

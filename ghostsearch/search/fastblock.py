@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ghostsearch.errors import GhostsearchError
-from ghostsearch.search.base import Candidate, Removed, Space, register
+from ghostsearch.search.base import Candidate, Removed, Space
 from ghostsearch.search.common import Memo, require_ints, statistic
 
 
@@ -17,7 +17,6 @@ def windows(space: Space) -> list[int]:
             if not any(j in space.protected for j in range(i, i + space.k))]
 
 
-@register
 class FastBlock(Memo):
     """Rank every window of k consecutive free blocks by window_distance[k][i] (the angular
     distance between the hidden state entering block i and the one leaving block i+k-1; smallest
@@ -58,7 +57,6 @@ class FastBlock(Memo):
         return all(w in self.memo for w in self.chosen) or self.affordable(1) == 0
 
 
-@register
 class Streamline(FastBlock):
     """Streamline-style layer selection: remove the contiguous window whose input and output hidden
     states are the most similar (cosine), i.e. fast-block-select without re-scoring."""

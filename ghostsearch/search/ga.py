@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 from deap import base, tools
 
-from ghostsearch.search.base import Candidate, Removed, canonical, register
+from ghostsearch.search.base import Candidate, Removed, canonical
 from ghostsearch.search.common import ModelBased, prior_weights, require_ints, sample_unseen
 
 
@@ -44,7 +44,6 @@ def mut_swap(s: Removed, free: list[int], weight: dict[int, float]) -> Removed:
     return canonical([i for i in s if i != out] + [into])
 
 
-@register
 class GA(ModelBased):
     """Phase 0: every single-block removal (the prior). Phase 1: an initial population of
     ``pop_size`` k-sets, the prior's top-k plus sets sampled with prior weights, at full fidelity.
@@ -162,15 +161,3 @@ class GA(ModelBased):
             return self.affordable(1) == 0
         exhausted = sum(len(s) == self.space.k for s in self.memo) >= self.space.n_subsets()
         return exhausted or (self.affordable(1) == 0 if phase == "init" else self.plan() == 0)
-
-    def _state(self) -> dict:
-        return {
-            "generation": self.generation,
-            "population": None if self.population is None else [list(s) for s in self.population],
-            "screened": None if self.screened is None else [[list(s), v] for s, v in self.screened.items()],
-        }
-
-    def _load_state(self, state: dict) -> None:
-        self.generation = state["generation"]
-        self.population = None if state["population"] is None else [tuple(s) for s in state["population"]]
-        self.screened = None if state["screened"] is None else {tuple(s): v for s, v in state["screened"]}

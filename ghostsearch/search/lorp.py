@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ghostsearch.errors import GhostsearchError
-from ghostsearch.search.base import Candidate, Removed, canonical, register
+from ghostsearch.search.base import Candidate, Removed, canonical
 from ghostsearch.search.common import Memo, require_ints, statistic
 
 
@@ -55,12 +55,11 @@ def allocate(S: np.ndarray, labels: np.ndarray, eligible: list[int], k: int) -> 
     return canonical(chosen)
 
 
-@register
 class LoRP(Memo):
     """LoRP: cluster the blocks by the similarity of their inputs, remove the most redundant ones
     spread over the clusters (see ``allocate``). The first and last block are always protected.
     Evaluates its one answer. After setup: ``self.rls``, ``self.labels`` (cluster per block),
-    ``self.n_clusters`` and ``self.choice`` (also in ``state_dict()['own']``) for reports."""
+    ``self.n_clusters`` and ``self.choice`` for reports."""
 
     name = "lorp"
 
@@ -97,8 +96,3 @@ class LoRP(Memo):
     @property
     def done(self) -> bool:
         return self.choice in self.memo
-
-    def _state(self) -> dict:
-        if not hasattr(self, "labels"):
-            return {}
-        return {"rls": self.rls, "n_clusters": self.n_clusters, "labels": self.labels.tolist(), "choice": list(self.choice)}

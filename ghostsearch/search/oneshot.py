@@ -3,11 +3,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ghostsearch.search.base import Candidate, register
+from ghostsearch.search.base import Candidate
 from ghostsearch.search.common import Prior
 
 
-@register
 class OneShot(Prior):
     """Top-k by a per-block prior.
 
@@ -30,7 +29,6 @@ class OneShot(Prior):
         return not self.singles() and self.prior_topk() in self.memo
 
 
-@register
 class ShortGPT(OneShot):
     """ShortGPT (Men et al., 2024): remove the k blocks with the lowest Block Influence."""
 

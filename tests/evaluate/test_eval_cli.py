@@ -15,7 +15,7 @@ EVAL = {"tasks": ["arc_easy"], "perplexity": list(dict.fromkeys([PROSE, "lambada
 
 
 def _eval(*args):
-    r = subprocess.run([sys.executable, "-m", "ghostsearch.cli", "eval", *map(str, args)], capture_output=True,
+    r = subprocess.run([sys.executable, "-m", "ghostsearch", "eval", *map(str, args)], capture_output=True,
                        text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     return [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
@@ -29,7 +29,7 @@ def _check(row):
 def test_parquet_types_of_a_dense_row(tmp_path):
     import pyarrow as pa
 
-    from ghostsearch.eval_cli import write_rows
+    from ghostsearch.evaluate import write_rows
 
     write_rows([{"cell": "remove", "removed": [], "value": None, "ppl_wikitext2": 30.0}], tmp_path / "e.parquet")
     t = pq.read_table(tmp_path / "e.parquet")

@@ -91,7 +91,7 @@ def test_missing_task_file_offline(tmp_path, monkeypatch):
 
 
 def _cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "ghostsearch.cli", "eval", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "ghostsearch", "eval", *args], capture_output=True,
                           text=True, cwd=cwd, timeout=120)
 
 

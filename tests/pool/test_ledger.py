@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pyarrow.parquet as pq
 
-from ghostsearch.pool.ledger import SCHEMA, Ledger, read_ledger
+from ghostsearch.rundir.ledger import SCHEMA, Ledger, read_ledger
 
 
 def _row(i, **kw):

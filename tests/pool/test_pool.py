@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from ghostsearch.config import load_config
-from ghostsearch.pool.ledger import read_ledger
+from ghostsearch.rundir.ledger import read_ledger
 
 pytestmark = pytest.mark.slow
 
@@ -45,7 +45,7 @@ def _wait_rows(run_dir, n, timeout=300):
 
 
 def _search_in_thread(cfg):
-    from ghostsearch.runs import search
+    from ghostsearch.runner import search
 
     box = {}
 
@@ -77,7 +77,7 @@ def reference(tiny_model_dir, tmp_path_factory):
     import ray
 
     from ghostsearch.pool.pool import connect
-    from ghostsearch.runs import search
+    from ghostsearch.runner import search
 
     out = tmp_path_factory.mktemp("ref")
     connect(None, dashboard=False, num_cpus=4)
@@ -135,7 +135,7 @@ def test_resume_after_sigkill(tiny_model_dir, tmp_path, reference):
     cfg_file.write_text(f"model: {tiny_model_dir}\ndtype: fp32\ndevice: cpu\ncalibration: {{dataset: lambada, "
                         f"n_seq: 16, seq_len: 128}}\nk: 3\nsearcher: greedy\nout: {out}\n"
                         "pool: {actors: 2, threads: 1, dashboard: false}\n")
-    cmd = [sys.executable, "-m", "ghostsearch.cli", "search", str(cfg_file), "--no-progress"]
+    cmd = [sys.executable, "-m", "ghostsearch", "search", str(cfg_file), "--no-progress"]
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
@@ -156,8 +156,8 @@ def test_resume_after_sigkill(tiny_model_dir, tmp_path, reference):
 
 
 def test_two_searchers_share_computation(tiny_model_dir, tmp_path, ray_local):
-    from ghostsearch.pool.ledger import Ledger
-    from ghostsearch.pool.pool import PoolClient, objective_spec, start_pool
+    from ghostsearch.rundir.ledger import Ledger
+    from ghostsearch.pool.pool import PoolClient, start_pool
     from ghostsearch.search.base import Candidate
 
     cfg = _cfg(tiny_model_dir, tmp_path / "run")
@@ -168,7 +168,7 @@ def test_two_searchers_share_computation(tiny_model_dir, tmp_path, ray_local):
     results = {}
 
     def go(name, cands):
-        c = PoolClient(broker, objective_spec(cfg), ledger, name, 0, cfg.model, cfg.dtype)
+        c = PoolClient(broker, cfg.objective_spec(), ledger, name, 0, cfg.model, cfg.dtype)
         results[name] = c.evaluate(cands, name)
 
     ts = [threading.Thread(target=go, args=(n, c)) for n, c in (("A", a), ("B", b))]

@@ -11,11 +11,12 @@ from tests.corpora import CALIB, PROSE
 def smol(smollm2, data_dir):
     from ghostsearch.scoring import Scorer
     from ghostsearch.stack import Stack
-    from objectives import CalibrationSpec
+    from ghostsearch.objectives import AwareSpec, CalibrationSpec, ObjectiveSpec
+    from ghostsearch.recovery.aware import prepare
 
     sc = Scorer(Stack(smollm2[0]), smollm2[1])
-    calib = sc.prepare("perplexity", CalibrationSpec(CALIB, 32, 128, 0, data_dir, micro_batch=16))
-    wiki = sc.prepare("perplexity", CalibrationSpec(PROSE, 8, 128, 0 if PROSE != CALIB else 1, data_dir))
+    calib = sc.prepare(ObjectiveSpec.make("perplexity", CalibrationSpec(CALIB, 32, 128, 0, data_dir, micro_batch=16)))
+    wiki = sc.prepare(ObjectiveSpec.make("perplexity", CalibrationSpec(PROSE, 8, 128, 0 if PROSE != CALIB else 1, data_dir)))
     return sc, calib, wiki
 
 
@@ -23,7 +24,8 @@ def smol(smollm2, data_dir):
 def aware(smollm2, data_dir):
     from ghostsearch.scoring import Scorer
     from ghostsearch.stack import Stack
-    from objectives import CalibrationSpec
+    from ghostsearch.objectives import AwareSpec, CalibrationSpec, ObjectiveSpec
+    from ghostsearch.recovery.aware import prepare
 
     sc = Scorer(Stack(smollm2[0]), smollm2[1])
-    return sc, sc.prepare("perplexity", CalibrationSpec(CALIB, 8, 128, 1, data_dir), {"recovery": "ghosted", "max_window": 4})
+    return sc, prepare(sc, ObjectiveSpec.make("perplexity", CalibrationSpec(CALIB, 8, 128, 1, data_dir), aware=AwareSpec("ghosted", 4)))

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from ghostsearch.errors import GhostsearchError
-from ghostsearch.recovery import Calibration, get_recovery
+from ghostsearch.recovery import Activations, get_recovery
 from ghostsearch.recovery.export import export, load_pruned, pruned_model
 
 pytestmark = pytest.mark.slow
@@ -21,7 +21,7 @@ def window(sc, key, k):
 
 def wiki_ppl(sc, key, wiki, removed, method, **kw):
     rec = get_recovery(method, **kw)
-    ops = rec.fit(sc.stack, removed, Calibration.from_scorer(sc, key))
+    ops = rec.fit(sc.stack, removed, Activations.from_scorer(sc, key))
     with rec.patches(sc.stack, ops) as patches:
         return sc.score(wiki, removed, patches=patches)["value"], ops
 
@@ -48,7 +48,7 @@ def test_aware_score_equals_pruned_repaired_model(aware):
     removed = window(sc, calib, 4)
     rows = 4
     aware = sc.score(calib, removed, fidelity=rows / 8)["value"]
-    ops = get_recovery("ghosted").fit(sc.stack, removed, Calibration.from_scorer(sc, calib))
+    ops = get_recovery("ghosted").fit(sc.stack, removed, Activations.from_scorer(sc, calib))
     model = pruned_model(sc.stack.model, ops)
     ids = sc.prepared[calib].batches[0].input_ids[:rows]
     logits = model(input_ids=ids).logits[:, :-1].float()
@@ -67,7 +67,7 @@ def test_export_reload_same_logits(smol, method, tmp_path):
     removed = window(sc, calib, 4) + (sc.stack.n_blocks - 1,)   # a cut inside and one at the end
     if method == "replaceme":
         removed = removed[:-1]
-    ops = get_recovery(method).fit(sc.stack, removed, Calibration.from_scorer(sc, calib))
+    ops = get_recovery(method).fit(sc.stack, removed, Activations.from_scorer(sc, calib))
     ref = pruned_model(sc.stack.model, ops)
     out = export(sc.stack.model, removed, method, ops, tmp_path / "m", tokenizer=sc.tokenizer)
     ids = sc.prepared[calib].batches[0].input_ids[:1, :48]
@@ -87,7 +87,7 @@ def test_export_reload_same_logits(smol, method, tmp_path):
 
 def test_sequential_variant_and_bad_sets(aware):
     sc, calib = aware
-    data = Calibration.from_scorer(sc, calib)
+    data = Activations.from_scorer(sc, calib)
     removed = (10, 11, 14, 15)
     dense = get_recovery("ghosted", variant="dense").fit(sc.stack, removed, data)
     seq = get_recovery("ghosted", variant="sequential").fit(sc.stack, removed, data)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from ghostsearch.pool.ledger import read_ledger
+from ghostsearch.rundir.ledger import read_ledger
 from ghostsearch.report import best_so_far
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,7 +7,7 @@ import json
 import pytest
 import ray
 
-from ghostsearch.compare import _eval_key, evaluate_finalists
+from ghostsearch.compare import eval_key, evaluate_finalists
 from ghostsearch.config import load_config
 
 EVAL = ["eval.tasks=[arc_easy]", "eval.perplexity=[lambada]", "eval.ppl_seq_len=64", "eval.ppl_max_seq=2",
@@ -39,7 +39,7 @@ def test_distributed_equals_local(tmp_path, tiny_model_dir, local_ray):
         for name, v in res.items():
             assert spread[key][name] == (pytest.approx(v, rel=1e-4) if isinstance(v, float) else v), name
         assert json.loads((there / "evals" / f"{key}.json").read_text()) == spread[key]
-    assert local[_eval_key([1, 2], "ghosted", cfg)] != local[_eval_key([3, 4], "ghosted", cfg)]
+    assert local[eval_key([1, 2], "ghosted", cfg)] != local[eval_key([3, 4], "ghosted", cfg)]
     # cached per finalist: a rerun evaluates nothing (no Ray task would run: nothing is pending)
     ray.shutdown()
     assert evaluate_finalists(cfg, there, results, progress=False, distributed=True) == spread

@@ -1,22 +1,21 @@
 """One conformance suite over every registered searcher (a new searcher is covered automatically)."""
 from __future__ import annotations
 
-import json
 import math
 
 import pytest
 from search_synthetic import Synthetic
 
 from ghostsearch.errors import GhostsearchError
-from ghostsearch.search import REGISTRY, Budget, Space, get_searcher, make_searcher, run
+from ghostsearch.search import SEARCHERS, Budget, Space, get_searcher, make_searcher, run
 
 SPACE = Space(12, 3, frozenset({0, 5, 11}))
-NAMES = sorted(REGISTRY)
+NAMES = SEARCHERS.names()
 SYN = Synthetic.random(12, seed=7)
 
 
 def budget_for(name: str) -> Budget:
-    cls = REGISTRY[name]
+    cls = SEARCHERS.get(name)
     need = cls.min_budget(SPACE, cls.parse_params({}))
     return Budget(evaluations=need + 8)  # a little above the minimum: iterative searchers must stop on it
 
@@ -39,16 +38,36 @@ class Counting:
         return self.inner.statistic(name)
 
 
+class Ledgered(Counting):
+    """The runner's resume path in miniature: every computed value is recorded (the ledger);
+    what the record already holds is answered from it and not computed (or charged) again."""
+
+    def __init__(self, ledger: dict | None = None):
+        super().__init__()
+        self.ledger = {} if ledger is None else dict(ledger)
+        self.replayed = 0
+
+    def evaluate(self, candidates, searcher=""):
+        out = []
+        for c in candidates:
+            key = (c.removed, c.fidelity)
+            if key in self.ledger:
+                self.replayed += 1
+            else:
+                self.ledger[key] = super().evaluate([c], searcher)[0]
+            out.append(self.ledger[key])
+        return out
+
+
 _reference: dict = {}
 
 
 def reference(name: str):
-    """One uninterrupted run per searcher, shared by the checks below, with its state_dict after
-    every tell (as a runner would store it: it must survive JSON)."""
+    """One uninterrupted run per searcher, shared by the checks below, with the number of tells."""
     if name not in _reference:
-        ev, states = Counting(), []
-        s = run(searcher(name), ev, on_tell=lambda sr: states.append(json.loads(json.dumps(sr.state_dict()))))
-        _reference[name] = (s, ev, states)
+        ev, tells = Counting(), []
+        s = run(searcher(name), ev, on_tell=lambda sr: tells.append(sr.n_told))
+        _reference[name] = (s, ev, tells)
     return _reference[name]
 
 
@@ -78,15 +97,18 @@ def test_same_seed_same_answer(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_resume_after_interruption(name):
-    """Stopped after some tell and rebuilt from that tell's state_dict, a searcher ends where an
-    uninterrupted run ends (checked at up to five interruption points, first and last included)."""
-    s, _, states = reference(name)
-    n = len(states) - 1  # the last state is already done
+    """Stopped after some tell, then rebuilt from scratch and replayed from the ledger (resume), a
+    searcher ends where an uninterrupted run ends, and computes only what the ledger lacks
+    (checked at up to five interruption points, first and last included)."""
+    s, ev, tells = reference(name)
+    n = len(tells) - 1  # after the last tell it is done
     for at in sorted({0, n // 3, n // 2, 2 * n // 3, n - 1}) if n > 0 else []:
-        resumed = searcher(name)
-        resumed.load_state_dict(states[at])
-        run(resumed, Counting())
+        first = Ledgered()
+        run(searcher(name), first, stop=lambda: len(first.ledger) >= tells[at])
+        again = Ledgered(first.ledger)
+        resumed = run(searcher(name), again)
         assert resumed.result() == s.result() and resumed.used == s.used and resumed.history == s.history, at
+        assert again.replayed == len(first.ledger) and again.spent + first.spent == pytest.approx(ev.spent), at
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -98,7 +120,7 @@ def test_unknown_parameter_is_one_line(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_budget_too_small_is_one_line(name):
-    cls = REGISTRY[name]
+    cls = SEARCHERS.get(name)
     need = cls.min_budget(SPACE, cls.parse_params({}))
     with pytest.raises(GhostsearchError, match="raise search.budget") as e:
         make_searcher(name, SPACE, budget=Budget(evaluations=need - 0.5))

@@ -8,7 +8,7 @@ import warnings
 import pytest
 from search_synthetic import Synthetic
 
-from ghostsearch.search import REGISTRY, Space, make_searcher, run
+from ghostsearch.search import SEARCHERS, Space, make_searcher, run
 
 L, K, INSTANCES = 12, 4, range(5)
 SPACE = Space(L, K)
@@ -31,7 +31,7 @@ def result(name: str, instance: int, params: dict | None = None):
 
 # (label, searcher, params): every registered searcher with defaults; bo with TPE here, since its
 # default GPSampler costs about a second of CPU per trial (see the slow test below).
-CASES = [(n, n, None) for n in sorted(REGISTRY) if n != "bo"] + [("bo-tpe", "bo", {"sampler": "tpe"})]
+CASES = [(n, n, None) for n in SEARCHERS.names() if n != "bo"] + [("bo-tpe", "bo", {"sampler": "tpe"})]
 CASE = {label: (name, params) for label, name, params in CASES}
 
 

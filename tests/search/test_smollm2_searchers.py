@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 
 from ghostsearch.scoring import Scorer
-from ghostsearch.search.base import REGISTRY, Budget, Space, make_searcher, run
+from ghostsearch.search import SEARCHERS, Budget, Space, make_searcher, run
 from ghostsearch.stack import Stack
-from objectives import CalibrationSpec
+from ghostsearch.objectives import CalibrationSpec, ObjectiveSpec
 
 pytestmark = pytest.mark.slow
 
@@ -44,11 +44,11 @@ def test_every_searcher_vs_oneshot_on_smollm2(smollm2, data_dir):
     model, tok = smollm2
     sc = Scorer(Stack(model), tok)
     dataset = "c4" if data_dir else "lambada"
-    key = sc.prepare("perplexity", CalibrationSpec(dataset, 2, 64, 0, data_dir))
+    key = sc.prepare(ObjectiveSpec.make("perplexity", CalibrationSpec(dataset, 2, 64, 0, data_dir)))
     ev = ScorerEvaluator(sc, key)
     space = Space(sc.stack.n_blocks, 6, frozenset({0, sc.stack.n_blocks - 1}))
     best = {}
-    for name in sorted(REGISTRY):
+    for name in SEARCHERS.names():
         s = make_searcher(name, space, seed=0, budget=Budget(BUDGETS.get(name)), params=PARAMS.get(name))
         run(s, ev, oracle=ev)
         best[name] = s.result()

@@ -2,44 +2,35 @@
 
 TARGET is one of
 * a run directory (config.yaml + result.json): every cell's best removed set, one row each;
-* a model directory exported by ``ghostsearch.recovery.export`` (evaluated as it is);
+* a model directory written by ``ghostsearch export`` (evaluated as it is);
 * a CONFIG file with ``--remove 3,4,5`` ('' = the dense model).
-Prints one JSON line per row; writes the rows to RUN_DIR/eval.parquet or ``--out``. Registered by
-the one line in ghostsearch/cli.py that appends ``register`` to ``EXTRA_COMMANDS``.
+Prints one JSON line per row; writes the rows to RUN_DIR/eval.parquet or ``--out``.
 """
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
+from ghostsearch.cli.common import parse_remove, print_json
 from ghostsearch.errors import GhostsearchError
+from ghostsearch.recovery import RECOVERY
 
 
-def _repair(model, tok, removed, cfg, method: str):
-    """The pruned copy of ``model``, repaired by ``method`` through ghostsearch.recovery when it offers that."""
-    from ghostsearch.stack import physically_prune
-
-    if method == "none":
-        return physically_prune(model, removed)
-    from ghostsearch.recovery.apply import repaired_model
-
-    cfg.recovery.method = method
-    return repaired_model(model, tok, removed, cfg)
-
-
-def _check_recovery(method: str) -> None:
-    if method == "none":
-        return
-    from ghostsearch.recovery.base import get_recovery
-
-    get_recovery(method)
+def add(sub) -> None:
+    sp = sub.add_parser("eval", help="downstream perplexity and zero-shot accuracy of pruned models")
+    sp.add_argument("target", help="RUN_DIR, an exported model directory, or a CONFIG (with --remove)")
+    sp.add_argument("overrides", nargs="*", help="key=value overrides, e.g. eval.ppl_max_seq=8")
+    sp.add_argument("--remove", default=None, help="with a CONFIG: comma-separated block indices ('' = dense)")
+    sp.add_argument("--limit", type=int, default=None, help="documents per task / LAMBADA passages (eval.limit)")
+    sp.add_argument("--tasks", default=None, help="comma-separated zero-shot tasks ('' = none; default eval.tasks)")
+    sp.add_argument("--recovery", default="none", choices=RECOVERY.names(), help="repair before evaluating")
+    sp.add_argument("--out", default=None, help="Parquet file (default: RUN_DIR/eval.parquet; none otherwise)")
 
 
-def _target(args):
+def target(args):
     """(config, [(cell, removed, value)] or None for an exported model, default Parquet path)."""
-    from ghostsearch.cli import _parse_remove
     from ghostsearch.config import load_config
+    from ghostsearch.rundir import run_config
 
     t = Path(args.target)
     if (t / "result.json").exists():
@@ -49,7 +40,7 @@ def _target(args):
         jobs = [(cell, r["removed"], r.get("value")) for cell, r in result.get("searchers", {}).items()]
         if not jobs:
             raise GhostsearchError(f"{t}/result.json has no searcher results; finish the search first")
-        return load_config(str(t / "config.yaml"), args.overrides), jobs, t / "eval.parquet"
+        return run_config(t, args.overrides), jobs, t / "eval.parquet"
     if (t / "config.json").exists():
         if args.remove is not None or args.recovery != "none":
             raise GhostsearchError(f"{t} is an exported model (already pruned and repaired); drop --remove/--recovery")
@@ -59,25 +50,22 @@ def _target(args):
     if t.is_file():
         if args.remove is None:
             raise GhostsearchError(f"eval {t} needs --remove BLOCKS (e.g. --remove 3,4,5; '' = dense)")
-        return load_config(str(t), args.overrides), [("remove", _parse_remove(args.remove), None)], None
+        return load_config(str(t), args.overrides), [("remove", parse_remove(args.remove), None)], None
     raise GhostsearchError(f"{t} is neither a run directory (result.json), an exported model directory "
                            "(config.json) nor a config file")
 
 
-def cmd_eval(args) -> None:
-    from ghostsearch.evaluate import check_tasks, evaluate_model
+def run(args) -> None:
+    from ghostsearch.evaluate import check_tasks, evaluate_model, write_rows
+    from ghostsearch.models import load_model, resolve_dtype
 
-    cfg, jobs, out = _target(args)
+    cfg, jobs, out = target(args)
     if args.limit is not None:
         cfg.eval.limit = args.limit
     if args.tasks is not None:
         cfg.eval.tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
     check_tasks(cfg.eval.tasks, cfg.data_dir)  # every input error before the model loads
-    _check_recovery(args.recovery)
     out = Path(args.out) if args.out else out
-
-    from ghostsearch.models import load_model, resolve_dtype
-
     rows = []
     if jobs is None:
         from transformers import AutoTokenizer
@@ -88,46 +76,19 @@ def cmd_eval(args) -> None:
         model = load_pruned(args.target, dtype=resolve_dtype(cfg.dtype, device), device=device)
         rows.append({"model": str(args.target), **evaluate_model(model, AutoTokenizer.from_pretrained(args.target),
                                                                   cfg.eval, cfg.data_dir)})
-        print(json.dumps(rows[-1]))
+        print_json(rows[-1])
     else:
-        from ghostsearch.scoring import check_removed
-        from ghostsearch.stack import Stack
+        from ghostsearch.recovery.repair import repair
+        from ghostsearch.stack import Stack, check_removed
 
         model, tok = load_model(cfg.model, dtype=cfg.dtype, device=cfg.resolved_device(),
                                 trust_remote_code=cfg.trust_remote_code)
         for cell, removed, value in jobs:
             removed = list(check_removed(removed, Stack(model).n_blocks))
-            pruned = _repair(model, tok, removed, cfg, args.recovery)
+            pruned = repair(model, tok, removed, cfg, args.recovery)
             rows.append({"cell": cell, "removed": removed, "value": value, "recovery": args.recovery,
                          **evaluate_model(pruned, tok, cfg.eval, cfg.data_dir)})
-            print(json.dumps(rows[-1]))
+            print_json(rows[-1])
             del pruned
     if out is not None:
         write_rows(rows, out)
-
-
-def write_rows(rows: list[dict], path: Path) -> None:
-    """Rows to Parquet (atomic); removed is list<int64> and value float64 even when empty or null."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    fixed = {"removed": pa.list_(pa.int64()), "value": pa.float64()}
-    table = pa.Table.from_pylist(rows)
-    table = table.cast(pa.schema([pa.field(f.name, fixed.get(f.name, f.type)) for f in table.schema]))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    pq.write_table(table, tmp)
-    os.replace(tmp, path)
-
-
-def register(sub, with_config) -> None:
-    sp = sub.add_parser("eval", help="downstream perplexity and zero-shot accuracy of pruned models")
-    sp.add_argument("target", help="RUN_DIR, an exported model directory, or a CONFIG (with --remove)")
-    sp.add_argument("overrides", nargs="*", help="key=value overrides, e.g. eval.ppl_max_seq=8")
-    sp.add_argument("--remove", default=None, help="with a CONFIG: comma-separated block indices ('' = dense)")
-    sp.add_argument("--limit", type=int, default=None, help="documents per task / LAMBADA passages (eval.limit)")
-    sp.add_argument("--tasks", default=None, help="comma-separated zero-shot tasks ('' = none; default eval.tasks)")
-    sp.add_argument("--recovery", default="none", 
-                    help="repair before evaluating: ghosted | linearpatch | replaceme | none")
-    sp.add_argument("--out", default=None, help="Parquet file (default: RUN_DIR/eval.parquet; none otherwise)")
-    sp.set_defaults(func=cmd_eval)

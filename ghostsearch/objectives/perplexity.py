@@ -11,7 +11,7 @@ import torch
 
 from ghostsearch import data
 from ghostsearch.stack import Batch, Stack
-from objectives.base import Objective, register, split_rows
+from ghostsearch.objectives.base import Objective, split_rows
 
 
 def text_windows(spec, tokenizer) -> torch.Tensor:
@@ -19,7 +19,6 @@ def text_windows(spec, tokenizer) -> torch.Tensor:
     return data.sample_windows(ids, spec.n_seq, spec.seq_len, spec.seed, name=spec.dataset)
 
 
-@register
 class Perplexity(Objective):
     name = "perplexity"
     default_dataset = "c4"

@@ -12,8 +12,8 @@ import torch
 from ghostsearch import data
 from ghostsearch.errors import GhostsearchError
 from ghostsearch.stack import Batch, Stack
-from objectives.base import Objective, register, split_rows
-from objectives.perplexity import text_windows
+from ghostsearch.objectives.base import Objective, split_rows
+from ghostsearch.objectives.perplexity import text_windows
 
 
 def _topk_kl(lq: torch.Tensor, lp: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
@@ -25,7 +25,6 @@ def _topk_kl(lq: torch.Tensor, lp: torch.Tensor, idx: torch.Tensor) -> torch.Ten
     return (p * (lp - lq_k)).sum(1) + p_rest * (p_rest.log() - q_rest.log())
 
 
-@register
 class KL(Objective):
     name = "kl"
     default_dataset = "c4"

@@ -17,7 +17,7 @@ import torch
 from ghostsearch import data
 from ghostsearch.errors import GhostsearchError
 from ghostsearch.stack import Batch, Stack
-from objectives.base import Objective, register
+from ghostsearch.objectives.base import Objective
 
 
 def tokenize_item(tokenizer, item: data.MCItem) -> tuple[list[int], list[list[int]]]:
@@ -78,7 +78,6 @@ def margins(pair_lp: torch.Tensor, pair_item: torch.Tensor, gold_pair: torch.Ten
     return pair_lp[gold_pair] - best_other
 
 
-@register
 class Margin(Objective):
     name = "margin"
     default_dataset = "commonsense"

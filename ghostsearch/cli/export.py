@@ -1,0 +1,52 @@
+"""``ghostsearch export (RUN_DIR | CONFIG --remove 3,4,5) --method M --out DIR [--force]``: a
+pruned (and repaired) model directory; from a run directory the best finalist unless --remove."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ghostsearch.cli.common import parse_remove, print_json
+from ghostsearch.errors import GhostsearchError
+from ghostsearch.recovery import RECOVERY
+
+
+def add(sub) -> None:
+    sp = sub.add_parser("export", help="write a pruned (and repaired) model directory")
+    sp.add_argument("source", help="a run directory, or a YAML config with --remove")
+    sp.add_argument("overrides", nargs="*", help="key=value config overrides")
+    sp.add_argument("--remove", default=None, help="comma-separated block indices, e.g. 3,4,5")
+    sp.add_argument("--method", choices=RECOVERY.names(), required=True, help="repair to apply before writing")
+    sp.add_argument("--out", required=True, help="the model directory to write")
+    sp.add_argument("--force", action="store_true", help="replace --out if it exists")
+    sp.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+
+
+def run(args) -> Path:
+    import torch
+
+    from ghostsearch.config import load_config
+    from ghostsearch.models import load_model
+    from ghostsearch.recovery.export import export
+    from ghostsearch.recovery.repair import fit
+    from ghostsearch.rundir import finalists, run_config
+    from ghostsearch.stack import Stack, check_removed
+
+    src, out = Path(args.source), args.out
+    if Path(out).expanduser().exists() and not args.force:
+        raise GhostsearchError(f"export directory {out} already exists; pass --force to replace it or choose another --out")
+    if src.is_dir():
+        cfg = run_config(src, args.overrides)
+        removed = parse_remove(args.remove) if args.remove is not None else list(finalists(src)[0][1])
+    else:
+        if args.remove is None:
+            raise GhostsearchError(f"export from a config file needs --remove, e.g. --remove 3,4,5 ({src} is not a run directory)")
+        cfg, removed = load_config(str(src), args.overrides), parse_remove(args.remove)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    model, tok = load_model(cfg.model, dtype=cfg.dtype, device=cfg.resolved_device(),
+                            trust_remote_code=cfg.trust_remote_code)
+    removed = check_removed(removed, Stack(model).n_blocks)
+    ops = fit(model, tok, removed, cfg, args.method)
+    path = export(model, removed, args.method, ops, out, force=args.force, tokenizer=tok)
+    print_json({"out": str(path), "method": args.method, "removed": list(removed),
+                "blocks": Stack(model).n_blocks - len(removed)})
+    return path

@@ -1,0 +1,52 @@
+"""``ghostsearch``: the parser, built from the explicit list of command modules. Errors a user can
+cause print one line (no traceback unless --debug) and exit 2."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ghostsearch.cli import compare, export, pool, recover, score, search
+from ghostsearch.cli import eval as eval_cmd
+from ghostsearch.errors import GhostsearchError
+from ghostsearch.logs import quiet_libraries
+
+# name -> module with add(sub) and run(args); the order of `ghostsearch --help`
+COMMANDS = {"score": score, "search": search, "compare": compare, "pool": pool, "recover": recover,
+            "export": export, "eval": eval_cmd}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="ghostsearch", description="Depth-pruning search for LLMs on Ray.")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    for module in COMMANDS.values():
+        module.add(sub)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    # key=value overrides may come after flags too: `search CONFIG --no-progress k=6`
+    stray = [a for a in extra if a.startswith("-") or "=" not in a or not hasattr(args, "overrides")]
+    if stray:
+        parser.error(f"unrecognized arguments: {' '.join(stray)}")
+    if extra:
+        args.overrides = list(args.overrides or []) + extra
+    quiet_libraries()
+    try:
+        COMMANDS[args.cmd].run(args)
+    except GhostsearchError as e:
+        if args.debug:
+            raise
+        print(f"ghostsearch: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("ghostsearch: interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,20 @@
+"""``ghostsearch recover RUN_DIR --method M [--top N]``: repair the best finalists of a run;
+writes RUN_DIR/recovery.parquet and prints one JSON line per finalist."""
+from __future__ import annotations
+
+from ghostsearch.cli.common import print_json
+from ghostsearch.recovery import RECOVERY
+
+
+def add(sub) -> None:
+    sp = sub.add_parser("recover", help="repair the top-N finalists of a run; writes RUN_DIR/recovery.parquet")
+    sp.add_argument("run_dir", help="a run directory (config.yaml + result.json)")
+    sp.add_argument("--method", choices=RECOVERY.names(), default=None, help="default: the run's recovery.method")
+    sp.add_argument("--top", type=int, default=None, help="finalists to repair (default: recovery.top)")
+    sp.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+
+
+def run(args) -> None:
+    from ghostsearch.recovery.recover import recover
+
+    recover(args.run_dir, args.method, args.top, args.threads, on_row=print_json)

@@ -1,0 +1,27 @@
+"""``ghostsearch score CONFIG --remove 3,7,12``: one removed set scored; one JSON line."""
+from __future__ import annotations
+
+from ghostsearch.cli.common import add_config_command, parse_remove, print_json
+
+
+def add(sub) -> None:
+    sp = add_config_command(sub, "score", "score one removed set; prints one JSON line")
+    sp.add_argument("--remove", required=True, help="comma-separated block indices, e.g. 3,7,12 ('' = dense)")
+    sp.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+
+
+def run(args) -> None:
+    from ghostsearch.config import load_config
+    from ghostsearch.recovery.aware import prepare
+    from ghostsearch.scoring import scorer_from_config
+    from ghostsearch.stack import check_removed
+
+    cfg = load_config(args.config, args.overrides)
+    removed = parse_remove(args.remove)
+    if len(removed) != len(set(removed)):  # cheap checks before loading the model
+        check_removed(removed, 10**9)
+    sc = scorer_from_config(cfg, threads=args.threads)
+    removed = check_removed(removed, sc.stack.n_blocks)
+    r = sc.score(prepare(sc, cfg.objective_spec()), removed)
+    print_json({"objective": cfg.objective, "removed": list(removed), "value": r["value"],
+                "tokens": r["tokens"], "seconds": round(r["seconds"], 4)})

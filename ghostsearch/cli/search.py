@@ -1,0 +1,21 @@
+"""``ghostsearch search CONFIG``: the configured searcher on the scoring pool; writes RUN_DIR."""
+from __future__ import annotations
+
+from ghostsearch.cli.common import add_config_command, print_json
+
+
+def add(sub) -> None:
+    sp = add_config_command(sub, "search", "run the configured searcher on the scoring pool; writes RUN_DIR")
+    sp.add_argument("--address", default=None, help="Ray cluster address (default: $RAY_ADDRESS or a local Ray)")
+    sp.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def run(args) -> None:
+    from ghostsearch.config import load_config
+    from ghostsearch.runner import search
+
+    cfg = load_config(args.config, args.overrides)
+    res = search(cfg, address=args.address, progress=not args.no_progress)
+    for cell, r in res["searchers"].items():
+        print_json({"cell": cell, "removed": r["removed"], "value": r["value"], "evaluations": r["evaluations"],
+                    "wall_seconds": round(r["wall_seconds"], 2), "out": cfg.out})

@@ -1,0 +1,113 @@
+"""The Objective protocol.
+
+An objective turns a calibration spec into micro-batches once (``build``), may cache dense
+references once (``attach``), and maps the final hidden states of a pruned model (before the
+final norm) to a loss sum and a count (``loss``). ``value(sum, count)`` is what searchers
+minimise. Fidelity: ``loss`` is asked for the first ``rows`` rows of a micro-batch only.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+
+from ghostsearch.errors import GhostsearchError
+from ghostsearch.registry import Registry
+from ghostsearch.stack import Batch, Captured, Stack
+
+
+@dataclass(frozen=True)
+class CalibrationSpec:
+    """Which calibration data an objective is built from (resolved: a concrete dataset name)."""
+
+    dataset: str
+    n_seq: int = 8
+    seq_len: int = 256
+    seed: int = 0
+    data_dir: str | None = None
+    micro_batch: int = 8
+
+    def key(self) -> str:
+        return f"{self.dataset}:{self.n_seq}x{self.seq_len}:s{self.seed}"
+
+
+@dataclass(frozen=True)
+class AwareSpec:
+    """Recovery-aware scoring: values are those of the model AFTER this repair of every cut
+    (``search.recovery_aware``). ``max_window``: the longest cut whose operator is precomputed."""
+
+    method: str = "ghosted"
+    max_window: int = 12
+    ridge: float = 1e-6
+    solver: str = "ridge"
+
+    def key(self) -> str:
+        return f"{self.method}:w{self.max_window}:r{self.ridge:g}:{self.solver}"
+
+
+@dataclass(frozen=True)
+class ObjectiveSpec:
+    """Everything that determines an objective's values: built once from the config
+    (``Config.objective_spec``), sent across Ray as this type, keyed by ``key()`` everywhere
+    (scorer caches, broker cache, ledger)."""
+
+    name: str
+    calibration: CalibrationSpec
+    params: tuple[tuple[str, Any], ...] = ()     # sorted (key, value) pairs: hashable, one order
+    aware: AwareSpec | None = None
+
+    @classmethod
+    def make(cls, name: str, calibration: CalibrationSpec, params: dict | None = None,
+             aware: AwareSpec | None = None) -> "ObjectiveSpec":
+        return cls(name, calibration, tuple(sorted((params or {}).items())), aware)
+
+    @property
+    def param_dict(self) -> dict:
+        return dict(self.params)
+
+    def key(self) -> str:
+        aware = f"|aware={self.aware.key()}" if self.aware else ""
+        return f"{self.name}|{self.calibration.key()}|{list(self.params)}{aware}"
+
+    def build(self) -> "Objective":
+        return OBJECTIVES.get(self.name)(self.calibration, **self.param_dict)
+
+
+class Objective:
+    name: ClassVar[str] = ""
+    default_dataset: ClassVar[str] = ""
+    datasets: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, spec: CalibrationSpec, **params):
+        if spec.dataset not in self.datasets:
+            raise GhostsearchError(
+                f"objective {self.name!r} cannot use dataset {spec.dataset!r}; choose one of: {', '.join(self.datasets)}"
+            )
+        self.spec = spec
+        self.params = params
+
+    def build(self, tokenizer, dtype: torch.dtype = torch.float32) -> list[Batch]:
+        raise NotImplementedError
+
+    def attach(self, stack: Stack, batches: list[Batch], caps: list[Captured]) -> None:
+        """Cache dense references (optional)."""
+
+    def loss(self, stack: Stack, h: torch.Tensor, batch: Batch, rows: int) -> tuple[float, float]:
+        raise NotImplementedError
+
+    def value(self, total: float, count: float) -> float:
+        return total / count
+
+
+# the built-in objectives; add your own with OBJECTIVES.add(name, cls) or name it as
+# "package.module:Class" in the config (see objectives/README.md at the repository root)
+OBJECTIVES: Registry[Objective] = Registry("objective", {
+    "perplexity": "ghostsearch.objectives.perplexity:Perplexity",
+    "margin": "ghostsearch.objectives.margin:Margin",
+    "kl": "ghostsearch.objectives.kl:KL",
+})
+
+
+def split_rows(x: torch.Tensor, micro_batch: int) -> list[torch.Tensor]:
+    return [x[i:i + micro_batch] for i in range(0, x.shape[0], micro_batch)]

@@ -1,0 +1,50 @@
+"""The one repair path from a validated config, used by ``recover``, ``eval``, ``export`` and
+``compare``: which method (``RECOVERY`` registry, ``none`` included), which calibration data, and
+the pruned (and repaired) model."""
+from __future__ import annotations
+
+from ghostsearch.recovery.base import Activations, Operators, Recovery, get_recovery
+
+
+def recovery_from_config(cfg, method: str | None = None) -> Recovery:
+    """cfg.recovery (method, variant, ridge); a variant the method does not have falls back to
+    the method's default only when it is the config default ``dense``."""
+    method = method or cfg.recovery.method
+    rec = get_recovery(method, ridge=cfg.recovery.ridge)
+    variant = cfg.recovery.variant
+    if variant != rec.variant and not (variant == "dense" and variant not in rec.variants):
+        rec = get_recovery(method, variant=variant, ridge=cfg.recovery.ridge)
+    return rec
+
+
+def activations_from_config(stack, tok, cfg) -> Activations:
+    """Recovery calibrates on text (recovery.dataset, n_seq x seq_len tokens, the calibration seed),
+    whatever objective the search used: the operators only need dense activations. Micro-batches
+    are captured lazily (one at a time)."""
+    from ghostsearch.objectives import OBJECTIVES, CalibrationSpec
+
+    r = cfg.recovery
+    spec = CalibrationSpec(dataset=r.dataset or cfg.default_dataset("perplexity"), n_seq=r.n_seq,
+                           seq_len=r.seq_len, seed=cfg.calibration.seed, data_dir=cfg.data_dir,
+                           micro_batch=cfg.calibration.micro_batch)
+    return Activations(stack, OBJECTIVES.get("perplexity")(spec).build(tok, stack.dtype))
+
+
+def fit(model, tok, removed, cfg, method: str | None = None) -> Operators:
+    """Operators of ``method`` (default cfg.recovery.method) for ``removed``; a method that adds
+    nothing (``none``) needs no calibration pass."""
+    from ghostsearch.stack import Stack
+
+    stack = Stack(model)
+    rec = recovery_from_config(cfg, method)
+    if rec.identity:
+        return rec.operators(removed, stack.n_blocks, {}, [])
+    return rec.fit(stack, removed, activations_from_config(stack, tok, cfg))
+
+
+def repair(model, tok, removed, cfg, method: str | None = None):
+    """A deep copy of ``model`` with ``removed`` deleted and repaired by ``method``
+    (default cfg.recovery.method; ``none``: only pruned)."""
+    from ghostsearch.recovery.export import pruned_model
+
+    return pruned_model(model, fit(model, tok, removed, cfg, method))
