@@ -39,19 +39,10 @@ pytestmark = [
 HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parents[1]
 
-# ===========================================================================
-# PLUG-IN POINT -- what the multi-node tests submit.
-#
-# Until the CLI exists, a stand-in (jobs/standin_search.py) that keeps the
-# same contract: actors `ghostsearch-scorer-<i>` in namespace `ghostsearch`
-# spread over the nodes, metric `ghostsearch_evaluations`, RUN_DIR/ledger/*.parquet
-# (with `removed`, `value`, `node` [, `cached`]) written as it goes, RUN_DIR/result.json.
-#
-# To submit the real thing: set USE_GHOSTSEARCH_CLI = True (adjust
-# GHOSTSEARCH_SEARCH_ARGV: a budget small enough for ~1 min on 2 CPUs, two
-# scorer actors with SPREAD placement, restartable).  Nothing else changes.
-# ===========================================================================
-USE_GHOSTSEARCH_CLI = True
+# What the multi-node tests submit: actors `ghostsearch-scorer-<i>` in namespace `ghostsearch`
+# spread over the nodes, metric `ghostsearch_evaluations`, RUN_DIR/ledger written as it goes,
+# RUN_DIR/result.json. A budget small enough for ~1 min on 2 CPUs, two scorer actors with SPREAD
+# placement, restartable.
 GHOSTSEARCH_SEARCH_ARGV = [
     "ghostsearch", "search", "configs/smollm2-quick.yaml", "--no-progress",
     "out={run_dir}", "pool.actors=2", "pool.threads=1", "pool.spread=true", "pool.dashboard=false",
@@ -59,7 +50,7 @@ GHOSTSEARCH_SEARCH_ARGV = [
 ]
 RUNTIME_ENV_FILE = REPO_ROOT / "cluster" / "runtime_env.yaml"  # what users submit with
 GRAFANA_FILE = REPO_ROOT / "cluster" / "grafana" / "ghostsearch-dashboard.json"
-JOB_TIMEOUT_S = 240 if USE_GHOSTSEARCH_CLI else 120
+JOB_TIMEOUT_S = 240
 SCORER_NAME = re.compile(r"^ghostsearch-scorer-\d+(-[0-9a-f]+)?$")
 NAMESPACE = "ghostsearch"
 METRIC = "ray_ghostsearch_evaluations"
@@ -78,11 +69,8 @@ def runtime_env_for_tests() -> dict:
 
 def search_command(run_dir: Path) -> tuple[list[str], Path, dict | None]:
     """(entrypoint argv, working dir that `ray job submit --working-dir` uploads, runtime_env)."""
-    if USE_GHOSTSEARCH_CLI:
-        argv = [a.format(run_dir=run_dir) for a in GHOSTSEARCH_SEARCH_ARGV]
-        return argv, REPO_ROOT, runtime_env_for_tests()
-    return ["python", "standin_search.py", f"out={run_dir}", "n=40", "seconds=0.25"], \
-        HERE / "jobs", None
+    argv = [a.format(run_dir=run_dir) for a in GHOSTSEARCH_SEARCH_ARGV]
+    return argv, REPO_ROOT, runtime_env_for_tests()
 
 
 # ---------------------------------------------------------------------------

@@ -11,8 +11,7 @@ from tests.corpora import CALIB, PROSE
 def smol(smollm2, data_dir):
     from ghostsearch.scoring import Scorer
     from ghostsearch.stack import Stack
-    from ghostsearch.objectives import AwareSpec, CalibrationSpec, ObjectiveSpec
-    from ghostsearch.recovery.aware import prepare
+    from ghostsearch.objectives import CalibrationSpec, ObjectiveSpec
 
     sc = Scorer(Stack(smollm2[0]), smollm2[1])
     calib = sc.prepare(ObjectiveSpec.make("perplexity", CalibrationSpec(CALIB, 32, 128, 0, data_dir, micro_batch=16)))

@@ -6,7 +6,7 @@ import pytest
 from ghostsearch.config import load_config
 from ghostsearch.errors import GhostsearchError
 
-CONFIGS = sorted((Path(__file__).parents[1] / "configs").glob("*.yaml"))
+CONFIGS = sorted((Path(__file__).parents[2] / "configs").glob("*.yaml"))
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=[p.name for p in CONFIGS])
