@@ -4,7 +4,7 @@
 
 1. Throughput of the real scorer (SmolLM2) with 1 vs 2 scorer actors, one torch thread each:
    the same distinct candidates through the broker; ratio 2-actor / 1-actor (target >= 1.7x on 2 cores).
-2. Pool overhead per evaluation with a no-op scorer (model '__noop__'): driver -> broker -> actor ->
+2. Pool overhead per evaluation with a no-op scorer (``NoopScorer`` below, no model): driver -> broker -> actor ->
    broker -> driver for distinct candidates; median and p90 ms per evaluation (target median <= 5 ms).
 3. The ledger's share of it: a journal line per row (now) vs a Parquet part per row (before), ratio.
 """
@@ -24,7 +24,21 @@ import ray  # noqa: E402
 from ghostsearch.config import load_config  # noqa: E402
 from ghostsearch.rundir.ledger import Ledger  # noqa: E402
 from ghostsearch.pool.pool import PoolClient, connect, start_pool  # noqa: E402
-from ghostsearch.search.base import Candidate  # noqa: E402
+from ghostsearch.search import Candidate  # noqa: E402
+
+
+@ray.remote(max_restarts=-1, max_task_retries=0)
+class NoopScorer:
+    """A stand-in for ScorerActor with no model: the value is the sum of the removed blocks."""
+
+    def __init__(self, cfg, threads: int, name: str):
+        self.name, self.node = name, ray.get_runtime_context().get_node_id()
+
+    def info(self) -> dict:
+        return {"name": self.name, "node": self.node, "pid": os.getpid(), "n_blocks": 0}
+
+    def score(self, spec, removed: tuple, fidelity: float, prefix) -> dict:
+        return {"value": float(sum(removed)), "tokens": 0, "seconds": 0.0, "actor": self.name, "node": self.node}
 
 
 def candidates(n, L=30, k=6, seed=0):
@@ -94,8 +108,8 @@ def main():
         print(f"throughput: 1 actor {r1:.3f} eval/s | 2 actors {r2:.3f} eval/s | ratio {r2 / r1:.2f}x "
               "(target >= 1.7x)")
 
-    cfg = load_config(None, ["model=__noop__", "pool.actors=2", "pool.threads=1", "calibration.dataset=lambada"])
-    broker = start_pool(cfg)
+    cfg = load_config(None, ["pool.actors=2", "pool.threads=1", "calibration.dataset=lambada"])
+    broker = start_pool(cfg, actor_class=NoopScorer)
     client = PoolClient(broker, cfg.objective_spec(), Ledger(tmp), "noop", 0, cfg.model, cfg.dtype)
     lat = []
     for c in candidates(args.noop_evals, seed=2):

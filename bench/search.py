@@ -80,7 +80,8 @@ def main():
     from ghostsearch.compare import grid, run_cells
     from ghostsearch.config import load_config
     from ghostsearch.pool.pool import connect, start_pool
-    from ghostsearch.runs import model_depth, open_run_dir
+    from ghostsearch.models import model_depth
+    from ghostsearch.rundir import open_run_dir
 
     import ray
 
@@ -91,7 +92,7 @@ def main():
     run_dir = open_run_dir(cfg, "bench-search")
     connect(None, dashboard=False)
     try:
-        run_cells(cfg, start_pool(cfg), run_dir, grid(cfg), model_depth(cfg))
+        run_cells(cfg, start_pool(cfg), run_dir, grid(cfg), model_depth(cfg.model))
     finally:
         ray.shutdown()
     report(run_dir, args.objective, args.k)

@@ -327,4 +327,6 @@ def protected_blocks(cfg: Config, n_blocks: int) -> frozenset[int]:
 
 
 def save_config(cfg: Config, path: Path) -> None:
-    path.write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+    from ghostsearch.io import write_text_atomic
+
+    write_text_atomic(path, yaml.safe_dump(cfg.to_dict(), sort_keys=False))

@@ -199,13 +199,11 @@ def task_file(task: str, data_dir: str | None = None) -> Path:
 
     out = cache_dir() / "tasks" / f"{task}.jsonl"
     if not out.exists():
+        from ghostsearch.io import write_text_atomic
+
         rows = task_rows(task, data_dir)
         out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_suffix(".tmp")
-        with open(tmp, "w") as f:
-            for r in rows:
-                f.write(json.dumps(r) + "\n")
-        os.replace(tmp, out)
+        write_text_atomic(out, "".join(json.dumps(r) + "\n" for r in rows))
     return out
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from ghostsearch.io import write_text_atomic
 from ghostsearch.rundir.ledger import read_ledger
 
 
@@ -342,11 +343,11 @@ def write_report(run_dir: Path, table: pa.Table, stats: dict, cfg) -> Path:
                         ("spearman", "Calibration vs accuracy")):
         lines += [f"## {title}", "", f"![{title}](plots/{name}.png)", ""]
     md = "\n".join(lines)
-    (run_dir / "report.md").write_text(md)
-    (run_dir / "report.html").write_text(_html(md))
-    (run_dir / "summary.json").write_text(json.dumps({"summary": summary(rows), "spread": spread(rows),
-                                                      "correlations": correlations(rows), "lorp": view},
-                                                     indent=2, default=_json_default))
+    write_text_atomic(run_dir / "report.md", md)
+    write_text_atomic(run_dir / "report.html", _html(md))
+    write_text_atomic(run_dir / "summary.json", json.dumps({"summary": summary(rows), "spread": spread(rows),
+                                                            "correlations": correlations(rows), "lorp": view},
+                                                           indent=2, default=_json_default))
     return run_dir / "report.md"
 
 

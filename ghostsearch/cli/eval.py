@@ -8,7 +8,6 @@ Prints one JSON line per row; writes the rows to RUN_DIR/eval.parquet or ``--out
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from ghostsearch.cli.common import parse_remove, print_json
@@ -30,17 +29,13 @@ def add(sub) -> None:
 def target(args):
     """(config, [(cell, removed, value)] or None for an exported model, default Parquet path)."""
     from ghostsearch.config import load_config
-    from ghostsearch.rundir import run_config
+    from ghostsearch.rundir import cells, run_config
 
     t = Path(args.target)
     if (t / "result.json").exists():
         if args.remove is not None:
             raise GhostsearchError(f"{t} is a run directory; it gives the removed sets, drop --remove")
-        result = json.loads((t / "result.json").read_text())
-        jobs = [(cell, r["removed"], r.get("value")) for cell, r in result.get("searchers", {}).items()]
-        if not jobs:
-            raise GhostsearchError(f"{t}/result.json has no searcher results; finish the search first")
-        return run_config(t, args.overrides), jobs, t / "eval.parquet"
+        return run_config(t, args.overrides), cells(t), t / "eval.parquet"
     if (t / "config.json").exists():
         if args.remove is not None or args.recovery != "none":
             raise GhostsearchError(f"{t} is an exported model (already pruned and repaired); drop --remove/--recovery")

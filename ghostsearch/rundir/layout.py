@@ -69,20 +69,25 @@ def run_config(run_dir: Path, overrides=None) -> Config:
     return load_config(str(Path(run_dir) / "config.yaml"), overrides)
 
 
-def finalists(run_dir: Path) -> list[tuple[str, tuple[int, ...], float]]:
-    """(cell, removed, value) of RUN_DIR/result.json, best (lowest) value first, each removed set once."""
+def cells(run_dir: Path) -> list[tuple[str, tuple[int, ...], float]]:
+    """(cell, removed, value) of every cell in RUN_DIR/result.json, in the file's order."""
     path = Path(run_dir) / "result.json"
     if not path.exists():
         raise GhostsearchError(f"{path} does not exist; run `ghostsearch search` into {run_dir} first")
     try:
-        cells = json.loads(path.read_text())["searchers"]
-        rows = sorted((float(c["value"]), name, tuple(sorted(c["removed"]))) for name, c in cells.items())
+        out = [(name, tuple(sorted(c["removed"])), float(c["value"]))
+               for name, c in json.loads(path.read_text())["searchers"].items()]
     except (ValueError, KeyError, TypeError, AttributeError) as e:
         raise GhostsearchError(f"{path} is not a ghostsearch result ({e}); re-run the search") from None
-    if not rows:
+    if not out:
         raise GhostsearchError(f"{path} has no searcher results; finish the search first")
+    return out
+
+
+def finalists(run_dir: Path) -> list[tuple[str, tuple[int, ...], float]]:
+    """The cells' removed sets, best (lowest) value first, each removed set once."""
     seen, out = set(), []
-    for value, name, removed in rows:
+    for name, removed, value in sorted(cells(run_dir), key=lambda c: (c[2], c[0])):
         if removed not in seen:
             seen.add(removed)
             out.append((name, removed, value))

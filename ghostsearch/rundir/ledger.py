@@ -11,7 +11,6 @@ the report and the comparison read.
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 import uuid
@@ -19,6 +18,8 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from ghostsearch.io import write_parquet_atomic
 
 SCHEMA = pa.schema([
     ("eval_id", pa.string()),
@@ -75,10 +76,7 @@ class Ledger:
         if not journals and len(parts) <= 1:
             return
         table = read_ledger(self.dir.parent)
-        name = f"part-{time.time_ns():020d}-compact.parquet"
-        tmp = self.dir / f".{name}.tmp"
-        pq.write_table(table, tmp)
-        os.replace(tmp, self.dir / name)
+        write_parquet_atomic(self.dir / f"part-{time.time_ns():020d}-compact.parquet", table)
         for p in parts + journals:
             p.unlink(missing_ok=True)
 
