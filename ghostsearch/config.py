@@ -21,7 +21,8 @@ from ghostsearch.errors import GhostsearchError
 
 @dataclass
 class Calibration:
-    dataset: str | None = None   # None: the objective's default (c4 for perplexity/kl, commonsense for margin)
+    dataset: str | None = None   # None or auto: the objective's default (c4 for perplexity/kl, commonsense for
+    #                              margin), falling back (printed, recorded) where it is missing; a named one never falls back
     n_seq: int = 8               # sequences (perplexity, kl) or items (margin)
     seq_len: int = 256           # tokens per sequence (max prompt tokens for margin)
     seed: int = 0
@@ -82,6 +83,8 @@ class Eval:
     limit: int | None = None
     ppl_seq_len: int = 512
     ppl_max_seq: int | None = 64
+    protocol: str = "quick"      # quick: ppl_max_seq windows of ppl_seq_len; paper: the whole set in
+    #                              non-overlapping windows of min(2048, the model's context) (SLEB/ShortGPT)
     batch_size: int = 16
 
 
@@ -92,6 +95,8 @@ class Compare:  # None: the single value (searcher, objective, k, seed); an expl
     ks: list[int] | None = None
     seeds: list[int] | None = None
     concurrent: int = 4
+    budget: str = "matched"   # matched: ga/bo/cbo get exactly greedy's cost at each k; own: each searcher's own
+    recovery: list[str] = field(default_factory=lambda: ["none", "ghosted"])  # finalists evaluated under each
 
 
 @dataclass
@@ -146,7 +151,7 @@ class Config:
 
         obj = objective or self.objective
         c = self.calibration.for_objective(obj)
-        return CalibrationSpec(dataset=c.dataset or self.default_dataset(obj), n_seq=c.n_seq, seq_len=c.seq_len,
+        return CalibrationSpec(dataset=c.dataset if c.dataset not in (None, "auto") else self.default_dataset(obj), n_seq=c.n_seq, seq_len=c.seq_len,
                                seed=c.seed, data_dir=self.data_dir, micro_batch=c.micro_batch)
 
     def objective_spec(self, objective: str | None = None):
@@ -286,7 +291,7 @@ def validate(cfg: Config) -> None:
         c = cfg.calibration.for_objective(name)
         where = "calibration." if name not in cfg.calibration.per_objective else f"calibration.per_objective.{name}."
         datasets = OBJECTIVES.get(name).datasets
-        if c.dataset is not None and c.dataset not in datasets:
+        if c.dataset not in (None, "auto") and c.dataset not in datasets:
             raise GhostsearchError(f"{where}dataset={c.dataset!r} does not suit objective {name!r}; "
                                    f"choose one of: {', '.join(datasets)}")
         for key in ("n_seq", "seq_len", "micro_batch"):
@@ -310,6 +315,20 @@ def validate(cfg: Config) -> None:
     if cfg.search.recovery_aware not in (None, "ghosted"):
         raise GhostsearchError(f"search.recovery_aware={cfg.search.recovery_aware!r}; recovery-aware scoring "
                                "supports ghosted (or leave it unset)")
+    if cfg.eval.protocol not in ("quick", "paper"):
+        raise GhostsearchError(f"eval.protocol={cfg.eval.protocol!r}; use quick (ppl_max_seq windows) or paper "
+                               "(the whole set in windows of min(2048, context))")
+    if cfg.compare.budget not in ("matched", "own"):
+        raise GhostsearchError(f"compare.budget={cfg.compare.budget!r}; use matched (ga/bo/cbo get greedy's cost) or own")
+    if not cfg.compare.recovery:
+        raise GhostsearchError("compare.recovery is empty; list the repairs finalists are evaluated under, "
+                               "e.g. [none, ghosted]")
+    for m in cfg.compare.recovery:
+        if m not in RECOVERY:
+            raise GhostsearchError(f"compare.recovery has {m!r}; use any of: {', '.join(RECOVERY.names())}")
+    if cfg.recovery.dataset not in (None, "auto") and cfg.recovery.dataset not in ("c4", "wikitext2", "lambada"):
+        raise GhostsearchError(f"recovery.dataset={cfg.recovery.dataset!r}; repair calibrates on text: "
+                               "c4, wikitext2, lambada or auto")
     if cfg.search.aware_window < 1:
         raise GhostsearchError(f"search.aware_window={cfg.search.aware_window}; use 1 or more")
     if cfg.data_dir is not None and not Path(cfg.data_dir).expanduser().is_dir():

