@@ -3,11 +3,16 @@
 Ghosted Layers: for a cut [a, b), X_pre = the state entering block a, X_post = the state entering
 block b (dense model), Delta = X_post - X_pre, M* = argmin ||X_pre M - Delta||_F, solved from
 Gram matrices accumulated in float64 (``gram.GramLS``). Variants: ``dense`` (every operator from
-dense activations, the paper) and ``sequential`` (X_pre of each cut taken from the model already
-pruned and repaired up to that cut; the target stays dense). Applied in fp32, cast back.
+dense activations, the paper), ``sequential`` (X_pre of each cut taken from the model already
+pruned and repaired up to that cut; the target stays dense) and ``symmetric`` (an ablation: the
+best SYMMETRIC M in closed form, ``GramLS.solve_symmetric``; W = I + M is then symmetric like
+LinearPatch's operator, so the difference to ``dense`` is what the antisymmetric part buys).
+Applied in fp32, cast back.
 
-Per operator the report gives the antisymmetric share ||(M - M^T)/2||_F / ||M||_F and the relative
-alignment error ||X_post - X_pre (I + M)||_F / ||X_post||_F before (M = 0) and after.
+Per operator the report gives the antisymmetric share of W* = I + M, ||(W - W^T)/2||_F / ||W||_F
+(``antisymmetric_share_w``, the paper's quantity), the same share of M alone
+(``antisymmetric_share``; the identity dilutes the first), and the relative alignment error
+||X_post - X_pre (I + M)||_F / ||X_post||_F before (M = 0) and after.
 """
 from __future__ import annotations
 
@@ -32,10 +37,12 @@ def residual_fn(m: torch.Tensor):
     return fn
 
 
-def antisymmetric_share(m: torch.Tensor | None) -> float:
+def antisymmetric_share(m: torch.Tensor | None, identity: bool = False) -> float:
+    """||(A - A^T)/2||_F / ||A||_F for A = M, or A = I + M with ``identity`` (M None: 0)."""
     if m is None:
         return 0.0
-    norm = float(m.norm())
+    a = m + torch.eye(m.shape[0], dtype=m.dtype, device=m.device) if identity else m
+    norm = float(a.norm())
     return float(((m - m.T) / 2).norm()) / norm if norm > 0 else 0.0
 
 
@@ -70,6 +77,10 @@ class ResidualLinear(Recovery):
     def solve(self, st: CutStats) -> torch.Tensor | None:
         raise NotImplementedError
 
+    def describe(self, st: CutStats) -> dict:
+        """Method-specific report entries of one cut."""
+        return {}
+
     @torch.no_grad()
     def fit(self, stack, removed, data: Activations):
         removed = check_removed(removed, stack.n_blocks)
@@ -82,7 +93,7 @@ class ResidualLinear(Recovery):
             if m is not None:
                 mats[b] = m.float()
                 patches[b] = residual_fn(m)
-            report.append(cut_report(a, b, st, m))
+            report.append(cut_report(a, b, st, m) | self.describe(st))
         return self.operators(removed, stack.n_blocks, mats, report)
 
     @contextlib.contextmanager
@@ -98,18 +109,21 @@ def cut_report(a: int, b: int, st: CutStats, m: torch.Tensor | None) -> dict:
     return {"cut": [a, b], "tokens": st.ls.n,
             "alignment_before": math.sqrt(st.ls.residual(None) / ref),
             "alignment_after": math.sqrt(st.ls.residual(m) / ref),
-            "antisymmetric_share": antisymmetric_share(m), "ridge": st.ls.last_ridge}
+            "antisymmetric_share": antisymmetric_share(m),
+            "antisymmetric_share_w": antisymmetric_share(m, identity=True), "ridge": st.ls.last_ridge}
 
 
 class Ghosted(ResidualLinear):
     name = "ghosted"
-    variants = ("dense", "sequential")
+    variants = ("dense", "sequential", "symmetric")
 
     @property
     def sequential(self) -> bool:
         return self.variant == "sequential"
 
     def solve(self, st: CutStats) -> torch.Tensor:
+        if self.variant == "symmetric":
+            return st.ls.solve_symmetric(self.ridge)
         return st.ls.solve(self.ridge, self.solver)
 
 

@@ -9,6 +9,15 @@ memory does not depend on the number of calibration tokens. Solvers:
   small) lam is raised tenfold from 1e-10 * mean(diag) until it succeeds; ``last_ridge`` says which.
 * ``pinv``: the SVD pseudo-inverse in Gram form, W = (X^T X)^+ X^T Y = pinv(X) Y, eigenvalues
   below max(n, Ci) * eps * largest cut (rank-deficient X gives the minimum-norm answer).
+
+``solve_symmetric``: the best SYMMETRIC W (square, Ci = Co), the ghosted ``symmetric`` ablation.
+Derivation: f(W) = ||Y - X W||^2 + lam ||W||^2 = tr(W^T G W) - 2 tr(W^T B) + lam tr(W^T W) + c
+with G = X^T X, B = X^T Y. Restricted to symmetric W, the gradient 2 (G W - B + lam W) must be
+orthogonal to every symmetric direction, i.e. its symmetric part vanishes:
+(G + lam I) W + W (G + lam I) = B + B^T, a Lyapunov equation. With G + lam I = V diag(e) V^T
+it decouples: W = V K V^T, K_ij = (V^T (B + B^T) V)_ij / (e_i + e_j). f is convex, so this
+stationary point is the minimum (unique when e_i + e_j > 0; pairs below the pinv cut get 0, the
+minimum-norm answer). lam = ridge * mean(diag G), as for ``ridge``.
 """
 from __future__ import annotations
 
@@ -75,6 +84,23 @@ class GramLS:
                 raise GhostsearchError("the calibration Gram matrix cannot be factorised even with ridge 1; "
                                        "check the calibration activations")
             lam = max(lam * 10, 1e-10)
+
+    def solve_symmetric(self, ridge: float = 1e-6) -> torch.Tensor:
+        if self.xx is None or self.n == 0:
+            raise GhostsearchError("no calibration tokens reached this cut; use a non-empty calibration set")
+        if ridge < 0:
+            raise GhostsearchError(f"ridge={ridge} is negative; use 0 or a small positive value such as 1e-6")
+        if self.xy.shape[0] != self.xy.shape[1]:
+            raise GhostsearchError(f"a symmetric solve needs a square map; X^T Y is {tuple(self.xy.shape)}")
+        scale = float(self.xx.diagonal().mean()) or 1.0
+        e, v = torch.linalg.eigh(self.xx + ridge * scale * torch.eye(self.xx.shape[0], dtype=self.xx.dtype,
+                                                                       device=self.xx.device))
+        d = e[:, None] + e[None, :]
+        cut = 2 * e.max() * max(self.n, e.numel()) * torch.finfo(e.dtype).eps
+        rhs = v.T @ (self.xy + self.xy.T) @ v
+        k = torch.where(d > cut, rhs / d.clamp_min(cut), torch.zeros_like(d))
+        self.last_ridge = ridge
+        return v @ k @ v.T
 
     def _pinv(self) -> torch.Tensor:
         e, v = torch.linalg.eigh(self.xx)

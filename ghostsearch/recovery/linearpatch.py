@@ -1,31 +1,25 @@
 """LinearPatch (training-free part): x <- x P at the end of each cut, P = H diag(s) H^T.
 
-H is an orthonormal Walsh-Hadamard rotation (spreads outlier channels before scaling); for a
-channel count C that is not a power of two, H is block-diagonal over the binary decomposition of
-C (576 = 512 + 64), still orthonormal. s_j = mean|X_post H|_j / mean|X_pre H|_j over calibration
-tokens. Variant ``diagonal``: H = I (per-channel scaling only). P is symmetric by construction,
-so it cannot express the antisymmetric part of the ghosted operator. Stored as M = P - I and
-applied like ghosted (x + x M, fp32).
+H is an orthonormal Hadamard rotation (spreads outlier channels before scaling): a true Hadamard
+matrix of order C whenever ``hadamard.construction(C)`` knows one (Sylvester x Paley I/II or
+Williamson; SmolLM2's C = 576 = 16 x 36, Paley II), else the documented fallback, block-diagonal
+Sylvester blocks over the binary digits of C (still orthonormal, but it mixes channels only within
+each block). Each cut's report says which (``rotation``). s_j = mean|X_post H|_j / mean|X_pre H|_j
+over calibration tokens. Variant ``diagonal``: H = I (per-channel scaling only). P is symmetric by
+construction, so it cannot express the antisymmetric part of the ghosted operator. Stored as
+M = P - I and applied like ghosted (x + x M, fp32).
 """
 from __future__ import annotations
 
 import torch
 
-
 from ghostsearch.recovery.ghosted import CutStats, ResidualLinear
-
-
-def sylvester(n: int) -> torch.Tensor:
-    h = torch.ones(1, 1, dtype=torch.float64)
-    while h.shape[0] < n:
-        h = torch.cat([torch.cat([h, h], 1), torch.cat([h, -h], 1)], 0)
-    return h / h.shape[0] ** 0.5
+from ghostsearch.recovery.hadamard import describe, orthonormal
 
 
 def hadamard(c: int) -> torch.Tensor:
-    """Orthonormal [c x c]: block-diagonal normalised Sylvester blocks of the powers of two in c."""
-    sizes = [1 << i for i in reversed(range(c.bit_length())) if c >> i & 1]
-    return torch.block_diag(*[sylvester(s) for s in sizes])
+    """Orthonormal [c x c] float64 rotation (see the module docstring)."""
+    return torch.from_numpy(orthonormal(c))
 
 
 class LinearPatch(ResidualLinear):
@@ -47,3 +41,7 @@ class LinearPatch(ResidualLinear):
         h, pre, post = st.extra["h"], st.extra["pre"], st.extra["post"]
         s = torch.where(pre > 0, post / pre.clamp_min(1e-30), torch.ones_like(pre))
         return (h * s) @ h.T - torch.eye(h.shape[0], dtype=h.dtype, device=h.device)
+
+    def describe(self, st: CutStats) -> dict:
+        c = st.extra["h"].shape[0] if "h" in st.extra else 0
+        return {"rotation": describe(c) if self.variant == "hadamard" and c else "identity"}

@@ -5,7 +5,6 @@ import torch
 
 from ghostsearch.errors import GhostsearchError
 from ghostsearch.recovery.gram import GramLS
-from ghostsearch.recovery.linearpatch import hadamard
 
 
 def problem(n=400, c=24, noise=1e-3, seed=0):
@@ -65,7 +64,45 @@ def test_nan_is_an_error():
         GramLS().update(x, y)
 
 
-@pytest.mark.parametrize("c", [1, 6, 64, 576])
-def test_hadamard_orthonormal(c):
-    h = hadamard(c)
-    torch.testing.assert_close(h @ h.T, torch.eye(c, dtype=h.dtype))
+def symmetric_brute_force(x, y, ridge_abs=0.0):
+    """argmin over symmetric W of ||y - x W||^2 + ridge_abs ||W||^2, by least squares in a basis of
+    the symmetric matrices (independent of the Lyapunov derivation)."""
+    c = x.shape[1]
+    basis = []
+    for i in range(c):
+        for j in range(i, c):
+            e = torch.zeros(c, c, dtype=torch.float64)
+            e[i, j] = e[j, i] = 1.0
+            basis.append(e)
+    design = torch.stack([(x @ e).reshape(-1) for e in basis], 1)
+    target = y.reshape(-1)
+    if ridge_abs:   # ||W||_F^2 = sum of coef^2 * ||E||_F^2 (1 on the diagonal, 2 off it)
+        design = torch.cat([design, torch.diag(torch.tensor([float(e.norm()) for e in basis]) * ridge_abs ** 0.5)])
+        target = torch.cat([target, torch.zeros(len(basis), dtype=torch.float64)])
+    coef = torch.linalg.lstsq(design, target[:, None]).solution[:, 0]
+    return sum(a * e for a, e in zip(coef, basis))
+
+
+@pytest.mark.parametrize("ridge", [0.0, 1e-2])
+def test_symmetric_solve_is_the_best_symmetric_map(ridge):
+    x, _, y = problem(n=200, c=7, noise=0.5)
+    ls, w = fitted(x, y)
+    s = ls.solve_symmetric(ridge)
+    torch.testing.assert_close(s, s.T, rtol=0, atol=1e-12)
+    lam = ridge * float((x * x).sum(0).mean())
+    torch.testing.assert_close(s, symmetric_brute_force(x, y, lam), rtol=1e-7, atol=1e-9)
+    if ridge == 0:   # the constraint costs something, and beats symmetrising the free answer
+        assert ls.residual(w) < ls.residual(s) < ls.residual((w + w.T) / 2)
+
+
+def test_symmetric_solve_recovers_a_symmetric_truth_and_is_finite_when_rank_deficient():
+    x, m, _ = problem(n=300, c=10, noise=0)
+    sym = (m + m.T) / 2
+    ls, _ = fitted(x, x @ sym)
+    torch.testing.assert_close(ls.solve_symmetric(0.0), sym, rtol=1e-8, atol=1e-8)
+    few, _, y = problem(n=5, c=12)
+    ls, _ = fitted(few, y)
+    s = ls.solve_symmetric(0.0)
+    assert torch.isfinite(s).all() and ls.residual(s) < ls.residual(None)
+    with pytest.raises(GhostsearchError, match="square"):
+        fitted(x, x[:, :4])[0].solve_symmetric()
