@@ -101,7 +101,8 @@ class Compare:  # None: the single value (searcher, objective, k, seed); an expl
 
 @dataclass
 class Config:
-    model: str = "smollm2-135m"
+    model: str = "smollm2-135m"   # built-in smollm2-135m, a hub id, a model directory or a .gguf file
+    revision: str | None = None   # hub ids: the branch, tag or commit to load (None: the default branch)
     dtype: str = "auto"
     device: str = "auto"
     trust_remote_code: bool = False
@@ -119,6 +120,7 @@ class Config:
     recovery: Recovery = field(default_factory=Recovery)
     eval: Eval = field(default_factory=Eval)
     compare: Compare = field(default_factory=Compare)
+    tracking: list[str] = field(default_factory=list)  # experiment trackers: mlflow, tensorboard, wandb (tracking.py)
 
     @classmethod
     def from_dict(cls, data: dict) -> "Config":
@@ -165,8 +167,8 @@ class Config:
             aware = AwareSpec(self.search.recovery_aware, self.search.aware_window, self.recovery.ridge)
         return ObjectiveSpec.make(obj, self.calibration_spec(obj), self.objective_params, aware)
 
-    def fingerprint(self, keys: tuple[str, ...] = ("model", "dtype", "objective", "objective_params", "calibration",
-                                                   "k", "searcher", "search", "seed", "compare")) -> str:
+    def fingerprint(self, keys: tuple[str, ...] = ("model", "revision", "dtype", "objective", "objective_params",
+                                                   "calibration", "k", "searcher", "search", "seed", "compare")) -> str:
         d = self.to_dict()
         return hashlib.sha256(json.dumps({k: d[k] for k in keys}, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -200,6 +202,22 @@ def _type_ok(value: Any, tp: Any) -> bool:
     return True
 
 
+class _Loader(yaml.SafeLoader):
+    """YAML 1.2 booleans: only true/false (PyYAML's YAML 1.1 also turns yes/no/on/off into booleans,
+    so trust_remote_code=yes would silently mean true)."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    ch: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:bool"]
+    for ch, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+_Loader.add_implicit_resolver("tag:yaml.org,2002:bool", __import__("re").compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+                              list("tTfF"))
+
+
+def _yaml(text: str):
+    return yaml.load(text, Loader=_Loader)  # noqa: S506  (a SafeLoader subclass)
+
+
 def _build(cls, data: dict, prefix: str = ""):
     if not isinstance(data, dict):
         raise GhostsearchError(f"config section {prefix.rstrip('.') or '(top)'} must be a mapping, got {data!r}")
@@ -213,12 +231,14 @@ def _build(cls, data: dict, prefix: str = ""):
             raise GhostsearchError(f"unknown config key {prefix}{key}{hint}")
         tp = hints[key]
         if dataclasses.is_dataclass(tp):
-            kwargs[key] = _build(tp, value or {}, f"{prefix}{key}.")
+            kwargs[key] = _build(tp, {} if value is None else value, f"{prefix}{key}.")
         else:
             if isinstance(value, int) and not isinstance(value, bool) and typing.get_origin(tp) is None and tp is float:
                 value = float(value)
             if not _type_ok(value, tp):
-                raise GhostsearchError(f"config key {prefix}{key}={value!r} has the wrong type; expected {_tname(tp)}")
+                hint = "; write true or false" if tp is bool else ""
+                raise GhostsearchError(f"config key {prefix}{key}={value!r} has the wrong type; expected "
+                                       f"{_tname(tp)}{hint}")
             kwargs[key] = value
     return cls(**kwargs)
 
@@ -231,13 +251,34 @@ def parse_override(item: str) -> tuple[list[str], Any]:
     if "=" not in item:
         raise GhostsearchError(f"override {item!r} is not key=value; write e.g. k=6 or calibration.n_seq=16")
     key, raw = item.split("=", 1)
+    path = key.strip().split(".")
+    if _section(path):
+        raise GhostsearchError(f"override {item!r} would replace the whole {key} section; set its keys, "
+                               f"e.g. {key}.{dataclasses.fields(_section(path))[0].name}=...")
     try:
-        value = yaml.safe_load(raw) if raw != "" else None
+        value = _yaml(raw) if raw != "" else None
     except yaml.YAMLError:
+        if raw.lstrip()[:1] in "[{\"'":
+            raise GhostsearchError(f"override {item!r} is not valid YAML (an unclosed bracket or quote?); "
+                                   "write e.g. search.protected=[0,1]") from None
         value = raw
     if isinstance(value, str) and "," in value and not key.endswith(("model", "out", "data_dir", "address", "name")):
-        value = [yaml.safe_load(v) for v in value.split(",")]
-    return key.strip().split("."), value
+        try:
+            value = [_yaml(v) for v in value.split(",")]
+        except yaml.YAMLError:
+            raise GhostsearchError(f"override {item!r} is not a comma-separated list of YAML values") from None
+    return path, value
+
+
+def _section(path: list[str]):
+    """The dataclass a dotted key names when it names a whole section (calibration, search.…), else None."""
+    tp = Config
+    for p in path:
+        hints = typing.get_type_hints(tp) if dataclasses.is_dataclass(tp) else {}
+        if p not in hints:
+            return None
+        tp = hints[p]
+    return tp if dataclasses.is_dataclass(tp) else None
 
 
 def _set(d: dict, path: list[str], value: Any) -> None:
@@ -254,8 +295,12 @@ def load_config(path: str | None = None, overrides: list[str] | None = None) -> 
         p = Path(path)
         if not p.exists():
             raise GhostsearchError(f"config file {p} does not exist; see configs/ for examples")
+        if not p.is_file():
+            raise GhostsearchError(f"config {p} is not a file; point at a YAML config (see configs/)")
         try:
-            data = yaml.safe_load(p.read_text()) or {}
+            data = _yaml(p.read_bytes().decode("utf-8")) or {}
+        except UnicodeDecodeError as e:
+            raise GhostsearchError(f"config file {p} is not UTF-8 text (byte {e.start}); save it as UTF-8") from None
         except yaml.YAMLError as e:
             raise GhostsearchError(f"config file {p} is not valid YAML: {str(e).splitlines()[0]}") from None
     for item in overrides or []:
@@ -331,8 +376,44 @@ def validate(cfg: Config) -> None:
                                "c4, wikitext2, lambada or auto")
     if cfg.search.aware_window < 1:
         raise GhostsearchError(f"search.aware_window={cfg.search.aware_window}; use 1 or more")
+    _check_ranges(cfg)
+    from ghostsearch.tracking import check_trackers
+
+    check_trackers(cfg.tracking)
     if cfg.data_dir is not None and not Path(cfg.data_dir).expanduser().is_dir():
         raise GhostsearchError(f"data_dir={cfg.data_dir} does not exist; point it at a folder laid out like ../shared/data")
+
+
+# (key, lowest allowed value): a value below it is one line naming the key
+_MINIMUM = {"cache.every": 1, "cache.prefix_runs": 0, "search.budget": 1e-9, "search.time_budget": 1e-9,
+            "eval.limit": 1, "eval.ppl_seq_len": 2, "eval.ppl_max_seq": 1, "eval.batch_size": 1,
+            "recovery.ridge": 0, "recovery.top": 1, "recovery.n_seq": 1, "recovery.seq_len": 2,
+            "compare.concurrent": 1, "pool.gpus_per_actor": 0}
+
+
+def _check_ranges(cfg: Config) -> None:
+    for key, low in _MINIMUM.items():
+        section, name = key.split(".")
+        value = getattr(getattr(cfg, section), name)
+        if value is not None and value < low:
+            bound = "positive" if low == 1e-9 else f">= {low}"
+            raise GhostsearchError(f"{key}={value} must be {bound}" + ("" if low != 1e-9 else " (or left unset)"))
+
+
+def check_model_fit(cfg: Config) -> int:
+    """Checks against the model's own config (no weights loaded): the calibration sequences fit its
+    context. Returns its number of blocks."""
+    from ghostsearch.models import model_info
+
+    n_blocks, context = model_info(cfg.model, cfg.trust_remote_code)
+    names = [cfg.objective] + list(cfg.compare.objectives or [])
+    lengths = {f"calibration.seq_len ({o})": cfg.calibration.for_objective(o).seq_len for o in names}
+    lengths.update({"recovery.seq_len": cfg.recovery.seq_len, "eval.ppl_seq_len": cfg.eval.ppl_seq_len})
+    for key, n in lengths.items():
+        if context and n > context:
+            raise GhostsearchError(f"{key}={n} is longer than the model's context ({context} tokens); "
+                                   f"use at most {context}")
+    return n_blocks
 
 
 def protected_blocks(cfg: Config, n_blocks: int) -> frozenset[int]:

@@ -90,6 +90,44 @@ def _gguf_to_safetensors(gguf: Path, target: Path) -> Path:
     return target
 
 
+def file_digest(path: Path) -> str:
+    """sha256 of a file's content, remembered per (path, size, mtime) in the cache directory so a
+    model's weights are hashed once, not at every run."""
+    import hashlib
+    import json
+
+    st = path.stat()
+    memo = cache_dir() / "digests.json"
+    key = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}"
+    try:
+        known = json.loads(memo.read_text())
+    except (OSError, ValueError):
+        known = {}
+    if key not in known:
+        with open(path, "rb") as f:
+            known[key] = hashlib.file_digest(f, "sha256").hexdigest()
+        from ghostsearch.io import write_text_atomic
+
+        memo.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(memo, json.dumps(known))
+    return known[key]
+
+
+def _check_gguf(p: Path) -> None:
+    """A GGUF file that gguf's reader can parse, or one clear line (checked before conversion)."""
+    with open(p, "rb") as f:
+        magic = f.read(4)
+    if magic != b"GGUF":
+        raise GhostsearchError(f"{p} is not a GGUF file (it does not start with the GGUF magic); check model=")
+    try:
+        from gguf import GGUFReader
+
+        GGUFReader(str(p))
+    except Exception as e:  # noqa: BLE001  (the reader raises many types on a damaged file)
+        raise GhostsearchError(f"GGUF file {p} is damaged or truncated ({type(e).__name__}: "
+                               f"{str(e).splitlines()[0][:120] if str(e) else 'unreadable'}); download it again") from None
+
+
 def model_path(spec: str) -> tuple[str, dict]:
     """Resolve a model spec to something ``from_pretrained`` takes, plus extra kwargs."""
     if spec in BUILTIN:
@@ -101,8 +139,9 @@ def model_path(spec: str) -> tuple[str, dict]:
     if p.suffix == ".gguf":
         if not p.exists():
             raise GhostsearchError(f"GGUF file {p} does not exist; check the model path")
-        target = cache_dir() / "models" / f"gguf-{p.stem}-{p.stat().st_size}"
+        target = cache_dir() / "models" / f"gguf-{file_digest(p)[:32]}"  # by content: no two files collide
         if not (target / "config.json").exists():
+            _check_gguf(p)
             _gguf_to_safetensors(p, target)
         return str(target), {}
     if p.exists():
@@ -114,14 +153,18 @@ def model_path(spec: str) -> tuple[str, dict]:
     return spec, {}  # a hub id
 
 
-def load_model(spec: str, *, dtype: str = "auto", device: str = "cpu", trust_remote_code: bool = False):
-    """Load (model, tokenizer). Only safetensors weights are accepted."""
+def load_model(spec: str, *, dtype: str = "auto", device: str = "cpu", trust_remote_code: bool = False,
+               revision: str | None = None):
+    """Load (model, tokenizer). Only safetensors weights are accepted. ``revision``: a hub id's
+    branch, tag or commit (config key ``revision``)."""
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     path, extra = model_path(spec)
+    if revision and path == spec:  # a hub id (local paths have no revisions)
+        extra = {**extra, "revision": revision}
     torch_dtype = resolve_dtype(dtype, device)
     try:
-        config = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
+        config = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code, **extra)
     except ValueError as e:
         if "trust_remote_code" in str(e):
             raise GhostsearchError(
@@ -134,12 +177,12 @@ def load_model(spec: str, *, dtype: str = "auto", device: str = "cpu", trust_rem
         path, config=config, dtype=torch_dtype, trust_remote_code=trust_remote_code, use_safetensors=True, **extra
     )
     model.to(device).eval()
-    tok = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
+    tok = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code, **extra)
     return model, tok
 
 
-def model_depth(spec: str, trust_remote_code: bool = False) -> int:
-    """Number of decoder blocks, from the model's config only (no weights loaded)."""
+def model_info(spec: str, trust_remote_code: bool = False) -> tuple[int, int | None]:
+    """(decoder blocks, context length or None), from the model's config only (no weights loaded)."""
     from transformers import AutoConfig
 
     path, _ = model_path(spec)
@@ -148,4 +191,38 @@ def model_depth(spec: str, trust_remote_code: bool = False) -> int:
     except Exception as e:  # noqa: BLE001
         raise GhostsearchError(f"cannot read the config of model {spec!r}: {str(e).splitlines()[0]}") from None
     c = getattr(c, "text_config", None) or c
-    return int(c.num_hidden_layers)
+    context = getattr(c, "max_position_embeddings", None)
+    return int(c.num_hidden_layers), int(context) if context else None
+
+
+def model_depth(spec: str, trust_remote_code: bool = False) -> int:
+    """Number of decoder blocks, from the model's config only (no weights loaded)."""
+    return model_info(spec, trust_remote_code)[0]
+
+
+def model_identity(spec: str) -> str:
+    """What the model's values depend on: the content of its config and weights (a local directory,
+    a GGUF, the built-in model), or the hub id and the revision of the cached snapshot."""
+    import hashlib
+
+    if spec in BUILTIN:
+        return f"{spec}:sha256={file_digest(_builtin_gguf(spec))[:16]}"
+    p = Path(spec).expanduser()
+    if p.suffix == ".gguf" and p.is_file():
+        return f"gguf:sha256={file_digest(p)[:16]}"
+    if p.is_dir():
+        h = hashlib.sha256()
+        for f in sorted(p.iterdir()):
+            if f.name == "config.json" or f.suffix == ".safetensors":
+                h.update(f"{f.name}:{file_digest(f)}".encode())
+        return f"dir:sha256={h.hexdigest()[:16]}"
+    path, _ = model_path(spec)
+    snapshot = Path(path).resolve() if Path(path).exists() else None
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        found = try_to_load_from_cache(spec, "config.json")
+        snapshot = Path(found).parent.name if isinstance(found, str) else None
+    except Exception:  # noqa: BLE001  (no hub client or no cache: the id alone)
+        pass
+    return f"hub:{spec}@{snapshot or 'unknown'}"

@@ -22,6 +22,17 @@ def parse_remove(text: str) -> list[int]:
         raise GhostsearchError(f"--remove {text!r} is not a comma-separated list of block indices, e.g. 3,7,12") from None
 
 
+def positive_int(text: str) -> int:
+    """argparse type of --threads, --top, --limit: an integer >= 1 (argparse prints the message)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be 1 or more")
+    return value
+
+
 def print_json(obj) -> None:
     import json
 

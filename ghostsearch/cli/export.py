@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ghostsearch.cli.common import parse_remove, print_json
+from ghostsearch.cli.common import parse_remove, positive_int, print_json
 from ghostsearch.errors import GhostsearchError
 from ghostsearch.recovery import RECOVERY
 
@@ -16,8 +16,9 @@ def add(sub) -> None:
     sp.add_argument("--remove", default=None, help="comma-separated block indices, e.g. 3,4,5")
     sp.add_argument("--method", choices=RECOVERY.names(), required=True, help="repair to apply before writing")
     sp.add_argument("--out", required=True, help="the model directory to write")
-    sp.add_argument("--force", action="store_true", help="replace --out if it exists")
-    sp.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    sp.add_argument("--force", action="store_true", help="replace --out if it is a previous ghostsearch export "
+                                                         "(never a run directory or another directory)")
+    sp.add_argument("--threads", type=positive_int, default=None, help="torch threads (default: torch's)")
 
 
 def run(args) -> Path:
@@ -25,14 +26,13 @@ def run(args) -> Path:
 
     from ghostsearch.config import load_config
     from ghostsearch.models import load_model
-    from ghostsearch.recovery.export import export
+    from ghostsearch.recovery.export import check_target, export
     from ghostsearch.recovery.repair import fit
     from ghostsearch.rundir import finalists, run_config
     from ghostsearch.stack import Stack, check_removed
 
     src, out = Path(args.source), args.out
-    if Path(out).expanduser().exists() and not args.force:
-        raise GhostsearchError(f"export directory {out} already exists; pass --force to replace it or choose another --out")
+    check_target(out, args.force)  # before any model work
     if src.is_dir():
         cfg = run_config(src, args.overrides)
         removed = parse_remove(args.remove) if args.remove is not None else list(finalists(src)[0][1])
@@ -43,10 +43,23 @@ def run(args) -> Path:
     if args.threads:
         torch.set_num_threads(args.threads)
     model, tok = load_model(cfg.model, dtype=cfg.dtype, device=cfg.resolved_device(),
-                            trust_remote_code=cfg.trust_remote_code)
+                            trust_remote_code=cfg.trust_remote_code, revision=cfg.revision)
     removed = check_removed(removed, Stack(model).n_blocks)
     ops = fit(model, tok, removed, cfg, args.method)
-    path = export(model, removed, args.method, ops, out, force=args.force, tokenizer=tok)
+    path = export(model, removed, args.method, ops, out, force=args.force, tokenizer=tok, info=card_info(cfg, args.method))
     print_json({"out": str(path), "method": args.method, "removed": list(removed),
                 "blocks": Stack(model).n_blocks - len(removed)})
     return path
+
+
+def card_info(cfg, method: str) -> dict:
+    """What the model card says about where the export came from."""
+    from ghostsearch.recovery.repair import recovery_from_config
+    from ghostsearch.rundir.layout import ghostsearch_version
+
+    rec = recovery_from_config(cfg, method)
+    r = cfg.recovery
+    calib = None if rec.identity else (f"{r.dataset or cfg.default_dataset('perplexity')}, {r.n_seq} sequences x "
+                                       f"{r.seq_len} tokens (seed {cfg.calibration.seed})")
+    return {"base_model": cfg.model, "variant": None if rec.identity else rec.variant, "calibration": calib,
+            "version": ghostsearch_version()["version"]}

@@ -5,18 +5,38 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ghostsearch.cli import compare, export, pool, recover, score, search
+from ghostsearch.cli import compare, export, ledger, pool, recover, score, search
 from ghostsearch.cli import eval as eval_cmd
 from ghostsearch.errors import GhostsearchError
 from ghostsearch.logs import quiet_libraries
 
 # name -> module with add(sub) and run(args); the order of `ghostsearch --help`
 COMMANDS = {"score": score, "search": search, "compare": compare, "pool": pool, "recover": recover,
-            "export": export, "eval": eval_cmd}
+            "export": export, "eval": eval_cmd, "ledger": ledger}
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse whose errors are one line (no usage block), exit 2 like every user error."""
+
+    def error(self, message):
+        self.exit(2, f"ghostsearch: error: {message} (see {self.prog} --help)\n")
+
+
+def _values_with_dashes(argv: list[str]) -> list[str]:
+    """`--remove -1,3` reads as --remove=-1,3 (argparse would take -1,3 for an option)."""
+    out, i = [], 0
+    while i < len(argv):
+        if argv[i] == "--remove" and i + 1 < len(argv) and argv[i + 1].startswith("-") and argv[i + 1] != "--":
+            out.append(f"--remove={argv[i + 1]}")
+            i += 2
+            continue
+        out.append(argv[i])
+        i += 1
+    return out
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="ghostsearch", description="Depth-pruning search for LLMs on Ray.")
+    p = Parser(prog="ghostsearch", description="Depth-pruning search for LLMs on Ray.")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = p.add_subparsers(dest="cmd", required=True)
     for module in COMMANDS.values():
@@ -25,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    argv = _values_with_dashes(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     # key=value overrides may come after flags too: `search CONFIG --no-progress k=6`

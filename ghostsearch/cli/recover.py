@@ -2,7 +2,7 @@
 writes RUN_DIR/recovery.parquet and prints one JSON line per finalist."""
 from __future__ import annotations
 
-from ghostsearch.cli.common import print_json
+from ghostsearch.cli.common import positive_int, print_json
 from ghostsearch.recovery import RECOVERY
 
 
@@ -10,8 +10,8 @@ def add(sub) -> None:
     sp = sub.add_parser("recover", help="repair the top-N finalists of a run; writes RUN_DIR/recovery.parquet")
     sp.add_argument("run_dir", help="a run directory (config.yaml + result.json)")
     sp.add_argument("--method", choices=RECOVERY.names(), default=None, help="default: the run's recovery.method")
-    sp.add_argument("--top", type=int, default=None, help="finalists to repair (default: recovery.top)")
-    sp.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    sp.add_argument("--top", type=positive_int, default=None, help="finalists to repair (default: recovery.top)")
+    sp.add_argument("--threads", type=positive_int, default=None, help="torch threads (default: torch's)")
 
 
 def run(args) -> None:

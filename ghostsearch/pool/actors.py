@@ -12,7 +12,6 @@ per-searcher accounting and exports metrics through ``ray.util.metrics``.
 from __future__ import annotations
 
 import asyncio
-import math
 from collections import defaultdict
 
 import ray
@@ -40,7 +39,24 @@ class ScorerActor:
         self.scorer = scorer_from_config(cfg, threads=threads)
 
     def info(self) -> dict:
-        return {"name": self.name, "node": self.node, "pid": self.pid, "n_blocks": self.scorer.stack.n_blocks}
+        return {"name": self.name, "node": self.node, "pid": self.pid, "n_blocks": self.scorer.stack.n_blocks,
+                "model": self.cfg.model, "dtype": str(self.scorer.stack.dtype).replace("torch.", ""),
+                "device": self.cfg.resolved_device().split(":")[0]}
+
+    def model_id(self) -> str:
+        from ghostsearch.models import model_identity
+
+        return model_identity(self.cfg.model)
+
+    def data_digest(self, spec: ObjectiveSpec) -> str:
+        """sha256 of the calibration token ids this scorer computes ``spec`` on."""
+        import hashlib
+
+        h = hashlib.sha256()
+        for b in self.scorer.prepared[self._key(spec)].batches:
+            h.update(str(tuple(b.input_ids.shape)).encode())
+            h.update(b.input_ids.cpu().numpy().tobytes())
+        return h.hexdigest()
 
     def _key(self, spec: ObjectiveSpec) -> str:
         from ghostsearch.recovery.aware import prepare
@@ -49,6 +65,12 @@ class ScorerActor:
 
     def score(self, spec: ObjectiveSpec, removed: tuple, fidelity: float, prefix) -> dict:
         r = self.scorer.score(self._key(spec), tuple(removed), fidelity, tuple(prefix) if prefix else None)
+        r.update(actor=self.name, node=self.node)
+        return r
+
+    def rows(self, spec: ObjectiveSpec, removed: tuple, rows: tuple, prefix) -> dict:
+        """Per-row loss sums and counts of calibration rows ``rows`` (racing)."""
+        r = self.scorer.score_rows(self._key(spec), tuple(removed), rows, tuple(prefix) if prefix else None)
         r.update(actor=self.name, node=self.node)
         return r
 
@@ -71,7 +93,8 @@ class Broker:
         self.idle: asyncio.Queue | None = None
         self.cache: dict[str, dict] = {}
         self.inflight: dict[str, asyncio.Future] = {}
-        self.stats = defaultdict(lambda: {"requested": 0, "computed": 0, "cached": 0, "best": math.inf})
+        self.stats = defaultdict(lambda: {"requested": 0, "computed": 0, "cached": 0})
+        self.cells: dict[str, dict] = {}   # per cell: its searcher, objective, k and best value of a k-set
         self.queue_depth = 0
         self.retries = 0
         from ray.util import metrics
@@ -82,7 +105,8 @@ class Broker:
                                            boundaries=[0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60],
                                            tag_keys=("objective",))
         self.m_queue = metrics.Gauge("ghostsearch_queue_depth", "requests waiting for a scorer")
-        self.m_best = metrics.Gauge("ghostsearch_best_value", "best full-fidelity value", tag_keys=("searcher",))
+        self.m_best = metrics.Gauge("ghostsearch_best_value", "best full-fidelity value of a cell's k-sets",
+                                    tag_keys=("cell", "searcher", "objective", "k"))
 
     async def _idle(self) -> asyncio.Queue:
         if self.idle is None:
@@ -94,7 +118,7 @@ class Broker:
     async def ready(self) -> list[dict]:
         return await asyncio.gather(*[a.info.remote() for a in self.actors])
 
-    async def _compute(self, spec: ObjectiveSpec, removed: tuple, fidelity: float, prefix) -> dict:
+    async def _compute(self, spec: ObjectiveSpec, removed: tuple, fidelity: float, prefix, rows=None) -> dict:
         idle = await self._idle()
         attempt = 0
         while True:
@@ -104,7 +128,8 @@ class Broker:
             self.queue_depth -= 1
             self.m_queue.set(self.queue_depth)
             try:
-                r = await self.actors[i].score.remote(spec, removed, fidelity, prefix)
+                r = await (self.actors[i].score.remote(spec, removed, fidelity, prefix) if rows is None else
+                           self.actors[i].rows.remote(spec, removed, rows, prefix))
                 idle.put_nowait(i)
                 return r
             except ray.exceptions.RayActorError:
@@ -128,9 +153,26 @@ class Broker:
                 await asyncio.sleep(1.0)
         self.idle.put_nowait(i)
 
-    async def evaluate(self, spec: ObjectiveSpec, removed: list, fidelity: float, prefix, searcher: str) -> dict:
+    async def identity(self, specs: list) -> dict:
+        """What this pool's values depend on: model (name and content), resolved dtype and device
+        (the same on every scorer, or an error), and the calibration token ids of ``specs``."""
+        infos = await asyncio.gather(*[a.info.remote() for a in self.actors])
+        seen = {(i["dtype"], i["device"]) for i in infos}
+        if len(seen) > 1:
+            raise ValueError(f"the pool's scorers resolve different precisions {sorted(seen)}; set dtype= and "
+                             "device= explicitly so every scorer computes the same values")
+        digests = await asyncio.gather(*[self.actors[0].data_digest.remote(s) for s in specs])
+        return {"model": infos[0]["model"], "model_id": await self.actors[0].model_id.remote(),
+                "dtype": infos[0]["dtype"], "device": infos[0]["device"],
+                "calibration": {s.key(): d for s, d in zip(specs, digests)}}
+
+    async def evaluate(self, spec: ObjectiveSpec, removed: list, fidelity: float, prefix, searcher: str,
+                       cell: str | None = None, k: int | None = None, rows: tuple | None = None) -> dict:
+        """``rows``: per-row loss sums of those calibration rows instead of a value (racing; no best)."""
         removed = tuple(sorted({int(i) for i in removed}))
         key = cache_key(self.cfg.model, self.cfg.dtype, spec, removed, fidelity)
+        if rows is not None:
+            key, fidelity = f"{key}|rows={','.join(map(str, rows))}", 0.0
         st = self.stats[searcher]
         st["requested"] += 1
         cached = True
@@ -143,7 +185,7 @@ class Broker:
             fut = asyncio.get_running_loop().create_future()
             self.inflight[key] = fut
             try:
-                r = await self._compute(spec, removed, fidelity, prefix)
+                r = await self._compute(spec, removed, fidelity, prefix, rows)
                 r["cache_key"] = key
                 self.cache[key] = r
                 fut.set_result(r)
@@ -156,9 +198,13 @@ class Broker:
             self.m_seconds.observe(r["seconds"], tags={"objective": spec.name})
         st["cached" if cached else "computed"] += 1
         self.m_evals.inc(1, tags={"searcher": searcher, "objective": spec.name, "cached": str(cached)})
-        if fidelity >= 1.0 and r["value"] < st["best"]:
-            st["best"] = r["value"]
-            self.m_best.set(r["value"], tags={"searcher": searcher})
+        if cell is not None:
+            c = self.cells.setdefault(cell, {"searcher": searcher, "objective": spec.name, "k": k, "best": None,
+                                             "best_removed": None})
+            if fidelity >= 1.0 and len(removed) == k and (c["best"] is None or r["value"] < c["best"]):
+                c["best"], c["best_removed"] = r["value"], list(removed)   # only sets of the cell's k
+                self.m_best.set(r["value"], tags={"cell": cell, "searcher": searcher, "objective": spec.name,
+                                                  "k": str(k)})
         return dict(r, cached=cached)
 
     async def statistic(self, spec: ObjectiveSpec, name: str):
@@ -172,4 +218,5 @@ class Broker:
         hits = sum(s["cached"] for s in self.stats.values())
         return {"actors": self.names, "queue": self.queue_depth, "inflight": len(self.inflight),
                 "cache_size": len(self.cache), "hit_rate": hits / total if total else 0.0,
-                "retries": self.retries, "searchers": {k: dict(v) for k, v in self.stats.items()}}
+                "retries": self.retries, "searchers": {k: dict(v) for k, v in self.stats.items()},
+                "cells": {k: dict(v) for k, v in self.cells.items()}}

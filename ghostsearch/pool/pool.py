@@ -26,21 +26,56 @@ from ghostsearch.rundir.ledger import Ledger, read_ledger
 from ghostsearch.search import Candidate
 
 
+def check_address(address: str | None) -> None:
+    """An http(s) address is the Jobs API (dashboard, port 8265) users export for `ray job submit`;
+    a driver joins the cluster at its GCS address instead. One line saying which to use."""
+    if address and address.startswith(("http://", "https://")):
+        host = address.split("://", 1)[1].split("/")[0].rsplit(":", 1)[0]
+        raise GhostsearchError(f"{address} is the Ray Jobs (dashboard) address; submit with `ray job submit "
+                               f"--address {address} -- ghostsearch ...`, or run here with --address {host}:6379 "
+                               "(the GCS address; unset RAY_ADDRESS or set it to that)")
+
+
+def check_local_capacity(cfg: Config, address: str | None) -> None:
+    """Before a local Ray starts: the pool must fit this machine's CPUs (and GPUs)."""
+    if address or os.environ.get("RAY_ADDRESS") or cfg.pool.name or ray.is_initialized():
+        return
+    gpus = cfg.pool.gpus_per_actor or 0
+    need_cpu = 0 if gpus else cfg.pool.actors * cfg.pool.threads
+    have_gpu = _local_gpus()
+    if cfg.pool.gpus_per_actor is None and have_gpu:
+        return  # one GPU each: checked against the cluster once Ray is up
+    if need_cpu > (os.cpu_count() or 1):
+        raise GhostsearchError(f"pool of {cfg.pool.actors} scorers x {cfg.pool.threads} threads needs {need_cpu} CPUs "
+                               f"but this machine has {os.cpu_count()}; lower pool.actors / pool.threads")
+    if gpus * cfg.pool.actors > have_gpu:
+        raise GhostsearchError(f"pool of {cfg.pool.actors} scorers needs {gpus * cfg.pool.actors:g} GPUs but this "
+                               f"machine has {have_gpu}; lower pool.actors or pool.gpus_per_actor")
+
+
+def _local_gpus() -> int:
+    import torch
+
+    return torch.cuda.device_count()
+
+
 def connect(address: str | None = None, dashboard: bool = True, num_cpus: int | None = None) -> bool:
-    """Connect to Ray. Returns True when this call started a local Ray (the caller stops it)."""
+    """Connect to Ray. Returns True when this call started a local Ray (the caller stops it).
+    Actor output reaches the driver (and so `ray job logs`)."""
     if ray.is_initialized():
         return False
     address = address or os.environ.get("RAY_ADDRESS")
+    check_address(address)
     if address:
         try:
             # a submitted job inherits the job's runtime env (working dir, env vars): add nothing
-            ray.init(address=address, namespace=NAMESPACE, log_to_driver=False)
+            ray.init(address=address, namespace=NAMESPACE, log_to_driver=True)
         except (ConnectionError, RuntimeError, ValueError) as e:
             raise GhostsearchError(f"cannot reach the Ray cluster at {address}: {str(e).splitlines()[0]}; "
                                    "check --address / RAY_ADDRESS and that the head is up") from None
         return False
     ray.init(namespace=NAMESPACE, include_dashboard=dashboard, dashboard_host="127.0.0.1",
-             num_cpus=num_cpus, log_to_driver=False, configure_logging=False)  # workers inherit this env
+             num_cpus=num_cpus, log_to_driver=True, configure_logging=False)  # workers inherit this env
     return True
 
 
@@ -124,6 +159,26 @@ def release_pool(broker) -> bool:
     return False
 
 
+def pool_identity(broker, cfg: Config, specs: list[ObjectiveSpec]) -> dict:
+    """What the pool's values depend on (model content, resolved dtype and device, calibration token
+    ids of ``specs``). A job using a named pool whose model or precision differs from its own
+    config is refused: its ledger would record the pool's values under its own model's name."""
+    try:
+        ident = ray.get(broker.identity.remote(list(specs)))
+    except ray.exceptions.RayTaskError as e:
+        raise GhostsearchError(str(e.cause if getattr(e, "cause", None) else e).splitlines()[0]) from None
+    if cfg.pool.name:
+        from ghostsearch.models import DTYPES
+
+        want = str(DTYPES[cfg.dtype]).replace("torch.", "") if cfg.dtype != "auto" else ident["dtype"]
+        device = cfg.device.split(":")[0] if cfg.device != "auto" else ident["device"]
+        for key, mine in (("model", cfg.model), ("dtype", want), ("device", device)):
+            if mine != ident[key]:
+                raise GhostsearchError(f"pool {cfg.pool.name!r} serves {key} {ident[key]!r} but this job asks for "
+                                       f"{mine!r}; use a pool started with this config, or set {key}={ident[key]}")
+    return ident
+
+
 def pool_exists(name: str) -> bool:
     try:
         ray.get_actor(f"{name}-broker", namespace=NAMESPACE)
@@ -171,16 +226,19 @@ class PoolClient:
     seed: int
     model: str
     dtype: str
+    k: int | None = None                        # the cell's k: its best value counts only k-sets
     known: dict = field(default_factory=dict)   # cache_key -> ledger row (resume)
     on_result: object = None                    # callback(row) for progress
     evaluations: int = 0
     cache_hits: int = 0
+    row_counts: list | None = None              # per calibration row: its loss count (racing)
 
     def load_known(self, run_dir) -> int:
         t = read_ledger(run_dir)
         for row in t.to_pylist():
             if not row["cached"] and row["objective_key"] == self.spec.key():
-                self.known[cache_key(self.model, self.dtype, self.spec, tuple(row["removed"]), row["fidelity"])] = row
+                key = cache_key(self.model, self.dtype, self.spec, tuple(row["removed"]), row["fidelity"])
+                self.known[key if row.get("row_losses") is None else f"{key}|block={len(row['row_losses'])}"] = row
         return len(self.known)
 
     def _row(self, c: Candidate, searcher: str, r: dict, cached: bool) -> dict:
@@ -202,17 +260,54 @@ class PoolClient:
                 self._done(row)
             else:
                 ref = self.broker.evaluate.remote(self.spec, list(c.removed), c.fidelity,
-                                                  list(c.prefix) if c.prefix else None, searcher)
+                                                  list(c.prefix) if c.prefix else None, searcher, self.cell,
+                                                  self.k)
                 pending[ref] = i
-        while pending:
-            ready, _ = ray.wait(list(pending), num_returns=1)
-            i = pending.pop(ready[0])
-            r = ray.get(ready[0])
+        for i, r in self._finished(pending):
             row = self._row(candidates[i], searcher, r, cached=bool(r.get("cached")))
             self.ledger.append(row)  # durable before the searcher sees the value
             values[i] = row["value"]
             self._done(row)
         return values  # type: ignore[return-value]
+
+    @staticmethod
+    def _finished(pending: dict):
+        """(request index, result) as each pending Ray reference finishes."""
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            yield pending.pop(ready[0]), ray.get(ready[0])
+
+    def n_rows(self) -> int:
+        if self.row_counts is None:
+            self.row_counts = [float(n) for n in self.statistic("row_counts")]
+        return len(self.row_counts)
+
+    def rows(self, requests: Sequence, searcher: str) -> list[tuple[list[float], list[float], float]]:
+        """Racing (search/racing.py): per-row loss sums of blocks of calibration rows. Each block is a
+        ledger row (fidelity: rows seen / all rows; value: on those rows, ``partial`` below 1;
+        ``row_losses``; ``cost``), written before the race sees it; a resumed run replays it."""
+        N, value_of = self.n_rows(), self.spec.build().value
+        out: list = [None] * len(requests)
+        pending, done = {}, []
+        for i, q in enumerate(requests):
+            c = Candidate(q.removed, fidelity=q.seen / N, prefix=q.prefix)
+            key = f"{cache_key(self.model, self.dtype, self.spec, c.removed, c.fidelity)}|block={len(q.rows)}"
+            if key in self.known:  # resumed run: this block is in the run's own ledger
+                done.append((i, {**self.known[key], "sums": self.known[key]["row_losses"], "cached": True}))
+            else:
+                pending[self.broker.evaluate.remote(self.spec, list(q.removed), 0.0, list(q.prefix) if q.prefix else None,
+                                                    searcher, self.cell, self.k, rows=tuple(q.rows))] = i
+        for i, r in [*done, *self._finished(pending)]:
+            q = requests[i]
+            counts = [self.row_counts[j] for j in q.rows]
+            v = value_of(q.before[0] + sum(r["sums"]), q.before[1] + sum(counts))
+            c = Candidate(q.removed, fidelity=q.seen / N, prefix=q.prefix)
+            row = {**self._row(c, searcher, {**r, "value": v}, cached=bool(r.get("cached"))),
+                   "cost": len(q.rows) / N, "partial": q.seen < N, "row_losses": list(r["sums"])}
+            self.ledger.append(row)  # durable before the race sees it
+            out[i] = (list(r["sums"]), counts, v)
+            self._done(row)
+        return out
 
     def _done(self, row: dict) -> None:
         self.evaluations += 1

@@ -6,13 +6,21 @@ plus ``recovery.json`` (method, removed set, per-cut report) and, for operator m
 linearpatch), ``recovery.safetensors`` with one fp32 C x C matrix per cut. ``load_pruned(DIR)``
 re-attaches the operators as forward pre-hooks (x + x M in fp32) on the next kept block, or on
 the final norm for a cut at the end. A ``replaceme`` export has its maps folded into
-``down_proj``: a plain checkpoint that ``AutoModelForCausalLM.from_pretrained`` loads as it is.
+``down_proj``: a plain checkpoint that ``AutoModelForCausalLM.from_pretrained`` loads as it is
+(so is ``none``).
+
+An operator export cannot be misused as an unrepaired model: its config.json says
+``model_type: ghostsearch_pruned`` (the base type kept under ``ghostsearch.base_model_type``) and
+``architectures: [GhostsearchPrunedForCausalLM]``, so plain ``AutoModelForCausalLM`` fails loudly
+and ``ghostsearch.load_pruned`` loads it. Every export has a model card (README.md) and a marker
+(``.ghostsearch-export``): ``--force`` only ever replaces a directory carrying that marker.
 
 Nothing is half-written: the directory is built under a temporary name beside DIR and renamed.
 """
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
 import tempfile
@@ -30,11 +38,62 @@ def pruned_model(model, operators: Operators):
     return pruned
 
 
-def export(model, removed, method: str, operators: Operators | None, out_dir, force: bool = False,
-           tokenizer=None) -> Path:
+MARKER, MODEL_TYPE, ARCH = ".ghostsearch-export", "ghostsearch_pruned", "GhostsearchPrunedForCausalLM"
+
+
+def check_target(out_dir, force: bool = False) -> Path:
+    """Where an export may go: a new path, an empty directory, or (with force) a previous export.
+    Never a run directory, a file, or a directory ghostsearch export did not write."""
     out = Path(out_dir).expanduser()
-    if out.exists() and not force:
-        raise GhostsearchError(f"export directory {out} already exists; pass --force to replace it or choose another --out")
+    for parent in [out, *out.parents]:
+        if parent.exists() and not parent.is_dir():
+            raise GhostsearchError(f"--out {out_dir}: {parent} is a file; choose a directory path")
+    if not out.exists() or not any(out.iterdir()):
+        return out
+    if any((out / f).exists() for f in ("config.yaml", "ledger", "result.json")):
+        raise GhostsearchError(f"--out {out_dir} is a ghostsearch run directory; export into another directory "
+                               f"(e.g. {str(out_dir).rstrip('/')}/model)")
+    if not (out / MARKER).exists():
+        raise GhostsearchError(f"--out {out_dir} exists and was not written by ghostsearch export; --force only "
+                               "replaces a previous export: choose another --out")
+    if not force:
+        raise GhostsearchError(f"export directory {out_dir} already exists; pass --force to replace it or choose "
+                               "another --out")
+    return out
+
+
+def model_card(info: dict, method: str, removed, n_blocks: int, hooked: bool) -> str:
+    """README.md of an export: what it is, how it was made, how to load it."""
+    load = ("```python\nimport ghostsearch\nmodel = ghostsearch.load_pruned(\"PATH\")  # re-attaches the "
+            f"{method} operators\n```\n\nPlain `transformers.AutoModelForCausalLM` refuses this directory on "
+            "purpose: without the operators it would be the unrepaired model.") if hooked else (
+            "```python\nfrom transformers import AutoModelForCausalLM\nmodel = AutoModelForCausalLM.from_pretrained(\"PATH\")\n"
+            "```\n\n(`ghostsearch.load_pruned(\"PATH\")` works too.)")
+    lines = ["---", f"base_model: {info.get('base_model', 'unknown')}", "tags: [ghostsearch, depth-pruning]", "---",
+             "", f"# {info.get('base_model', 'model')} with {len(removed)} of {n_blocks} blocks removed", "",
+             f"- Base model: `{info.get('base_model', 'unknown')}`",
+             f"- Removed blocks (0-based, of {n_blocks}): {list(removed)}",
+             f"- Repair: `{method}`" + (f" ({info['variant']})" if info.get("variant") else ""),
+             f"- Calibration data: {info.get('calibration', 'none (no fitting)')}",
+             f"- Written by ghostsearch {info.get('version') or ''}".rstrip(), "", "## How to load", "", load, ""]
+    return "\n".join(lines)
+
+
+def _mark_config(directory: Path) -> None:
+    """config.json of an operator export: a model type plain transformers refuses (see module doc)."""
+    path = directory / "config.json"
+    cfg = json.loads(path.read_text())
+    cfg["ghostsearch"] = {"base_model_type": cfg["model_type"], "base_architectures": cfg.get("architectures"),
+                          "loader": "ghostsearch.load_pruned"}
+    cfg["model_type"], cfg["architectures"] = MODEL_TYPE, [ARCH]
+    path.write_text(json.dumps(cfg, indent=2))
+
+
+def export(model, removed, method: str, operators: Operators | None, out_dir, force: bool = False,
+           tokenizer=None, info: dict | None = None) -> Path:
+    """Write the pruned (and repaired) model to ``out_dir``; ``info`` feeds the model card
+    (base_model, calibration, variant, version)."""
+    out = check_target(out_dir, force)
     removed = check_removed(removed, Stack(model).n_blocks)
     if operators is None:
         if method != "none":
@@ -52,6 +111,11 @@ def export(model, removed, method: str, operators: Operators | None, out_dir, fo
             tokenizer.save_pretrained(tmp)
         folded = getattr(recovery_for(operators), "folds", False)
         (dataclasses.replace(operators, mats={}) if folded else operators).save(tmp)
+        hooked = bool(operators.mats) and not folded
+        if hooked:
+            _mark_config(tmp)
+        (tmp / "README.md").write_text(model_card(info or {}, method, removed, operators.n_blocks, hooked))
+        (tmp / MARKER).write_text(json.dumps({"method": method, "removed": list(removed)}))
         if out.exists():
             old = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.old-"))
             os.replace(out, old / "x")
@@ -65,6 +129,19 @@ def export(model, removed, method: str, operators: Operators | None, out_dir, fo
     return out
 
 
+def base_config(directory):
+    """The transformers config of an export (an operator export's base model type restored)."""
+    from transformers import AutoConfig
+
+    d = Path(directory)
+    raw = json.loads((d / "config.json").read_text())
+    if raw.get("model_type") != MODEL_TYPE:
+        return AutoConfig.from_pretrained(d)
+    base = raw.pop("ghostsearch")
+    raw.update(model_type=base["base_model_type"], architectures=base["base_architectures"])
+    return AutoConfig.for_model(**raw)
+
+
 def load_pruned(directory, dtype=None, device: str = "cpu"):
     """A model exported by ``export``, its recovery operators re-attached."""
     from transformers import AutoModelForCausalLM
@@ -72,7 +149,8 @@ def load_pruned(directory, dtype=None, device: str = "cpu"):
     d = Path(directory).expanduser()
     if not (d / "config.json").exists():
         raise GhostsearchError(f"{d} is not a model directory (no config.json); point at a ghostsearch export")
-    model = AutoModelForCausalLM.from_pretrained(d, dtype=dtype or "auto", use_safetensors=True).to(device).eval()
+    model = AutoModelForCausalLM.from_pretrained(d, config=base_config(d), dtype=dtype or "auto",
+                                                 use_safetensors=True).to(device).eval()
     if (d / META_FILE).exists():
         ops = Operators.load(d)
         depth = Stack(model).n_blocks

@@ -1,14 +1,18 @@
 """A run directory: what ghostsearch writes there and how it reads it back.
 
-RUN_DIR/config.yaml (resolved config) · env.json (machine, versions) · ledger/ (every evaluation)
-· result.json (one entry per cell) · compare adds cells/, evals/, comparison.parquet, report.*.
-A run directory is opened once per run (``open_run_dir``); rerunning the same config resumes it.
+RUN_DIR/config.yaml (resolved config) · env.json (machine, versions) · identity.json (what
+determines a value: model content, resolved dtype and device, calibration token ids) · ledger/
+(every evaluation) · result.json (one entry per cell) · .lock (the driver holding it) · compare
+adds cells/, evals/, comparison.parquet, report.*. A run directory is opened once per run
+(``open_run_dir``, after validation and once the pool has its resources); rerunning the same
+config resumes it.
 """
 from __future__ import annotations
 
 import json
 import os
 import platform
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -16,6 +20,8 @@ from pathlib import Path
 from ghostsearch.config import Config, load_config, save_config
 from ghostsearch.errors import GhostsearchError
 from ghostsearch.io import write_text_atomic
+from ghostsearch.rundir import lock
+from ghostsearch.rundir.ledger import compact, read_ledger
 
 
 def cell_name(searcher: str, objective: str, k: int, seed: int) -> str:
@@ -23,20 +29,112 @@ def cell_name(searcher: str, objective: str, k: int, seed: int) -> str:
     return f"{searcher}-{objective}-k{k}-s{seed}"
 
 
-def open_run_dir(cfg: Config, kind: str) -> Path:
-    """Create RUN_DIR or check that an existing one was written by the same config."""
-    out = Path(cfg.out)
+def check_run_dir(cfg: Config, out: str | Path | None = None) -> Path:
+    """Every reason ``out=`` (or ``out``, its local staging directory) cannot be this run's
+    directory, checked before any work; writes nothing."""
+    if out is None and "://" in str(cfg.out):
+        return Path(cfg.out)  # a URI: its local staging directory is checked when opened
+    out = Path(out or cfg.out).expanduser()
+    for parent in [out, *out.parents]:
+        if parent.exists() and not parent.is_dir():
+            where = "is a file" if parent == out else f"is under {parent}, which is a file"
+            raise GhostsearchError(f"out={cfg.out} {where}; choose a directory for the run")
     cfg_file = out / "config.yaml"
     if cfg_file.exists():
-        old = load_config(str(cfg_file))
+        try:
+            old = load_config(str(cfg_file))
+        except GhostsearchError:
+            raise GhostsearchError(f"{cfg_file} is not a valid ghostsearch config; choose another out=") from None
         if old.fingerprint() != cfg.fingerprint():
             raise GhostsearchError(
                 f"run directory {out} was written by a different config; choose another out= or delete {out}")
     elif out.exists() and any(out.iterdir()):
         raise GhostsearchError(f"{out} exists and is not a ghostsearch run directory; choose another out=")
+    if (out / lock.LOCK_FILE).exists() and not lock.held(out):  # another driver on it: refuse before starting anything
+        lock.acquire(out)
+        lock.release(out)
+    return out
+
+
+def open_run_dir(cfg: Config, kind: str, out: str | Path | None = None) -> Path:
+    """Create RUN_DIR (``out``, default ``cfg.out``) or resume it (same config), lock it for this
+    driver, write config.yaml and env.json, and compact the ledger (quarantining corrupt parts).
+    ``close_run_dir`` at the end releases it, and removes it again if this run created it and
+    failed before ledgering anything (no half-made run directory)."""
+    out = check_run_dir(cfg, out)
+    created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
-    save_config(cfg, cfg_file)
-    write_env(out, kind)
+    try:
+        lock.acquire(out)
+    except BaseException:
+        if created:
+            shutil.rmtree(out, ignore_errors=True)
+        raise
+    if created:
+        _CREATED.add(out.resolve())
+    try:
+        save_config(cfg, out / "config.yaml")
+        write_env(out, kind)
+        compact(out)
+    except BaseException:
+        close_run_dir(out, ok=False)
+        raise
+    return out
+
+
+_CREATED: set = set()
+
+
+def close_run_dir(run_dir: Path, ok: bool = True) -> None:
+    """Release RUN_DIR's lock; after a failure, remove it if this run created it and nothing was ledgered."""
+    run_dir = Path(run_dir)
+    fresh = run_dir.resolve() in _CREATED
+    _CREATED.discard(run_dir.resolve())
+    if not ok and fresh and run_dir.is_dir() and not len(read_ledger(run_dir)):
+        shutil.rmtree(run_dir, ignore_errors=True)
+    lock.release(run_dir)
+
+
+def check_identity(out: Path, identity: dict) -> None:
+    """What determines a value (model content, resolved dtype and device, calibration token ids per
+    objective key) must match what the run directory was written with; then it is recorded."""
+    path = out / "identity.json"
+    old = json.loads(path.read_text()) if path.exists() else {}
+    for key in ("model", "dtype", "device"):
+        if key in old and old[key] != identity.get(key):
+            raise GhostsearchError(f"run directory {out} holds values computed with {key} {old[key]!r}, this run "
+                                   f"has {identity.get(key)!r}; resume where they match or choose another out=")
+    calib = dict(old.get("calibration", {}))
+    for spec, digest in identity.get("calibration", {}).items():
+        if calib.get(spec, digest) != digest:
+            raise GhostsearchError(f"run directory {out} was scored on other calibration data for {spec} (token "
+                                   f"ids {calib[spec][:12]} != {digest[:12]}: a different data_dir or tokenizer?); "
+                                   "choose another out=")
+        calib[spec] = digest
+    write_text_atomic(path, json.dumps({**old, **identity, "calibration": calib}, indent=2))
+
+
+def ghostsearch_version() -> dict:
+    """The installed version, the git commit when .git is there, else the commit the package was
+    built from (pip's direct_url.json for a VCS install, or ghostsearch/BUILD written by an image build)."""
+    from importlib import metadata
+
+    out = {"version": None, "git_commit": None, "build": None}
+    try:
+        dist = metadata.distribution("ghostsearch")
+        out["version"] = dist.version
+        direct = json.loads(dist.read_text("direct_url.json") or "{}")
+        out["build"] = (direct.get("vcs_info") or {}).get("commit_id")
+    except (metadata.PackageNotFoundError, ValueError):
+        pass
+    build_file = Path(__file__).parents[1] / "BUILD"
+    if build_file.exists():
+        out["build"] = build_file.read_text().strip() or out["build"]
+    try:
+        out["git_commit"] = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                                           cwd=Path(__file__).parent, timeout=5).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        pass
     return out
 
 
@@ -49,14 +147,10 @@ def write_env(out: Path, kind: str) -> None:
         except Exception:  # noqa: BLE001
             return None
 
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                                cwd=Path(__file__).parent, timeout=5).stdout.strip() or None
-    except Exception:  # noqa: BLE001
-        commit = None
+    gs = ghostsearch_version()
     env = {"kind": kind, "time": time.time(), "python": platform.python_version(), "platform": platform.platform(),
-           "git_commit": commit, "cpu_count": os.cpu_count(),
-           "cuda": torch.cuda.is_available(),
+           "ghostsearch": gs["version"], "git_commit": gs["git_commit"], "build": gs["build"],
+           "cpu_count": os.cpu_count(), "cuda": torch.cuda.is_available(),
            "devices": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())],
            "versions": {m: ver(m) for m in ("torch", "transformers", "ray", "optuna", "deap", "pyarrow", "lm_eval")}}
     write_text_atomic(out / "env.json", json.dumps(env, indent=2))

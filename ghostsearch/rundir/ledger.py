@@ -1,16 +1,35 @@
 """The ledger: every evaluation of a run, recorded durably under RUN_DIR/ledger/.
 
-Each writer (one per process) appends one JSON line per finished evaluation to its own journal,
-``journal-<writer>.jsonl``, flushed to the OS before the searcher sees the value: it survives a
-crash of the process (~30 us a row, where a Parquet part per row cost ~5 ms). ``compact()``
-(at the end of a search or compare, when no writer is active) folds the journals and older parts
-into one Parquet part. Rows carry a unique ``eval_id``; reading de-duplicates on it and skips a
-torn last journal line, so every step is crash-safe. The ledger is the single record that resume,
-the report and the comparison read.
+Layout: ``ledger/part-*.parquet`` (what Parquet readers see: ``pandas.read_parquet(RUN_DIR /
+"ledger")``, ``pyarrow.dataset``), ``ledger/_journal/journal-<writer>.jsonl`` (rows not yet in a
+part) and ``ledger/_quarantine/`` (corrupt parts and rows moved aside). Parquet readers skip
+names starting with ``_`` or ``.``, so the folder reads as a dataset while a run is going and after
+a crash.
+
+Durability policy (docs/reliability.md):
+
+* ``append`` writes one JSON line to the writer's journal and flushes it to the OS before the
+  searcher sees the value: a crash of the process loses nothing. The journal is fsynced at most
+  every ``fsync_seconds`` (default 1 s; 0 = every row, ~3 ms each on this disk), so a power loss
+  can drop the last second of rows, which are then recomputed.
+* Every ``checkpoint_seconds`` (and on ``close``) a writer moves its journal's rows into a part of
+  its own (fsynced, renamed into place, directory fsynced, then the journal is removed), so
+  Parquet readers see a running search within that delay.
+* ``compact`` (the run-directory lock held, no writer active) folds every part and journal into
+  one part, fsynced, before anything is removed.
+
+Reading is tolerant: rows carry a unique ``eval_id`` (duplicates left by a crash between two
+steps are dropped), a torn last line is skipped, and a corrupt part or a row of the wrong shape is
+reported in one line and left out (``quarantine`` moves it to ``_quarantine/``), so its
+evaluation is recomputed instead of the run crashing.
 """
 from __future__ import annotations
 
 import json
+import logging
+import math
+import os
+import shutil
 import threading
 import time
 import uuid
@@ -19,7 +38,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ghostsearch.io import write_parquet_atomic
+from ghostsearch.io import fsync_dir, write_parquet_atomic
+
+log = logging.getLogger("ghostsearch.ledger")
 
 SCHEMA = pa.schema([
     ("eval_id", pa.string()),
@@ -38,16 +59,30 @@ SCHEMA = pa.schema([
     ("node", pa.string()),
     ("time", pa.float64()),
     ("seed", pa.int64()),
+    # racing (search/racing.py): full-evaluation equivalents this row charged (None: its fidelity);
+    # partial: a race block below full fidelity (a value on the rows seen so far, never an answer);
+    # row_losses: the per-row loss sums of the block's rows, which a resumed race replays
+    ("cost", pa.float64()),
+    ("partial", pa.bool_()),
+    ("row_losses", pa.list_(pa.float64())),
 ])
+JOURNALS, QUARANTINE = "_journal", "_quarantine"
 
 
 class Ledger:
-    def __init__(self, run_dir: str | Path):
+    def __init__(self, run_dir: str | Path, fsync_seconds: float = 1.0, checkpoint_seconds: float = 10.0):
         self.dir = Path(run_dir) / "ledger"
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.journal = self.dir / f"journal-{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.jsonl"
+        (self.dir / JOURNALS).mkdir(parents=True, exist_ok=True)
+        self.writer = f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}"
+        self.fsync_seconds, self.checkpoint_seconds = fsync_seconds, checkpoint_seconds
+        self.journal = self._new_journal()
         self._file = None
+        self._rows: list[dict] = []          # rows in the current journal, not yet in a part
+        self._synced = self._checkpointed = time.monotonic()
         self._lock = threading.Lock()
+
+    def _new_journal(self) -> Path:
+        return self.dir / JOURNALS / f"journal-{self.writer}-{time.time_ns():020d}.jsonl"
 
     def append(self, row: dict) -> None:
         row = {name: row.get(name) for name in SCHEMA.names}
@@ -59,54 +94,197 @@ class Ledger:
                 self._file = open(self.journal, "a", encoding="utf-8")
             self._file.write(line)
             self._file.flush()  # in the OS now: a crash of this process loses nothing
+            self._rows.append(row)
+            now = time.monotonic()
+            if now - self._synced >= self.fsync_seconds:
+                os.fsync(self._file.fileno())
+                self._synced = now
+            if now - self._checkpointed >= self.checkpoint_seconds:
+                self._checkpoint()
+
+    def _checkpoint(self) -> None:
+        """This writer's journal rows -> a part of their own; then a fresh journal."""
+        self._checkpointed = time.monotonic()
+        if self._file is None:
+            return
+        self._file.close()
+        self._file = None
+        if self._rows:
+            write_parquet_atomic(self.dir / f"part-{time.time_ns():020d}-{self.writer}.parquet",
+                                 pa.Table.from_pylist(self._rows, schema=SCHEMA), fsync=True)
+        self.journal.unlink(missing_ok=True)
+        fsync_dir(self.journal.parent)
+        self._rows = []
+        self.journal = self._new_journal()
 
     def close(self) -> None:
         with self._lock:
-            if self._file is not None:
-                self._file.close()
-                self._file = None
+            self._checkpoint()
 
     def compact(self) -> None:
-        """Fold journals and parts into one Parquet part. Run it when no writer is active (the end
-        of a run); crash-safe: the new part is complete before anything is removed, and rows are
-        de-duplicated on eval_id when read."""
+        """Fold every part and journal into one Parquet part; corrupt ones go to _quarantine/.
+        Run it with the run-directory lock held and no writer active (start and end of a run).
+        Crash-consistent: the new part is fsynced (file and directory) before anything is removed,
+        and a crash between the two steps leaves duplicates that reading drops (same eval_id)."""
         self.close()
-        parts = sorted(self.dir.glob("part-*.parquet"))
-        journals = sorted(self.dir.glob("journal-*.jsonl"))
-        if not journals and len(parts) <= 1:
-            return
-        table = read_ledger(self.dir.parent)
-        write_parquet_atomic(self.dir / f"part-{time.time_ns():020d}-compact.parquet", table)
-        for p in parts + journals:
-            p.unlink(missing_ok=True)
+        compact(self.dir.parent)
 
 
-def _journal_rows(path: Path) -> list[dict]:
-    rows = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
+def compact(run_dir: str | Path) -> None:
+    """``Ledger.compact`` without a writer of one's own (the driver at the start of a resumed run)."""
+    remove_compacted(Path(run_dir) / "ledger", write_compacted(run_dir))
+
+
+def _files(d: Path) -> tuple[list[Path], list[Path]]:
+    if not d.is_dir():
+        return [], []
+    journals = sorted(d.glob(f"{JOURNALS}/journal-*.jsonl")) + sorted(d.glob("journal-*.jsonl"))  # + older layout
+    return sorted(d.glob("part-*.parquet")), journals
+
+
+_REQUIRED = {"eval_id": str, "cell": str, "objective_key": str, "removed": list, "fidelity": (int, float),
+             "value": (int, float), "cached": bool}
+
+
+def _row_ok(row) -> bool:
+    if not isinstance(row, dict):
+        return False
+    for key, tp in _REQUIRED.items():
+        v = row.get(key)
+        if not isinstance(v, tp) or (tp is not bool and isinstance(v, bool)):
+            return False
+    return all(isinstance(i, int) and not isinstance(i, bool) for i in row["removed"]) and \
+        math.isfinite(row["fidelity"])
+
+
+def _journal_rows(path: Path) -> tuple[list[dict], list[str]]:
+    """(good rows, bad lines). The last line may be torn by a crash mid-write: skipped silently."""
+    rows, bad = [], []
+    lines = path.read_bytes().split(b"\n")
+    for i, raw in enumerate(lines):
+        if not raw.strip():
+            continue
+        try:
+            row = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            if i < len(lines) - 1:  # not the last line: corrupt, not torn
+                bad.append(raw.decode("utf-8", "replace"))
+            continue
+        if _row_ok(row):
+            rows.append(row)
+        else:
+            bad.append(raw.decode("utf-8", "replace"))
+    return rows, bad
+
+
+def _rows_table(rows: list[dict], bad: list[str]) -> pa.Table:
+    try:
+        return pa.Table.from_pylist(rows, schema=SCHEMA)
+    except (pa.ArrowException, TypeError, ValueError, OverflowError):  # one row of a wrong type: find it
+        good = []
+        for r in rows:
             try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:  # a line torn by a crash mid-write: that evaluation reruns
-                continue
-    return rows
+                pa.Table.from_pylist([r], schema=SCHEMA)
+                good.append(r)
+            except (pa.ArrowException, TypeError, ValueError, OverflowError):
+                bad.append(json.dumps(r))
+        return pa.Table.from_pylist(good, schema=SCHEMA)
 
 
-def read_ledger(run_dir: str | Path) -> pa.Table:
-    d = Path(run_dir) / "ledger"
-    parts = sorted(d.glob("part-*.parquet")) if d.is_dir() else []
-    journals = sorted(d.glob("journal-*.jsonl")) if d.is_dir() else []
-    tables = [pq.read_table(p, schema=SCHEMA) for p in parts]
-    rows = [r for j in journals for r in _journal_rows(j)]
+def scan(run_dir: str | Path) -> tuple[pa.Table, list[Path], list[Path], dict[Path, list[str]]]:
+    """(table, files read, corrupt parts, {journal: bad lines}), de-duplicated on eval_id."""
+    for _ in range(5):  # a writer may checkpoint (journal -> part) while we read: read again
+        try:
+            return _scan(Path(run_dir) / "ledger")
+        except FileNotFoundError:
+            continue
+    return _scan(Path(run_dir) / "ledger")
+
+
+def _scan(d: Path):
+    journals_first = _files(d)[1]
+    parts = _files(d)[0]
+    tables, bad_parts, bad_rows = [], [], {}
+    for p in parts:
+        try:
+            tables.append(pq.read_table(p, schema=SCHEMA))
+        except FileNotFoundError:
+            raise
+        except (pa.ArrowException, OSError):
+            bad_parts.append(p)
+    rows = []
+    for j in journals_first:
+        got, bad = _journal_rows(j)
+        rows += got
+        if bad:
+            bad_rows[j] = bad
+    extra: list[str] = []
     if rows:
-        tables.append(pa.Table.from_pylist(rows, schema=SCHEMA))
-    if not tables:
-        return SCHEMA.empty_table()
-    table = pa.concat_tables(tables)
+        tables.append(_rows_table(rows, extra))
+    if extra:
+        bad_rows[Path("(rows of a wrong type)")] = extra
+    table = pa.concat_tables(tables) if tables else SCHEMA.empty_table()
     ids = table.column("eval_id").to_pylist()
     seen, keep = set(), []
     for i, e in enumerate(ids):
         if e not in seen:
             seen.add(e)
             keep.append(i)
-    return table.take(keep) if len(keep) < len(ids) else table
+    if len(keep) < len(ids):
+        table = table.take(keep)
+    good = [p for p in parts if p not in bad_parts]
+    return table, good + journals_first, bad_parts, bad_rows
+
+
+_REPORTED: set = set()
+
+
+def _report(bad_parts, bad_rows) -> None:
+    for p in bad_parts:
+        if p not in _REPORTED:
+            _REPORTED.add(p)
+            log.warning("ledger part %s is unreadable; left out (its evaluations are recomputed)", p)
+    for j, lines in bad_rows.items():
+        if (j, len(lines)) not in _REPORTED:
+            _REPORTED.add((j, len(lines)))
+            log.warning("ledger: %d malformed row(s) in %s left out (recomputed)", len(lines), j)
+
+
+def read_ledger(run_dir: str | Path) -> pa.Table:
+    """Every row of the run's ledger (parts and journals); corrupt ones are left out, in one line each."""
+    table, _, bad_parts, bad_rows = scan(run_dir)
+    _report(bad_parts, bad_rows)
+    return table
+
+
+def write_compacted(run_dir: str | Path) -> list[Path]:
+    """Step 1 of compaction: quarantine what is corrupt, write every good row into one new part
+    (fsynced, directory fsynced). Returns the files step 2 (``remove_compacted``) removes."""
+    d = Path(run_dir) / "ledger"
+    table, old, bad_parts, bad_rows = scan(run_dir)
+    _report(bad_parts, bad_rows)
+    if bad_parts or bad_rows:
+        q = d / QUARANTINE
+        q.mkdir(exist_ok=True)
+        for p in bad_parts:
+            shutil.move(str(p), q / p.name)
+        if bad_rows:
+            with open(q / f"rows-{time.time_ns():020d}.jsonl", "w", encoding="utf-8") as f:
+                for j, lines in bad_rows.items():
+                    f.writelines(f"{json.dumps({'source': str(j), 'line': line})}\n" for line in lines)
+                f.flush()
+                os.fsync(f.fileno())
+        fsync_dir(q)
+    parts = [p for p in old if p.suffix == ".parquet"]
+    if len(parts) == len(old) and len(parts) <= 1:
+        return []  # already one part (or nothing): nothing to fold
+    write_parquet_atomic(d / f"part-{time.time_ns():020d}-compact.parquet", table, fsync=True)
+    return old
+
+
+def remove_compacted(d: Path, old: list[Path]) -> None:
+    """Step 2 of compaction: the folded parts and journals go (their rows are in the new part)."""
+    for p in old:
+        p.unlink(missing_ok=True)
+    for folder in {p.parent for p in old}:
+        fsync_dir(folder)

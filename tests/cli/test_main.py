@@ -17,7 +17,7 @@ def test_every_command_listed_in_order(capsys):
         main(["--help"])
     assert e.value.code == 0
     out = capsys.readouterr().out
-    assert list(COMMANDS) == ["score", "search", "compare", "pool", "recover", "export", "eval"]
+    assert list(COMMANDS) == ["score", "search", "compare", "pool", "recover", "export", "eval", "ledger"]
     assert "{" + ",".join(COMMANDS) + "}" in out
 
 

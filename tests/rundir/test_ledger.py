@@ -1,9 +1,17 @@
-"""The ledger: journal rows are readable at once, survive a torn line, and compact into one Parquet part."""
+"""The ledger: journal rows are readable at once, survive a torn line, compact into one Parquet
+part, read as a Parquet dataset (pandas, pyarrow.dataset) mid-run and after a crash, and a corrupt
+part or row is quarantined instead of crashing the reader."""
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from ghostsearch.rundir.ledger import SCHEMA, Ledger, read_ledger
+from ghostsearch.rundir.ledger import SCHEMA, Ledger, compact, read_ledger
 
 
 def _row(i, **kw):
@@ -25,26 +33,90 @@ def test_rows_round_trip_and_compact(tmp_path):
     a.close(), b.close()
     before = sorted((r["eval_id"], r["value"]) for r in t.to_pylist())
     Ledger(tmp_path).compact()
-    files = sorted(p.name for p in (tmp_path / "ledger").iterdir())
-    assert len(files) == 1 and files[0].endswith("-compact.parquet"), files
-    assert sorted((r["eval_id"], r["value"]) for r in pq.read_table(tmp_path / "ledger" / files[0]).to_pylist()) == before
+    parts = sorted(p.name for p in (tmp_path / "ledger").glob("*.parquet"))
+    assert len(parts) == 1 and parts[0].endswith("-compact.parquet"), parts
+    assert not list((tmp_path / "ledger" / "_journal").iterdir())
+    assert sorted((r["eval_id"], r["value"]) for r in pq.read_table(tmp_path / "ledger" / parts[0]).to_pylist()) == before
     # a later writer (a resumed run) adds a journal beside the part; both are read
     c = Ledger(tmp_path)
     c.append(_row(20))
     assert len(read_ledger(tmp_path)) == 11
 
 
+def test_parquet_readers_see_a_running_ledger(tmp_path):
+    import pandas as pd
+
+    w = Ledger(tmp_path, checkpoint_seconds=0)  # every append checkpoints: a part per row
+    for i in range(3):
+        w.append(_row(i))
+    mid = pd.read_parquet(tmp_path / "ledger")  # the journal folder is skipped, the parts are read
+    assert sorted(mid["value"]) == [10.0, 10.0 + 1 / 3, 10.0 + 2 / 3]
+    w2 = Ledger(tmp_path, checkpoint_seconds=3600)  # rows still only in a journal: not yet visible to Parquet
+    w2.append(_row(7))
+    assert ds.dataset(tmp_path / "ledger", format="parquet").count_rows() == 3
+    assert len(read_ledger(tmp_path)) == 4  # ghostsearch's reader sees the journal too
+    w2.close()
+    assert len(pd.read_parquet(tmp_path / "ledger")) == 4
+
+
 def test_torn_line_and_interrupted_compaction(tmp_path):
-    a = Ledger(tmp_path)
+    a = Ledger(tmp_path, checkpoint_seconds=3600)
     for i in range(3):
         a.append(_row(i))
-    a.close()
+    a._file.close()  # the process died: its journal stays  # noqa: SLF001
     with open(a.journal, "a") as f:
-        f.write('{"eval_id": "torn", "cell": "gre')  # the process died mid-write
+        f.write('{"eval_id": "torn", "cell": "gre')  # ... mid-write
     assert len(read_ledger(tmp_path)) == 3
     # compaction that died after writing its part but before removing the journal: no duplicates
     t = read_ledger(tmp_path)
     pq.write_table(t, tmp_path / "ledger" / "part-00000000000000000001-compact.parquet")
     assert len(read_ledger(tmp_path)) == 3
-    Ledger(tmp_path).compact()
-    assert len(read_ledger(tmp_path)) == 3 and not list((tmp_path / "ledger").glob("journal-*"))
+    compact(tmp_path)
+    assert len(read_ledger(tmp_path)) == 3 and not list((tmp_path / "ledger").glob("**/journal-*"))
+
+
+def test_kill_9_between_new_part_and_unlinks(tmp_path):
+    """A real SIGKILL after step 1 of compaction: both old files and the new part remain; reading
+    gives every row once, and the next compaction finishes the job."""
+    w = Ledger(tmp_path, checkpoint_seconds=3600)
+    for i in range(6):
+        w.append(_row(i))
+    w.close()
+    Ledger(tmp_path, checkpoint_seconds=3600).append(_row(30))
+    want = sorted(r["eval_id"] for r in read_ledger(tmp_path).to_pylist())
+    script = ("import os, signal, sys; from ghostsearch.rundir.ledger import write_compacted; "
+              "write_compacted(sys.argv[1]); os.kill(os.getpid(), signal.SIGKILL)")
+    r = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True)
+    assert r.returncode == -9
+    assert len(list((tmp_path / "ledger").glob("part-*-compact.parquet"))) == 1
+    assert list((tmp_path / "ledger").glob("_journal/journal-*"))  # not yet removed
+    assert sorted(r["eval_id"] for r in read_ledger(tmp_path).to_pylist()) == want
+    compact(tmp_path)
+    assert sorted(r["eval_id"] for r in read_ledger(tmp_path).to_pylist()) == want
+    assert len(list((tmp_path / "ledger").glob("*.parquet"))) == 1
+
+
+def test_zero_byte_part_and_wrong_typed_row_are_quarantined(tmp_path, caplog):
+    w = Ledger(tmp_path, checkpoint_seconds=3600)
+    for i in range(4):
+        w.append(_row(i))
+    w.close()
+    (tmp_path / "ledger" / "part-00000000000000000002-x.parquet").write_bytes(b"")  # power loss before fsync
+    j = Ledger(tmp_path, checkpoint_seconds=3600)
+    j.append(_row(8))
+    j._file.close()  # noqa: SLF001
+    with open(j.journal, "a") as f:
+        f.write(json.dumps(_row(9, eval_id="bad", value="oops")) + "\n")   # valid JSON, wrong type
+        f.write(json.dumps(_row(10, eval_id="bad2", removed=["x"])) + "\n")
+        f.write(json.dumps(_row(11, eval_id="ok")) + "\n")
+    with caplog.at_level("WARNING", logger="ghostsearch.ledger"):
+        t = read_ledger(tmp_path)
+    assert sorted(r["value"] for r in t.to_pylist()) == sorted(10.0 + i / 3 for i in (0, 1, 2, 3, 8, 11))
+    assert any("unreadable" in m for m in caplog.messages) and any("malformed" in m for m in caplog.messages)
+    assert all("\n" not in m for m in caplog.messages)
+    compact(tmp_path)  # what a resumed run does first: the corrupt part and rows are moved aside
+    q = tmp_path / "ledger" / "_quarantine"
+    assert (q / "part-00000000000000000002-x.parquet").exists()
+    bad = [json.loads(line) for f in q.glob("rows-*.jsonl") for line in f.read_text().splitlines()]
+    assert sorted(json.loads(b["line"])["eval_id"] for b in bad) == ["bad", "bad2"]
+    assert len(read_ledger(tmp_path)) == 6 and len(os.listdir(tmp_path / "ledger")) == 3  # part, _journal, _quarantine
