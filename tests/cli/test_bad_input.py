@@ -1,0 +1,170 @@
+"""Every bad input a user can give: exit code 2, one line on stderr naming the problem, no
+traceback, and nothing written (the working folder, the run directories and export targets are
+byte-for-byte as before). Each case runs the real `ghostsearch` entry point in process, against a
+real tiny model directory; none needs Ray (every check comes before Ray starts)."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import yaml
+
+from ghostsearch.cli.main import main
+
+C, T, W = "{cfg}", "{tiny}", "{w}"
+
+CASES = [
+    # config files
+    ("config-missing", ["search", f"{W}/missing.yaml"], "does not exist"),
+    ("config-is-directory", ["search", f"{W}/cfgdir"], "is not a file"),
+    ("config-not-utf8", ["search", f"{W}/latin1.yaml"], "not UTF-8"),
+    ("config-invalid-yaml", ["search", f"{W}/bad.yaml"], "not valid YAML"),
+    ("config-top-not-mapping", ["search", f"{W}/list.yaml"], "must be a mapping"),
+    # overrides and validation
+    ("unknown-key", ["search", C, "nope=1"], "unknown config key nope"),
+    ("key-typo", ["search", C, "calibration.nseq=4"], "did you mean calibration.n_seq"),
+    ("not-key-value", ["search", C, "just-a-word"], "is not key=value"),
+    ("k-wrong-type", ["search", C, "k=six"], "k='six' has the wrong type"),
+    ("k-zero", ["search", C, "k=0"], "must remove at least one block"),
+    ("k-negative", ["search", C, "k=-2"], "must remove at least one block"),
+    ("objective-typo", ["search", C, "objective=perplexty"], "unknown objective"),
+    ("searcher-typo", ["search", C, "searcher=gredy"], "unknown searcher"),
+    ("dtype-unknown", ["search", C, "dtype=fp64"], "dtype='fp64'"),
+    ("yaml11-bool-yes", ["search", C, "trust_remote_code=yes"], "write true or false"),
+    ("yaml11-bool-off", ["search", C, "pool.dashboard=off"], "write true or false"),
+    ("override-unclosed", ["search", C, "search.protected=[0,1"], "unclosed bracket"),
+    ("override-section-zero", ["search", C, "calibration=0"], "whole calibration section"),
+    ("override-section-empty", ["search", C, "search="], "whole search section"),
+    ("compare-empty", ["search", C, "compare.seeds=[]"], "compare.seeds is empty"),
+    ("compare-k-zero", ["search", C, "compare.ks=[0]"], "every k must be >= 1"),
+    ("compare-concurrent", ["search", C, "compare.concurrent=0"], "compare.concurrent=0 must be >= 1"),
+    ("n-seq-zero", ["search", C, "calibration.n_seq=0"], "calibration.n_seq must be positive"),
+    ("seq-len-zero", ["search", C, "calibration.seq_len=0"], "calibration.seq_len must be positive"),
+    ("micro-batch-zero", ["search", C, "calibration.micro_batch=0"], "micro_batch must be positive"),
+    ("per-objective-typo", ["search", C, "calibration.per_objective.margn.n_seq=4"], "unknown objective"),
+    ("per-objective-key", ["search", C, "calibration.per_objective.margin.n_sq=4"], "did you mean"),
+    ("per-objective-dataset", ["search", C, "objective=margin", "calibration.per_objective.margin.dataset=c4"],
+     "does not suit objective 'margin'"),
+    ("dataset-unsuitable", ["search", C, "calibration.dataset=imagenet"], "does not suit objective"),
+    ("pool-actors-zero", ["search", C, "pool.actors=0"], "pool.actors and pool.threads must be >= 1"),
+    ("pool-threads-zero", ["search", C, "pool.threads=0"], "pool.actors and pool.threads must be >= 1"),
+    ("pool-gpus-negative", ["search", C, "pool.gpus_per_actor=-1"], "pool.gpus_per_actor=-1 must be >= 0"),
+    ("cache-every-zero", ["search", C, "cache.every=0"], "cache.every=0 must be >= 1"),
+    ("cache-prefix-negative", ["search", C, "cache.prefix_runs=-1"], "cache.prefix_runs=-1 must be >= 0"),
+    ("time-budget-negative", ["search", C, "search.time_budget=-5"], "search.time_budget=-5 must be positive"),
+    ("budget-negative", ["search", C, "search.budget=-1"], "search.budget=-1 must be positive"),
+    ("eval-limit-negative", ["search", C, "eval.limit=-3"], "eval.limit=-3 must be >= 1"),
+    ("recovery-method", ["search", C, "recovery.method=magic"], "recovery.method='magic'"),
+    ("recovery-top-zero", ["search", C, "recovery.top=0"], "recovery.top=0 must be >= 1"),
+    ("recovery-ridge-negative", ["search", C, "recovery.ridge=-1"], "recovery.ridge=-1.0 must be >= 0"),
+    ("recovery-aware-method", ["search", C, "search.recovery_aware=linearpatch"], "supports ghosted"),
+    ("aware-window-zero", ["search", C, "search.aware_window=0"], "search.aware_window=0"),
+    ("objective-params-recovery", ["search", C, "objective_params.recovery=ghosted"], "search.recovery_aware"),
+    ("data-dir-missing", ["search", C, f"data_dir={W}/nodata"], "does not exist"),
+    ("params-unknown-searcher", ["search", C, "search.params.nosuch.x=1"], "unknown searcher"),
+    ("params-bad-parameter", ["search", C, "search.params.beam.widht=4"], "searcher 'beam'"),
+    # models
+    ("model-path-missing", ["search", C, f"model={W}/nomodel"], "does not exist"),
+    ("model-dir-no-config", ["search", C, f"model={W}/cfgdir"], "has no config.json"),
+    ("gguf-random-bytes", ["search", C, f"model={W}/random.gguf"], "is not a GGUF file"),
+    ("gguf-truncated", ["search", C, f"model={W}/truncated.gguf"], "damaged or truncated"),
+    ("gguf-missing", ["search", C, f"model={W}/missing.gguf"], "does not exist"),
+    ("seq-len-beyond-context", ["search", C, "calibration.seq_len=4096"], "longer than the model's context"),
+    ("k-all-blocks", ["search", C, "k=6"], "would remove all 6 blocks"),
+    ("protected-out-of-range", ["search", C, "search.protected=[10]"], "out of range"),
+    # score
+    ("remove-not-ints", ["score", C, "--remove", "1,x"], "not a comma-separated list"),
+    ("remove-repeats", ["score", C, "--remove", "1,1"], "repeats block"),
+    ("remove-out-of-range", ["score", C, "--remove", "99"], "out of range"),
+    ("remove-negative", ["score", C, "--remove", "-1,3"], "out of range"),
+    ("remove-all", ["score", C, "--remove", "0,1,2,3,4,5"], "removes all 6 blocks"),
+    ("remove-missing", ["score", C], "--remove"),
+    ("threads-negative", ["score", C, "--remove", "1", "--threads", "-1"], "must be 1 or more"),
+    ("threads-not-int", ["score", C, "--remove", "1", "--threads", "x"], "is not an integer"),
+    ("score-seq-len-beyond-context", ["score", C, "calibration.seq_len=1024", "--remove", "1"], "model's context"),
+    # run directories and the pool
+    ("out-is-file", ["search", C, f"out={W}/afile"], "is a file"),
+    ("out-under-file", ["search", C, f"out={W}/afile/run"], "which is a file"),
+    ("out-foreign-dir", ["search", C, f"out={W}/foreign"], "is not a ghostsearch run directory"),
+    ("out-other-config", ["search", C, "k=3", f"out={W}/run"], "written by a different config"),
+    ("pool-larger-than-machine", ["search", C, "pool.actors=512"], "CPUs but this machine has"),
+    ("jobs-address", ["search", C, "--address", "http://127.0.0.1:8265"], "Jobs (dashboard) address"),
+    ("compare-jobs-address", ["compare", C, "pool.address=http://10.0.0.1:8265"], "--address 10.0.0.1:6379"),
+    # export
+    ("export-onto-run-dir", ["export", f"{W}/run", "--method", "none", "--out", f"{W}/run", "--force"],
+     "is a ghostsearch run directory"),
+    ("export-onto-foreign-dir", ["export", f"{W}/run", "--method", "none", "--out", f"{W}/foreign", "--force"],
+     "was not written by ghostsearch export"),
+    ("export-onto-file", ["export", f"{W}/run", "--method", "none", "--out", f"{W}/afile"], "is a file"),
+    ("export-exists-no-force", ["export", f"{W}/run", "--method", "none", "--out", f"{W}/export"], "--force"),
+    ("export-config-no-remove", ["export", C, "--method", "none", "--out", f"{W}/new"], "needs --remove"),
+    ("export-bad-method", ["export", f"{W}/run", "--method", "magic", "--out", f"{W}/new"], "invalid choice"),
+    # recover, eval, ledger, pool, the command itself
+    ("recover-not-run-dir", ["recover", f"{W}/foreign"], "has no config.yaml"),
+    ("recover-top-zero", ["recover", f"{W}/run", "--top", "0"], "must be 1 or more"),
+    ("eval-run-dir-with-remove", ["eval", f"{W}/run", "--remove", "1"], "drop --remove"),
+    ("eval-config-no-remove", ["eval", C], "needs --remove"),
+    ("eval-nothing", ["eval", f"{W}/nowhere"], "neither a run directory"),
+    ("ledger-not-run-dir", ["ledger", f"{W}/foreign"], "has no ledger"),
+    ("pool-up-no-address", ["pool", "up", C, "pool.name=x"], "needs a running Ray cluster"),
+    ("pool-status-no-address", ["pool", "status"], "needs the cluster's address"),
+    ("unknown-command", ["serch", C], "invalid choice"),
+]
+
+
+@pytest.fixture
+def work(tmp_path, tiny_model_dir, monkeypatch):
+    """A working folder with every kind of bad target; the tests chdir into it."""
+    from ghostsearch.config import load_config, save_config
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    w = tmp_path / "w"
+    w.mkdir()
+    base = {"model": tiny_model_dir, "dtype": "fp32", "device": "cpu", "k": 2, "searcher": "oneshot",
+            "calibration": {"dataset": "lambada", "n_seq": 2, "seq_len": 32}, "out": str(w / "out"),
+            "pool": {"actors": 1, "dashboard": False}}
+    (w / "c.yaml").write_text(yaml.safe_dump(base))
+    (w / "cfgdir").mkdir()
+    (w / "latin1.yaml").write_bytes("model: caf\xe9\n".encode("latin-1"))
+    (w / "bad.yaml").write_text("k: [1, 2\n")
+    (w / "list.yaml").write_text("- k\n- 2\n")
+    (w / "random.gguf").write_bytes(os.urandom(4096))
+    (w / "truncated.gguf").write_bytes(b"GGUF\x03\x00\x00\x00\x07")
+    (w / "afile").write_text("not a directory")
+    (w / "foreign").mkdir()
+    (w / "foreign" / "notes.txt").write_text("mine")
+    run = w / "run"
+    (run / "ledger").mkdir(parents=True)
+    save_config(load_config(str(w / "c.yaml"), [f"out={run}"]), run / "config.yaml")
+    (run / "result.json").write_text(json.dumps({"searchers": {"oneshot-perplexity-k2-s0": {"removed": [1, 2],
+                                                                                            "value": 9.0}}}))
+    (w / "export").mkdir()
+    (w / "export" / ".ghostsearch-export").write_text("{}")
+    (w / "export" / "config.json").write_text("{}")
+    monkeypatch.chdir(w)
+    return w
+
+
+def _snapshot(root):
+    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns) if p.is_file() else None
+            for p in root.rglob("*")}
+
+
+def test_the_table_is_large_enough():
+    assert len(CASES) >= 60 and len({c[0] for c in CASES}) == len(CASES)
+
+
+@pytest.mark.parametrize("argv, message", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_bad_input_is_one_line_exit_2_nothing_written(argv, message, work, tiny_model_dir, capsys):
+    argv = [a.replace(W, str(work)).replace(C, str(work / "c.yaml")).replace(T, tiny_model_dir) for a in argv]
+    before = _snapshot(work)
+    try:
+        code = main(argv)
+    except SystemExit as e:  # argparse's own errors
+        code = e.code
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert message in err, err
+    assert err.count("\n") == 1 and err.startswith("ghostsearch: error: ") and "Traceback" not in err, err
+    assert _snapshot(work) == before
