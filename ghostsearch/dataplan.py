@@ -5,7 +5,7 @@ in their evaluation half (``held_out``); and the check that calibration and eval
 a document or item. ``ghostsearch search``/``compare``/``eval`` print it once and record it."""
 from __future__ import annotations
 
-import sys
+import logging
 
 from ghostsearch import data
 from ghostsearch.config import Config
@@ -59,11 +59,13 @@ def plan(cfg: Config, objectives: list[str], evaluate: bool, repair: bool) -> di
 
 
 def announce(p: dict) -> None:
-    """Print the resolved data once (stderr; stdout stays for JSON results)."""
+    """Log the resolved data once (the CLI shows it on stderr; stdout stays for JSON results);
+    a fallback is a warning."""
+    log = logging.getLogger(__name__)
     for r in p["calibration"]:
         fb = " (FALLBACK: the asked dataset is not available here)" if r["fallback"] else ""
-        print(f"ghostsearch: {r['role']}: asked {r['asked']} -> used {r['used']}{fb}, {r['part']}, "
-              f"{r['documents_or_items']} documents/items, {r['n_seq']} x {r['seq_len']}", file=sys.stderr)
+        (log.warning if fb else log.info)(
+            f"{r['role']}: asked {r['asked']} -> used {r['used']}{fb}, {r['part']}, "
+            f"{r['documents_or_items']} documents/items, {r['n_seq']} x {r['seq_len']}")
     for e in p.get("evaluation", []):
-        print(f"ghostsearch: evaluation: {e['set']}, {e['part']}, {e['documents_or_items']} documents/items",
-              file=sys.stderr)
+        log.info(f"evaluation: {e['set']}, {e['part']}, {e['documents_or_items']} documents/items")

@@ -8,7 +8,7 @@ import sys
 from ghostsearch.cli import compare, export, ledger, pool, recover, score, search
 from ghostsearch.cli import eval as eval_cmd
 from ghostsearch.errors import GhostsearchError
-from ghostsearch.logs import quiet_libraries
+from ghostsearch.logs import quiet_libraries, setup_logging
 
 # name -> module with add(sub) and run(args); the order of `ghostsearch --help`
 COMMANDS = {"score": score, "search": search, "compare": compare, "pool": pool, "recover": recover,
@@ -35,9 +35,22 @@ def _values_with_dashes(argv: list[str]) -> list[str]:
     return out
 
 
+def version() -> str:
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version("ghostsearch")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = Parser(prog="ghostsearch", description="Depth-pruning search for LLMs on Ray.")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
+    p.add_argument("--version", action="version", version=f"ghostsearch {version()}", help="print the version")
+    p.add_argument("-v", "--verbose", action="count", default=0, help="more progress messages (debug)")
+    p.add_argument("-q", "--quiet", action="store_true", help="warnings and errors only, no progress bars")
     sub = p.add_subparsers(dest="cmd", required=True)
     for module in COMMANDS.values():
         module.add(sub)
@@ -55,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     if extra:
         args.overrides = list(args.overrides or []) + extra
     quiet_libraries()
+    setup_logging(-1 if args.quiet else args.verbose)
     try:
         COMMANDS[args.cmd].run(args)
     except GhostsearchError as e:

@@ -21,9 +21,12 @@ def mean(xs) -> float | None:
 def recover(run_dir, method: str | None = None, top: int | None = None, threads: int | None = None,
             on_row=None) -> list[dict]:
     """Rows (finalist, method, variant, removed, value_before, value_after, alignment_error(_before),
-    antisymmetric_share, seconds), best finalist first; ``on_row(row)`` as each finishes."""
-    import pyarrow as pa
+    antisymmetric_share, seconds), best finalist first; ``on_row(row)`` as each finishes.
+    RUN_DIR/recovery.parquet is keyed by (finalist, method, variant): these rows replace only the
+    rows with their keys, so every method's rows stay side by side."""
+    from tqdm.auto import tqdm
 
+    from ghostsearch.logs import progress_enabled
     from ghostsearch.scoring import scorer_from_config
 
     run_dir = Path(run_dir)
@@ -42,7 +45,7 @@ def recover(run_dir, method: str | None = None, top: int | None = None, threads:
     key = sc.prepare(spec)
     data = Activations.from_scorer(sc, key)
     rows = []
-    for name, removed, _ in todo:
+    for name, removed, _ in tqdm(todo, desc=f"recover ({rec.name})", unit="finalist", disable=not progress_enabled()):
         t0 = time.perf_counter()
         removed = check_removed(removed, sc.stack.n_blocks)
         ops = rec.fit(sc.stack, removed, data)
@@ -57,5 +60,19 @@ def recover(run_dir, method: str | None = None, top: int | None = None, threads:
                      "seconds": time.perf_counter() - t0})
         if on_row is not None:
             on_row(rows[-1])
-    write_parquet_atomic(run_dir / "recovery.parquet", pa.Table.from_pylist(rows))
+    write_rows(run_dir / "recovery.parquet", rows)
     return rows
+
+
+KEY = ("finalist", "method", "variant")
+
+
+def write_rows(path: Path, rows: list[dict]) -> None:
+    """Merge ``rows`` into the Parquet file at ``path``: rows with the same KEY are replaced, the rest kept."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    new = {tuple(r[k] for k in KEY) for r in rows}
+    old = pq.read_table(path).to_pylist() if path.exists() else []
+    old = [r for r in old if tuple(r.get(k) for k in KEY) not in new]
+    write_parquet_atomic(path, pa.Table.from_pylist(old + rows))
