@@ -169,11 +169,12 @@ def binomial_stderr(p: float, n: int) -> float:
 
 
 def zero_shot(model, tokenizer, tasks, limit: int | float | None = None, batch_size: int = 16,
-              data_dir: str | None = None, held_out=()) -> dict:
+              data_dir: str | None = None, held_out=(), raw: dict | None = None) -> dict:
     """lm-eval zero-shot accuracy: {'<task>_acc', '<task>_acc_norm' (where lm-eval reports it),
     '<task>_acc_stderr' (binomial, as lm-eval's), '<task>_n' (documents scored), 'mean_acc' with
     'mean_acc_stderr' (tasks independent: sqrt(sum se^2) / T) and its 95% interval
-    'mean_acc_lo'/'mean_acc_hi'}. ``held_out``: tasks read only in their evaluation half."""
+    'mean_acc_lo'/'mean_acc_hi'}. ``held_out``: tasks read only in their evaluation half. ``raw``: a
+    dict filled with lm-eval's own output (lmeval_results.write turns it into lm-eval's results file)."""
     tasks = check_tasks(tasks, data_dir)
     if not tasks:
         return {}
@@ -193,7 +194,9 @@ def zero_shot(model, tokenizer, tasks, limit: int | float | None = None, batch_s
         specs, tm = tasks, TaskManager()
     lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size)
     res = simple_evaluate(model=lm, tasks=specs, task_manager=tm, limit=limit, num_fewshot=0,
-                          bootstrap_iters=0, log_samples=False)
+                          bootstrap_iters=1, log_samples=False)  # >0: lm-eval's closed-form acc_stderr
+    if raw is not None:
+        raw.update(res)
     out = {}
     for t in tasks:
         r = res["results"][t]
@@ -210,12 +213,14 @@ def zero_shot(model, tokenizer, tasks, limit: int | float | None = None, batch_s
 
 
 # ---------------------------------------------------------------- both
-def evaluate_model(model, tokenizer, cfg_eval, data_dir: str | None = None, held_out=()) -> dict:
+def evaluate_model(model, tokenizer, cfg_eval, data_dir: str | None = None, held_out=(),
+                   raw: dict | None = None) -> dict:
     """Perplexities and zero-shot accuracies of ``model`` as set by a Config's ``eval`` section;
     ``held_out``: sets the run calibrated on (their evaluation half only, see dataplan)."""
     out = perplexity_suite(model, tokenizer, cfg_eval.perplexity, cfg_eval.ppl_seq_len, cfg_eval.ppl_max_seq,
                            data_dir, cfg_eval.limit, cfg_eval.batch_size, cfg_eval.protocol, held_out)
-    out.update(zero_shot(model, tokenizer, cfg_eval.tasks, cfg_eval.limit, cfg_eval.batch_size, data_dir, held_out))
+    out.update(zero_shot(model, tokenizer, cfg_eval.tasks, cfg_eval.limit, cfg_eval.batch_size, data_dir,
+                         held_out, raw))
     return out
 
 

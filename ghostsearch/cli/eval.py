@@ -52,6 +52,10 @@ def target(args):
 
 def run(args) -> None:
     from ghostsearch.evaluate import check_tasks, evaluate_model, write_rows
+    from tqdm.auto import tqdm
+
+    from ghostsearch import lmeval_results
+    from ghostsearch.logs import progress_enabled
     from ghostsearch.models import load_model, resolve_dtype
 
     cfg, jobs, out = target(args)
@@ -60,8 +64,16 @@ def run(args) -> None:
     if args.tasks is not None:
         cfg.eval.tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
     check_tasks(cfg.eval.tasks, cfg.data_dir)  # every input error before the model loads
+    held_out = []
+    if jobs is not None:  # a run's (or config's) calibration data is held out of what is evaluated
+        from ghostsearch.dataplan import announce, plan
+
+        data_plan = plan(cfg, [cfg.objective], evaluate=True, repair=args.recovery != "none")
+        announce(data_plan)
+        held_out = data_plan["held_out"]
     out = Path(args.out) if args.out else out
-    rows = []
+    rows, raw = [], {}  # raw: lm-eval's own output, written beside the rows as lm-eval's results file
+    lm_dir = out.parent / "lm_eval" if out is not None else None
     if jobs is None:
         from transformers import AutoTokenizer
 
@@ -70,19 +82,24 @@ def run(args) -> None:
         device = cfg.resolved_device()
         model = load_pruned(args.target, dtype=resolve_dtype(cfg.dtype, device), device=device)
         rows.append({"model": str(args.target), **evaluate_model(model, AutoTokenizer.from_pretrained(args.target),
-                                                                  cfg.eval, cfg.data_dir)})
+                                                                  cfg.eval, cfg.data_dir, raw=raw)})
+        if lm_dir is not None:
+            lmeval_results.write(lm_dir, raw, Path(args.target).name)
         print_json(rows[-1])
     else:
         from ghostsearch.recovery.repair import repair
         from ghostsearch.stack import Stack, check_removed
 
         model, tok = load_model(cfg.model, dtype=cfg.dtype, device=cfg.resolved_device(),
-                                trust_remote_code=cfg.trust_remote_code)
-        for cell, removed, value in jobs:
+                                trust_remote_code=cfg.trust_remote_code, revision=cfg.revision)
+        for cell, removed, value in tqdm(jobs, desc="eval", unit="model", disable=not progress_enabled()):
             removed = list(check_removed(removed, Stack(model).n_blocks))
             pruned = repair(model, tok, removed, cfg, args.recovery)
             rows.append({"cell": cell, "removed": removed, "value": value, "recovery": args.recovery,
-                         **evaluate_model(pruned, tok, cfg.eval, cfg.data_dir)})
+                         "held_out": ",".join(held_out),
+                         **evaluate_model(pruned, tok, cfg.eval, cfg.data_dir, held_out, raw)})
+            if lm_dir is not None:
+                lmeval_results.write(lm_dir, raw, lmeval_results.model_name(cfg.model, removed, args.recovery))
             print_json(rows[-1])
             del pruned
     if out is not None:

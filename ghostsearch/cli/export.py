@@ -23,8 +23,10 @@ def add(sub) -> None:
 
 def run(args) -> Path:
     import torch
+    from tqdm.auto import tqdm
 
     from ghostsearch.config import load_config
+    from ghostsearch.logs import progress_enabled
     from ghostsearch.models import load_model
     from ghostsearch.recovery.export import check_target, export
     from ghostsearch.recovery.repair import fit
@@ -42,11 +44,18 @@ def run(args) -> Path:
         cfg, removed = load_config(str(src), args.overrides), parse_remove(args.remove)
     if args.threads:
         torch.set_num_threads(args.threads)
+    bar = tqdm(total=3, desc="export: load model", unit="step", disable=not progress_enabled())
     model, tok = load_model(cfg.model, dtype=cfg.dtype, device=cfg.resolved_device(),
                             trust_remote_code=cfg.trust_remote_code, revision=cfg.revision)
     removed = check_removed(removed, Stack(model).n_blocks)
+    bar.update(1)
+    bar.set_description(f"export: fit {args.method}")
     ops = fit(model, tok, removed, cfg, args.method)
+    bar.update(1)
+    bar.set_description(f"export: write {out}")
     path = export(model, removed, args.method, ops, out, force=args.force, tokenizer=tok, info=card_info(cfg, args.method))
+    bar.update(1)
+    bar.close()
     print_json({"out": str(path), "method": args.method, "removed": list(removed),
                 "blocks": Stack(model).n_blocks - len(removed)})
     return path
