@@ -37,6 +37,19 @@ class ScorerActor:
         self.node = ray.get_runtime_context().get_node_id()
         self.pid = os.getpid()
         self.scorer = scorer_from_config(cfg, threads=threads)
+        from ray.util import metrics  # emitted here, so they carry this scorer's node (NodeAddress)
+
+        self.m_scored = metrics.Counter("ghostsearch_scorer_evaluations", "evaluations computed by this scorer",
+                                        tag_keys=("objective", "actor"))
+        self.m_busy = metrics.Counter("ghostsearch_scorer_busy_seconds", "seconds this scorer spent scoring",
+                                      tag_keys=("objective", "actor"))
+
+    def _count(self, spec: ObjectiveSpec, r: dict) -> dict:
+        tags = {"objective": spec.name, "actor": self.name}
+        self.m_scored.inc(1, tags=tags)
+        self.m_busy.inc(r["seconds"], tags=tags)
+        r.update(actor=self.name, node=self.node)
+        return r
 
     def info(self) -> dict:
         return {"name": self.name, "node": self.node, "pid": self.pid, "n_blocks": self.scorer.stack.n_blocks,
@@ -65,14 +78,12 @@ class ScorerActor:
 
     def score(self, spec: ObjectiveSpec, removed: tuple, fidelity: float, prefix) -> dict:
         r = self.scorer.score(self._key(spec), tuple(removed), fidelity, tuple(prefix) if prefix else None)
-        r.update(actor=self.name, node=self.node)
-        return r
+        return self._count(spec, r)
 
     def rows(self, spec: ObjectiveSpec, removed: tuple, rows: tuple, prefix) -> dict:
         """Per-row loss sums and counts of calibration rows ``rows`` (racing)."""
         r = self.scorer.score_rows(self._key(spec), tuple(removed), rows, tuple(prefix) if prefix else None)
-        r.update(actor=self.name, node=self.node)
-        return r
+        return self._count(spec, r)
 
     def statistic(self, spec: ObjectiveSpec, name: str):
         return self.scorer.statistic(self._key(spec), name)
