@@ -4,6 +4,7 @@ fault-free run of the same config."""
 from __future__ import annotations
 
 import collections
+import json
 import os
 import signal
 import subprocess
@@ -145,13 +146,43 @@ def test_resume_after_sigkill(tiny_model_dir, tmp_path, reference):
         p.wait()
     n_before = len(read_ledger(out))
     assert not (out / "result.json").exists()
+    # ... then a compaction killed -9 between its new part and the unlinks, a 0-byte part (power
+    # loss before fsync) and a valid-JSON row of the wrong type: all quarantined and recomputed
+    crash = ("import os, signal, sys; from ghostsearch.rundir.ledger import write_compacted; "
+             "write_compacted(sys.argv[1]); os.kill(os.getpid(), signal.SIGKILL)")
+    assert subprocess.run([sys.executable, "-c", crash, str(out)], env=env).returncode == -9
+    (out / "ledger" / "part-00000000000000000001-x.parquet").write_bytes(b"")
+    journal = next((out / "ledger" / "_journal").glob("journal-*.jsonl"))
+    bad = dict(read_ledger(out).to_pylist()[0], eval_id="wrong-type", value="NaN please")
+    with open(journal, "a") as f:
+        f.write(json.dumps(bad) + "\n")
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
+    assert (out / "ledger" / "_quarantine" / "part-00000000000000000001-x.parquet").exists()
+    assert "wrong-type" in "".join(f.read_text() for f in (out / "ledger" / "_quarantine").glob("rows-*"))
     computed, values = _summary(out)
     assert all(n == 1 for n in computed.values()), "a ledgered candidate was scored again"
     assert len(read_ledger(out)) > n_before
-    import json
+    _check_same(out, reference[0], reference[1], json.loads((out / "result.json").read_text()))
 
+
+def test_two_drivers_on_one_run_dir(tiny_model_dir, tmp_path, reference):
+    """The second driver is refused with a line naming the first; the first finishes unharmed."""
+    from ghostsearch.errors import GhostsearchError
+    from ghostsearch.runner import search
+
+    out = tmp_path / "run"
+    cfg_file = tmp_path / "c.yaml"
+    cfg_file.write_text(f"model: {tiny_model_dir}\ndtype: fp32\ndevice: cpu\ncalibration: {{dataset: lambada, "
+                        f"n_seq: 16, seq_len: 128}}\nk: 3\nsearcher: greedy\nout: {out}\n"
+                        "pool: {actors: 2, threads: 1, dashboard: false}\n")
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    first = subprocess.Popen([sys.executable, "-m", "ghostsearch", "search", str(cfg_file), "--no-progress"], env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    _wait_rows(out, 3)
+    with pytest.raises(GhostsearchError, match=f"in use by pid {first.pid} on"):
+        search(_cfg(tiny_model_dir, out), progress=False)
+    assert first.wait(600) == 0, first.stderr.read()[-2000:]
     _check_same(out, reference[0], reference[1], json.loads((out / "result.json").read_text()))
 
 
