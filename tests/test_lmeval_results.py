@@ -31,5 +31,34 @@ def test_eval_writes_lm_eval_results(tiny_model_dir, data_dir, tmp_path, capsys)
         assert r["acc,none"] == pytest.approx(row[f"{task}_acc"])
         assert isinstance(r["acc_stderr,none"], float) and 0 < r["acc_stderr,none"] < 1
         assert res["n-shot"][task] == 0 and res["n-samples"][task]["effective"] == 6
-    table = make_table(res)
-    assert "arc_easy" in table and "piqa" in table and f"{res['results']['piqa']['acc_stderr,none']:.4f}" in table
+    table = rendered(make_table(res))
+    for task in ("arc_easy", "piqa"):
+        r = res["results"][task]
+        assert table[(task, "acc")] == pytest.approx((r["acc,none"], r["acc_stderr,none"]), abs=6e-4)
+
+
+def test_numbers_computed_without_lm_eval_in_its_layout(tmp_path):
+    """compare's finalists may be scored by ghostsearch's own engine: the same file, from the flat row."""
+    from lm_eval.utils import get_latest_filename, get_results_filenames, make_table
+
+    from ghostsearch import lmeval_results
+
+    row = {"piqa_acc": 0.625, "piqa_acc_norm": 0.5, "piqa_acc_stderr": 0.121, "piqa_n": 16, "mean_acc": 0.625}
+    doc = lmeval_results.from_metrics(row, ["piqa", "boolq"])  # boolq not scored: left out
+    path = lmeval_results.write(tmp_path, doc, lmeval_results.model_name("m", [3, 1], "ghosted"))
+    assert path.parent.name == "m-drop-1.3-ghosted"
+    res = json.loads(open(get_latest_filename(get_results_filenames([str(path)]))).read())
+    assert list(res["results"]) == ["piqa"] and res["n-samples"]["piqa"]["effective"] == 16
+    assert res["results"]["piqa"]["acc_stderr,none"] == 0.121 and res["versions"]["piqa"] == 1.0
+    assert res["configs"]["piqa"]["task"] == "piqa" and res["higher_is_better"]["piqa"]["acc"] is True
+    assert rendered(make_table(res)) == {("piqa", "acc"): (0.625, 0.121), ("piqa", "acc_norm"): (0.5, None)}
+
+
+def rendered(table: str) -> dict:
+    """lm-eval's markdown table -> {(task, metric): (value, stderr or None)}."""
+    out, task = {}, None
+    for line in table.splitlines()[2:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        task = cells[0] or task
+        out[(task, cells[4])] = (float(cells[6]), None if cells[8] in ("", "N/A") else float(cells[8]))
+    return out
