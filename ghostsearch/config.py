@@ -25,8 +25,8 @@ class Calibration:
     #                              margin), falling back (printed, recorded) where it is missing; a named one never falls back
     n_seq: int = 8               # sequences (perplexity, kl) or items (margin)
     seq_len: int = 256           # tokens per sequence (max prompt tokens for margin)
-    seed: int = 0
-    micro_batch: int = 8
+    seed: int = 0  # which sequences or items are drawn
+    micro_batch: int = 8  # sequences per forward pass
     # per-objective overrides of the fields above, e.g. {margin: {n_seq: 16}}: perplexity sequences
     # and margin items differ in cost and in how many it takes to be representative
     per_objective: dict = field(default_factory=dict)
@@ -55,46 +55,48 @@ class Cache:
 
 @dataclass
 class Pool:
-    actors: int = 1
+    actors: int = 1  # scorer actors, one model replica each (one per GPU on a GPU cluster)
     threads: int = 1          # torch threads per scorer actor (CPU)
     gpus_per_actor: float | None = None   # None: 1 when the cluster has GPUs, else 0
     name: str | None = None   # use (or, with `pool up`, create) a named detached pool
     address: str | None = None  # Ray address; None: $RAY_ADDRESS or a local Ray
     spread: bool = False      # reserve the pool with a SPREAD placement group
-    dashboard: bool = True
+    dashboard: bool = True  # start the Ray dashboard with a local Ray
 
 
 @dataclass
 class Recovery:
     method: str = "ghosted"   # ghosted | linearpatch | replaceme | none
     variant: str = "dense"    # ghosted: dense | sequential; linearpatch: hadamard | diagonal
-    ridge: float = 1e-6
-    top: int = 3
+    ridge: float = 1e-6  # ridge of the least-squares fits
+    top: int = 3  # finalists `recover` repairs by default
     dataset: str | None = None   # repair calibration (text); None: c4 (lambada offline without data)
     n_seq: int = 32              # a C x C operator needs many more tokens than channels: 32 x 256 = 8192
-    seq_len: int = 256
+    seq_len: int = 256  # tokens per repair calibration sequence
 
 
 @dataclass
 class Eval:
     tasks: list[str] = field(default_factory=lambda: ["boolq", "piqa", "hellaswag", "winogrande", "arc_easy",
-                                                       "arc_challenge", "openbookqa", "social_iqa"])
-    perplexity: list[str] = field(default_factory=lambda: ["wikitext2", "c4", "lambada"])
-    limit: int | None = None
-    ppl_seq_len: int = 512
-    ppl_max_seq: int | None = 64
+                                                       "arc_challenge", "openbookqa", "social_iqa"])  # lm-eval, 0-shot
+    perplexity: list[str] = field(default_factory=lambda: ["wikitext2", "c4", "lambada"])  # perplexity corpora
+    limit: int | None = None  # documents per task and LAMBADA passages (None: all)
+    ppl_seq_len: int = 512  # tokens per perplexity window
+    ppl_max_seq: int | None = 64  # perplexity windows per corpus (None: all)
     protocol: str = "quick"      # quick: ppl_max_seq windows of ppl_seq_len; paper: the whole set in
     #                              non-overlapping windows of min(2048, the model's context) (SLEB/ShortGPT)
-    batch_size: int = 16
+    batch_size: int = 16  # sequences per forward pass
+    engine: str = "native"  # native: the eight commonsense tasks packed, finalists over a dense prefix cache; lm-eval: HFLM
+    cache_gib: float = 4.0  # native: at most this many GiB of cached dense states (chunks of items)
 
 
 @dataclass
 class Compare:  # None: the single value (searcher, objective, k, seed); an explicit [] is an error
-    searchers: list[str] | None = None
-    objectives: list[str] | None = None
-    ks: list[int] | None = None
-    seeds: list[int] | None = None
-    concurrent: int = 4
+    searchers: list[str] | None = None  # the grid's searchers (None: searcher)
+    objectives: list[str] | None = None  # the grid's objectives (None: objective)
+    ks: list[int] | None = None  # the grid's k values (None: k)
+    seeds: list[int] | None = None  # the grid's seeds (None: seed)
+    concurrent: int = 4  # cells run at once
     budget: str = "matched"   # matched: ga/bo/cbo get exactly greedy's cost at each k; own: each searcher's own
     recovery: list[str] = field(default_factory=lambda: ["none", "ghosted"])  # finalists evaluated under each
 
@@ -103,18 +105,18 @@ class Compare:  # None: the single value (searcher, objective, k, seed); an expl
 class Config:
     model: str = "smollm2-135m"   # built-in smollm2-135m, a hub id, a model directory or a .gguf file
     revision: str | None = None   # hub ids: the branch, tag or commit to load (None: the default branch)
-    dtype: str = "auto"
-    device: str = "auto"
-    trust_remote_code: bool = False
-    objective: str = "perplexity"
-    objective_params: dict = field(default_factory=dict)
+    dtype: str = "auto"  # auto (bf16 on GPUs and on CPUs with native bf16, else fp32), bf16, fp16 or fp32
+    device: str = "auto"  # auto (cuda when available, else cpu), cpu, cuda or cuda:N
+    trust_remote_code: bool = False  # run a hub model's own code (only for authors you trust)
+    objective: str = "perplexity"  # perplexity, margin, kl, or a plug-in module:Class (lower is better)
+    objective_params: dict = field(default_factory=dict)  # parameters passed to the objective
     calibration: Calibration = field(default_factory=Calibration)
-    k: int = 6
-    searcher: str = "greedy"
+    k: int = 6  # blocks to remove
+    searcher: str = "greedy"  # a searcher name (docs/searchers.md) or module:Class
     search: Search = field(default_factory=Search)
-    seed: int = 0
-    out: str = "runs/default"
-    data_dir: str | None = None
+    seed: int = 0  # the searcher's seed
+    out: str = "runs/default"  # the run directory: a path, s3://bucket/prefix or gs://bucket/prefix (staged)
+    data_dir: str | None = None  # laid out like ../shared/data; None: $GHOSTSEARCH_DATA_DIR, else the wheels' sets
     cache: Cache = field(default_factory=Cache)
     pool: Pool = field(default_factory=Pool)
     recovery: Recovery = field(default_factory=Recovery)
@@ -360,6 +362,10 @@ def validate(cfg: Config) -> None:
     if cfg.search.recovery_aware not in (None, "ghosted"):
         raise GhostsearchError(f"search.recovery_aware={cfg.search.recovery_aware!r}; recovery-aware scoring "
                                "supports ghosted (or leave it unset)")
+    if cfg.eval.engine not in ("native", "lm-eval"):
+        raise GhostsearchError(f"eval.engine={cfg.eval.engine!r}; use native (packed, prefix-cached) or lm-eval (HFLM)")
+    if not cfg.eval.cache_gib > 0:
+        raise GhostsearchError(f"eval.cache_gib={cfg.eval.cache_gib}; use a positive size in GiB (default 4)")
     if cfg.eval.protocol not in ("quick", "paper"):
         raise GhostsearchError(f"eval.protocol={cfg.eval.protocol!r}; use quick (ppl_max_seq windows) or paper "
                                "(the whole set in windows of min(2048, context))")
