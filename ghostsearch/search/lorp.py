@@ -1,6 +1,13 @@
-"""lorp: redundant blocks from the geometry of the block inputs (similarity clusters)."""
+"""lorp: redundant blocks from the geometry of the block inputs (similarity clusters).
+
+The similarity matrix comes from text (the perplexity objective's calibration set, C4 by default)
+whatever the search objective, as in the paper (128 C4 sequences; ghostsearch uses the configured
+perplexity n_seq x seq_len): ``similarity_source: perplexity``. ``similarity_source: objective``
+reads it from the cell's own calibration data instead (e.g. Commonsense items for ``margin``).
+"""
 from __future__ import annotations
 
+import inspect
 import warnings
 from dataclasses import dataclass
 
@@ -11,6 +18,9 @@ from ghostsearch.search.base import Candidate, Removed, canonical
 from ghostsearch.search.common import Memo, require_ints, statistic
 
 
+SOURCES = ("perplexity", "objective")
+
+
 def rls(S: np.ndarray) -> float:
     """Representation-level similarity: -log2 of the mean off-diagonal cosine (clipped above 0)."""
     off = S[~np.eye(len(S), dtype=bool)]
@@ -18,6 +28,9 @@ def rls(S: np.ndarray) -> float:
 
 
 def n_clusters_for(r: float) -> int:
+    """Cluster count from RLS: ghostsearch's own rule. The paper only says a higher RLS (localised
+    redundancy) means coarser clusters and that K is set by hand from RLS ranges it does not give;
+    these thresholds (2 from RLS 1.0, 3 from 0.7, else 4) are ours."""
     return 2 if r >= 1.0 else 3 if r >= 0.7 else 4
 
 
@@ -31,27 +44,42 @@ def cluster(S: np.ndarray, n_clusters: int, seed: int) -> np.ndarray:
         return sc.fit_predict((np.asarray(S) + 1.0) / 2.0)
 
 
+def redundancy(S: np.ndarray, i: int, rest: list[int]) -> float:
+    """Block i's mean similarity to the other blocks of ``rest`` (-inf when it has none)."""
+    mates = [j for j in rest if j != i]
+    return float(S[i, mates].mean()) if mates else -np.inf
+
+
+def residual_redundancy(S: np.ndarray, rest: list[int]) -> float:
+    """Mean pairwise similarity among ``rest`` (-inf below two blocks): the paper's cluster score."""
+    if len(rest) < 2:
+        return -np.inf
+    sub = S[np.ix_(rest, rest)]
+    return float(sub[~np.eye(len(rest), dtype=bool)].mean())
+
+
 def allocate(S: np.ndarray, labels: np.ndarray, eligible: list[int], k: int) -> Removed:
-    """Two-phase allocation. A block's redundancy is its mean similarity to the rest of its cluster.
-    Phase 1: the most redundant eligible block of each cluster, clusters in order of their mean
-    redundancy (while fewer than k are chosen). Phase 2: repeatedly, the cluster whose remaining
-    eligible blocks have the highest mean redundancy gives its most redundant remaining block."""
-    red = {}
-    for i in eligible:
-        mates = [j for j in np.flatnonzero(labels == labels[i]) if j != i]
-        red[i] = float(S[i, mates].mean()) if mates else -np.inf
-    left = {c: sorted((i for i in eligible if labels[i] == c), key=lambda i: (-red[i], i)) for c in set(labels[eligible])}
-
-    def score(c):  # the mean redundancy of the cluster's remaining eligible blocks
-        return np.mean([red[i] for i in left[c]]) if left[c] else -np.inf
-
+    """The paper's two-phase allocation over the REMAINING eligible blocks of each cluster, every
+    quantity recomputed after every pick. A block's redundancy: its mean similarity to the other
+    remaining eligible blocks of its cluster; a cluster's: the mean pairwise similarity among them.
+    Phase 1 (coverage): the most redundant eligible block of each cluster. Phase 2: repeatedly,
+    the cluster with the highest residual redundancy gives its most redundant remaining block.
+    Ghostsearch's rules where the paper is silent: with k below the number of clusters, phase 1
+    visits clusters in order of residual redundancy; a cluster with one remaining block scores
+    -inf (it is chosen only when no other cluster has blocks left); ties go to the lower index."""
+    left = {c: [i for i in eligible if labels[i] == c] for c in sorted(set(labels[eligible]))}
     chosen: list[int] = []
-    for c in sorted(left, key=lambda c: (-score(c), c)):
+
+    def pick(c) -> None:
+        i = max(left[c], key=lambda i: (redundancy(S, i, left[c]), -i))
+        left[c].remove(i)
+        chosen.append(i)
+
+    for c in sorted(left, key=lambda c: (-residual_redundancy(S, left[c]), c)):
         if len(chosen) < k:
-            chosen.append(left[c].pop(0))
+            pick(c)
     while len(chosen) < k:
-        c = max(sorted(left), key=score)
-        chosen.append(left[c].pop(0))
+        pick(max((c for c in left if left[c]), key=lambda c: (residual_redundancy(S, left[c]), -c)))
     return canonical(chosen)
 
 
@@ -59,16 +87,19 @@ class LoRP(Memo):
     """LoRP: cluster the blocks by the similarity of their inputs, remove the most redundant ones
     spread over the clusters (see ``allocate``). The first and last block are always protected.
     Evaluates its one answer. After setup: ``self.rls``, ``self.labels`` (cluster per block),
-    ``self.n_clusters`` and ``self.choice`` for reports."""
+    ``self.n_clusters``, ``self.choice`` and ``self.similarity_from`` (where S came from) for reports."""
 
     name = "lorp"
 
     @dataclass
     class Params:
         n_clusters: int | None = None  # None: from RLS
+        similarity_source: str = "perplexity"   # or "objective" (the cell's own calibration data)
 
         def __post_init__(self):
             require_ints(self, "n_clusters")
+            if self.similarity_source not in SOURCES:
+                raise ValueError(f"similarity_source must be one of: {', '.join(SOURCES)}")
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -81,7 +112,7 @@ class LoRP(Memo):
 
     def setup(self, oracle) -> None:
         super().setup(oracle)
-        S = np.asarray(statistic(self, "similarity"), dtype=float)
+        S = np.asarray(self.similarity(), dtype=float)
         L = self.space.n_blocks
         if S.shape != (L, L):
             raise GhostsearchError(f"similarity has shape {S.shape}, expected ({L}, {L})")
@@ -89,6 +120,17 @@ class LoRP(Memo):
         self.n_clusters = min(self.params.n_clusters or n_clusters_for(self.rls), L)
         self.labels = cluster(S, self.n_clusters, self.seed)
         self.choice = allocate(S, self.labels, self.eligible, self.space.k)
+
+    def similarity(self):
+        """S from ``similarity_source``. An oracle whose ``statistic`` takes no ``source`` (the
+        in-process evaluators of tests: one set of statistics, no calibration data) is read as is."""
+        src = self.params.similarity_source
+        sourced = self.oracle is not None and "source" in inspect.signature(self.oracle.statistic).parameters
+        if src == "objective" or not sourced:
+            self.similarity_from = "objective" if src == "objective" else "oracle"
+            return statistic(self, "similarity")
+        self.similarity_from = src
+        return self.oracle.statistic("similarity", source=src)
 
     def ask(self) -> list[Candidate]:
         return [Candidate(self.choice)]
