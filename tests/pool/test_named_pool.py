@@ -41,11 +41,24 @@ def test_pool_up_search_status_down(tiny_model_dir, tmp_path):
              f"out={tmp_path / 'a'}", "--no-progress"], env)
         _gs(["search", str(ROOT / "configs" / "smollm2-quick.yaml"), *over, "pool.name=svc",
              f"out={tmp_path / 'b'}", "--no-progress"], env)
+        other = tmp_path / "other-model"  # same shape, other weights: the pool must not score it as this one
+        from tests.conftest import tiny_model
+
+        tiny_model("llama", 6, seed=1).save_pretrained(other, safe_serialization=True)
+        r = subprocess.run([str(BIN / "ghostsearch"), "search", str(ROOT / "configs" / "smollm2-quick.yaml"), *over,
+                            f"model={other}", "pool.name=svc", f"out={tmp_path / 'c'}", "--no-progress"],
+                           env=env, capture_output=True, text=True, timeout=300, cwd=ROOT)
+        errors = [line for line in r.stderr.splitlines() if line.startswith("ghostsearch: error:")]
+        assert r.returncode == 2 and len(errors) == 1 and "pool 'svc' serves model" in errors[0], r.stderr
+        assert "Traceback" not in r.stderr
+        assert not (tmp_path / "c").exists()
         st = _gs(["pool", "status", "--name", "svc"], env)[0]
         assert st["actors"] == ["svc-scorer-0"]
         s = st["searchers"]["oneshot"]
         assert s["computed"] > 0 and s["cached"] == s["computed"]  # the second job computed nothing
         assert st["hit_rate"] == pytest.approx(0.5)
+        (cell,) = st["cells"].values()  # per cell: the best of its k-sets only
+        assert cell["k"] == 2 and len(cell["best_removed"]) == 2
         down = _gs(["pool", "down", "--name", "svc"], env)[0]
         assert "svc-broker" in down["removed"]
     finally:
