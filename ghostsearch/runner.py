@@ -77,7 +77,8 @@ def run_cell(cfg: Config, broker, run_dir: Path, *, searcher: str, objective: st
     cell = cell_name(searcher, objective, k, seed)
     s = build_searcher(cfg, searcher, k, seed, n_blocks, run_dir, cell, matched=matched)
     ledger = Ledger(run_dir)
-    client = PoolClient(broker, cfg.objective_spec(objective), ledger, cell, seed, cfg.model, cfg.dtype)
+    client = PoolClient(broker, cfg.objective_spec(objective), ledger, cell, seed, cfg.model, cfg.dtype,
+                        sources={"perplexity": cfg.calibration_spec("perplexity")})  # text statistics (lorp)
     client.load_known(run_dir)
     bar = Progress(s.budget.evaluations, cell, enabled=progress)
     client.on_result = bar

@@ -232,6 +232,7 @@ class PoolClient:
     evaluations: int = 0
     cache_hits: int = 0
     row_counts: list | None = None              # per calibration row: its loss count (racing)
+    sources: dict = field(default_factory=dict)  # objective name -> CalibrationSpec statistics may come from
 
     def load_known(self, run_dir) -> int:
         t = read_ledger(run_dir)
@@ -315,8 +316,16 @@ class PoolClient:
         if self.on_result is not None:
             self.on_result(row)
 
-    def statistic(self, name: str):
-        return ray.get(self.broker.statistic.remote(self.spec, name))
+    def statistic(self, name: str, source: str | None = None):
+        """A dense statistic of this cell's calibration data or, with ``source`` (an objective name
+        in ``sources``, e.g. 'perplexity'), of that objective's, whatever this cell's objective."""
+        spec = self.spec
+        if source not in (None, self.spec.name):
+            if source not in self.sources:
+                raise GhostsearchError(f"statistic {name!r} from {source!r}: this run has no such calibration "
+                                       f"source; use one of: {', '.join([self.spec.name, *self.sources])}")
+            spec = ObjectiveSpec.make(source, self.sources[source])
+        return ray.get(self.broker.statistic.remote(spec, name))
 
     def dense_value(self) -> float:
         """The dense model's value on this objective (the reference; no ledger row, not charged)."""
