@@ -21,6 +21,7 @@ import yaml
 
 from ghostsearch import data
 from ghostsearch.errors import GhostsearchError
+from ghostsearch.evaluation_native import encode_pair  # noqa: F401 (lm-eval's tokenisation; re-exported)
 from ghostsearch.stack import Stack
 
 TASKS_DIR = Path(__file__).parent / "tasks"  # lm-eval task YAMLs (package data)
@@ -61,16 +62,6 @@ def window_perplexity(model, ids: torch.Tensor, seq_len: int = 512, max_seq: int
         lp, _ = _logprobs(stack, x.reshape(-1, x.shape[-1]), w[:, 1:].reshape(-1))
         nll -= lp.double().sum().item()
     return math.exp(nll / (len(windows) * (seq_len - 1)))
-
-
-def encode_pair(tokenizer, context: str, continuation: str) -> tuple[list[int], list[int]]:
-    """Context and continuation tokens as lm-eval's HFLM makes them: trailing context spaces move to
-    the continuation, whose tokens are those of the whole text after the context's."""
-    n = len(context) - len(context.rstrip())
-    if n:
-        context, continuation = context[:-n], context[-n:] + continuation
-    c, whole = tokenizer.encode(context), tokenizer.encode(context + continuation)
-    return c, whole[len(c):]
 
 
 @torch.no_grad()
@@ -204,6 +195,12 @@ def zero_shot(model, tokenizer, tasks, limit: int | float | None = None, batch_s
             if f"{metric},none" in r:
                 out[f"{t}_{metric}"] = float(r[f"{metric},none"])
         out[f"{t}_n"] = int(res["n-samples"][t]["effective"])
+    return summarize(out, tasks)
+
+
+def summarize(out: dict, tasks) -> dict:
+    """Adds '<task>_acc_stderr', 'mean_acc', 'mean_acc_stderr', 'mean_acc_lo'/'_hi' to per-task accuracies."""
+    for t in tasks:
         out[f"{t}_acc_stderr"] = binomial_stderr(out[f"{t}_acc"], out[f"{t}_n"])
     out["mean_acc"] = sum(out[f"{t}_acc"] for t in tasks) / len(tasks)
     out["mean_acc_stderr"] = math.sqrt(sum(out[f"{t}_acc_stderr"] ** 2 for t in tasks)) / len(tasks)
@@ -219,9 +216,61 @@ def evaluate_model(model, tokenizer, cfg_eval, data_dir: str | None = None, held
     ``held_out``: sets the run calibrated on (their evaluation half only, see dataplan)."""
     out = perplexity_suite(model, tokenizer, cfg_eval.perplexity, cfg_eval.ppl_seq_len, cfg_eval.ppl_max_seq,
                            data_dir, cfg_eval.limit, cfg_eval.batch_size, cfg_eval.protocol, held_out)
-    out.update(zero_shot(model, tokenizer, cfg_eval.tasks, cfg_eval.limit, cfg_eval.batch_size, data_dir,
-                         held_out, raw))
+    res = zero_shot_finalists(model, tokenizer, [((), None)], cfg_eval, data_dir, held_out)[0][0]
+    if raw is not None:
+        raw.update(res.pop("lm_eval", {}))
+    out.update({k: v for k, v in res.items() if k != "lm_eval"})
     return out
+
+
+def zero_shot_finalists(model, tokenizer, finalists, cfg_eval, data_dir: str | None = None, held_out=(),
+                        progress: bool = False) -> tuple[list[dict], list[dict]]:
+    """Zero-shot accuracies of finalists, (removed, repair Operators or None) of the UNPRUNED
+    ``model``, by ``eval.engine``: ``native`` runs its eight tasks for all finalists in one pass over
+    a dense prefix cache (evaluation_native); lm-eval runs the rest on each finalist physically
+    pruned and repaired. Returns (per finalist: ``zero_shot``'s dict plus 'lm_eval', lm-eval's
+    results document; per item: native rows, ``evaluation_native.write_item_rows``)."""
+    from ghostsearch.evaluation_native import NATIVE_TASKS, evaluate_finalists_native
+    from ghostsearch.recovery.export import pruned_model
+    from ghostsearch.stack import physically_prune
+
+    tasks = check_tasks(cfg_eval.tasks, data_dir)
+    native = [t for t in tasks if t in NATIVE_TASKS] if cfg_eval.engine == "native" else []
+    results, rows, stats = [{} for _ in finalists], [], {"split_docs": {}}
+    if native:
+        results, rows = evaluate_finalists_native(model, tokenizer, finalists, cfg_eval, data_dir, tasks=native,
+                                                  held_out=held_out, progress=progress, stats=stats)
+    for res in results:
+        res["lm_eval"] = lm_eval_document(res, native, cfg_eval, stats["split_docs"])
+    rest = [t for t in tasks if t not in native]
+    for (removed, ops), res in zip(finalists, results) if rest else ():
+        m = model if not removed else pruned_model(model, ops) if ops else physically_prune(model, removed)
+        raw: dict = {}
+        res.update(zero_shot(m, tokenizer, rest, cfg_eval.limit, cfg_eval.batch_size, data_dir, held_out, raw))
+        res["lm_eval"] = {k: {**res["lm_eval"].get(k, {}), **v} if isinstance(v, dict) else v for k, v in raw.items()}
+    return [summarize(r, tasks) if tasks else r for r in results], rows
+
+
+def lm_eval_document(res: dict, tasks, cfg_eval, split_docs: dict) -> dict:
+    """What lm-eval's ``simple_evaluate`` returns for natively evaluated ``tasks`` (results with
+    ``acc,none`` and ``acc_stderr,none``, n-samples, n-shot, versions, configs, higher_is_better),
+    so lmeval_results writes the same results file whichever engine ran (``split_docs``: documents
+    in each task's split, lm-eval's 'original'); {} without tasks."""
+    if not tasks:
+        return {}
+    doc: dict = {k: {} for k in ("results", "n-samples", "n-shot", "versions", "configs", "higher_is_better")}
+    for t in tasks:
+        cfg = yaml.safe_load((TASKS_DIR / f"{t}.yaml").read_text())
+        metrics = [m["metric"] for m in cfg["metric_list"]]
+        doc["results"][t] = {"alias": t}
+        for m in metrics:
+            doc["results"][t][f"{m},none"] = res[f"{t}_{m}"]
+            doc["results"][t][f"{m}_stderr,none"] = binomial_stderr(res[f"{t}_{m}"], res[f"{t}_n"])
+        doc["n-samples"][t] = {"original": split_docs[t], "effective": res[f"{t}_n"]}
+        doc["n-shot"][t], doc["versions"][t], doc["configs"][t] = 0, cfg["metadata"]["version"], cfg
+        doc["higher_is_better"][t] = {m: True for m in metrics}
+    doc["config"] = {"model": "ghostsearch-native", "batch_size": cfg_eval.batch_size, "limit": cfg_eval.limit}
+    return doc
 
 
 def write_rows(rows: list[dict], path) -> None:

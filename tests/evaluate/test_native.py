@@ -1,0 +1,201 @@
+"""The native evaluator (ghostsearch.evaluation_native): packed items equal one sequence per
+request, finalists start at their first removed block over dense states bounded by
+eval.cache_gib, per-item rows to Parquet; and parity with lm-eval's HFLM on all eight tasks
+(identical per-item predictions and accuracies, log-likelihoods equal to 1e-4 relative): a tiny
+random Llama and SmolLM2, each dense, pruned and pruned + ghosted."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ghostsearch import data
+from ghostsearch.config import Config
+from ghostsearch.errors import GhostsearchError
+from ghostsearch.evaluate import loglikelihoods, task_config, zero_shot_finalists
+from ghostsearch.evaluation_native import (evaluate_finalists_native, pack_doc, pack_docs, resolve_max_length,
+                                           state_bytes, task_docs, write_item_rows)
+from ghostsearch.recovery.export import pruned_model
+from ghostsearch.recovery.repair import fit
+from ghostsearch.stack import Stack, physically_prune
+from tests.conftest import tiny_model
+
+TASKS = list(data.MC_TASKS)
+
+
+@pytest.fixture(scope="module")
+def tiny(smollm2_tokenizer_dir):
+    from transformers import AutoTokenizer
+
+    torch.set_num_threads(2)
+    return tiny_model("llama", 6), AutoTokenizer.from_pretrained(smollm2_tokenizer_dir)
+
+
+def eval_cfg(limit, tasks=TASKS, **kw):
+    cfg = Config()
+    cfg.eval.tasks, cfg.eval.limit, cfg.eval.batch_size = list(tasks), limit, 4
+    for k, v in kw.items():
+        setattr(cfg.eval, k, v)
+    return cfg.eval
+
+
+def ghosted(model, tok, removed, data_dir):
+    cfg = Config(data_dir=data_dir)
+    cfg.recovery.n_seq, cfg.recovery.seq_len = 8, 64
+    return fit(model, tok, list(removed), cfg, "ghosted")
+
+
+def reference_model(model, removed, ops):
+    return pruned_model(model, ops) if ops else physically_prune(model, removed) if removed else model
+
+
+def rows_of(rows, f, task):
+    return [r for r in rows if r["finalist"] == f and r["task"] == task]
+
+
+def test_packed_items_equal_one_sequence_per_request(tiny, data_dir):
+    """Every task, dense / pruned / pruned + ghosted: the packed, prefix-cached log-likelihoods equal
+    evaluate.loglikelihoods on the physically pruned (and repaired) model, one sequence per request."""
+    model, tok = tiny
+    finalists = [((), None), ((2, 3), None), ((2, 3), ghosted(model, tok, (2, 3), data_dir))]
+    _, rows = evaluate_finalists_native(model, tok, finalists, eval_cfg(3), data_dir, progress=False)
+    for f, (removed, ops) in enumerate(finalists):
+        ref_model = reference_model(model, removed, ops)
+        for task in TASKS:
+            docs = task_docs(task, data_dir, 3)
+            ref = loglikelihoods(ref_model, tok, [r for d in docs for r in d.requests])
+            ours = [ll for r in rows_of(rows, f, task) for ll in r["lls"]]
+            assert len(ours) == len(ref)
+            for a, (b, _) in zip(ours, ref):
+                assert a == pytest.approx(b, rel=1e-5, abs=1e-5), (task, removed, ops is not None)
+
+
+def test_packing_layouts(tiny, data_dir):
+    """BoolQ's one-token answers share one input (the prompt, once); WinoGrande shares the sentence
+    start, each option's branch holds its own (identical) continuation, scored inside the branch."""
+    model, tok = tiny
+    max_len = resolve_max_length(model, tok)
+    boolq = task_docs("boolq", data_dir, 1)[0]
+    p = pack_doc(tok, boolq, 0, max_len)
+    assert p.ids == tok.encode(boolq.requests[0][0]) and set(p.seg) == {0}
+    assert p.target == [tok.encode(boolq.requests[0][0] + " no")[-1], tok.encode(boolq.requests[0][0] + " yes")[-1]]
+    wino = task_docs("winogrande", data_dir, 1)[0]
+    (c1, rest), (c2, _) = wino.requests
+    p = pack_doc(tok, wino, 0, max_len)
+    shared = p.seg.count(0)
+    assert tok.encode(c1)[:shared] == tok.encode(c2)[:shared] and tok.encode(c1)[shared] != tok.encode(c2)[shared]
+    assert set(p.seg) == {0, 1, 2} and all(p.seg[i] == 1 + r for i, r in zip(p.pred, p.req))
+    assert len(p.ids) < sum(len(tok.encode(c + rest)) - 1 for c in (c1, c2))
+
+
+def test_finalists_start_at_their_first_removed_block(tiny, data_dir):
+    """Block calls counted: every block runs once per micro-batch for the dense states; a finalist
+    runs only its blocks after its first removed one (ghosted: the same start)."""
+    model, tok = tiny
+    calls = [0] * 6
+    hooks = [b.register_forward_pre_hook(lambda m, a, i=i: calls.__setitem__(i, calls[i] + 1))
+             for i, b in enumerate(model.model.layers)]
+    try:
+        finalists = [((4, 5), None), ((2,), None), ((3,), ghosted(model, tok, (3,), data_dir))]
+        calls[:] = [0] * 6
+        evaluate_finalists_native(model, tok, finalists, eval_cfg(8, ["arc_easy"]), data_dir, progress=False)
+    finally:
+        for h in hooks:
+            h.remove()
+    mb = 2  # 8 items in micro-batches of 4
+    assert calls == [mb, mb, mb, 2 * mb, 3 * mb, 3 * mb]
+
+
+def test_cache_cap_is_respected_and_changes_nothing(tiny, data_dir):
+    model, tok = tiny
+    finalists = [((1,), None), ((4,), None)]
+    big, small = {}, {}
+    r_big, rows_big = evaluate_finalists_native(model, tok, finalists, eval_cfg(12, ["hellaswag"]), data_dir,
+                                                progress=False, stats=big)
+    batches, _ = pack_docs(tok, task_docs("hellaswag", data_dir, 12), resolve_max_length(model, tok), 4)
+    cap = max(state_bytes(mb, Stack(model), 2) for mb in batches)  # room for the largest micro-batch only
+    r_small, rows_small = evaluate_finalists_native(model, tok, finalists, eval_cfg(12, ["hellaswag"], cache_gib=cap / 2**30),
+                                                    data_dir, progress=False, stats=small)
+    assert 0 < small["cache_bytes_peak"] <= cap < big["cache_bytes_peak"]
+    assert r_small == r_big and [r["lls"] for r in rows_small] == [r["lls"] for r in rows_big]
+
+
+def test_input_errors_are_one_line_before_any_work(tiny, data_dir, tmp_path):
+    model, tok = tiny
+    ops = ghosted(model, tok, (2,), data_dir)
+    calls = [0]
+    hook = model.model.layers[0].register_forward_pre_hook(lambda m, a: calls.__setitem__(0, calls[0] + 1))
+    try:
+        for finalists, cfg, message in [
+            ([((1,), None)], eval_cfg(8, ["piqa"], cache_gib=1e-9), "over eval.cache_gib"),
+            ([((2, 3), ops)], eval_cfg(2, ["piqa"]), r"operators are for \(2,\)"),
+            ([((9,), None)], eval_cfg(2, ["piqa"]), "out of range"),
+            ([((1,), None)], eval_cfg(2, ["piqa", "lambada"]), "no native evaluator"),
+        ]:
+            with pytest.raises(GhostsearchError, match=message) as e:
+                evaluate_finalists_native(model, tok, finalists, cfg, data_dir, progress=False)
+            assert "\n" not in str(e.value)
+    finally:
+        hook.remove()
+    assert calls == [0]
+    from ghostsearch.config import load_config
+
+    for override, message in [("eval.engine=hflm", "eval.engine='hflm'; use native"), ("eval.cache_gib=0", "eval.cache_gib=0")]:
+        with pytest.raises(GhostsearchError, match=message):
+            load_config(None, [override])
+
+
+def test_item_rows_to_parquet(tiny, data_dir, tmp_path):
+    import pyarrow.parquet as pq
+
+    model, tok = tiny
+    _, rows = evaluate_finalists_native(model, tok, [((), None), ((1, 2), None)], eval_cfg(3, ["piqa", "boolq"]),
+                                        data_dir, progress=False)
+    write_item_rows([{**r, "cell": "c0"} for r in rows], tmp_path / "items.parquet")
+    back = pq.read_table(tmp_path / "items.parquet").to_pylist()
+    assert len(back) == 2 * 2 * 3 and back[0]["cell"] == "c0"
+    assert [(r["finalist"], r["task"], r["doc"], r["pred"], r["lls"]) for r in back] == \
+           [(r["finalist"], r["task"], r["doc"], r["pred"], r["lls"]) for r in rows]
+    assert all(r["pred_norm"] is None for r in back if r["task"] == "boolq")
+
+
+# ---------------------------------------------------------------- parity with lm-eval (HFLM)
+def assert_lm_eval_parity(model, tok, finalists, n, data_dir):
+    """Native (eval.engine=native through evaluate.zero_shot_finalists) against lm-eval's
+    simple_evaluate on each physically pruned (and repaired) model, the same first n documents."""
+    from lm_eval import simple_evaluate
+    from lm_eval.models.huggingface import HFLM
+    from lm_eval.tasks import TaskManager
+
+    results, rows = zero_shot_finalists(model, tok, finalists, eval_cfg(n), data_dir)
+    for f, (removed, ops) in enumerate(finalists):
+        ref = simple_evaluate(model=HFLM(pretrained=reference_model(model, removed, ops), tokenizer=tok, batch_size=4),
+                              tasks=[task_config(t, data_dir) for t in TASKS], limit=n, num_fewshot=0,
+                              task_manager=TaskManager(include_defaults=False), bootstrap_iters=0, log_samples=True)
+        for task in TASKS:
+            for metric in ("acc", "acc_norm"):
+                if f"{metric},none" in ref["results"][task]:
+                    assert results[f][f"{task}_{metric}"] == ref["results"][task][f"{metric},none"], (task, f)
+            mine = rows_of(rows, f, task)
+            assert results[f][f"{task}_n"] == len(mine) == n
+            for s in ref["samples"][task]:
+                lls = [x[0] for x in s["filtered_resps"]]
+                assert mine[s["doc_id"]]["lls"] == pytest.approx(lls, rel=1e-4), (task, s["doc_id"], f)
+                assert mine[s["doc_id"]]["pred"] == max(range(len(lls)), key=lambda j: (lls[j], -j))  # np.argmax
+                assert (mine[s["doc_id"]]["pred"] == mine[s["doc_id"]]["gold"]) == bool(s["acc"])
+    return results
+
+
+@pytest.mark.slow
+def test_lm_eval_parity_tiny(tiny, data_dir):
+    model, tok = tiny
+    assert_lm_eval_parity(model, tok, [((), None), ((2, 3), None), ((2, 3), ghosted(model, tok, (2, 3), data_dir))],
+                          6, data_dir)
+
+
+@pytest.mark.slow
+def test_lm_eval_parity_smollm2(smollm2, data_dir):
+    model, tok = smollm2
+    removed = (20, 21, 22, 23)
+    res = assert_lm_eval_parity(model, tok, [((), None), (removed, None), (removed, ghosted(model, tok, removed, data_dir))],
+                                4, data_dir)
+    assert res[0]["mean_acc"] > 0.3  # SmolLM2 is above chance on these items
