@@ -20,7 +20,9 @@ import ray
 from ghostsearch.config import Config
 from ghostsearch.errors import GhostsearchError
 from ghostsearch.io import write_json_atomic, write_parquet_atomic
-from ghostsearch.rundir import Ledger, cell_name, open_run_dir
+from ghostsearch import lmeval_results
+from ghostsearch.outputs import RunOutputs
+from ghostsearch.rundir import Ledger, cell_name
 from ghostsearch.runner import build_searcher, run_cell
 
 
@@ -45,12 +47,15 @@ def _cell_task(cfg: Config, broker, run_dir: str, cell: dict, n_blocks: int) -> 
 
     quiet_libraries()
     random.seed(cell["seed"])  # this process is this searcher's alone (DEAP uses the global random)
-    res = run_cell(cfg, broker, Path(run_dir), n_blocks=n_blocks, progress=False, **cell)
+    res = run_cell(cfg, broker, Path(run_dir), n_blocks=n_blocks, progress=False,
+                   matched=cfg.compare.budget == "matched", **cell)
     write_json_atomic(Path(run_dir) / "cells" / f"{res['cell']}.json", res)
     return res
 
 
-def run_cells(cfg: Config, broker, run_dir: Path, cells: list[dict], n_blocks: int, progress: bool = True) -> list[dict]:
+def run_cells(cfg: Config, broker, run_dir: Path, cells: list[dict], n_blocks: int, progress: bool = True,
+              on_cell=None) -> list[dict]:
+    """Every cell (finished ones read back); ``on_cell(result)`` for each, as it finishes."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
     from tqdm.auto import tqdm
 
@@ -59,6 +64,8 @@ def run_cells(cfg: Config, broker, run_dir: Path, cells: list[dict], n_blocks: i
     for c in cells:
         f = run_dir / "cells" / f"{cell_name(**c)}.json"
         (done.append(json.loads(f.read_text())) if f.exists() else todo.append(c))
+    for res in done if on_cell else ():
+        on_cell(res)
     here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
     bar = tqdm(total=len(cells), initial=len(done), desc="cells", unit="cell", disable=not progress)
     pending = {}
@@ -79,6 +86,8 @@ def run_cells(cfg: Config, broker, run_dir: Path, cells: list[dict], n_blocks: i
                 raise e.cause from None
             raise cause
         done.append(res)
+        if on_cell:
+            on_cell(res)
         bar.update(1)
         bar.set_postfix(last=f"{res['cell']}={res['value']:.4g}")
     bar.close()
@@ -86,17 +95,18 @@ def run_cells(cfg: Config, broker, run_dir: Path, cells: list[dict], n_blocks: i
     return sorted(done, key=lambda r: order.get(r["cell"], 1 << 30))
 
 
-def eval_key(removed: list[int], method: str, cfg: Config) -> str:
-    blob = json.dumps({"removed": removed, "method": method, "variant": cfg.recovery.variant,
-                       "eval": cfg.to_dict()["eval"], "model": cfg.model, "dtype": cfg.dtype}, sort_keys=True)
+def eval_key(removed: list[int], method: str, cfg: Config, held_out=()) -> str:
+    blob = json.dumps({"removed": list(removed), "method": method, "variant": cfg.recovery.variant,
+                       "eval": cfg.to_dict()["eval"], "model": cfg.model, "dtype": cfg.dtype,
+                       "held_out": sorted(held_out)}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 _LOADED: dict = {}  # per worker process: the base model, loaded once for every finalist it evaluates
 
 
-def _evaluate_one(cfg: Config, removed: list[int], threads: int | None = None) -> dict:
-    """Repair one finalist (cfg.recovery.method) and evaluate it downstream."""
+def _evaluate_one(cfg: Config, removed: list[int], method: str, held_out=(), threads: int | None = None) -> dict:
+    """Repair one finalist by ``method`` (``none``: only pruned) and evaluate it downstream."""
     import torch
 
     from ghostsearch.evaluate import evaluate_model
@@ -109,43 +119,58 @@ def _evaluate_one(cfg: Config, removed: list[int], threads: int | None = None) -
     if key not in _LOADED:
         _LOADED.clear()
         _LOADED[key] = load_model(cfg.model, dtype=cfg.dtype, device=cfg.resolved_device(),
-                                  trust_remote_code=cfg.trust_remote_code)
+                                  trust_remote_code=cfg.trust_remote_code, revision=cfg.revision)
     model, tok = _LOADED[key]
-    pruned = repair(model, tok, removed, cfg)
-    res = evaluate_model(pruned, tok, cfg.eval, cfg.data_dir)
-    res["recovery"] = cfg.recovery.method
+    pruned = repair(model, tok, removed, cfg, method)
+    raw: dict = {}
+    res = evaluate_model(pruned, tok, cfg.eval, cfg.data_dir, held_out, raw)
+    res["recovery"], res["lm_eval"] = method, raw
     return res
 
 
 @ray.remote(max_retries=1)
-def _eval_task(cfg: Config, removed: list[int], threads: int) -> dict:
+def _eval_task(cfg: Config, removed: list[int], method: str, held_out, threads: int) -> dict:
     from ghostsearch.logs import quiet_libraries
 
     quiet_libraries()
-    return _evaluate_one(cfg, removed, threads)
+    return _evaluate_one(cfg, removed, method, held_out, threads)
 
 
-def evaluate_finalists(cfg: Config, run_dir: Path, results: list[dict], progress: bool = True,
-                       distributed: bool = False) -> dict[str, dict]:
-    """Repair each distinct finalist and evaluate it downstream; cached per finalist under
-    RUN_DIR/evals/<key>.json. ``distributed``: one Ray task per finalist, each with the resources
+def finalist_jobs(cfg: Config, results: list[dict]) -> list[tuple[list[int], str]]:
+    """(removed, recovery) to evaluate: the dense model once, then every distinct finalist under
+    every method of compare.recovery."""
+    jobs = [([], "none")]
+    for r in results:
+        for method in cfg.compare.recovery:
+            if (list(r["removed"]), method) not in jobs:
+                jobs.append((list(r["removed"]), method))
+    return jobs
+
+
+def evaluate_finalists(cfg: Config, run_dir: Path, jobs: list[tuple[list[int], str]], held_out=(),
+                       progress: bool = True, distributed: bool = False) -> dict[str, dict]:
+    """Repair and evaluate each (removed, method) job downstream; cached per job under
+    RUN_DIR/evals/<eval_key>.json. ``distributed``: one Ray task per job, each with the resources
     of one scorer (a GPU, or pool.threads CPUs), spread over the cluster; else one by one here."""
     from tqdm.auto import tqdm
 
     out_dir = run_dir / "evals"
     out_dir.mkdir(exist_ok=True)
     todo, out = {}, {}
-    for r in results:
-        key = eval_key(r["removed"], cfg.recovery.method, cfg)
+    for removed, method in jobs:
+        key = eval_key(removed, method, cfg, held_out)
         f = out_dir / f"{key}.json"
         if f.exists():
             out[key] = json.loads(f.read_text())
         else:
-            todo.setdefault(key, r["removed"])
+            todo.setdefault(key, (removed, method))
     bar = tqdm(total=len(todo) + len(out), initial=len(out), desc="downstream eval", unit="model",
                disable=not progress)
 
     def finish(key, res):
+        removed, method = todo[key]
+        raw = res.pop("lm_eval", None) or lmeval_results.from_metrics(res, cfg.eval.tasks)
+        lmeval_results.write(run_dir / "lm_eval", raw, lmeval_results.model_name(cfg.model, removed, method))
         write_json_atomic(out_dir / f"{key}.json", res)
         out[key] = res
         bar.update(1)
@@ -157,41 +182,51 @@ def evaluate_finalists(cfg: Config, run_dir: Path, results: list[dict], progress
         queue, pending = list(todo.items()), {}
         while queue or pending:  # at most pool.actors at once: the memory footprint of the pool just released
             while queue and len(pending) < cfg.pool.actors:
-                key, removed = queue.pop(0)
-                ref = _eval_task.options(num_cpus=cpus if not gpus else 1, num_gpus=gpus,
-                                         name=f"eval:{key}").remote(cfg, removed, cfg.pool.threads)
+                key, (removed, method) = queue.pop(0)
+                ref = _eval_task.options(num_cpus=cpus if not gpus else 1, num_gpus=gpus, name=f"eval:{key}").remote(
+                    cfg, removed, method, list(held_out), cfg.pool.threads)
                 pending[ref] = key
             ready, _ = ray.wait(list(pending), num_returns=1)
             finish(pending.pop(ready[0]), ray.get(ready[0]))
     else:
-        for key, removed in todo.items():
-            finish(key, _evaluate_one(cfg, removed))
+        for key, (removed, method) in todo.items():
+            finish(key, _evaluate_one(cfg, removed, method, held_out))
     bar.close()
     return out
 
 
 def compare(cfg: Config, address: str | None = None, progress: bool = True) -> Path:
     from ghostsearch.evaluate import check_tasks
-    from ghostsearch.models import model_depth
-    from ghostsearch.pool.pool import connect, find_pool, release_pool, start_pool
+    from ghostsearch.config import check_model_fit
+    from ghostsearch.pool.pool import check_local_capacity, connect, find_pool, pool_identity, release_pool, start_pool
+    from ghostsearch.rundir.layout import check_identity, check_run_dir, close_run_dir
     from ghostsearch.report import comparison_table, write_report
 
-    cells = grid(cfg)
-    n_blocks = model_depth(cfg.model, cfg.trust_remote_code)
-    for c in cells:  # every config error before the first evaluation
-        build_searcher(cfg, c["searcher"], c["k"], c["seed"], n_blocks)
-    check_tasks(cfg.eval.tasks, cfg.data_dir)
-    from ghostsearch import data
+    from ghostsearch.dataplan import announce, plan
 
-    for name in cfg.eval.perplexity:  # evaluation corpora must exist before an hour of searching
-        data.load_texts(name, "validation" if name == "c4" else None, data_dir=cfg.data_dir)
-    run_dir = open_run_dir(cfg, "compare")
+    cells = grid(cfg)
+    n_blocks = check_model_fit(cfg)
+    matched = cfg.compare.budget == "matched"
+    for c in cells:  # every config error before the first evaluation
+        build_searcher(cfg, c["searcher"], c["k"], c["seed"], n_blocks, matched=matched)
+    check_tasks(cfg.eval.tasks, cfg.data_dir)
+    check_run_dir(cfg)
+    check_local_capacity(cfg, address or cfg.pool.address)  # no run directory for a local pool that cannot start
+    # every dataset resolved, evaluation sets present and disjoint from calibration, before an hour of searching
+    data_plan = plan(cfg, [c["objective"] for c in cells], evaluate=True,
+                     repair=any(m != "none" for m in cfg.compare.recovery))
+    announce(data_plan)
+    held_out = data_plan["held_out"]
+    outputs = RunOutputs(cfg, "compare")  # RUN_DIR (staged when out= is s3:// or gs://) and the trackers
+    run_dir = outputs.dir
     started = connect(address or cfg.pool.address, dashboard=cfg.pool.dashboard)
     t0 = time.monotonic()
     try:
         broker = find_pool(cfg.pool.name) if cfg.pool.name else start_pool(cfg)
+        objectives = dict.fromkeys(c["objective"] for c in cells)
+        check_identity(run_dir, pool_identity(broker, cfg, [cfg.objective_spec(o) for o in objectives]))
         resumed = sum((run_dir / "cells" / f"{cell_name(**c)}.json").exists() for c in cells)
-        results = run_cells(cfg, broker, run_dir, cells, n_blocks, progress)
+        results = run_cells(cfg, broker, run_dir, cells, n_blocks, progress, on_cell=outputs.cell)
         obj = cfg.objective_spec(cells[0]["objective"])
         stats = {name: ray.get(broker.statistic.remote(obj, name)) for name in ("similarity", "block_influence")}
         pool_status = ray.get(broker.status.remote())
@@ -200,15 +235,26 @@ def compare(cfg: Config, address: str | None = None, progress: bool = True) -> P
             write_json_atomic(run_dir / "pool.json", pool_status)
         write_json_atomic(run_dir / "result.json", {"searchers": {r["cell"]: r for r in results},
                                                     "wall_seconds": time.monotonic() - t0,  # this invocation
-                                                    "cells_resumed": resumed})
+                                                    "cells_resumed": resumed, "data": data_plan})
         # our own pool is done: its resources go to the finalists' evaluation, spread over the
         # cluster; a named pool keeps its resources, so the finalists are evaluated here
-        evals = evaluate_finalists(cfg, run_dir, results, progress, distributed=release_pool(broker))
+        evals = evaluate_finalists(cfg, run_dir, finalist_jobs(cfg, results), held_out, progress,
+                                   distributed=release_pool(broker))
+    except BaseException:
+        outputs.close(ok=False)
+        close_run_dir(run_dir, ok=False)
+        raise
     finally:
         if started:
             ray.shutdown()
-    table = comparison_table(cfg, results, {r["cell"]: evals[eval_key(r["removed"], cfg.recovery.method, cfg)]
-                                            for r in results})
+    dense = evals[eval_key([], "none", cfg, held_out)]
+    per_cell = {(r["cell"], m): evals[eval_key(r["removed"], m, cfg, held_out)]
+                for r in results for m in cfg.compare.recovery}
+    table = comparison_table(cfg, results, per_cell, dense, data_plan)
     write_parquet_atomic(run_dir / "comparison.parquet", table)
-    write_report(run_dir, table, stats, cfg)
+    write_report(run_dir, table, stats, cfg, data_plan)
+    for (cell, method), numbers in per_cell.items():
+        outputs.finalist(cell, method, numbers)
+    outputs.close()
+    close_run_dir(run_dir)
     return run_dir

@@ -46,17 +46,38 @@ def spearman(x, y) -> float:
     return float(((rx - rx.mean()) * (ry - ry.mean())).mean() / (sx * sy))
 
 
-def correlations(rows: list[dict], acc_key: str = "mean_acc") -> list[dict]:
-    """Spearman between calibration value and downstream accuracy, per objective and k.
-    Lower calibration value is better, so a NEGATIVE rho means the calibration ranking agrees with accuracy."""
+def spearman_ci(x, y, seed: int = 0, n_boot: int = 2000, level: float = 0.95) -> tuple[float, float]:
+    """A percentile bootstrap interval of Spearman's rho (rows resampled with replacement, seeded;
+    resamples where rho is undefined are skipped). NaN when fewer than 3 rows."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if len(x) < 3:
+        return math.nan, math.nan
+    rng = np.random.default_rng(seed)
+    rhos = [spearman(x[i], y[i]) for i in rng.integers(0, len(x), size=(n_boot, len(x)))]
+    rhos = np.array([r for r in rhos if not math.isnan(r)])
+    if len(rhos) == 0:
+        return math.nan, math.nan
+    return float(np.quantile(rhos, (1 - level) / 2)), float(np.quantile(rhos, 1 - (1 - level) / 2))
+
+
+def _finalists(rows: list[dict]) -> list[dict]:
+    return [r for r in rows if r.get("searcher") != "dense"]
+
+
+def correlations(rows: list[dict], acc_key: str = "mean_acc", seed: int = 0) -> list[dict]:
+    """Spearman between calibration value and downstream accuracy, per objective, k and recovery,
+    with a seeded bootstrap 95% interval. Lower calibration value is better, so a NEGATIVE rho
+    means the calibration ranking agrees with accuracy."""
     groups = defaultdict(list)
-    for r in rows:
+    for r in _finalists(rows):
         if r.get(acc_key) is not None and not math.isnan(r[acc_key]):
-            groups[(r["objective"], r["k"])].append(r)
+            groups[(r["objective"], r["k"], r.get("recovery") or "none")].append(r)
     out = []
-    for (obj, k), g in sorted(groups.items()):
-        out.append({"objective": obj, "k": k, "n": len(g),
-                    "rho": spearman([r["calib_value"] for r in g], [r[acc_key] for r in g])})
+    for (obj, k, rec), g in sorted(groups.items()):
+        x, y = [r["calib_value"] for r in g], [r[acc_key] for r in g]
+        lo, hi = spearman_ci(x, y, seed)
+        out.append({"objective": obj, "k": k, "recovery": rec, "n": len(g), "rho": spearman(x, y),
+                    "rho_lo": lo, "rho_hi": hi})
     return out
 
 
@@ -64,7 +85,7 @@ def spread(rows: list[dict], acc_key: str = "mean_acc") -> dict:
     """Range of downstream accuracy across searchers within each objective (per k, averaged), and the
     range between the objectives' mean accuracies (per k, averaged)."""
     by = defaultdict(list)
-    for r in rows:
+    for r in _finalists(rows):
         if r.get(acc_key) is not None and not math.isnan(r[acc_key]):
             by[(r["objective"], r["k"])].append(r[acc_key])
     within = defaultdict(list)
@@ -80,59 +101,175 @@ def spread(rows: list[dict], acc_key: str = "mean_acc") -> dict:
 
 
 WEAK_RHO = 0.3  # |Spearman rho| below this is reported as no clear relation
+Z95 = 1.96
 
 
-def summary(rows: list[dict]) -> list[str]:
-    """A few plain sentences on what the comparison shows."""
-    if not rows:
-        return ["No finished cells."]
+def interval(r: dict, key: str = "mean_acc") -> tuple[float, float] | None:
+    """A row's 95% interval of ``key`` (from its ``<key>_stderr``), or None without one."""
+    se = r.get(f"{key}_stderr")
+    if se is None or r.get(key) is None or math.isnan(se):
+        return None
+    return r[key] - Z95 * se, r[key] + Z95 * se
+
+
+def overlap(a: tuple[float, float] | None, b: tuple[float, float] | None) -> bool:
+    """Two 95% intervals overlap: the difference is 'within noise' (the report's stated rule)."""
+    return a is not None and b is not None and a[0] <= b[1] and b[0] <= a[1]
+
+
+def group_mean(rs: list[dict], key: str = "mean_acc") -> tuple[float, tuple[float, float] | None]:
+    """The mean of ``key`` over rows and its 95% interval (rows' standard errors, independent)."""
+    m = float(np.mean([r[key] for r in rs]))
+    ses = [r.get(f"{key}_stderr") for r in rs]
+    if any(se is None or math.isnan(se) for se in ses):
+        return m, None
+    se = math.sqrt(sum(se ** 2 for se in ses)) / len(rs)
+    return m, (m - Z95 * se, m + Z95 * se)
+
+
+def _within(a, b) -> str:
+    return " (within noise: the 95% intervals overlap)" if overlap(a, b) else ""
+
+
+def _summary_one(rows: list[dict], tag: str) -> list[str]:
     lines = []
     sp = spread(rows)
     if sp["mean_by_objective"]:
-        best_obj = max(sp["mean_by_objective"], key=sp["mean_by_objective"].get)
-        lines.append("Mean downstream accuracy by calibration objective: " + ", ".join(
-            f"{o} {v:.3f}" for o, v in sorted(sp["mean_by_objective"].items())) + f"; {best_obj} is highest.")
+        by_obj = {o: group_mean([r for r in rows if r["objective"] == o and r.get("mean_acc") is not None])
+                  for o in sp["mean_by_objective"]}
+        ranked = sorted(by_obj, key=lambda o: -by_obj[o][0])
+        best_obj = ranked[0]
+        lines.append(f"{tag}Mean downstream accuracy by calibration objective: " + ", ".join(
+            f"{o} {by_obj[o][0]:.3f}" + (f" [{by_obj[o][1][0]:.3f}, {by_obj[o][1][1]:.3f}]" if by_obj[o][1] else "")
+            for o in sorted(by_obj)) + f"; {best_obj} is highest"
+            + (_within(by_obj[ranked[0]][1], by_obj[ranked[1]][1]) if len(ranked) > 1 else "") + ".")
         if not math.isnan(sp["between"]):
             w = float(np.mean(list(sp["within"].values())))
             verdict = ("the objective matters more than the search" if sp["between"] > w
                        else "the search matters as much as or more than the objective")
-            lines.append(f"Accuracy range between objectives {sp['between']:.3f} vs. across searchers within an "
+            lines.append(f"{tag}Accuracy range between objectives {sp['between']:.3f} vs. across searchers within an "
                          f"objective {w:.3f}: {verdict} here.")
     for c in correlations(rows):
         if math.isnan(c["rho"]):
             continue
+        ci = f" (95% CI [{c['rho_lo']:+.2f}, {c['rho_hi']:+.2f}])" if not math.isnan(c["rho_lo"]) else ""
         if abs(c["rho"]) < WEAK_RHO:
             verdict = "no clear relation between the calibration ranking and the downstream ranking"
+        elif not math.isnan(c["rho_lo"]) and c["rho_lo"] <= 0 <= c["rho_hi"]:
+            verdict = "within noise: the interval includes 0"
         else:
             verdict = "the calibration ranking " + ("agrees with" if c["rho"] < 0 else "runs opposite to") + \
                 " the downstream ranking"
-        lines.append(f"{c['objective']}, k={c['k']}: Spearman rho(calibration value, accuracy) = {c['rho']:+.2f} "
-                     f"over {c['n']} cells: {verdict}.")
+        lines.append(f"{tag}{c['objective']}, k={c['k']}: Spearman rho(calibration value, accuracy) = {c['rho']:+.2f}"
+                     f"{ci} over {c['n']} cells: {verdict}.")
     n_items = [sum(v for key, v in r.items() if key.endswith("_n") and isinstance(v, (int, float)))
                for r in rows if r.get("mean_acc") is not None]
     if n_items and min(n_items) > 0:
         p, n = float(np.mean([r["mean_acc"] for r in rows if r.get("mean_acc") is not None])), min(n_items)
-        lines.append(f"Each cell's mean accuracy rests on {n:.0f} task items (standard error about "
+        lines.append(f"{tag}Each cell's mean accuracy rests on {n:.0f} task items (standard error about "
                      f"{math.sqrt(p * (1 - p) / n):.3f}): differences between cells below about twice that are noise.")
-    best = max((r for r in rows if r.get("mean_acc") is not None), key=lambda r: r["mean_acc"], default=None)
-    if best:
-        lines.append(f"Best downstream: {best['cell']} removing {best['removed']} (mean acc {best['mean_acc']:.3f}).")
+    ranked = sorted((r for r in rows if r.get("mean_acc") is not None), key=lambda r: -r["mean_acc"])
+    if ranked:
+        best = ranked[0]
+        noise = ""
+        if len(ranked) > 1 and overlap(interval(best), interval(ranked[1])):
+            noise = f", within noise of {ranked[1]['cell']} ({ranked[1]['mean_acc']:.3f})"
+        lines.append(f"{tag}Best downstream: {best['cell']} removing {best['removed']} (mean acc {best['mean_acc']:.3f}"
+                     f"{noise}).")
     return lines
 
 
-# ---------------------------------------------------------------- table
-def comparison_table(cfg, results: list[dict], evals: dict[str, dict]) -> pa.Table:
-    rows = []
-    for r in results:
-        e = evals.get(r["cell"], {})
+def ranking_changes(rows: list[dict]) -> list[str]:
+    """Where repair changes which searcher is best downstream, per (objective, k, seed)."""
+    best = defaultdict(dict)
+    for r in _finalists(rows):
+        if r.get("mean_acc") is None:
+            continue
+        key = (r["objective"], r["k"], r.get("seed"))
+        cur = best[key].get(r.get("recovery") or "none")
+        if cur is None or r["mean_acc"] > cur["mean_acc"]:
+            best[key][r.get("recovery") or "none"] = r
+    out = []
+    for (obj, k, seed), by_rec in sorted(best.items(), key=lambda x: str(x[0])):
+        if len({b["searcher"] for b in by_rec.values()}) > 1:
+            out.append(f"{obj}, k={k}, seed {seed}: the best searcher downstream changes with repair: " + ", ".join(
+                f"{rec}: {b['searcher']} ({b['mean_acc']:.3f})" for rec, b in sorted(by_rec.items())) + ".")
+    return out
+
+
+def summary(rows: list[dict]) -> list[str]:
+    """Plain sentences on what the comparison shows, per recovery; every "within noise" comes from
+    95% intervals overlapping (or a rho interval containing 0), never by hand."""
+    rows = _finalists(rows)
+    if not rows:
+        return ["No finished cells."]
+    recs = sorted({r.get("recovery") or "none" for r in rows})
+    lines = []
+    for rec in recs:
+        tag = f"[{rec}] " if len(recs) > 1 else ""
+        lines += _summary_one([r for r in rows if (r.get("recovery") or "none") == rec], tag)
+    if len(recs) > 1:
+        lines += ranking_changes(rows) or ["The best searcher downstream is the same with and without repair in "
+                                           "every (objective, k, seed)."]
+    return lines
+
+
+def best_at_budget(run_dir, rows: list[dict], greedy_costs: dict[int, float],
+                   fractions=(0.25, 0.5, 1.0)) -> list[dict]:
+    """Per cell: the best value of a k-set found within B = fraction x greedy's cost at its k, from
+    the ledger's histories (None: nothing found yet at that budget)."""
+    curves = best_so_far(run_dir)
+    out, seen = [], set()
+    for r in _finalists(rows):
+        if r["cell"] in seen or r["cell"] not in curves:
+            continue
+        seen.add(r["cell"])
+        c, g = curves[r["cell"]], greedy_costs[r["k"]]
         row = {"cell": r["cell"], "searcher": r["searcher"], "objective": r["objective"], "k": r["k"],
-               "seed": r["seed"], "removed": r["removed"], "calib_value": r["value"],
-               "evaluations": r["evaluations"], "budget_used": r["budget_used"], "wall_seconds": r["wall_seconds"],
-               "cache_hits": r["cache_hits"], "recovery": e.get("recovery", cfg.recovery.method)}
+               "budget_used": r.get("budget_used")}
+        for f in fractions:
+            vals = [v for e, v in zip(c["evaluations"], c["best"]) if e <= f * g + 1e-9]
+            row[f"best_at_{f:g}x"] = vals[-1] if vals else None
+        out.append(row)
+    return out
+
+
+# ---------------------------------------------------------------- table
+ACC_KEYS = ("mean_acc", "ppl_wikitext2", "ppl_c4", "ppl_lambada")
+
+
+def comparison_table(cfg, results: list[dict], evals: dict, dense: dict | None = None,
+                     data_plan: dict | None = None) -> pa.Table:
+    """One row for the dense model (first), then one per (cell, recovery): the cell's search result,
+    its downstream numbers, and the change against the dense model (``delta_<metric>``)."""
+    calib = {r["role"].split(":", 1)[1]: r["used"] for r in (data_plan or {}).get("calibration", [])}
+    held_out = ",".join((data_plan or {}).get("held_out", []))
+    rows = []
+
+    def metrics(row, e):
         for key, v in sorted(e.items()):
             if isinstance(v, (int, float)) and not isinstance(v, bool):
                 row[key] = float(v)
-        rows.append(row)
+        for key in ACC_KEYS:
+            if dense and key in e and key in dense:
+                row[f"delta_{key}"] = float(e[key]) - float(dense[key])
+        return row
+
+    if dense is not None:
+        rows.append(metrics({"cell": "dense", "searcher": "dense", "objective": None, "k": 0, "seed": None,
+                             "removed": [], "calib_value": None, "recovery": "none", "calibration_data": None,
+                             "held_out": held_out}, dense))
+    for r in results:
+        for rec in cfg.compare.recovery:
+            e = evals.get((r["cell"], rec), {})
+            row = {"cell": r["cell"], "searcher": r["searcher"], "objective": r["objective"], "k": r["k"],
+                   "seed": r["seed"], "removed": r["removed"], "calib_value": r["value"],
+                   "dense_calib_value": r.get("dense_value"), "calib_change": r.get("relative_change"),
+                   "evaluations": r["evaluations"], "budget_used": r["budget_used"],
+                   "budget_mode": r.get("budget_mode"), "wall_seconds": r["wall_seconds"],
+                   "cache_hits": r["cache_hits"], "recovery": rec, "calibration_data": calib.get(r["objective"]),
+                   "held_out": held_out}
+            rows.append(metrics(row, e))
     return pa.Table.from_pylist(rows)
 
 
@@ -193,7 +330,7 @@ def best_so_far(run_dir) -> dict[str, dict[str, list]]:
         t0, used, best = rs[0]["time"], 0.0, math.inf
         ev, sec, val = [], [], []
         for r in rs:
-            used += r["fidelity"]
+            used += r.get("cost") or r["fidelity"]  # a race block (racing) costs its own rows
             if r["fidelity"] >= 1.0 and len(r["removed"]) == k and r["value"] < best:
                 best = r["value"]
             if best < math.inf:
@@ -306,37 +443,68 @@ def plot_correlations(rows, path):
     fig, ax = plt.subplots(figsize=(6, 3.5))
     if cs:
         ax.bar(range(len(cs)), [c["rho"] for c in cs], color=["C0" if c["rho"] < 0 else "C3" for c in cs])
-        ax.set_xticks(range(len(cs)), [f"{c['objective']}\nk={c['k']}" for c in cs], fontsize=8)
+        ax.errorbar(range(len(cs)), [c["rho"] for c in cs], fmt="none", ecolor="k", capsize=3,
+                    yerr=[[max(0.0, c["rho"] - c["rho_lo"]) if not math.isnan(c["rho_lo"]) else 0 for c in cs],
+                          [max(0.0, c["rho_hi"] - c["rho"]) if not math.isnan(c["rho_hi"]) else 0 for c in cs]])
+        ax.set_xticks(range(len(cs)), [f"{c['objective']}\nk={c['k']}\n{c['recovery']}" for c in cs], fontsize=7)
     ax.axhline(0, color="k", lw=0.8)
     ax.set_ylim(-1, 1)
     ax.set_ylabel("Spearman rho (value, accuracy)")
-    ax.set_title("negative = calibration agrees with accuracy")
+    ax.set_title("negative = calibration agrees with accuracy (bars: bootstrap 95% CI)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
 # ---------------------------------------------------------------- report
-def write_report(run_dir: Path, table: pa.Table, stats: dict, cfg) -> Path:
+def write_report(run_dir: Path, table: pa.Table, stats: dict, cfg, data_plan: dict | None = None) -> Path:
+    from ghostsearch.config import protected_blocks
+    from ghostsearch.search import Space
+    from ghostsearch.search.common import greedy_cost
+
     run_dir = Path(run_dir)
     plots = run_dir / "plots"
     plots.mkdir(exist_ok=True)
-    rows = table.to_pylist()
+    all_rows = table.to_pylist()
+    rows = _finalists(all_rows)
     n_blocks = len(stats["similarity"])
-    plot_patterns(rows, n_blocks, plots / "patterns.png")
-    plot_convergence(run_dir, rows, plots / "convergence.png")
+    first = sorted({r.get("recovery") or "none" for r in rows})[0] if rows else "none"
+    one = [r for r in rows if (r.get("recovery") or "none") == first]  # search plots: one row per cell
+    plot_patterns(one, n_blocks, plots / "patterns.png")
+    plot_convergence(run_dir, one, plots / "convergence.png")
     view = plot_similarity(stats["similarity"], plots / "similarity.png", seed=cfg.seed)
     plot_accuracy(rows, plots / "accuracy.png")
     plot_correlations(rows, plots / "spearman.png")
-    cols = [c for c in ("cell", "removed", "calib_value", "mean_acc", "ppl_wikitext2", "lambada_acc", "evaluations",
-                        "cache_hits", "wall_seconds") if c in table.column_names]
+    cols = [c for c in ("cell", "recovery", "removed", "calib_value", "calib_change", "mean_acc", "mean_acc_lo",
+                        "mean_acc_hi", "delta_mean_acc", "ppl_wikitext2", "delta_ppl_wikitext2", "lambada_acc",
+                        "budget_used", "wall_seconds") if c in table.column_names]
     lines = [f"# ghostsearch comparison: {cfg.model}", "", "## Summary", ""]
-    lines += [f"- {s}" for s in summary(rows)]
-    lines += ["", "## Cells", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for r in rows:
+    lines += [f"- {s}" for s in summary(all_rows)]
+    lines += ["", "Rule: two numbers are *within noise* when their 95% intervals overlap (accuracy: binomial standard "
+              "errors per task, as lm-eval's acc_stderr; Spearman rho: seeded percentile bootstrap).", ""]
+    if data_plan:
+        lines += ["## Data", "", "| role | asked | used | part | documents/items |", "|---|---|---|---|---|"]
+        lines += [f"| {r['role']} | {r['asked']} | {r['used']}{' (fallback)' if r['fallback'] else ''} | {r['part']} | "
+                  f"{r['documents_or_items']} |" for r in data_plan["calibration"]]
+        lines += [f"| evaluation | | {e['set']} | {e['part']} | {e['documents_or_items']} |"
+                  for e in data_plan.get("evaluation", [])]
+        lines += [""]
+    lines += ["## Cells (the dense model first; delta_* = finalist minus dense)", "",
+              "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for r in all_rows:
         lines.append("| " + " | ".join(_fmt(r.get(c)) for c in cols) + " |")
-    lines += ["", "## Spearman (calibration value vs mean accuracy)", "", "| objective | k | n | rho |", "|---|---|---|---|"]
-    lines += [f"| {c['objective']} | {c['k']} | {c['n']} | {_fmt(c['rho'])} |" for c in correlations(rows)]
+    lines += ["", "## Spearman (calibration value vs mean accuracy)", "",
+              "| objective | k | recovery | n | rho | 95% CI |", "|---|---|---|---|---|---|"]
+    lines += [f"| {c['objective']} | {c['k']} | {c['recovery']} | {c['n']} | {_fmt(c['rho'])} | "
+              f"[{_fmt(c['rho_lo'])}, {_fmt(c['rho_hi'])}] |" for c in correlations(rows)]
+    ks = sorted({r["k"] for r in one})
+    if ks:
+        costs = {k: float(greedy_cost(Space(n_blocks, k, protected_blocks(cfg, n_blocks)))) for k in ks}
+        lines += ["", "## Best value at budget B (B in greedy's cost at that k: " +
+                  ", ".join(f"k={k}: {c:g}" for k, c in costs.items()) + ")", "",
+                  "| cell | budget used | B = 1/4 | B = 1/2 | B = 1 |", "|---|---|---|---|---|"]
+        lines += [f"| {b['cell']} | {_fmt(b['budget_used'])} | {_fmt(b['best_at_0.25x'])} | {_fmt(b['best_at_0.5x'])} | "
+                  f"{_fmt(b['best_at_1x'])} |" for b in best_at_budget(run_dir, one, costs)]
     lines += ["", f"LoRP view of the dense model: RLS = {view['rls']:.3f}, clusters = {view['labels']}", ""]
     for name, title in (("patterns", "Pruning patterns"), ("convergence", "Best so far"),
                         ("similarity", "Block similarity and LoRP clusters"), ("accuracy", "Downstream accuracy"),
@@ -345,7 +513,7 @@ def write_report(run_dir: Path, table: pa.Table, stats: dict, cfg) -> Path:
     md = "\n".join(lines)
     write_text_atomic(run_dir / "report.md", md)
     write_text_atomic(run_dir / "report.html", _html(md))
-    write_text_atomic(run_dir / "summary.json", json.dumps({"summary": summary(rows), "spread": spread(rows),
+    write_text_atomic(run_dir / "summary.json", json.dumps({"summary": summary(all_rows), "spread": spread(rows),
                                                             "correlations": correlations(rows), "lorp": view},
                                                            indent=2, default=_json_default))
     return run_dir / "report.md"

@@ -23,12 +23,21 @@ def test_compare_end_to_end(tmp_path):
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=1500, cwd=ROOT)
     assert r.returncode == 0, r.stderr[-3000:]
     t = pq.read_table(out / "comparison.parquet")
-    assert t.num_rows == 4
-    for col in ("cell", "searcher", "objective", "k", "seed", "removed", "calib_value", "evaluations",
-                "wall_seconds", "cache_hits", "recovery", "ppl_lambada", "arc_easy_acc", "piqa_acc",
-                "arc_easy_acc_norm", "mean_acc"):
+    assert t.num_rows == 1 + 4 * 2  # the dense model, then every cell unrepaired and Ghosted-repaired
+    for col in ("cell", "searcher", "objective", "k", "seed", "removed", "calib_value", "dense_calib_value",
+                "calib_change", "evaluations", "budget_used", "budget_mode", "wall_seconds", "cache_hits", "recovery",
+                "ppl_lambada", "arc_easy_acc", "piqa_acc", "arc_easy_acc_norm", "arc_easy_acc_stderr", "mean_acc",
+                "mean_acc_stderr", "mean_acc_lo", "mean_acc_hi", "delta_mean_acc", "calibration_data", "held_out"):
         assert col in t.column_names, col
-    rows = t.to_pylist()
+    all_rows = t.to_pylist()
+    dense, rows = all_rows[0], [r for r in all_rows[1:] if r["recovery"] == "ghosted"]
+    assert dense["cell"] == "dense" and dense["removed"] == [] and len(rows) == 4
+    assert {r["recovery"] for r in all_rows[1:]} == {"none", "ghosted"}
+    assert set(dense["held_out"].split(",")) >= {"lambada", "arc_easy", "piqa"} or dense["held_out"] == ""
+    for r in all_rows[1:]:
+        assert r["delta_mean_acc"] == pytest.approx(r["mean_acc"] - dense["mean_acc"])
+        assert r["mean_acc_lo"] < r["mean_acc"] < r["mean_acc_hi"]
+        assert r["dense_calib_value"] is not None and r["calib_change"] is not None
     assert {r["searcher"] for r in rows} == {"fastblock", "lorp"}
     assert {r["objective"] for r in rows} == {"perplexity", "margin"}
     assert all(len(r["removed"]) == 4 and 0 not in r["removed"] and 29 not in r["removed"] for r in rows)
@@ -45,7 +54,9 @@ def test_compare_end_to_end(tmp_path):
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=ROOT)
     assert r.returncode == 0, r.stderr[-3000:]
     assert len(read_ledger(out)) == n_rows
-    assert json.loads((out / "result.json").read_text())["cells_resumed"] == 4
+    result = json.loads((out / "result.json").read_text())
+    assert result["cells_resumed"] == 4 and result["data"]["calibration"]
+    assert "## Best value at budget B" in (out / "report.md").read_text()
     assert json.loads((out / "summary.json").read_text())["summary"]
 
 

