@@ -61,7 +61,7 @@ class Progress:
     def __call__(self, row: dict) -> None:
         if row["fidelity"] >= 1.0 and row["value"] < self.best:
             self.best = row["value"]
-        self.bar.update(row["fidelity"])
+        self.bar.update(row.get("cost") or row["fidelity"])  # a race block costs its rows only
         self.bar.set_postfix(best=f"{self.best:.4g}", cached="y" if row["cached"] else "n", refresh=False)
 
     def close(self):

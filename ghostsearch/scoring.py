@@ -152,20 +152,7 @@ class Scorer:
         read what block b-1 computed, so the run starts at or before b-1."""
         t0 = time.perf_counter()
         p = self.prepared[key]
-        L = self.stack.n_blocks
-        removed = tuple(sorted(set(removed)))
-        if any(not 0 <= i < L for i in removed) or len(removed) >= L:
-            raise GhostsearchError(f"removed set {removed} is invalid for {L} blocks")
-        if patches is None and p.aware is not None and removed:
-            patches = p.aware.patches(removed)
-        if patches:  # repaired states differ after the first cut: only the dense prefix is valid
-            prefix = None
-            first = min([removed[0] if removed else L] + [max(0, x - 1) for x in patches])
-            b, src = max(x for x in p.dense[0] if x <= first), None
-        else:
-            if prefix:
-                self.ensure_run(key, tuple(sorted(prefix)))
-            b, src = self._start(p, removed)
+        removed, patches, b, src = self._begin(key, removed, prefix, patches)
         rows_left = max(1, math.ceil(fidelity * p.n_rows - 1e-9))
         total = count = 0.0
         tokens = 0
@@ -185,8 +172,53 @@ class Scorer:
             raise GhostsearchError(f"removing {removed} gives a non-finite loss ({value}); check the model dtype")
         return {"value": value, "tokens": tokens, "seconds": time.perf_counter() - t0, "start": b}
 
+    def _begin(self, key: str, removed: Removed, prefix: Removed | None, patches: dict | None):
+        """Validate ``removed``; its patches (recovery-aware); the boundary b to start from and whose
+        cached state (None = dense)."""
+        p = self.prepared[key]
+        L = self.stack.n_blocks
+        removed = tuple(sorted(set(removed)))
+        if any(not 0 <= i < L for i in removed) or len(removed) >= L:
+            raise GhostsearchError(f"removed set {removed} is invalid for {L} blocks")
+        if patches is None and p.aware is not None and removed:
+            patches = p.aware.patches(removed)
+        if patches:  # repaired states differ after the first cut: only the dense prefix is valid
+            first = min([removed[0] if removed else L] + [max(0, x - 1) for x in patches])
+            return removed, patches, max(x for x in p.dense[0] if x <= first), None
+        if prefix:
+            self.ensure_run(key, tuple(sorted(prefix)))
+        return removed, patches, *self._start(p, removed)
+
+    @torch.no_grad()
+    def score_rows(self, key: str, removed: Removed, rows, prefix: Removed | None = None) -> dict:
+        """Per-row loss sums and counts of the calibration rows ``rows`` (global indices: micro-batch
+        after micro-batch), in the order given, for racing. Only those rows run."""
+        t0 = time.perf_counter()
+        p = self.prepared[key]
+        removed, patches, b, src = self._begin(key, removed, prefix, None)
+        out: dict[int, tuple[float, float]] = {}
+        wanted, tokens, offset = sorted({int(r) for r in rows}), 0, 0
+        for mb, (batch, cap) in enumerate(zip(p.batches, p.caps)):
+            local = [r - offset for r in wanted if offset <= r < offset + batch.rows]
+            if local:
+                idx = torch.tensor(local)
+                whole = local == list(range(batch.rows))
+                h = self._cached(p, src, b, mb)
+                h = self.stack.run(h if whole else h[idx.to(h.device)], Stack.slice(cap, slice(0, batch.rows) if whole
+                                   else idx, batch.rows), b, removed, patches=patches)
+                sums, counts = p.objective.row_losses(self.stack, h, batch, idx)
+                out.update({offset + r: (float(s), float(n)) for r, s, n in zip(local, sums, counts)})
+                tokens += int(batch.weight[idx].sum()) if batch.weight is not None else len(local) * batch.input_ids.shape[1]
+            offset += batch.rows
+        if not all(math.isfinite(s) for s, _ in out.values()):
+            raise GhostsearchError(f"removing {removed} gives a non-finite loss; check the model dtype")
+        return {"sums": [out[int(r)][0] for r in rows], "counts": [out[int(r)][1] for r in rows],
+                "tokens": tokens, "seconds": time.perf_counter() - t0, "start": b}
+
     def statistic(self, key: str, name: str):
         st = self.prepared[key].stats
+        if name == "row_counts" and name not in st:  # per-row loss counts (racing): the dense model's
+            st[name] = self.score_rows(key, (), range(self.prepared[key].n_rows))["counts"]
         if name not in st:
             raise GhostsearchError(f"unknown statistic {name!r}; choose one of: {', '.join(st)}")
         return st[name]

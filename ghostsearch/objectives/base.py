@@ -94,7 +94,17 @@ class Objective:
         """Cache dense references (optional)."""
 
     def loss(self, stack: Stack, h: torch.Tensor, batch: Batch, rows: int) -> tuple[float, float]:
-        raise NotImplementedError
+        """(loss sum, count) over the first ``rows`` rows; by default the sum of ``row_losses``."""
+        sums, counts = self.row_losses(stack, h, batch, torch.arange(rows))
+        return float(sums.sum()), float(counts.sum())
+
+    def row_losses(self, stack: Stack, h: torch.Tensor, batch: Batch, rows: torch.Tensor
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-row (loss sum, count), float64 on the CPU, for the rows ``rows`` (sorted indices into
+        the micro-batch) whose final states are ``h``. Racing (``race: true``) needs it; an objective
+        that only defines ``loss`` scores exactly but cannot race."""
+        raise GhostsearchError(f"objective {self.name!r} gives no per-row losses (row_losses), which racing "
+                               "needs; define row_losses or set race: false")
 
     def value(self, total: float, count: float) -> float:
         return total / count

@@ -54,12 +54,11 @@ class KL(Objective):
             b.extra["lp"] = torch.cat(vals).view(b.rows, T, self.top_k)
             b.extra["idx"] = torch.cat(idxs).view(b.rows, T, self.top_k)
 
-    def loss(self, stack: Stack, h: torch.Tensor, batch: Batch, rows: int) -> tuple[float, float]:
-        x = h[:rows].reshape(-1, h.shape[-1])
-        lp = batch.extra["lp"][:rows].reshape(-1, self.top_k)
-        idx = batch.extra["idx"][:rows].reshape(-1, self.top_k)
-        total = 0.0
-        for s in range(0, x.shape[0], self.chunk):
-            lq = torch.log_softmax(stack.logits(x[s:s + self.chunk]), -1)
-            total += float(_topk_kl(lq, lp[s:s + self.chunk], idx[s:s + self.chunk]).double().sum())
-        return total, float(x.shape[0])
+    def row_losses(self, stack: Stack, h: torch.Tensor, batch: Batch, rows: torch.Tensor):
+        x = h.reshape(-1, h.shape[-1])
+        lp = batch.extra["lp"][rows].reshape(-1, self.top_k)
+        idx = batch.extra["idx"][rows].reshape(-1, self.top_k)
+        kl = torch.cat([_topk_kl(torch.log_softmax(stack.logits(x[s:s + self.chunk]), -1), lp[s:s + self.chunk],
+                                 idx[s:s + self.chunk]).double() for s in range(0, x.shape[0], self.chunk)])
+        sums = kl.view(len(rows), -1).sum(1).cpu()
+        return sums, torch.full_like(sums, h.shape[1])

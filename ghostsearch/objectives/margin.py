@@ -106,16 +106,20 @@ class Margin(Objective):
             batches.append(b)
         return batches
 
-    def loss(self, stack: Stack, h: torch.Tensor, batch: Batch, rows: int) -> tuple[float, float]:
-        e = batch.extra
-        T = batch.input_ids.shape[1]
-        keep = e["pred"] < rows * T
-        pred, tgt, pair = e["pred"][keep], e["target"][keep], e["pair"][keep]
-        n_pairs = int((e["pair_item"] < rows).sum())
-        x = h[:rows].reshape(-1, h.shape[-1])[pred.to(h.device)]
-        lp = stack.token_logprobs(x, tgt.to(h.device)).double().cpu()
-        pair_lp = torch.zeros(n_pairs, dtype=torch.float64).index_add_(0, pair, lp)
+    def row_losses(self, stack: Stack, h: torch.Tensor, batch: Batch, rows: torch.Tensor):
+        """-m per item of ``rows``: the answer positions of those items only go through the head."""
+        e, T = batch.extra, batch.input_ids.shape[1]
+        rows = rows.cpu()
+        at = torch.full((batch.rows,), -1, dtype=torch.long)
+        at[rows] = torch.arange(len(rows))                      # micro-batch row -> row of h
+        keep = at[e["pred"] // T] >= 0
+        pred = at[e["pred"][keep] // T] * T + e["pred"][keep] % T
+        pairs = at[e["pair_item"]] >= 0
+        new_pair = torch.cumsum(pairs.long(), 0) - 1            # old pair index -> index among kept pairs
+        lp = stack.token_logprobs(h.reshape(-1, h.shape[-1])[pred.to(h.device)], e["target"][keep].to(h.device))
+        pair_lp = torch.zeros(int(pairs.sum()), dtype=torch.float64).index_add_(
+            0, new_pair[e["pair"][keep]], lp.double().cpu())
         if self.normalize == "mean":
-            pair_lp = pair_lp / e["pair_len"][:n_pairs].double()
-        m = margins(pair_lp, e["pair_item"][:n_pairs], e["gold_pair"][:rows], rows)
-        return float(-m.sum()), float(rows)
+            pair_lp = pair_lp / e["pair_len"][pairs].double()
+        m = margins(pair_lp, at[e["pair_item"][pairs]], new_pair[e["gold_pair"][rows]], len(rows))
+        return -m, torch.ones(len(rows), dtype=torch.float64)

@@ -27,9 +27,9 @@ class Perplexity(Objective):
     def build(self, tokenizer, dtype: torch.dtype = torch.float32) -> list[Batch]:
         return [Batch(input_ids=x) for x in split_rows(text_windows(self.spec, tokenizer), self.spec.micro_batch)]
 
-    def loss(self, stack: Stack, h: torch.Tensor, batch: Batch, rows: int) -> tuple[float, float]:
-        x = h[:rows, :-1].reshape(-1, h.shape[-1])
-        tgt = batch.input_ids[:rows, 1:].reshape(-1).to(h.device)
+    def row_losses(self, stack: Stack, h: torch.Tensor, batch: Batch, rows: torch.Tensor):
+        x = h[:, :-1].reshape(-1, h.shape[-1])
+        tgt = batch.input_ids[rows, 1:].reshape(-1).to(h.device)
         lp = stack.token_logprobs(x, tgt, chunk=self.params.get("head_chunk", 1024))
         return float(-lp.double().sum()), float(lp.numel())
 

@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import time
-from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Protocol, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol, Sequence
 
 from ghostsearch.errors import GhostsearchError
 from ghostsearch.registry import Registry
@@ -218,55 +217,3 @@ def make_searcher(name: str, space: Space, *, seed: int = 0, budget: Budget | No
     s = get_searcher(name)(space, seed=seed, budget=budget, params=params)
     s.check_budget()
     return s
-
-
-# ---------------------------------------------------------------- evaluators
-class Evaluator(Protocol):
-    """What the runner evaluates through: the Ray pool's client, or an in-process function (tests)."""
-
-    def evaluate(self, candidates: Sequence[Candidate], searcher: str) -> list[float]:
-        ...
-
-
-@dataclass
-class FunctionEvaluator:
-    """In-process evaluator over a plain function of the removed set (synthetic objectives, tests).
-    ``fn(removed, fidelity) -> value``. Counts calls so tests can check budgets."""
-
-    fn: Callable[[Removed, float], float]
-    statistics: dict = field(default_factory=dict)
-    calls: int = 0
-
-    def evaluate(self, candidates: Sequence[Candidate], searcher: str = "") -> list[float]:
-        self.calls += len(candidates)
-        return [float(self.fn(c.removed, c.fidelity)) for c in candidates]
-
-    def statistic(self, name: str):
-        if name not in self.statistics:
-            raise GhostsearchError(f"statistic {name!r} is not available from this evaluator")
-        return self.statistics[name]
-
-
-def run(searcher: Searcher, evaluator: Evaluator, *, oracle: Oracle | None = None,
-        on_tell: Callable[[Searcher], None] | None = None, stop: Callable[[], bool] | None = None) -> Searcher:
-    """Drive a searcher to completion: ask, evaluate, tell, until done or out of time."""
-    t0 = time.monotonic()
-    searcher.setup(oracle if oracle is not None else getattr(evaluator, "statistic", None) and evaluator)
-    while not searcher.done:
-        if searcher.budget.seconds is not None and time.monotonic() - t0 > searcher.budget.seconds:
-            break
-        if stop is not None and stop():
-            break
-        cands = searcher.ask()
-        if not cands:
-            if searcher.done:
-                break
-            raise RuntimeError(f"searcher {searcher.name} asked nothing but is not done")
-        cost = sum(c.fidelity for c in cands)
-        if cost > searcher.budget_left + 1e-9:
-            raise RuntimeError(f"searcher {searcher.name} asked {cost:g} evaluations with {searcher.budget_left:g} left")
-        values = evaluator.evaluate(cands, searcher.name)
-        searcher.tell(cands, values)
-        if on_tell is not None:
-            on_tell(searcher)
-    return searcher

@@ -7,22 +7,26 @@ from typing import Any
 
 from ghostsearch.search.base import Candidate, Removed, Space, canonical
 from ghostsearch.search.common import Memo, require_ints
+from ghostsearch.search.racing import Race, race_params, rank
 
 
 class Beam(Memo):
     """Step t (t = 1..k) asks R ∪ {j} for every kept set R of size t-1 and every free j not in R,
     each with R as its prefix hint; sets reached from two beams are asked once (the better-ranked
     parent is the hint). The ``width`` best sets of size t are kept (ties: the smaller tuple).
-    After k steps the best k-set is the answer."""
+    After k steps the best k-set is the answer. With ``race`` each step races its candidates
+    (keeping ``width``) instead of scoring them all at full fidelity (search/racing.py)."""
 
     name = "beam"
 
     @dataclass
     class Params:
         width: int = 4
+        race: bool | dict = False  # true, or {delta: .., min_rows: .., growth: ..}
 
         def __post_init__(self):
             require_ints(self, "width")
+            race_params(self.race)
 
     @staticmethod
     def width_of(params: Any) -> int:
@@ -38,18 +42,18 @@ class Beam(Memo):
         super().__init__(*args, **kwargs)
         self.beams: list[Removed] = [()]  # kept sets of the current size, best first
 
-    def ask(self) -> list[Candidate]:
+    def ask(self) -> list[Candidate] | Race:
         hint: dict[Removed, Removed] = {}
         for r in self.beams:
             for j in self.space.free:
                 if j not in r:
                     hint.setdefault(canonical(r + (j,)), r)
-        return [Candidate(s, prefix=p or None) for s, p in hint.items()]
+        return self.raced([Candidate(s, prefix=p or None) for s, p in hint.items()], keep=self.width_of(self.params))
 
     def tell(self, candidates, values) -> None:
         super().tell(candidates, values)
-        ranked = sorted((v if v == v else math.inf, c.removed) for c, v in zip(candidates, values))  # NaN last
-        self.beams = [s for _, s in ranked[: self.width_of(self.params)]]
+        ranked = rank(candidates, values)  # full-fidelity first, NaN last
+        self.beams = [s for _, _, s in ranked[: self.width_of(self.params)]]
 
     @property
     def done(self) -> bool:
@@ -63,4 +67,7 @@ class Greedy(Beam):
 
     @dataclass
     class Params:  # greedy is beam search of width 1
-        pass
+        race: bool | dict = False
+
+        def __post_init__(self):
+            race_params(self.race)

@@ -11,6 +11,7 @@ from optuna.trial import TrialState
 
 from ghostsearch.search.base import Candidate, Removed, canonical
 from ghostsearch.search.common import ModelBased, prior_weights, require_ints, sample_unseen
+from ghostsearch.search.racing import race_params
 
 SAMPLERS = ("gp", "tpe")
 
@@ -32,7 +33,12 @@ class BO(ModelBased):
     completed trials), so a replayed run (resume replays the ledger) proposes exactly what an
     uninterrupted one would. With ``storage`` (a file path) the study is an Optuna JournalStorage
     file that ``optuna-dashboard`` opens; a fresh searcher starts the study afresh there (a resumed
-    run rebuilds it by replay), so the sampler never sees a trial twice."""
+    run rebuilds it by replay), so the sampler never sees a trial twice.
+
+    Racing (``race``, on by default): the starts and every ask's ``batch`` proposals are raced
+    (keeping 1, spending at most ``batch``), and the single-block prior too. A dropped proposal is
+    told to the study with its partial value (an estimate on the rows it saw); local moves start
+    from the best full-fidelity trial; a proposal the race could not afford to score is failed."""
 
     name = "bo"
 
@@ -43,12 +49,14 @@ class BO(ModelBased):
         n_prior_samples: int = 8
         n_random: int = 0  # random trials after the starts before the model takes over
         temperature: float = 0.5  # of the prior weights; larger = closer to uniform
-        batch: int = 1
+        batch: int = 8  # proposals per ask (raced; without racing each costs a full evaluation)
+        race: bool | dict = True
         local_every: int = 3  # every local_every-th trial is a local move around the incumbent; 0: never
         storage: str | None = None  # JournalStorage file, e.g. RUN_DIR/optuna-<cell>.log
         study_name: str | None = None
 
         def __post_init__(self):
+            race_params(self.race)
             if self.sampler not in SAMPLERS:
                 raise ValueError(f"sampler must be one of {SAMPLERS}")
             require_ints(self, "batch")
@@ -58,7 +66,7 @@ class BO(ModelBased):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.trials: list[tuple[list[float], float]] = []  # completed trials: keys per free block, value
+        self.trials: list[tuple[list[float], float, bool]] = []  # completed trials: keys, value, full fidelity
         self.asked: dict[int, Removed] = {}  # trial number -> set, between ask and tell
         self.study: optuna.Study | None = None
 
@@ -104,11 +112,11 @@ class BO(ModelBased):
         first = [self.prior_topk()]
         return first + sample_unseen(rng, self.space, w, set(first), self.params.n_prior_samples)
 
-    def complete(self, trial: optuna.Trial | int, s: Removed, value: float) -> None:
+    def complete(self, trial: optuna.Trial | int, s: Removed, value: float, full: bool = True) -> None:
         number = trial if isinstance(trial, int) else trial.number
         params = self.study.trials[number].params
         self.study.tell(number, value)
-        self.trials.append(([params[n] for n in self.distributions], float(value)))
+        self.trials.append(([params[n] for n in self.distributions], float(value), full))
 
     def nearest_unseen(self, keys: dict, taken: set) -> dict | None:
         """Keys closest to ``keys`` whose set is unseen: the cheapest single swap of a removed block
@@ -117,7 +125,7 @@ class BO(ModelBased):
         swaps = sorted((keys[self.keys_name(i)] - keys[self.keys_name(j)], i, j)
                        for i in s for j in self.space.free if j not in s)
         for _, i, j in swaps:
-            if canonical(set(s) - {i} | {j}) not in self.memo.keys() | taken:
+            if canonical(set(s) - {i} | {j}) not in self.memo.keys() | self.partial.keys() | taken:
                 ki, kj = self.keys_name(i), self.keys_name(j)
                 return {**keys, ki: keys[kj], kj: keys[ki]}
         return None
@@ -127,19 +135,20 @@ class BO(ModelBased):
         already scored is marked failed and replaced by its nearest unseen neighbour (enqueued)."""
         every = self.params.local_every
         if every and len(self.trials) % every == every - 1:  # a local move around the incumbent
-            keys = self.nearest_unseen(dict(zip(self.distributions, min(self.trials, key=lambda t: t[1])[0])), taken)
+            best = min(self.trials, key=lambda t: (not t[2], t[1]))  # the best full-fidelity trial
+            keys = self.nearest_unseen(dict(zip(self.distributions, best[0])), taken)
         else:
             self.study.sampler = self.sampler()
             trial = self.study.ask(self.distributions)
             s = self.decode(trial.params)
-            if s not in self.memo and s not in taken:
+            if not self.seen(s) and s not in taken:
                 return trial, s
             self.study.tell(trial, state=TrialState.FAIL)
             keys = self.nearest_unseen(trial.params, taken)
         if keys is None:  # every neighbour is scored: jump to an unseen prior-weighted set
             rng = np.random.default_rng([self.seed, len(self.trials)])
             w = prior_weights(self.prior, self.params.temperature)
-            keys = self.encode(sample_unseen(rng, self.space, w, set(self.memo) | taken, 1)[0])
+            keys = self.encode(sample_unseen(rng, self.space, w, set(self.memo) | set(self.partial) | taken, 1)[0])
         self.study.enqueue_trial(keys)
         trial = self.study.ask(self.distributions)
         return trial, self.decode(trial.params)
@@ -147,32 +156,39 @@ class BO(ModelBased):
     # ---------- protocol ----------
     def ask(self) -> list[Candidate]:
         if self.singles():
-            return self.singles()
+            return self.ask_singles()
         if self.study is None:
             self.study = self.open_study()
-        todo = [s for s in self.starts() if s not in self.memo]
+        todo = [s for s in self.starts() if not self.seen(s)]
         taken: set = set()
-        for s in todo[: self.affordable(len(todo))]:
+        for s in todo[: len(todo) if race_params(self.params.race) else self.affordable(len(todo))]:
             self.study.enqueue_trial(self.encode(s))
             self.asked[self.study.ask(self.distributions).number] = s
             taken.add(s)
         if not taken:
-            unseen = self.space.n_subsets() - sum(len(s) == self.space.k for s in self.memo)
-            for _ in range(min(self.affordable(self.params.batch), unseen)):
+            unseen = self.space.n_subsets() - self.n_seen()
+            n = self.params.batch if race_params(self.params.race) else self.affordable(self.params.batch)
+            for _ in range(min(n, unseen)):
                 trial, s = self.ask_one(taken)
                 self.asked[trial.number] = s
                 taken.add(s)
-        return [Candidate(s) for s in self.asked.values()]
+        return self.raced([Candidate(s) for s in self.asked.values()], cap=min(self.budget_left, len(self.asked)))
+
+    def n_seen(self) -> int:
+        return sum(len(s) == self.space.k for s in {**self.memo, **self.partial})
 
     def tell(self, candidates, values) -> None:
         super().tell(candidates, values)
-        value = {c.removed: v for c, v in zip(candidates, values)}
+        told = {c.removed: (v, c.fidelity >= 1.0) for c, v in zip(candidates, values)}
         for number, s in self.asked.items():
-            self.complete(number, s, value[s])
+            if s in told:
+                self.complete(number, s, *told[s])
+            else:  # the race could not afford to score it
+                self.study.tell(number, state=TrialState.FAIL)
         self.asked = {}
 
     @property
     def done(self) -> bool:
         if self.singles():
             return False
-        return self.affordable(1) == 0 or sum(len(s) == self.space.k for s in self.memo) >= self.space.n_subsets()
+        return self.affordable(1) == 0 or self.n_seen() >= self.space.n_subsets()

@@ -9,6 +9,7 @@ import numpy as np
 
 from ghostsearch.search.base import Candidate, Removed, canonical
 from ghostsearch.search.common import ModelBased, prior_weights, require_ints, sample_unseen
+from ghostsearch.search.racing import race_params
 
 
 @dataclass
@@ -102,7 +103,11 @@ class CBO(ModelBased):
     k-sets not yet scored (the minimum and the low-lying excited configurations) exactly by
     enumeration while C(n_free, k) <= ``enumerate_limit``, else by simulated annealing, score them
     for real, refit, until the budget is spent. The best real value wins. Everything is a function
-    of the values so far and the seed, so the memo is the whole state."""
+    of the values so far and the seed, so the memo is the whole state.
+
+    Racing (``race``, on by default): each round races the ``n_screen`` lowest-energy unseen sets
+    (the minimum and the excited states) keeping 1 and spending at most ``n_propose``; the
+    single-block prior is raced too. Dropped sets enter the fit with their partial values."""
 
     name = "cbo"
 
@@ -113,9 +118,12 @@ class CBO(ModelBased):
         n_propose: int = 4
         temperature: float = 1.0  # of the prior weights for the random design
         enumerate_limit: float = 1e7
+        race: bool | dict = True
+        n_screen: int = 16  # sets raced per round when racing
 
         def __post_init__(self):
-            require_ints(self, "n_propose")
+            race_params(self.race)
+            require_ints(self, "n_propose", "n_screen")
             require_ints(self, "n_random", least=0)
             if self.temperature <= 0:
                 raise ValueError("temperature must be > 0")
@@ -131,16 +139,16 @@ class CBO(ModelBased):
 
     def model(self) -> Quadratic:
         pos = {b: p for p, b in enumerate(self.space.free)}
-        sets = list(self.memo)
+        sets = list({**self.partial, **self.memo})
         X = np.zeros((len(sets), len(pos)))
         for r, s in enumerate(sets):
             X[r, [pos[b] for b in s]] = 1
-        return fit(X, np.array([self.memo[s] for s in sets]))
+        return fit(X, np.array([self.estimate(s) for s in sets]))
 
     def proposals(self, m: int) -> list[Removed]:
         """The m lowest-energy unseen k-sets under the current model."""
         free, k = self.space.free, self.space.k
-        seen = [s for s in self.memo if len(s) == k]
+        seen = [s for s in {**self.partial, **self.memo} if len(s) == k]
         model, want = self.model(), m + len(seen)
         if self.space.n_subsets() <= self.params.enumerate_limit:
             low = lowest_enumerated(model, len(free), k, want)
@@ -149,22 +157,30 @@ class CBO(ModelBased):
             starts = [tuple(pos[b] for b in s) for s in sorted(self.memo, key=self.memo.get) if len(s) == k][:4]
             low = lowest_annealed(model, len(free), k, want, np.random.default_rng([self.seed, len(self.memo)]), starts)
         sets = [canonical(free[p] for p in s) for _, s in low]
-        out = [s for s in sets if s not in self.memo][:m]
+        out = [s for s in sets if not self.seen(s)][:m]
         if not out:  # annealing found nothing new: explore with the prior
             rng = np.random.default_rng([self.seed, len(self.memo)])
-            out = sample_unseen(rng, self.space, prior_weights(self.prior, self.params.temperature), self.memo, m)
+            out = sample_unseen(rng, self.space, prior_weights(self.prior, self.params.temperature),
+                                set(self.memo) | set(self.partial), m)
         return out
 
     def ask(self) -> list[Candidate]:
-        todo = self.singles()
-        if not todo:  # the design, cut so that n_propose evaluations stay for the model's proposals
-            room = self.affordable(1 << 30) - self.params.n_propose
-            todo = [Candidate(s) for s in self.design() if s not in self.memo][:max(0, room)]
-        todo = todo or [Candidate(s) for s in self.proposals(self.params.n_propose)]
+        if self.singles():
+            return self.ask_singles()
+        # the design, cut so that n_propose evaluations stay for the model's proposals
+        room = self.affordable(1 << 30) - self.params.n_propose
+        todo = [Candidate(s) for s in self.design() if not self.seen(s)][:max(0, room)]
+        if todo:
+            return todo
+        if race_params(self.params.race):
+            cap = min(self.budget_left, float(self.params.n_propose))
+            return self.raced([Candidate(s) for s in self.proposals(self.params.n_screen)], cap=cap)
+        todo = [Candidate(s) for s in self.proposals(self.params.n_propose)]
         return todo[: self.affordable(len(todo))]
 
     @property
     def done(self) -> bool:
         if self.singles():
             return False
-        return self.affordable(1) == 0 or sum(len(s) == self.space.k for s in self.memo) >= self.space.n_subsets()
+        return self.affordable(1) == 0 or sum(len(s) == self.space.k for s in {**self.memo, **self.partial}) \
+            >= self.space.n_subsets()

@@ -10,6 +10,7 @@ import numpy as np
 
 from ghostsearch.errors import GhostsearchError
 from ghostsearch.search.base import Budget, Candidate, Removed, Searcher, Space, canonical
+from ghostsearch.search.racing import Race, race_params
 
 
 def greedy_cost(space: Space) -> int:
@@ -38,8 +39,9 @@ def statistic(searcher: Searcher, name: str) -> Any:
 
 
 class Memo(Searcher):
-    """A searcher that remembers every full-fidelity value it was told (for dedup and models),
-    and that falls back to ``default_budget`` when the run gives no evaluation budget."""
+    """A searcher that remembers every full-fidelity value it was told (for dedup and models) and,
+    apart, every value below full fidelity (``partial``: screened, or dropped by a race), and that
+    falls back to ``default_budget`` when the run gives no evaluation budget."""
 
     def __init__(self, space: Space, *, seed: int = 0, budget: Budget | None = None, params: dict | None = None):
         super().__init__(space, seed=seed, budget=budget, params=params)
@@ -48,6 +50,7 @@ class Memo(Searcher):
             if default is not None:
                 self.budget = dataclasses.replace(self.budget, evaluations=float(default))
         self.memo: dict[Removed, float] = {}
+        self.partial: dict[Removed, float] = {}
 
     @classmethod
     def default_budget(cls, space: Space, params: Any) -> float | None:
@@ -59,6 +62,21 @@ class Memo(Searcher):
         for c, v in zip(candidates, values):
             if c.fidelity >= 1.0:
                 self.memo[c.removed] = float(v)
+            else:
+                self.partial[c.removed] = float(v)
+
+    def seen(self, s: Removed) -> bool:
+        return s in self.memo or s in self.partial
+
+    def estimate(self, s: Removed) -> float:
+        """The full value if known, else the partial one."""
+        return self.memo[s] if s in self.memo else self.partial[s]
+
+    def raced(self, cands: list[Candidate], keep: int = 1, cap: float | None = None) -> list[Candidate] | Race:
+        """``cands`` as a race (keeping ``keep``, spending at most ``cap``) when the ``race`` parameter
+        is on and there is something to eliminate; else as they are."""
+        rp = race_params(getattr(self.params, "race", False))
+        return Race(cands, rp, keep=keep, cap=cap) if rp and len(cands) > keep else cands
 
     def affordable(self, n: int, fidelity: float = 1.0) -> int:
         """How many of n evaluations at this fidelity the budget still allows."""
@@ -103,13 +121,18 @@ class Prior(Memo):
     def singles(self) -> list[Candidate]:
         if self.prior_kind(self.params) != "removal":
             return []
-        return [Candidate((i,)) for i in self.space.free if (i,) not in self.memo]
+        return [Candidate((i,)) for i in self.space.free if not self.seen((i,))]
+
+    def ask_singles(self) -> list[Candidate] | Race:
+        """The single-block prior; raced (keeping k) with ``race``: it only needs the ranking, and a
+        dropped block's partial value stands in for its prior value."""
+        return self.raced(self.singles(), keep=self.space.k)
 
     @property
     def prior(self) -> np.ndarray:
         if self.prior_kind(self.params) == "block_influence":
             return self._bi
-        return np.array([self.memo[(i,)] for i in self.space.free])
+        return np.array([self.estimate((i,)) for i in self.space.free])
 
     def prior_topk(self) -> Removed:
         """The k free blocks with the lowest prior (ties: lowest index)."""

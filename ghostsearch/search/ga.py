@@ -14,6 +14,7 @@ from deap import base, tools
 
 from ghostsearch.search.base import Candidate, Removed, canonical
 from ghostsearch.search.common import ModelBased, prior_weights, require_ints, sample_unseen
+from ghostsearch.search.racing import race_params
 
 
 class FitnessMin(base.Fitness):
@@ -50,7 +51,11 @@ class GA(ModelBased):
     Each generation: ``offspring`` new sets (tournament selection, ``cx_prob`` crossover,
     ``mut_prob`` swap mutation; duplicates re-drawn) are screened at fidelity ``screen``, the
     ``promote`` best are scored at full fidelity, and the next population is the best ``pop_size``
-    of parents and promoted children (elitism). Only full-fidelity values rank individuals."""
+    of parents and promoted children (elitism). Only full-fidelity values rank individuals.
+
+    With ``race`` (the default) the screen/promote split is a race instead: each generation's
+    offspring are raced, the ``promote`` best end at full fidelity (search/racing.py), spending at
+    most ``offspring`` evaluations; ``screen`` is then unused. The single-block prior is raced too."""
 
     name = "ga"
 
@@ -64,8 +69,10 @@ class GA(ModelBased):
         mut_prob: float = 0.7
         tournament: int = 2
         temperature: float = 1.0  # of the prior weights; larger = closer to uniform
+        race: bool | dict = True  # race each generation (and the prior); false: screen, then promote
 
         def __post_init__(self):
+            race_params(self.race)
             require_ints(self, "pop_size", "offspring", "promote", "tournament")
             if self.promote > self.offspring:
                 raise ValueError("promote must be <= offspring")
@@ -100,13 +107,14 @@ class GA(ModelBased):
                 break
             a, b = toolbox.select(pop, 2)
             child = toolbox.mate(a, b) if random.random() < p.cx_prob else tuple(a)
-            if random.random() < p.mut_prob or child in self.memo or child in out:
+            if random.random() < p.mut_prob or self.seen(child) or child in out:
                 child = toolbox.mutate(child)
-            if child not in self.memo and child not in out:
+            if not self.seen(child) and child not in out:
                 out.append(child)
         if len(out) < n:  # the population has converged: explore with the prior
             rng = np.random.default_rng([self.seed, self.generation])
-            out += sample_unseen(rng, self.space, np.array(list(w.values())), set(self.memo) | set(out), n - len(out))
+            out += sample_unseen(rng, self.space, np.array(list(w.values())), set(self.memo) | set(self.partial) | set(out),
+                                 n - len(out))
         return out
 
     def phase(self) -> str:
@@ -114,6 +122,8 @@ class GA(ModelBased):
             return "singles"
         if self.population is None:
             return "init"
+        if race_params(self.params.race):
+            return "race"
         return "screen" if self.screened is None else "promote"
 
     def plan(self) -> int:
@@ -127,7 +137,11 @@ class GA(ModelBased):
     def ask(self) -> list[Candidate]:
         phase = self.phase()
         if phase == "singles":
-            return self.singles()
+            return self.ask_singles()
+        if phase == "race":
+            keep = min(self.params.promote, self.affordable(self.params.promote))
+            cap = min(self.budget_left, float(self.params.offspring))
+            return self.raced([Candidate(s) for s in self.breed(self.params.offspring)], keep=keep, cap=cap)
         if phase == "init":
             rng = np.random.default_rng([self.seed, 2**31])
             first = [self.prior_topk()]
@@ -146,8 +160,9 @@ class GA(ModelBased):
             self.population = [c.removed for c in candidates]
         elif phase == "screen" and self.params.screen < 1:
             self.screened = {c.removed: float(v) for c, v in zip(candidates, values)}
-        elif phase != "singles":  # promoted children, or full-fidelity offspring when screen == 1
-            pop = [Individual(s, self.memo[s]) for s in self.population + [c.removed for c in candidates]]
+        elif phase != "singles":  # promoted children, race winners, or full-fidelity offspring when screen == 1
+            children = [c.removed for c in candidates if c.fidelity >= 1.0]
+            pop = [Individual(s, self.memo[s]) for s in self.population + children]
             self.population = [canonical(i) for i in tools.selBest(sorted(pop), self.params.pop_size)]
             self.generation += 1
             self.screened = None
@@ -159,5 +174,5 @@ class GA(ModelBased):
             return False
         if phase == "promote":
             return self.affordable(1) == 0
-        exhausted = sum(len(s) == self.space.k for s in self.memo) >= self.space.n_subsets()
-        return exhausted or (self.affordable(1) == 0 if phase == "init" else self.plan() == 0)
+        exhausted = sum(len(s) == self.space.k for s in {**self.memo, **self.partial}) >= self.space.n_subsets()
+        return exhausted or (self.affordable(1) == 0 if phase in ("init", "race") else self.plan() == 0)

@@ -1,0 +1,86 @@
+"""The search loop: ask, evaluate (or race), tell, until done; and the in-process evaluator."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Protocol, Sequence
+
+from ghostsearch.errors import GhostsearchError
+from ghostsearch.search.base import Candidate, Oracle, Removed, Searcher
+from ghostsearch.search.racing import Outcome, Race, RowRequest, run_race
+
+
+class Evaluator(Protocol):
+    """What the runner evaluates through: the Ray pool's client, or an in-process function (tests).
+    Racing also needs ``n_rows()`` and ``rows(requests, searcher)`` (see racing.RowEvaluator)."""
+
+    def evaluate(self, candidates: Sequence[Candidate], searcher: str) -> list[float]:
+        ...
+
+
+@dataclass
+class FunctionEvaluator:
+    """In-process evaluator over a plain function of the removed set (synthetic objectives, tests).
+    ``fn(removed, fidelity) -> value``; racing scores ``row_fn(removed, row)`` on ``n_rows`` rows
+    (default: ``fn(removed, 1.0)`` on every row) and a value is the mean over its rows.
+    Counts calls so tests can check budgets."""
+
+    fn: Callable[[Removed, float], float]
+    statistics: dict = field(default_factory=dict)
+    calls: int = 0
+    row_fn: Callable[[Removed, int], float] | None = None
+    rows_total: int = 16
+
+    def evaluate(self, candidates: Sequence[Candidate], searcher: str = "") -> list[float]:
+        self.calls += len(candidates)
+        return [float(self.fn(c.removed, c.fidelity)) for c in candidates]
+
+    def n_rows(self) -> int:
+        return self.rows_total
+
+    def rows(self, requests: Sequence[RowRequest], searcher: str = "") -> list[tuple[list[float], list[float], float]]:
+        out = []
+        for q in requests:
+            sums = [float(self.row_fn(q.removed, r)) if self.row_fn else float(self.fn(q.removed, 1.0)) for r in q.rows]
+            out.append((sums, [1.0] * len(sums), (q.before[0] + sum(sums)) / (q.before[1] + len(sums))))
+        return out
+
+    def statistic(self, name: str):
+        if name not in self.statistics:
+            raise GhostsearchError(f"statistic {name!r} is not available from this evaluator")
+        return self.statistics[name]
+
+
+def race(r: Race, evaluator, searcher: str) -> Outcome:
+    if not hasattr(evaluator, "rows"):
+        raise GhostsearchError(f"searcher '{searcher}' races its candidates, which this evaluator cannot "
+                               "(no per-row losses); set race: false")
+    return run_race(r, evaluator, searcher)
+
+
+def run(searcher: Searcher, evaluator: Evaluator, *, oracle: Oracle | None = None,
+        on_tell: Callable[[Searcher], None] | None = None, stop: Callable[[], bool] | None = None) -> Searcher:
+    """Drive a searcher to completion: ask, evaluate (or race), tell, until done or out of time."""
+    t0 = time.monotonic()
+    searcher.setup(oracle if oracle is not None else getattr(evaluator, "statistic", None) and evaluator)
+    while not searcher.done:
+        if searcher.budget.seconds is not None and time.monotonic() - t0 > searcher.budget.seconds:
+            break
+        if stop is not None and stop():
+            break
+        asked = searcher.ask()
+        if not asked or (isinstance(asked, Race) and not asked.candidates):
+            if searcher.done:
+                break
+            raise RuntimeError(f"searcher {searcher.name} asked nothing but is not done")
+        cost = asked.cost if isinstance(asked, Race) else sum(c.fidelity for c in asked)
+        if cost > searcher.budget_left + 1e-9:
+            raise RuntimeError(f"searcher {searcher.name} asked {cost:g} evaluations with {searcher.budget_left:g} left")
+        if isinstance(asked, Race):
+            out = race(asked, evaluator, searcher.name)
+            searcher.tell(out.told, out.values)
+        else:
+            searcher.tell(asked, evaluator.evaluate(asked, searcher.name))
+        if on_tell is not None:
+            on_tell(searcher)
+    return searcher
