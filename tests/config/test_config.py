@@ -32,6 +32,13 @@ def test_overrides_are_typed_and_nested():
     (["objective=margin", "calibration.per_objective.margin.dataset=c4"], "does not suit objective 'margin'"),
     (["just-a-word"], "is not key=value"),
     (["compare.seeds=[]"], "compare.seeds is empty"),
+    (["eval.protocol=fast"], "eval.protocol='fast'; use quick"),
+    (["compare.recovery=[]"], "compare.recovery is empty"),
+    (["compare.recovery=[none,magic]"], "compare.recovery has 'magic'"),
+    (["compare.budget=equal"], "compare.budget='equal'; use matched"),
+    (["recovery.dataset=arc_easy"], "repair calibrates on text"),
+    (["objective_params.recovery=ghosted"], "search.recovery_aware=ghosted"),
+    (["search.recovery_aware=linearpatch"], "supports ghosted"),
 ])
 def test_bad_input_is_one_clear_line(overrides, message):
     with pytest.raises(GhostsearchError, match=message) as e:
