@@ -169,8 +169,8 @@ def evaluate_finalists(cfg: Config, run_dir: Path, jobs: list[tuple[list[int], s
 
     def finish(key, res):
         removed, method = todo[key]
-        raw = res.pop("lm_eval", None) or lmeval_results.from_metrics(res, cfg.eval.tasks)
-        lmeval_results.write(run_dir / "lm_eval", raw, lmeval_results.model_name(cfg.model, removed, method))
+        lmeval_results.write(run_dir / "lm_eval", res.pop("lm_eval", None),
+                             lmeval_results.model_name(cfg.model, removed, method))
         write_json_atomic(out_dir / f"{key}.json", res)
         out[key] = res
         bar.update(1)

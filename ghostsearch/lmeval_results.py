@@ -4,9 +4,9 @@
 ``config``, ``model_name``, ...), so lm-eval tooling and leaderboards read ghostsearch's numbers.
 
 ``evaluate.zero_shot(..., raw=d)`` fills ``d`` with lm-eval's ``simple_evaluate`` output; ``write``
-adds the fields lm-eval's ``EvaluationTracker`` adds and names the file as lm-eval does. Numbers
-computed without lm-eval (a flat metrics dict: ``<task>_acc``, ``_acc_norm``, ``_acc_stderr``,
-``_n``) are put in the same shape by ``from_metrics``, with the task configs ghostsearch evaluates.
+adds the fields lm-eval's ``EvaluationTracker`` adds and names the file as lm-eval does. The native
+engine gives the same document (``evaluate.lm_eval_document``), so the file is the same whichever
+engine scored the tasks.
 """
 from __future__ import annotations
 
@@ -21,30 +21,6 @@ def model_name(base: str, removed, method: str) -> str:
     """The name a pruned (and repaired) model is reported under, e.g. smollm2-135m-drop-3.7.12-ghosted."""
     drop = ".".join(map(str, sorted(removed))) if removed else "none"
     return f"{base}-drop-{drop}" + ("" if method in (None, "none") else f"-{method}")
-
-
-def from_metrics(metrics: dict, tasks) -> dict | None:
-    """lm-eval's results layout from a flat metrics dict; None when no task was scored."""
-    import yaml
-
-    from ghostsearch.evaluate import TASKS_DIR
-
-    doc: dict = {k: {} for k in ("results", "versions", "n-shot", "configs", "higher_is_better", "n-samples")}
-    for t in tasks:
-        if f"{t}_acc" not in metrics:
-            continue
-        cfg = yaml.safe_load((TASKS_DIR / f"{t}.yaml").read_text())
-        r = {"alias": t}
-        for m in ("acc", "acc_norm"):
-            if f"{t}_{m}" in metrics:
-                r[f"{m},none"] = metrics[f"{t}_{m}"]
-                r[f"{m}_stderr,none"] = metrics.get(f"{t}_{m}_stderr", "N/A")
-        doc["results"][t], doc["n-shot"][t] = r, 0
-        doc["versions"][t] = (cfg.get("metadata") or {}).get("version")
-        doc["configs"][t] = {**cfg, "num_fewshot": 0}
-        doc["higher_is_better"][t] = {m["metric"]: m["higher_is_better"] for m in cfg.get("metric_list", [])}
-        doc["n-samples"][t] = {"original": None, "effective": metrics.get(f"{t}_n")}
-    return doc if doc["results"] else None
 
 
 def write(out_dir: str | Path, raw: dict | None, name: str) -> Path | None:

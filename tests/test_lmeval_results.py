@@ -37,23 +37,6 @@ def test_eval_writes_lm_eval_results(tiny_model_dir, data_dir, tmp_path, capsys)
         assert table[(task, "acc")] == pytest.approx((r["acc,none"], r["acc_stderr,none"]), abs=6e-4)
 
 
-def test_numbers_computed_without_lm_eval_in_its_layout(tmp_path):
-    """compare's finalists may be scored by ghostsearch's own engine: the same file, from the flat row."""
-    from lm_eval.utils import get_latest_filename, get_results_filenames, make_table
-
-    from ghostsearch import lmeval_results
-
-    row = {"piqa_acc": 0.625, "piqa_acc_norm": 0.5, "piqa_acc_stderr": 0.121, "piqa_n": 16, "mean_acc": 0.625}
-    doc = lmeval_results.from_metrics(row, ["piqa", "boolq"])  # boolq not scored: left out
-    path = lmeval_results.write(tmp_path, doc, lmeval_results.model_name("m", [3, 1], "ghosted"))
-    assert path.parent.name == "m-drop-1.3-ghosted"
-    res = json.loads(open(get_latest_filename(get_results_filenames([str(path)]))).read())
-    assert list(res["results"]) == ["piqa"] and res["n-samples"]["piqa"]["effective"] == 16
-    assert res["results"]["piqa"]["acc_stderr,none"] == 0.121 and res["versions"]["piqa"] == 1.0
-    assert res["configs"]["piqa"]["task"] == "piqa" and res["higher_is_better"]["piqa"]["acc"] is True
-    assert rendered(make_table(res)) == {("piqa", "acc"): (0.625, 0.121), ("piqa", "acc_norm"): (0.5, None)}
-
-
 def rendered(table: str) -> dict:
     """lm-eval's markdown table -> {(task, metric): (value, stderr or None)}."""
     out, task = {}, None
