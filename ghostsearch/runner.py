@@ -13,7 +13,8 @@ from pathlib import Path
 from ghostsearch.config import Config, protected_blocks
 from ghostsearch.errors import GhostsearchError
 from ghostsearch.io import write_json_atomic
-from ghostsearch.rundir import Ledger, cell_name, open_run_dir
+from ghostsearch.outputs import RunOutputs
+from ghostsearch.rundir import Ledger, cell_name
 
 
 def budget_driven(cls, space, params) -> bool:
@@ -77,7 +78,7 @@ def run_cell(cfg: Config, broker, run_dir: Path, *, searcher: str, objective: st
     cell = cell_name(searcher, objective, k, seed)
     s = build_searcher(cfg, searcher, k, seed, n_blocks, run_dir, cell, matched=matched)
     ledger = Ledger(run_dir)
-    client = PoolClient(broker, cfg.objective_spec(objective), ledger, cell, seed, cfg.model, cfg.dtype,
+    client = PoolClient(broker, cfg.objective_spec(objective), ledger, cell, seed, cfg.model, cfg.dtype, k=k,
                         sources={"perplexity": cfg.calibration_spec("perplexity")})  # text statistics (lorp)
     client.load_known(run_dir)
     bar = Progress(s.budget.evaluations, cell, enabled=progress)
@@ -109,27 +110,36 @@ def search(cfg: Config, address: str | None = None, progress: bool = True) -> di
     """`ghostsearch search`: the configured searcher on the pool; writes RUN_DIR."""
     import ray
 
-    from ghostsearch.models import model_depth
-    from ghostsearch.pool.pool import connect, find_pool, start_pool
+    from ghostsearch.config import check_model_fit
+    from ghostsearch.pool.pool import check_local_capacity, connect, find_pool, pool_identity, start_pool
+    from ghostsearch.rundir.layout import check_identity, check_run_dir, close_run_dir
 
     address = address or cfg.pool.address
     from ghostsearch.dataplan import announce, plan
 
-    n_blocks = model_depth(cfg.model, cfg.trust_remote_code)
+    n_blocks = check_model_fit(cfg)
     build_searcher(cfg, cfg.searcher, cfg.k, cfg.seed, n_blocks)  # all config errors before any Ray work
+    check_run_dir(cfg)
+    check_local_capacity(cfg, address)  # no run directory for a local pool that cannot start
     data_plan = plan(cfg, [cfg.objective], evaluate=False, repair=False)
     announce(data_plan)
-    run_dir = open_run_dir(cfg, "search")
-    started = connect(address, dashboard=cfg.pool.dashboard)
+    outputs = RunOutputs(cfg, "search")  # RUN_DIR (staged when out= is s3:// or gs://) and the trackers
+    run_dir, started, ok = outputs.dir, False, False
     try:
+        started = connect(address, dashboard=cfg.pool.dashboard)
         broker = find_pool(cfg.pool.name) if cfg.pool.name else start_pool(cfg)
+        check_identity(run_dir, pool_identity(broker, cfg, [cfg.objective_spec()]))
         res = run_cell(cfg, broker, run_dir, searcher=cfg.searcher, objective=cfg.objective, k=cfg.k,
                        seed=cfg.seed, n_blocks=n_blocks, progress=progress)
+        outputs.cell(res)
         write_json_atomic(run_dir / "pool.json", ray.get(broker.status.remote()))
         result = {"searchers": {res["cell"]: res}, "data": data_plan}
         write_json_atomic(run_dir / "result.json", result)
         Ledger(run_dir).compact()
+        ok = True
         return result
     finally:
+        outputs.close(ok)
+        close_run_dir(run_dir, ok)
         if started:
             ray.shutdown()
