@@ -264,6 +264,6 @@ def scorer_from_config(cfg, threads: int | None = None) -> Scorer:
     if threads:
         torch.set_num_threads(threads)
     model, tok = load_model(cfg.model, dtype=cfg.dtype, device=cfg.resolved_device(),
-                            trust_remote_code=cfg.trust_remote_code)
+                            trust_remote_code=cfg.trust_remote_code, revision=cfg.revision)
     return Scorer(Stack(model), tok, cache_every=cfg.cache.every, max_prefix_runs=cfg.cache.prefix_runs,
                   offload=cfg.cache.offload)
