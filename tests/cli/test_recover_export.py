@@ -34,8 +34,20 @@ def test_recover_and_export(run_dir, tmp_path_factory, capsys):
     out = tmp_path_factory.mktemp("exp") / "m"
     assert main(["export", str(run_dir), "--method", "ghosted", "--out", str(out)]) == 0
     assert load_pruned(out).config.num_hidden_layers == 28
+    from transformers import AutoModelForCausalLM
+
+    with pytest.raises((ValueError, KeyError), match="ghostsearch_pruned"):  # never loads as if unrepaired
+        AutoModelForCausalLM.from_pretrained(out)
+    card = (out / "README.md").read_text()
+    assert "[14, 15]" in card and "ghosted" in card and "load_pruned" in card and "smollm2-135m" in card
     capsys.readouterr()
     assert main(["export", str(run_dir), "--method", "ghosted", "--out", str(out)]) == 2
     assert "--force" in capsys.readouterr().err
+    plain = out.parent / "plain"  # none (and replaceme) stay plain transformers checkpoints
+    assert main(["export", str(run_dir), "--method", "none", "--out", str(plain)]) == 0
+    assert AutoModelForCausalLM.from_pretrained(plain).config.num_hidden_layers == 28
+    assert main(["export", str(run_dir), "--method", "none", "--out", str(out), "--force"]) == 0  # replaces an export
+    assert main(["export", str(run_dir), "--method", "none", "--out", str(run_dir), "--force"]) == 2  # never a run
+    assert (run_dir / "result.json").exists() and (run_dir / "recovery.parquet").exists()
     assert main(["export", str(run_dir / "config.yaml"), "--method", "none", "--out", str(out) + "2"]) == 2
     assert "--remove" in capsys.readouterr().err
