@@ -88,6 +88,33 @@ def ledger_write(tmp, n=200) -> tuple[float, float]:
     return journal, parts
 
 
+def ledger_fsync(tmp, n=200, rows=5000) -> dict:
+    """ms per appended row under each fsync policy (never, at most once a second = the default, every
+    row), and ms to compact ``rows`` rows (new part fsynced, directory fsynced, old files removed)."""
+    from ghostsearch.rundir.ledger import compact
+
+    row = {"cell": "c", "searcher": "s", "objective": "perplexity", "objective_key": "k" * 80, "removed": [1, 2, 3],
+           "k": 3, "fidelity": 1.0, "value": 3.25, "tokens": 512, "seconds": 0.1, "cached": False}
+    out = {}
+    for name, every in (("never", float("inf")), ("1 s", 1.0), ("every row", 0.0)):
+        led = Ledger(os.path.join(tmp, f"fsync-{name}"), fsync_seconds=every, checkpoint_seconds=float("inf"))
+        t0 = time.perf_counter()
+        for i in range(n):
+            led.append(dict(row, eval_id=f"{name}{i}"))
+        out[name] = (time.perf_counter() - t0) * 1000 / n
+    run = os.path.join(tmp, "compact")
+    led = Ledger(run, checkpoint_seconds=float("inf"))
+    for i in range(rows):
+        led.append(dict(row, eval_id=f"c{i}"))
+    led.close()
+    for i in range(rows // 10):  # a resumed writer's journal beside the part
+        Ledger(run, checkpoint_seconds=float("inf")).append(dict(row, eval_id=f"r{i}"))
+    t0 = time.perf_counter()
+    compact(run)
+    out["compact"] = (time.perf_counter() - t0) * 1000
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--evals", type=int, default=24)
@@ -95,10 +122,17 @@ def main():
     ap.add_argument("--seq-len", type=int, default=128)
     ap.add_argument("--noop-evals", type=int, default=400)
     ap.add_argument("--overhead-only", action="store_true", help="skip the model throughput part")
+    ap.add_argument("--ledger-only", action="store_true", help="only the ledger's fsync policies and compaction")
     args = ap.parse_args()
     import tempfile
 
     tmp = tempfile.mkdtemp(prefix="gs-bench-pool-")
+    f = ledger_fsync(tmp)
+    print(f"ledger append per row: no fsync {f['never']:.3f} ms | fsync at most every 1 s (default) {f['1 s']:.3f} ms "
+          f"| fsync every row {f['every row']:.3f} ms (ratio to the default {f['every row'] / f['1 s']:.0f}x); "
+          f"compaction of 5,000 rows + 500 journal rows (fsync file and directory) {f['compact']:.0f} ms")
+    if args.ledger_only:
+        return
     connect(None, dashboard=False, num_cpus=2)
     base = ["dtype=fp32", "device=cpu", "calibration.dataset=lambada", f"calibration.n_seq={args.n_seq}",
             f"calibration.seq_len={args.seq_len}", "pool.threads=1"]
