@@ -37,7 +37,9 @@ def check_address(address: str | None) -> None:
 
 
 def check_local_capacity(cfg: Config, address: str | None) -> None:
-    """Before a local Ray starts: the pool must fit this machine's CPUs (and GPUs)."""
+    """Before a run directory exists: a usable address, and a local pool that fits this machine's
+    CPUs (and GPUs)."""
+    check_address(address or os.environ.get("RAY_ADDRESS"))
     if address or os.environ.get("RAY_ADDRESS") or cfg.pool.name or ray.is_initialized():
         return
     gpus = cfg.pool.gpus_per_actor or 0
