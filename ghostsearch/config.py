@@ -67,7 +67,7 @@ class Pool:
 @dataclass
 class Recovery:
     method: str = "ghosted"   # ghosted | linearpatch | replaceme | none
-    variant: str = "dense"    # ghosted: dense | sequential; linearpatch: hadamard | diagonal
+    variant: str = "dense"    # ghosted: dense | sequential | symmetric; linearpatch: hadamard | diagonal; replaceme: lstsq | cosine
     ridge: float = 1e-6  # ridge of the least-squares fits
     top: int = 3  # finalists `recover` repairs by default
     dataset: str | None = None   # repair calibration (text); None: c4 (lambada offline without data)

@@ -21,7 +21,7 @@ def mean(xs) -> float | None:
 def recover(run_dir, method: str | None = None, top: int | None = None, threads: int | None = None,
             on_row=None) -> list[dict]:
     """Rows (finalist, method, variant, removed, value_before, value_after, alignment_error(_before),
-    antisymmetric_share, seconds), best finalist first; ``on_row(row)`` as each finishes.
+    antisymmetric_share of M and _w of W = I + M, seconds), best finalist first; ``on_row(row)`` as each finishes.
     RUN_DIR/recovery.parquet is keyed by (finalist, method, variant): these rows replace only the
     rows with their keys, so every method's rows stay side by side."""
     from tqdm.auto import tqdm
@@ -57,6 +57,7 @@ def recover(run_dir, method: str | None = None, top: int | None = None, threads:
                      "alignment_error_before": mean(r["alignment_before"] for r in ops.report),
                      "alignment_error": mean(r["alignment_after"] for r in ops.report),
                      "antisymmetric_share": mean(r["antisymmetric_share"] for r in ops.report),
+                     "antisymmetric_share_w": mean(r.get("antisymmetric_share_w") for r in ops.report),
                      "seconds": time.perf_counter() - t0})
         if on_row is not None:
             on_row(rows[-1])
