@@ -1,5 +1,6 @@
-"""Real SmolLM2-135M: ghosted vs linearpatch vs none on WikiText-2 after C4 calibration,
-recovery-aware scoring equals the physically pruned + repaired model, export round trips."""
+"""Real SmolLM2-135M: ghosted (and its symmetric ablation), linearpatch, replaceme and none on
+WikiText-2 after C4 calibration; recovery-aware scoring equals the physically pruned + repaired
+model; export round trips."""
 import math
 
 import pytest
@@ -27,19 +28,30 @@ def wiki_ppl(sc, key, wiki, removed, method, **kw):
 
 
 @pytest.mark.parametrize("k", [4, 6, 8])
-def test_ghosted_beats_linearpatch_and_none(smol, k):
+def test_repairs_align_and_help(smol, k):
+    """The three papers' repairs beat none on WikiText-2; the alignment errors are ordered as the
+    operator spaces nest. Which repair wins is a study question, not asserted here: with the true
+    Hadamard H(576) LinearPatch beats Ghosted at k=6 (104.6 vs 104.9; block-diagonal H: 109.9), the
+    symmetric ablation beats both at k=6 (102.6) and explodes at k=8 (4.5e5 against 1,331 unrepaired)."""
     sc, calib, wiki = smol
     removed = window(sc, calib, k)
     ppl, ops = {}, {}
-    for m in ("none", "linearpatch", "ghosted"):
-        ppl[m], ops[m] = wiki_ppl(sc, calib, wiki, removed, m)
-    share = ops["ghosted"].report[0]["antisymmetric_share"]
-    align = {m: o.report[0]["alignment_after"] for m, o in ops.items()}
-    print(f"\nk={k} removed={removed} wikitext2 PPL {ppl} alignment {align} antisymmetric share {share:.3f}")
-    assert ppl["ghosted"] < ppl["linearpatch"] and ppl["ghosted"] < ppl["none"]
-    assert align["ghosted"] <= align["linearpatch"] + 1e-9
+    for m, variant in (("none", None), ("linearpatch", None), ("ghosted", None), ("ghosted", "symmetric"),
+                       ("replaceme", None)):
+        name = f"{m} {variant}" if variant else m
+        ppl[name], ops[name] = wiki_ppl(sc, calib, wiki, removed, m, variant=variant)
+    rep = {m: o.report[0] for m, o in ops.items()}
+    align = {m: r["alignment_after"] for m, r in rep.items()}
+    print(f"\nk={k} removed={removed} wikitext2 PPL {ppl} alignment {align} antisymmetric share of "
+          f"W {rep['ghosted']['antisymmetric_share_w']:.3f}, of M {rep['ghosted']['antisymmetric_share']:.3f}; "
+          f"linearpatch rotation {rep['linearpatch']['rotation']}")
+    assert max(ppl[m] for m in ("linearpatch", "ghosted", "replaceme")) < ppl["none"]
+    # LinearPatch's P = H diag(s) H^T is symmetric: the best symmetric M aligns at least as well,
+    # and the unconstrained M at least as well as that
+    assert align["ghosted"] <= align["ghosted symmetric"] + 1e-9 <= align["linearpatch"] + 2e-9
     assert align["ghosted"] < align["none"]
-    assert 0 < share < 1
+    assert 0 < rep["ghosted"]["antisymmetric_share_w"] < 1 and 0 < rep["ghosted"]["antisymmetric_share"] < 1
+    assert rep["linearpatch"]["rotation"] == "hadamard 16x36 (paley2)"
 
 
 @torch.no_grad()

@@ -80,10 +80,13 @@ def test_similarity_source_is_asked_for():
 @pytest.mark.slow
 def test_margin_run_clusters_on_the_perplexity_text(tiny_model_dir, data_dir, tmp_path, ray_local):
     """A real margin search with lorp on a real pool: its answer is LoRP's on the similarity of the
-    PERPLEXITY calibration set (computed here by a local Scorer), which differs from the margin
-    items' similarity."""
+    PERPLEXITY calibration set (computed here by a local Scorer). On this tiny model both sets give
+    the same choice, so the pool client is also checked directly: with source='perplexity' it
+    returns the text similarity, without it the margin items', and an unknown source is refused."""
     from ghostsearch.config import load_config
     from ghostsearch.objectives import ObjectiveSpec
+    from ghostsearch.pool.pool import PoolClient, release_pool, start_pool
+    from ghostsearch.rundir import Ledger
     from ghostsearch.runner import search
     from ghostsearch.scoring import scorer_from_config
 
@@ -102,3 +105,14 @@ def test_margin_run_clusters_on_the_perplexity_text(tiny_model_dir, data_dir, tm
                                                                           statistics={"similarity": S["perplexity"]}))
     (cell,) = got["searchers"].values()
     assert tuple(cell["removed"]) == want.choice
+    broker = start_pool(cfg)
+    client = PoolClient(broker, cfg.objective_spec(), Ledger(tmp_path / "client"), "c", 0, cfg.model, cfg.dtype,
+                        sources={"perplexity": cfg.calibration_spec("perplexity")})
+    try:
+        np.testing.assert_allclose(client.statistic("similarity", source="perplexity"), S["perplexity"], atol=1e-6)
+        np.testing.assert_allclose(client.statistic("similarity"), S["margin"], atol=1e-6)
+        with pytest.raises(GhostsearchError, match="no such calibration source"):
+            client.statistic("similarity", source="kl")
+    finally:
+        release_pool(broker)
+        client.ledger.close()
