@@ -7,13 +7,13 @@ reads it from the cell's own calibration data instead (e.g. Commonsense items fo
 """
 from __future__ import annotations
 
+import inspect
 import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
 from ghostsearch.errors import GhostsearchError
-from ghostsearch.search import FunctionEvaluator
 from ghostsearch.search.base import Candidate, Removed, canonical
 from ghostsearch.search.common import Memo, require_ints, statistic
 
@@ -122,11 +122,13 @@ class LoRP(Memo):
         self.choice = allocate(S, self.labels, self.eligible, self.space.k)
 
     def similarity(self):
-        """S from ``similarity_source``. An in-process ``FunctionEvaluator`` (tests: one set of
-        statistics, no calibration data) is read as it is; any other oracle is asked for the source."""
+        """S from ``similarity_source``. An oracle whose ``statistic`` takes no ``source`` (the
+        ``Oracle`` protocol's minimum: in-process evaluators with one set of statistics) is read as
+        it is (``similarity_from = 'oracle'``); the pool's client takes one."""
         src = self.params.similarity_source
-        if src == "objective" or isinstance(self.oracle, FunctionEvaluator):
-            self.similarity_from = "objective" if src == "objective" else "evaluator"
+        sourced = self.oracle is not None and "source" in inspect.signature(self.oracle.statistic).parameters
+        if src == "objective" or not sourced:
+            self.similarity_from = "objective" if src == "objective" else "oracle"
             return statistic(self, "similarity")
         self.similarity_from = src
         return self.oracle.statistic("similarity", source=src)
