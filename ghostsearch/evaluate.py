@@ -47,15 +47,20 @@ def _logprobs(stack: Stack, x: torch.Tensor, targets: torch.Tensor,
     return lp, top
 
 
+def eval_windows(ids: torch.Tensor, seq_len: int, max_seq: int | None) -> torch.Tensor:
+    windows = data.chunk_windows(ids, seq_len, max_seq)
+    if len(windows) == 0:
+        raise GhostsearchError(f"the text has {ids.numel()} tokens, fewer than one window of {seq_len}; "
+                               "lower eval.ppl_seq_len")
+    return windows
+
+
 @torch.no_grad()
 def window_perplexity(model, ids: torch.Tensor, seq_len: int = 512, max_seq: int | None = 64,
                       batch_size: int = 8) -> float:
     """exp(mean NLL) over consecutive non-overlapping windows of ``seq_len`` tokens (the first
     ``max_seq``); each window predicts its tokens 1..seq_len-1."""
-    windows = data.chunk_windows(ids, seq_len, max_seq)
-    if len(windows) == 0:
-        raise GhostsearchError(f"the text has {ids.numel()} tokens, fewer than one window of {seq_len}; "
-                               "lower eval.ppl_seq_len")
+    windows = eval_windows(ids, seq_len, max_seq)
     stack, nll = Stack(model), 0.0
     for w in windows.split(batch_size):
         x = _hidden(stack, w)[:, :-1]
@@ -90,9 +95,12 @@ def lambada_last_word(model, tokenizer, texts: list[str], batch_size: int = 8) -
     """(accuracy, perplexity) of the final word of each passage, as lm-eval's lambada_openai: context =
     all words but the last, continuation = ' ' + the last; accuracy = every token greedy,
     perplexity = exp(-mean per-passage log-likelihood)."""
-    requests = [(" ".join(t.split(" ")[:-1]), " " + t.split(" ")[-1]) for t in texts]
-    res = loglikelihoods(model, tokenizer, requests, batch_size)
+    res = loglikelihoods(model, tokenizer, lambada_requests(texts), batch_size)
     return sum(g for _, g in res) / len(res), math.exp(-sum(ll for ll, _ in res) / len(res))
+
+
+def lambada_requests(texts: list[str]) -> list[tuple[str, str]]:
+    return [(" ".join(t.split(" ")[:-1]), " " + t.split(" ")[-1]) for t in texts]
 
 
 PAPER_WINDOW = 2048  # SLEB / ShortGPT: WikiText-2 test in 2048-token windows (or the model's context)
@@ -118,12 +126,59 @@ def perplexity_suite(model, tokenizer, datasets=("wikitext2", "c4", "lambada"), 
     seq_len, max_seq = protocol_windows(model, protocol, seq_len, max_seq)
     out = {}
     for name in datasets:
-        texts = data.load_texts(name, PPL_SPLIT.get(name), data_dir, "evaluation" if name in held_out else None)
-        ids = data.tokenize_corpus(tokenizer, texts)
+        texts, ids = corpus(tokenizer, name, data_dir, held_out)
         out[f"ppl_{name}"] = window_perplexity(model, ids, seq_len, max_seq, batch_size)
         if name == "lambada":
             out["lambada_acc"], out["lambada_ppl"] = lambada_last_word(model, tokenizer, texts[:limit], batch_size)
     return out
+
+
+def corpus(tokenizer, name: str, data_dir: str | None = None, held_out=()) -> tuple[list[str], torch.Tensor]:
+    """An evaluation corpus's documents and token stream (its evaluation half when held out)."""
+    texts = data.load_texts(name, PPL_SPLIT.get(name), data_dir, "evaluation" if name in held_out else None)
+    return texts, data.tokenize_corpus(tokenizer, texts)
+
+
+def perplexity_finalists(model, tokenizer, finalists, cfg_eval, data_dir: str | None = None,
+                         held_out=()) -> list[dict]:
+    """``perplexity_suite``'s numbers for finalists, (removed, Operators or None) of the UNPRUNED
+    ``model``, over the native engine's dense prefix cache: each window and LAMBADA passage runs
+    densely once, every finalist from its start (evaluation_native.run_finalists)."""
+    from ghostsearch.evaluation_native import (GIB, Doc, loglikelihoods_finalists, pack_docs, plans,
+                                               resolve_max_length, window_items)
+
+    stack, bs = Stack(model), max(1, cfg_eval.batch_size)
+    finals, cap, out = plans(stack, finalists), cfg_eval.cache_gib * GIB, [{} for _ in finalists]
+    seq_len, max_seq = protocol_windows(model, cfg_eval.protocol, cfg_eval.ppl_seq_len, cfg_eval.ppl_max_seq)
+    for name in cfg_eval.perplexity:
+        texts, ids = corpus(tokenizer, name, data_dir, held_out)
+        windows = eval_windows(ids, seq_len, max_seq)
+        batches = [window_items(windows[s:s + bs]) for s in range(0, len(windows), bs)]
+        lls, _ = loglikelihoods_finalists(stack, batches, len(windows), finals, cap)
+        for o, ll in zip(out, lls):
+            o[f"ppl_{name}"] = math.exp(-ll.sum().item() / (len(windows) * (seq_len - 1)))
+        if name == "lambada":
+            docs = [Doc((r,), (0,), 0) for r in lambada_requests(texts[:cfg_eval.limit])]
+            batches, n = pack_docs(tokenizer, docs, resolve_max_length(model, tokenizer), bs)
+            pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+            lls, greedy = loglikelihoods_finalists(stack, batches, n, finals, cap, pad_id=pad)
+            for o, ll, g in zip(out, lls, greedy):
+                o["lambada_acc"], o["lambada_ppl"] = g.double().mean().item(), math.exp(-ll.mean().item())
+    return out
+
+
+def evaluate_finalist_specs(model, tokenizer, cfg, specs, held_out=(), progress: bool = False) -> tuple[list[dict], list[dict]]:
+    """compare's finalists on one model replica (e.g. ``ScorerActor.with_model``): (removed, recovery
+    method) pairs repaired by the config's repair path, then perplexities and zero-shot accuracies of
+    all of them together (perplexity_finalists, zero_shot_finalists). Returns per finalist
+    ``evaluate_model``'s dict with 'recovery' and 'lm_eval' (lm-eval's results document), and the
+    per-item rows (``evaluation_native.write_item_rows``)."""
+    from ghostsearch.evaluation_native import fit_finalists
+
+    finalists = fit_finalists(model, tokenizer, cfg, specs)
+    ppl = perplexity_finalists(model, tokenizer, finalists, cfg.eval, cfg.data_dir, held_out)
+    zs, rows = zero_shot_finalists(model, tokenizer, finalists, cfg.eval, cfg.data_dir, held_out, progress)
+    return [{**p, **z, "recovery": m or "none"} for p, z, (_, m) in zip(ppl, zs, specs)], rows
 
 
 # ---------------------------------------------------------------- zero-shot (lm-eval)

@@ -149,8 +149,14 @@ def pack_doc(tokenizer, doc: Doc, first_req: int, max_len: int) -> Packed:
 
 def make_batch(items: Sequence[Packed], dtype: torch.dtype, pad_id: int = 0) -> Batch:
     """Packed items (one per row) as one micro-batch: a 4D additive mask where a position sees the
-    earlier positions of the shared prefix and of its own branch; padding sees only itself."""
+    earlier positions of the shared prefix and of its own branch; padding sees only itself (rows of
+    one length without branches: the model's own causal mask)."""
     b, T = len(items), max(len(p.ids) for p in items)
+    extra = {"pred": torch.tensor([r * T + i for r, p in enumerate(items) for i in p.pred]),
+             "target": torch.tensor([t for p in items for t in p.target]),
+             "req": torch.tensor([q for p in items for q in p.req])}
+    if all(len(p.ids) == T and not any(p.seg) for p in items):  # plain causal rows (perplexity windows)
+        return Batch(input_ids=torch.tensor([p.ids for p in items]), extra=extra)
     ids = torch.full((b, T), pad_id, dtype=torch.long)
     pos = torch.zeros((b, T), dtype=torch.long)
     seg = torch.full((b, T), -1, dtype=torch.long)
@@ -161,9 +167,6 @@ def make_batch(items: Sequence[Packed], dtype: torch.dtype, pad_id: int = 0) -> 
     allow = causal & ((seg[:, None, :] == 0) | (seg[:, None, :] == seg[:, :, None])) & (seg[:, None, :] >= 0)
     allow |= torch.eye(T, dtype=torch.bool)
     mask = torch.zeros((b, 1, T, T), dtype=dtype).masked_fill_(~allow[:, None], torch.finfo(dtype).min)
-    pred = torch.tensor([r * T + i for r, p in enumerate(items) for i in p.pred])
-    extra = {"pred": pred, "target": torch.tensor([t for p in items for t in p.target]),
-             "req": torch.tensor([q for p in items for q in p.req])}
     return Batch(input_ids=ids, attention_mask=mask, position_ids=pos, weight=(seg >= 0).float(), extra=extra)
 
 
@@ -236,8 +239,11 @@ def run_finalists(stack: Stack, batches: list[list[Packed]], finals: list[Plan],
                   on_step: Callable | None = None, pad_id: int = 0) -> None:
     """For every chunk of micro-batches: one dense forward each, the states at the finalists'
     starts kept; then every finalist from its start; ``consume(finalist, batch, h)`` gets the
-    final states (before the norm). ``on_step(finalist, rows)`` after each finalist's chunk."""
+    final states (before the norm). ``on_step(finalist, rows)`` after each finalist's chunk. ``stats``
+    gets cache_bytes_peak, dense_seconds (the dense forwards) and finalist_seconds (each finalist's
+    runs from its start, the LM head included)."""
     starts = sorted({p.start for p in finals})
+    check_cap(batches, stack, len(starts), cap_bytes)
     stats = {} if stats is None else stats
     stats.setdefault("cache_bytes_peak", 0)
     for chunk in chunks(batches, stack, len(starts), cap_bytes):
@@ -252,11 +258,14 @@ def run_finalists(stack: Stack, batches: list[list[Packed]], finals: list[Plan],
         held = sum(x.numel() * x.element_size() for _, _, k in cached for x in k.values())
         stats["cache_bytes_peak"] = max(stats["cache_bytes_peak"], held)
         stats["dense_seconds"] = stats.get("dense_seconds", 0.0) + time.perf_counter() - t0
+        seconds = stats.setdefault("finalist_seconds", [0.0] * len(finals))
         for f, plan in enumerate(finals):
+            t0 = time.perf_counter()
             with plan.patches(stack) as patches:
                 for batch, cap, keep in cached:
                     h = keep[plan.start].to(stack.device)
                     consume(f, batch, stack.run(h, cap, plan.start, plan.removed, patches=patches))
+            seconds[f] += time.perf_counter() - t0
             if on_step:
                 on_step(f, sum(len(mb) for mb in chunk))
         del cached
@@ -294,6 +303,13 @@ def loglikelihoods_finalists(stack: Stack, batches: list[list[Packed]], n_req: i
 
     run_finalists(stack, batches, finals, consume, cap_bytes, offload, stats, on_step, pad_id)
     return lls, missed == 0
+
+
+def window_items(windows: torch.Tensor) -> list[Packed]:
+    """Perplexity windows [n, T] as packed rows: every position but the last predicts the next token."""
+    T = windows.shape[1]
+    return [Packed(w, list(range(T)), [0] * T, list(range(T - 1)), w[1:], [i] * (T - 1))
+            for i, w in enumerate(windows.tolist())]
 
 
 def predictions(lls: np.ndarray, doc: Doc) -> tuple[int, int]:

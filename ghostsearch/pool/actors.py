@@ -88,6 +88,12 @@ class ScorerActor:
     def statistic(self, spec: ObjectiveSpec, name: str):
         return self.scorer.statistic(self._key(spec), name)
 
+    def with_model(self, fn, *args, **kwargs):
+        """fn(model, tokenizer, *args, **kwargs) on this replica's (unpruned) model, e.g. compare's
+        finalist evaluation (evaluate.evaluate_finalist_specs): one replica per actor serves search
+        and evaluation alike."""
+        return fn(self.scorer.stack.model, self.scorer.tokenizer, *args, **kwargs)
+
 
 def cache_key(model: str, dtype: str, spec: ObjectiveSpec, removed: tuple, fidelity: float) -> str:
     return f"{model}|{dtype}|{spec.key()}|f={fidelity:.6g}|{','.join(map(str, removed))}"

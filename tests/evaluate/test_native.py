@@ -199,3 +199,20 @@ def test_lm_eval_parity_smollm2(smollm2, data_dir):
     res = assert_lm_eval_parity(model, tok, [((), None), (removed, None), (removed, ghosted(model, tok, removed, data_dir))],
                                 4, data_dir)
     assert res[0]["mean_acc"] > 0.3  # SmolLM2 is above chance on these items
+
+
+def test_finalist_perplexities_equal_perplexity_suite(tiny, data_dir):
+    """Window perplexities and LAMBADA last-word accuracy/perplexity of finalists over the dense
+    prefix cache equal perplexity_suite on each physically pruned (and repaired) model."""
+    from ghostsearch.evaluate import perplexity_finalists, perplexity_suite
+
+    model, tok = tiny
+    cfg = eval_cfg(6, perplexity=["wikitext2", "lambada"], ppl_seq_len=64, ppl_max_seq=5)
+    finalists = [((), None), ((1, 4), None), ((1, 4), ghosted(model, tok, (1, 4), data_dir))]
+    ours = perplexity_finalists(model, tok, finalists, cfg, data_dir)
+    for (removed, ops), got in zip(finalists, ours):
+        ref = perplexity_suite(reference_model(model, removed, ops), tok, ("wikitext2", "lambada"), 64, 5, data_dir,
+                               limit=6, batch_size=4)
+        assert got.keys() == ref.keys()
+        for k in ref:
+            assert got[k] == pytest.approx(ref[k], rel=1e-5), (k, removed, ops is not None)
