@@ -230,6 +230,16 @@ class Broker:
             self.cache[key] = await self.actors[0].statistic.remote(spec, name)
         return self.cache[key]
 
+    async def with_model(self, fn, *args, **kwargs):
+        """fn(model, tokenizer, *args, **kwargs) on the next idle scorer (ScorerActor.with_model), in
+        the same queue as scoring: e.g. compare's finalists, one share per actor. No retry."""
+        idle = await self._idle()
+        i = await idle.get()
+        try:
+            return await self.actors[i].with_model.remote(fn, *args, **kwargs)
+        finally:
+            idle.put_nowait(i)
+
     def status(self) -> dict:
         total = sum(s["requested"] for s in self.stats.values())
         hits = sum(s["cached"] for s in self.stats.values())

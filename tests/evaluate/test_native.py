@@ -216,3 +216,31 @@ def test_finalist_perplexities_equal_perplexity_suite(tiny, data_dir):
         assert got.keys() == ref.keys()
         for k in ref:
             assert got[k] == pytest.approx(ref[k], rel=1e-5), (k, removed, ops is not None)
+
+
+@pytest.mark.slow
+def test_finalists_on_the_pool_equal_local(tiny_model_dir, data_dir, ray_local):
+    """Finalists split over two scorer actors (Broker.with_model -> ScorerActor.with_model ->
+    evaluate.evaluate_finalist_specs) give the numbers of the same evaluation run here."""
+    from ghostsearch.config import load_config
+    from ghostsearch.evaluate import evaluate_finalist_specs
+    from ghostsearch.models import load_model
+    from ghostsearch.pool.pool import start_pool
+
+    cfg = load_config(None, [f"model={tiny_model_dir}", "pool.actors=2", "pool.threads=1", "pool.dashboard=false",
+                             "eval.tasks=[arc_easy,winogrande]", "eval.limit=4", "eval.perplexity=[wikitext2]",
+                             "eval.ppl_seq_len=64", "eval.ppl_max_seq=2", "recovery.n_seq=4", "recovery.seq_len=64"]
+                      + ([f"data_dir={data_dir}"] if data_dir else []))
+    specs = [([], "none"), ([2, 3], "none"), ([2, 3], "ghosted"), ([4], "ghosted")]
+    broker = start_pool(cfg)
+    shares = ray_local.get([broker.with_model.remote(evaluate_finalist_specs, cfg, specs[i::2]) for i in (0, 1)])
+    remote = [None] * len(specs)
+    for i, (res, _) in enumerate(shares):
+        remote[i::2] = res
+    model, tok = load_model(cfg.model, dtype=cfg.dtype)
+    local, _ = evaluate_finalist_specs(model, tok, cfg, specs)
+    for r, l in zip(remote, local):
+        assert r.keys() == l.keys() and r["recovery"] == l["recovery"]
+        for k, v in l.items():
+            if isinstance(v, float):
+                assert r[k] == pytest.approx(v, rel=1e-5, nan_ok=True), k
