@@ -2,9 +2,16 @@
 
   python bench/scoring.py [--n-seq 8 --seq-len 256 --dtype fp32 --naive-every 3]
   python bench/scoring.py --device cuda --model llama3-8b-random   # on a GPU machine
+  python bench/scoring.py --model llama8b-shape --n-seq 16 --seq-len 64 --workloads d --race-steps 1
 
 Workloads: (a) every candidate of the first three greedy steps (R ∪ {j}), (b) 30 random removed
-sets of 6 of the blocks, (c) the margin objective on 4-way multiple-choice items.
+sets of 6 of the blocks, (c) the margin objective on 4-way multiple-choice items, (d) greedy steps
+raced (search/racing.py, default race parameters) against the same steps scored exactly by
+ghostsearch and by the naive peer loop: steps per second and whether the raced step picks the
+exact step's block (the same answer).
+Models: a built-in/hub name, ``llama3-8b-random`` (Llama-3-8B's shape, random weights, for GPUs) or
+``llama8b-shape``: Llama-3-8B's proportions at a width a CPU runs (32 blocks, hidden 1024, GQA with
+8 kv heads, intermediate 3584, vocabulary 32k: the head costs ~3 blocks, as in the 8B model).
 Naive peer loop: deep-copy the model, delete the blocks, full HF forward with full logits,
 cross-entropy (margin: one sequence per (prompt, answer) pair, as harnesses do).
 Floor: only the blocks a candidate must run (kept blocks from its first removed index) + head,
@@ -30,14 +37,22 @@ from ghostsearch.stack import Stack, physically_prune  # noqa: E402
 from ghostsearch.objectives import CalibrationSpec, ObjectiveSpec  # noqa: E402
 
 
+SHAPES = {  # random-weight Llamas: Llama-3-8B itself, and its proportions at a CPU's width
+    "llama3-8b-random": dict(vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+                             num_attention_heads=32, num_key_value_heads=8, rope_theta=500000.0),
+    "llama8b-shape": dict(vocab_size=32000, hidden_size=1024, intermediate_size=3584, num_hidden_layers=32,
+                          num_attention_heads=16, num_key_value_heads=8, rope_theta=500000.0),
+}
+
+
 def load(args):
-    if args.model == "llama3-8b-random":
+    if args.model in SHAPES:
         from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig
 
         from ghostsearch.models import model_path
 
-        cfg = LlamaConfig(vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
-                          num_attention_heads=32, num_key_value_heads=8, rope_theta=500000.0)
+        cfg = LlamaConfig(**SHAPES[args.model])
+        torch.manual_seed(0)
         with torch.device(args.device):
             m = AutoModelForCausalLM.from_config(cfg, dtype=getattr(torch, args.dtype_torch)).eval()
         tok = AutoTokenizer.from_pretrained(model_path("smollm2-135m")[0])
@@ -115,6 +130,58 @@ def greedy_candidates(sc, key, L, steps=3):
     return out, values, time.perf_counter() - t0
 
 
+class Rows:
+    """In-process racing evaluator over the Scorer (what PoolClient.rows does through the pool)."""
+
+    def __init__(self, sc, key, spec):
+        self.sc, self.key, self.value_of = sc, key, spec.build().value
+        self.counts = sc.statistic(key, "row_counts")
+
+    def n_rows(self):
+        return len(self.counts)
+
+    def rows(self, requests, searcher=""):
+        out = []
+        for q in requests:
+            r = self.sc.score_rows(self.key, q.removed, q.rows, q.prefix)
+            counts = [self.counts[i] for i in q.rows]
+            out.append((r["sums"], counts, self.value_of(q.before[0] + sum(r["sums"]), q.before[1] + sum(counts))))
+        return out
+
+
+def raced_steps(sc, key, spec, L, steps, model, batches, naive_every):
+    """(d): greedy steps, raced vs exact (ghostsearch) vs the naive peer loop; same steps, same run."""
+    from ghostsearch.search import Candidate, Race, RaceParams
+    from ghostsearch.search.racing import run_race
+
+    ev, R = Rows(sc, key, spec), ()
+    t_race = t_exact = t_naive = 0.0
+    for step in range(steps):
+        cands = [tuple(sorted(R + (j,))) for j in range(L) if j not in R]
+        sc.prepared[key].runs.clear()
+        t0 = time.perf_counter()
+        out = run_race(Race([Candidate(c, prefix=R or None) for c in cands], RaceParams(), keep=1), ev, "bench")
+        t_race += time.perf_counter() - t0
+        used = sum(c.fidelity for c in out.told)
+        won = min((v, c.removed) for c, v in zip(out.told, out.values) if c.fidelity >= 1)
+        sc.prepared[key].runs.clear()
+        t0 = time.perf_counter()
+        exact = {c: sc.score(key, c, prefix=R or None)["value"] for c in cands}
+        t_exact += time.perf_counter() - t0
+        sub = cands[::naive_every]
+        t0 = time.perf_counter()
+        naive = {c: naive_ppl(model, c, batches) for c in sub}
+        t_naive += (time.perf_counter() - t0) * len(cands) / len(sub)
+        best = min((v, c) for c, v in exact.items())
+        diff = max(abs(exact[c] - v) / v for c, v in naive.items())
+        print(f"  step {step + 1}: {len(cands)} candidates; raced used {used:.2f} evaluations; raced picks {won[1]}, "
+              f"exact picks {best[1]}: {'same answer' if won[1] == best[1] else 'DIFFERENT'}; exact vs naive rel {diff:.1e}")
+        R = best[1]
+    print(f"(d) greedy, {steps} step(s): raced {steps / t_race:.4f} steps/s | exact ghostsearch {steps / t_exact:.4f} | "
+          f"naive {steps / t_naive:.4f} | raced vs naive {t_naive / t_race:.2f}x (target 3x) | "
+          f"raced vs exact ghostsearch {t_exact / t_race:.2f}x")
+
+
 def report(name, n, ours_s, naive_n, naive_s, floor_s, diffs):
     ours_rate, naive_rate = n / ours_s, naive_n / naive_s
     print(f"{name:28s} ours {ours_rate:7.3f} cand/s | naive {naive_rate:7.3f} cand/s | speed-up {ours_rate / naive_rate:5.2f}x"
@@ -131,6 +198,8 @@ def main():
     ap.add_argument("--items", type=int, default=16)
     ap.add_argument("--naive-every", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--workloads", default="abc", help="which of a b c d to run")
+    ap.add_argument("--race-steps", type=int, default=1, help="greedy steps of workload (d)")
     ap.add_argument("--data-dir", default=os.environ.get("GHOSTSEARCH_DATA_DIR"))
     args = ap.parse_args()
     args.dtype_torch = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}[args.dtype]
@@ -145,8 +214,11 @@ def main():
     print(f"model {args.model} ({L} blocks), {args.dtype}, {args.device}, {args.n_seq} x {args.seq_len} tokens, "
           f"{torch.get_num_threads()} threads")
     dataset = "c4" if args.data_dir else "lambada"
-    key = sc.prepare(ObjectiveSpec.make("perplexity", CalibrationSpec(dataset, args.n_seq, args.seq_len, 0, args.data_dir)))
+    spec = ObjectiveSpec.make("perplexity", CalibrationSpec(dataset, args.n_seq, args.seq_len, 0, args.data_dir))
+    key = sc.prepare(spec)
     batches = sc.prepared[key].batches
+    if "d" in args.workloads:
+        raced_steps(sc, key, spec, L, args.race_steps, model, batches, args.naive_every)
 
     def workload(name, k, cands, values, ours_s, naive):
         """Time the naive loop on every naive_every-th candidate; report rates, diff and floor."""
@@ -164,13 +236,17 @@ def main():
         return values, time.perf_counter() - t0
 
     # (a) greedy's first three steps (with the accepted prefix as the hint)
-    cands, values, ours_s = greedy_candidates(sc, key, L)
-    workload("(a) greedy, 3 steps", key, cands, values, ours_s, lambda c: naive_ppl(model, c, batches))
+    if "a" in args.workloads:
+        cands, values, ours_s = greedy_candidates(sc, key, L)
+        workload("(a) greedy, 3 steps", key, cands, values, ours_s, lambda c: naive_ppl(model, c, batches))
 
     # (b) 30 random sets of 6
     rng = random.Random(0)
     rand = [tuple(sorted(rng.sample(range(L), 6))) for _ in range(30)]
-    workload("(b) 30 random 6-sets", key, rand, *timed(key, rand), lambda c: naive_ppl(model, c, batches))
+    if "b" in args.workloads:
+        workload("(b) 30 random 6-sets", key, rand, *timed(key, rand), lambda c: naive_ppl(model, c, batches))
+    if "c" not in args.workloads:
+        return
 
     # (c) margin on 4-way items
     from ghostsearch import data

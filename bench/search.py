@@ -4,6 +4,12 @@ evaluations ga, bo and cbo need to reach greedy's best value (greedy itself uses
 
   python bench/search.py [--out runs/bench-search] [--n-seq 8 --seq-len 128]   # runs the searches
   python bench/search.py --from-run runs/study-smollm2 --k 6                    # reads a compare's ledger
+  python bench/search.py --matched --objectives perplexity,margin --ks 6,8 --seeds 0,1 --n-seq 8 --seq-len 256
+
+``--matched`` (issue 14): in one invocation, on one pool, per objective, k and seed: exact greedy, raced
+greedy (race: true), beam (width 2), and ga, bo, cbo given exactly greedy's cost as their budget
+(racing on, their default); prints each one's best value, budget used, the budget at which it first
+reached exact greedy's value (<= 1.0001x, lower is better) and wall seconds.
 """
 from __future__ import annotations
 
@@ -65,8 +71,74 @@ def report(run_dir, objective="perplexity", k=6):
               f"{(f'{used:.1f}' if used else 'not reached'):>16s} {ratio:>7s}")
 
 
+MATCHED = [("greedy", {}), ("greedy+race", {"race": True}), ("beam", {"width": 2}), ("ga", {}),
+           ("bo", {}), ("cbo", {})]
+
+
+def reach(history, target, tol=1e-4):
+    """Budget at which a cell history [{budget_used, best_value}] first reaches target within tol (relative, either sign)."""
+    return next((h["budget_used"] for h in history if h["best_value"] is not None
+                 and h["best_value"] <= target + tol * abs(target)), None)
+
+
+def matched(args):
+    """Every searcher of MATCHED on each (objective, k, seed), ga/bo/cbo at greedy's cost, one shared pool."""
+    import ray
+
+    from ghostsearch.config import load_config, protected_blocks
+    from ghostsearch.models import model_depth
+    from ghostsearch.pool.pool import connect, start_pool
+    from ghostsearch.rundir import close_run_dir, open_run_dir
+    from ghostsearch.runner import run_cell
+    from ghostsearch.search import Space
+    from ghostsearch.search.common import greedy_cost
+
+    base = [f"out={args.out}", f"calibration.n_seq={args.n_seq}", f"calibration.seq_len={args.seq_len}",
+            "search.protected=[0,-1]", f"pool.actors={args.actors}", "pool.threads=1", "pool.dashboard=false"]
+    cfg = load_config(None, base)
+    n_blocks = model_depth(cfg.model)
+    connect(None, dashboard=False)
+    rows = []
+    try:
+        broker = start_pool(cfg)
+        for objective in args.objectives.split(","):
+            for k in map(int, args.ks.split(",")):
+                cost = greedy_cost(Space(n_blocks, k, protected_blocks(cfg, n_blocks)))
+                for seed in map(int, args.seeds.split(",")):
+                    greedy_best = None
+                    for label, params in MATCHED:
+                        name = label.split("+")[0]
+                        over = [f"search.params.{name}.{p}={str(v).lower()}" for p, v in params.items()]
+                        if name in ("ga", "bo", "cbo"):
+                            over.append(f"search.budget={cost}")
+                        d = f"{args.out}/{label.replace('+', '-')}-{objective}-k{k}-s{seed}"
+                        c = load_config(None, base + over + [f"objective={objective}", f"out={d}"])
+                        run_dir = open_run_dir(c, "bench-search")
+                        try:
+                            r = run_cell(c, broker, run_dir, searcher=name, objective=objective, k=k, seed=seed,
+                                         n_blocks=n_blocks, progress=False)
+                        finally:
+                            close_run_dir(run_dir)
+                        if label == "greedy":
+                            greedy_best = r["value"]
+                        at = reach(r["history"], greedy_best)
+                        rows.append((objective, k, seed, label, r["value"], r["budget_used"], at, cost, r["wall_seconds"],
+                                     r["removed"]))
+                        print(f"{objective:10s} k={k} seed={seed} {label:12s} best {r['value']:10.4f} used {r['budget_used']:7.1f} "
+                              f"reached greedy at {'-' if at is None else f'{at:.1f} ({at / cost:.2f}x)':>14s} "
+                              f"wall {r['wall_seconds']:7.1f}s {r['removed']}", flush=True)
+    finally:
+        ray.shutdown()
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument("--matched", action="store_true")
+    ap.add_argument("--objectives", default="perplexity")
+    ap.add_argument("--ks", default="6")
+    ap.add_argument("--seeds", default="0")
+    ap.add_argument("--actors", type=int, default=2)
     ap.add_argument("--from-run", default=None)
     ap.add_argument("--out", default="runs/bench-search")
     ap.add_argument("--k", type=int, default=6)
@@ -76,6 +148,9 @@ def main():
     args = ap.parse_args()
     if args.from_run:
         report(args.from_run, args.objective, args.k)
+        return
+    if args.matched:
+        matched(args)
         return
     from ghostsearch.compare import grid, run_cells
     from ghostsearch.config import load_config

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# One prepared check for a GPU machine, bounded to ~8 minutes (each step has its own timeout):
+#   1. the exactness tests (prefix-cached scoring == the physically pruned model; per-row losses)
+#      with device=cuda, in fp32 and bf16;
+#   2. bench/scoring.py --device cuda --model llama3-8b-random (per-candidate seconds, the FLOP-floor
+#      ratio, and a raced greedy step against the exact one);
+#   3. a 2-actor search on SmolLM2 with device=cuda.
+# Prints one summary at the end. Nothing here has run on a GPU yet: run it when a GPU is lent and
+# put its output in docs/benchmarks.md.
+#   ./scripts/gpu-check.sh [OUT_DIR]
+set -u
+cd "$(dirname "$0")/.."
+OUT=${1:-${OUT:-runs/gpu-check}}
+mkdir -p "$OUT"
+export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false RAY_USAGE_STATS_ENABLED=0
+PY=${PY:-.venv/bin/python}
+declare -A RC
+
+step() {  # name seconds command...
+    local name=$1 secs=$2; shift 2
+    echo "=== $name (limit ${secs}s)" | tee -a "$OUT/summary.txt"
+    timeout "$secs" "$@" > "$OUT/$name.log" 2>&1
+    RC[$name]=$?
+    tail -n 15 "$OUT/$name.log"
+}
+
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$OUT/gpu.txt" 2>&1
+
+for dt in float32 bfloat16; do
+    step "exactness-$dt" 120 env GHOSTSEARCH_TEST_DEVICE=cuda GHOSTSEARCH_TEST_DTYPE=$dt \
+        "$PY" -m pytest tests/scoring/test_scoring.py -q -x -k "prefix_runs or row_losses"
+done
+step bench-scoring 240 "$PY" bench/scoring.py --device cuda --dtype bf16 --model llama3-8b-random \
+    --n-seq 16 --seq-len 256 --workloads ad --race-steps 1 --naive-every 4 --threads 4
+step search-2actors 120 "$PY" -m ghostsearch search configs/smollm2-quick.yaml device=cuda pool.actors=2 \
+    pool.gpus_per_actor=0.5 out="$OUT/search" search.params.greedy.race=true searcher=greedy
+
+{
+    echo "--- summary ($(cat "$OUT/gpu.txt" 2>/dev/null))"
+    for name in exactness-float32 exactness-bfloat16 bench-scoring search-2actors; do
+        echo "$name: rc=${RC[$name]:-not run} $(grep -E 'passed|failed|speed-up|steps/s|same answer|DIFFERENT' "$OUT/$name.log" 2>/dev/null | tail -n 4 | tr '\n' ' ')"
+    done
+} | tee -a "$OUT/summary.txt"
