@@ -31,7 +31,8 @@ class Perplexity(Objective):
         x = h[:, :-1].reshape(-1, h.shape[-1])
         tgt = batch.input_ids[rows, 1:].reshape(-1).to(h.device)
         lp = stack.token_logprobs(x, tgt, chunk=self.params.get("head_chunk", 1024))
-        return float(-lp.double().sum()), float(lp.numel())
+        sums = -lp.double().view(len(rows), -1).sum(1).cpu()
+        return sums, torch.full_like(sums, h.shape[1] - 1)
 
     def value(self, total: float, count: float) -> float:
         return math.exp(total / count)
