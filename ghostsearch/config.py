@@ -254,9 +254,10 @@ def parse_override(item: str) -> tuple[list[str], Any]:
         raise GhostsearchError(f"override {item!r} is not key=value; write e.g. k=6 or calibration.n_seq=16")
     key, raw = item.split("=", 1)
     path = key.strip().split(".")
-    if _section(path):
+    section = _section(path)
+    if section and not (raw.strip().startswith("{") and raw.strip().endswith("}")):
         raise GhostsearchError(f"override {item!r} would replace the whole {key} section; set its keys, "
-                               f"e.g. {key}.{dataclasses.fields(_section(path))[0].name}=...")
+                               f"e.g. {key}.{dataclasses.fields(section)[0].name}=..., or give a mapping {key}={{...}}")
     try:
         value = _yaml(raw) if raw != "" else None
     except yaml.YAMLError:
@@ -288,7 +289,10 @@ def _set(d: dict, path: list[str], value: Any) -> None:
         d = d.setdefault(p, {})
         if not isinstance(d, dict):
             raise GhostsearchError(f"cannot set {'.'.join(path)}: {p} is not a section")
-    d[path[-1]] = value
+    if isinstance(value, dict) and _section(path) and isinstance(d.get(path[-1]), dict):
+        d[path[-1]] = {**d[path[-1]], **value}  # a mapping for a section sets those of its keys
+    else:
+        d[path[-1]] = value
 
 
 def load_config(path: str | None = None, overrides: list[str] | None = None) -> Config:

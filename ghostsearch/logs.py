@@ -1,7 +1,9 @@
 """Process-wide library settings, applied by the CLI and by every Ray worker ghostsearch starts."""
 from __future__ import annotations
 
+import logging
 import os
+import sys
 
 
 def quiet_libraries() -> None:
@@ -20,23 +22,26 @@ def setup_logging(verbosity: int = 0) -> None:
     """The CLI's progress messages: ``ghostsearch: ...`` lines on stderr through ``logging`` (the
     JSON result lines stay on stdout). verbosity -1 (-q): warnings only, no progress bars;
     0: progress; 1 (-v): debug."""
-    import logging
-    import sys
-
     level = logging.WARNING if verbosity < 0 else logging.INFO if verbosity == 0 else logging.DEBUG
     log = logging.getLogger("ghostsearch")
     log.setLevel(level)
-    if not any(getattr(h, "_ghostsearch", False) for h in log.handlers):
-        h = logging.StreamHandler(sys.stderr)
+    if not any(isinstance(h, _Stderr) for h in log.handlers):
+        h = _Stderr()
         h.setFormatter(logging.Formatter("ghostsearch: %(message)s"))
-        h._ghostsearch = True  # noqa: SLF001  (ours, so a second call does not add another)
         log.addHandler(h)
     log.propagate = False
 
 
+class _Stderr(logging.StreamHandler):
+    """Writes to whatever sys.stderr is at the time of the message (not at set-up: a caller, a
+    test's capture or a notebook may have replaced it since)."""
+
+    def emit(self, record):
+        self.stream = sys.stderr
+        super().emit(record)
+
+
 def progress_enabled() -> bool:
     """Progress bars unless the CLI was run with -q (a library caller gets them as before)."""
-    import logging
-
     log = logging.getLogger("ghostsearch")
     return not log.handlers or log.level <= logging.INFO
