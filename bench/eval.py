@@ -12,7 +12,8 @@ each task, the same for every engine; all runs in this process with the same tor
   native:   the native engine on all 8 finalists at once (packing + dense prefix cache);
   capped:   the same with eval.cache_gib at a quarter of what native held (or one micro-batch's
             states where that is more): the cap, respected, and the same numbers.
-Prints items per second and the ratios native / lm-eval (the issue's target: >= 5x) and native /
+Wall time on a shared machine follows the other jobs' load, so CPU seconds of this process are
+printed beside it (with --threads 1 they measure the work itself). Prints items per second and the ratios native / lm-eval (the issue's target: >= 5x) and native /
 packed (the prefix cache's share), each finalist's cost relative to one dense forward, the cached
 states' peak bytes and the process's peak RSS, and whether accuracies agree (must be identical).
 """
@@ -76,15 +77,18 @@ def main() -> None:
           f"{args.threads} threads, batch {args.batch}")
     evaluate_finalists_native(model, tok, finalists[:1], cfg.eval, cfg.data_dir, progress=False)  # warm caches
 
-    def run(fn):
-        t0 = time.perf_counter()
+    cpu = {"native": 0.0, "packed": 0.0, "capped": 0.0, "lm-eval": 0.0}
+
+    def run(fn, name):  # wall seconds returned; CPU seconds of this process (all threads) added to cpu[name]
+        t0, c0 = time.perf_counter(), time.process_time()
         out = fn()
+        cpu[name] += time.process_time() - c0
         return out, time.perf_counter() - t0
 
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     st: dict = {}
     (native, rows), t_native = run(lambda: evaluate_finalists_native(model, tok, finalists, cfg.eval, cfg.data_dir,
-                                                                        progress=False, stats=st))
+                                                                        progress=False, stats=st), "native")
     rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     stack, max_len = Stack(model), resolve_max_length(model, tok)
     one_mb = max(state_bytes(mb, stack, len({r[0] for r, _ in finalists})) for t in tasks
@@ -94,16 +98,16 @@ def main() -> None:
                                     f"eval.batch_size={args.batch}", f"eval.cache_gib={cap / 2**30}"])
     st_cap: dict = {}
     (capped, _), t_capped = run(lambda: evaluate_finalists_native(model, tok, finalists, capped_cfg.eval, cfg.data_dir,
-                                                                     progress=False, stats=st_cap))
+                                                                     progress=False, stats=st_cap), "capped")
     packed, ref, t_packed, t_ref = [], [], 0.0, 0.0
     for r, ops in finalists:  # one pruned copy at a time (a copy per finalist would be 8 x 0.5 GB)
         m = pruned_model(model, ops) if ops else physically_prune(model, r)
         (res, _), t = run(lambda: evaluate_finalists_native(m, tok, [((), None)], cfg.eval, cfg.data_dir,
-                                                            progress=False))
+                                                            progress=False), "packed")
         packed.append(res[0])
         t_packed += t
         if not args.skip_lm_eval:
-            res, t = run(lambda: zero_shot(m, tok, tasks, args.limit, args.batch, cfg.data_dir))
+            res, t = run(lambda: zero_shot(m, tok, tasks, args.limit, args.batch, cfg.data_dir), "lm-eval")
             ref.append(res)
             t_ref += t
         del m
@@ -128,6 +132,9 @@ def main() -> None:
     print(f"lm-eval (HFLM per finalist):     {t_ref:8.1f} s  {items / t_ref:7.2f} items/s")
     print(f"native / lm-eval = {t_ref / t_native:.2f}x items per second (target >= 5x); "
           f"packing alone (packed / lm-eval) = {t_ref / t_packed:.2f}x")
+    print(f"CPU seconds (this process): native {cpu['native']:.1f}, packed {cpu['packed']:.1f}, capped "
+          f"{cpu['capped']:.1f}, lm-eval {cpu['lm-eval']:.1f}; native / lm-eval = {cpu['lm-eval'] / cpu['native']:.2f}x, "
+          f"packed / lm-eval = {cpu['lm-eval'] / cpu['packed']:.2f}x, cache's share = {cpu['packed'] / cpu['native']:.2f}x")
     diff = max(abs(a[k] - b[k]) for a, b in zip(native, ref) for k in accuracies(b, tasks))
     print(f"accuracies identical native = lm-eval: {diff == 0} (largest difference {diff:g}); "
           f"native mean_acc per finalist: {[round(sum(r[f'{t}_acc'] for t in tasks) / len(tasks), 4) for r in native]}")
