@@ -3,6 +3,7 @@ accuracy against lm-eval's own scoring and a direct log-likelihood computation."
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -56,7 +57,9 @@ def test_lambada_equals_lm_eval_lambada_openai(smollm2, data_dir, tmp_path):
 def test_zero_shot_small_limit(smollm2, data_dir):
     model, tok = smollm2
     r = zero_shot(model, tok, ["piqa", "winogrande"], limit=20, data_dir=data_dir)
-    assert set(r) == {"piqa_acc", "piqa_acc_norm", "piqa_n", "winogrande_acc", "winogrande_n", "mean_acc"}
+    assert set(r) == {"piqa_acc", "piqa_acc_norm", "piqa_n", "winogrande_acc", "winogrande_n", "mean_acc",
+                      "piqa_acc_stderr", "winogrande_acc_stderr", "mean_acc_stderr", "mean_acc_lo", "mean_acc_hi"}
+    assert r["piqa_acc_stderr"] == pytest.approx(math.sqrt(r["piqa_acc"] * (1 - r["piqa_acc"]) / 19))
     assert r["piqa_n"] == r["winogrande_n"] == 20
     assert all(0 <= r[k] <= 1 for k in ("piqa_acc", "piqa_acc_norm", "winogrande_acc", "mean_acc"))
     assert r["mean_acc"] == pytest.approx((r["piqa_acc"] + r["winogrande_acc"]) / 2)
