@@ -111,6 +111,8 @@ def comparable_result(run_dir: Path) -> dict:
         if isinstance(x, dict):
             return {k: strip(v) for k, v in x.items()
                     if not re.search(r"seconds|wall|time|rate", k)}
+        if isinstance(x, list):  # e.g. history: [{budget_used, seconds, best_value}, ...]
+            return [strip(v) for v in x]
         return x
     return strip(res)
 
