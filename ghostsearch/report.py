@@ -270,7 +270,8 @@ def comparison_table(cfg, results: list[dict], evals: dict, dense: dict | None =
                    "cache_hits": r["cache_hits"], "recovery": rec, "calibration_data": calib.get(r["objective"]),
                    "held_out": held_out}
             rows.append(metrics(row, e))
-    return pa.Table.from_pylist(rows)
+    names = list(dict.fromkeys(k for r in rows for k in r))  # every column, whichever row has it first
+    return pa.Table.from_pylist([{k: r.get(k) for k in names} for r in rows])
 
 
 # ---------------------------------------------------------------- plots

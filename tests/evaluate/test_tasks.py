@@ -98,7 +98,7 @@ def _cli(*args, cwd=None):
 @pytest.mark.parametrize("args, message", [
     (["{cfg}", "--remove", "1", "--tasks", "piqa,nope"], "unknown task 'nope'"),
     (["{cfg}"], "needs --remove"),
-    (["{cfg}", "--remove", "1", "--recovery", "nope", "--tasks", ""], "unknown recovery method 'nope'|cannot repair"),
+    (["{cfg}", "--remove", "1", "--recovery", "nope", "--tasks", ""], "invalid choice: 'nope' \\(choose from 'ghosted'"),
     (["{tmp}/nothing"], "is neither a run directory"),
 ])
 def test_cli_errors_before_loading_a_model(tmp_path, args, message):

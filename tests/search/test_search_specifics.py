@@ -16,7 +16,7 @@ def test_bo_journal_resumes_and_opens(tmp_path):
     """Interrupted, then replayed from its evaluations (resume), BO with a journal file ends where an
     uninterrupted run ends; the journal holds exactly the resumed study's trials (no duplicates
     from the interrupted run), so optuna-dashboard shows the real study."""
-    params = {"sampler": "tpe", "storage": str(tmp_path / "optuna-cell.log")}
+    params = {"sampler": "tpe", "storage": str(tmp_path / "optuna-cell.log"), "race": False, "batch": 1}
     ledger = {}
 
     def recorded(removed, fidelity):
