@@ -39,6 +39,18 @@ class ScorerEvaluator:
     def statistic(self, name):
         return self.scorer.statistic(self.key, name)
 
+    # racing (ga, bo, cbo race by default): per-row loss sums of blocks of rows, as PoolClient.rows
+    def n_rows(self):
+        return self.scorer.prepared[self.key].n_rows
+
+    def rows(self, requests, searcher=""):
+        value_of, out = self.scorer.prepared[self.key].objective.value, []
+        for q in requests:
+            r = self.scorer.score_rows(self.key, q.removed, q.rows, q.prefix)
+            self.computed += 1
+            out.append((r["sums"], r["counts"], value_of(q.before[0] + sum(r["sums"]), q.before[1] + sum(r["counts"]))))
+        return out
+
 
 def test_every_searcher_vs_oneshot_on_smollm2(smollm2, data_dir):
     model, tok = smollm2
