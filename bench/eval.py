@@ -102,12 +102,12 @@ def main() -> None:
     packed, ref, t_packed, t_ref = [], [], 0.0, 0.0
     for r, ops in finalists:  # one pruned copy at a time (a copy per finalist would be 8 x 0.5 GB)
         m = pruned_model(model, ops) if ops else physically_prune(model, r)
-        (res, _), t = run(lambda: evaluate_finalists_native(m, tok, [((), None)], cfg.eval, cfg.data_dir,
+        (res, _), t = run(lambda m=m: evaluate_finalists_native(m, tok, [((), None)], cfg.eval, cfg.data_dir,
                                                             progress=False), "packed")
         packed.append(res[0])
         t_packed += t
         if not args.skip_lm_eval:
-            res, t = run(lambda: zero_shot(m, tok, tasks, args.limit, args.batch, cfg.data_dir), "lm-eval")
+            res, t = run(lambda m=m: zero_shot(m, tok, tasks, args.limit, args.batch, cfg.data_dir), "lm-eval")
             ref.append(res)
             t_ref += t
         del m
