@@ -12,15 +12,16 @@ from ghostsearch.config import Config
 from ghostsearch.errors import GhostsearchError
 
 
-def resolve(cfg: Config, objective: str) -> dict:
-    """One calibration's record: asked -> used, fallback, part, count."""
+def resolve(cfg: Config, objective: str, keys: dict) -> dict:
+    """One calibration's record: asked -> used, fallback, part, count (``keys``: the content keys
+    of each calibration dataset, filled once per dataset)."""
     from ghostsearch.objectives import OBJECTIVES
 
     asked = cfg.calibration.for_objective(objective).dataset or "auto"
     spec = cfg.calibration_spec(objective)
     try:
-        n = len(data.calibration_keys(spec.dataset, cfg.data_dir)) if spec.dataset in OBJECTIVES.get(objective).datasets \
-            else None
+        known = spec.dataset in data.TEXT_DATASETS + data.MC_DATASETS  # a plug-in's own data: not counted
+        n = len(_keys(keys, spec.dataset, cfg.data_dir)) if known else None
     except GhostsearchError as e:
         raise GhostsearchError(f"calibration.dataset={spec.dataset} for objective {objective!r}: {e}") from None
     rec = {"role": f"calibration:{objective}", "asked": asked, "used": spec.dataset,
@@ -32,27 +33,33 @@ def resolve(cfg: Config, objective: str) -> dict:
     return rec
 
 
-def repair_record(cfg: Config) -> dict:
+def _keys(keys: dict, dataset: str, data_dir) -> set[str]:
+    if dataset not in keys:
+        keys[dataset] = data.calibration_keys(dataset, data_dir)
+    return keys[dataset]
+
+
+def repair_record(cfg: Config, keys: dict) -> dict:
     asked = cfg.recovery.dataset or "auto"
     used = asked if asked != "auto" else cfg.default_dataset("perplexity")
     return {"role": "calibration:repair", "asked": asked, "used": used, "fallback": asked == "auto" and used != "c4",
             "part": "calibration half" if data.calibration_sources(used, cfg.data_dir) else "all",
-            "documents_or_items": len(data.calibration_keys(used, cfg.data_dir)),
+            "documents_or_items": len(_keys(keys, used, cfg.data_dir)),
             "n_seq": cfg.recovery.n_seq, "seq_len": cfg.recovery.seq_len}
 
 
 def plan(cfg: Config, objectives: list[str], evaluate: bool, repair: bool) -> dict:
     """Resolve every calibration, decide the held-out evaluation sets, check disjointness (when the
     run evaluates). Raises one GhostsearchError line before any model work."""
-    records = [resolve(cfg, o) for o in dict.fromkeys(objectives)]
+    keys: dict = {}  # dataset -> content keys, read and hashed once
+    records = [resolve(cfg, o, keys) for o in dict.fromkeys(objectives)]
     if repair:
-        records.append(repair_record(cfg))
+        records.append(repair_record(cfg, keys))
     held_out = sorted({s for r in records for s in data.calibration_sources(r["used"], cfg.data_dir)})
     out = {"calibration": records, "held_out": held_out}
     if evaluate:
         evaluation = data.evaluation_keys(cfg.eval.perplexity, cfg.eval.tasks, cfg.data_dir, held_out)
-        calibration = {r["used"]: data.calibration_keys(r["used"], cfg.data_dir) for r in records}
-        data.check_disjoint(calibration, evaluation)
+        data.check_disjoint(keys, evaluation)
         out["evaluation"] = [{"set": name, "part": "evaluation half" if name in held_out else "all",
                               "documents_or_items": len(keys)} for name, keys in evaluation.items()]
     return out
