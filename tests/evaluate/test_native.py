@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from tests.corpora import PROSE
 from ghostsearch import data
 from ghostsearch.config import Config
 from ghostsearch.errors import GhostsearchError
@@ -207,11 +208,11 @@ def test_finalist_perplexities_equal_perplexity_suite(tiny, data_dir):
     from ghostsearch.evaluate import perplexity_finalists, perplexity_suite
 
     model, tok = tiny
-    cfg = eval_cfg(6, perplexity=["wikitext2", "lambada"], ppl_seq_len=64, ppl_max_seq=5)
+    cfg = eval_cfg(6, perplexity=sorted({PROSE, "lambada"}), ppl_seq_len=64, ppl_max_seq=5)
     finalists = [((), None), ((1, 4), None), ((1, 4), ghosted(model, tok, (1, 4), data_dir))]
     ours = perplexity_finalists(model, tok, finalists, cfg, data_dir)
     for (removed, ops), got in zip(finalists, ours):
-        ref = perplexity_suite(reference_model(model, removed, ops), tok, ("wikitext2", "lambada"), 64, 5, data_dir,
+        ref = perplexity_suite(reference_model(model, removed, ops), tok, tuple(sorted({PROSE, "lambada"})), 64, 5, data_dir,
                                limit=6, batch_size=4)
         assert got.keys() == ref.keys()
         for k in ref:
@@ -228,7 +229,7 @@ def test_finalists_on_the_pool_equal_local(tiny_model_dir, data_dir, ray_local):
     from ghostsearch.pool.pool import start_pool
 
     cfg = load_config(None, [f"model={tiny_model_dir}", "pool.actors=2", "pool.threads=1", "pool.dashboard=false",
-                             "eval.tasks=[arc_easy,winogrande]", "eval.limit=4", "eval.perplexity=[wikitext2]",
+                             "eval.tasks=[arc_easy,winogrande]", "eval.limit=4", f"eval.perplexity=[{PROSE}]",
                              "eval.ppl_seq_len=64", "eval.ppl_max_seq=2", "recovery.n_seq=4", "recovery.seq_len=64"]
                       + ([f"data_dir={data_dir}"] if data_dir else []))
     specs = [([], "none"), ([2, 3], "none"), ([2, 3], "ghosted"), ([4], "ghosted")]
