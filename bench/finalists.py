@@ -1,14 +1,16 @@
-"""Downstream evaluation of a compare's finalists: Ray tasks spread over the machine vs one by one.
+"""Downstream evaluation of a compare's finalists: on the pool (what compare does) vs one by one.
 
-  python bench/finalists.py [--finalists 4 --tasks arc_easy,piqa --limit 20 --workers 2]
+  python bench/finalists.py [--finalists 4 --tasks arc_easy,piqa --limit 20 --actors 2]
 
-SmolLM2-135M (fp32 on CPUs without native bf16), finalists = random 4-block removals, each
-repaired with Ghosted Layers (C4, 8 x 256) and evaluated on WikiText-2 (2 x 512) and the zero-shot
-tasks (lm-eval). In the same run:
-  baseline:    evaluate_finalists(distributed=False): one process, torch threads = all cores;
-  distributed: evaluate_finalists(distributed=True): --workers Ray tasks with cores/workers threads each.
-Prints both wall times, the ratio baseline / distributed, and the largest difference between the two
-runs' numbers (they evaluate the same models).
+SmolLM2-135M (fp32 on CPUs without native bf16), finalists = the dense model and random 4-block
+removals, each unrepaired and Ghosted-repaired (C4 8 x 256), evaluated on WikiText-2 (2 x 512)
+and the zero-shot tasks. In the same run:
+  baseline: one by one in the driver (all cores), each finalist pruned, repaired and evaluated on
+            its own (evaluate.evaluate_model, native engine): the path compare took before;
+  pool:     compare.evaluate_finalists(broker=...) on --actors scorers (cores/actors threads each):
+            one share per scorer, each share over one dense prefix cache (Broker.with_model).
+Prints both wall times (the pool's start is timed separately), the ratio, and the largest
+difference between the two runs' numbers.
 """
 from __future__ import annotations
 
@@ -30,47 +32,61 @@ if _shared.is_dir():
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--finalists", type=int, default=4)
+    ap.add_argument("--finalists", type=int, default=4, help="random removed sets (besides the dense model)")
     ap.add_argument("--tasks", default="arc_easy,piqa")
     ap.add_argument("--limit", type=int, default=20)
-    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--actors", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
 
     import ray
     import torch
 
-    from ghostsearch.compare import evaluate_finalists
+    from ghostsearch.compare import eval_key, evaluate_finalists, finalist_jobs
     from ghostsearch.config import load_config
-    from ghostsearch.pool.pool import connect
+    from ghostsearch.evaluate import evaluate_model
+    from ghostsearch.models import load_model
+    from ghostsearch.pool.pool import connect, release_pool, start_pool
+    from ghostsearch.recovery.repair import repair
 
     cores = os.cpu_count() or 1
-    threads = max(1, cores // args.workers)
-    cfg = load_config(None, ["model=smollm2-135m", "device=cpu", f"pool.actors={args.workers}",
-                             f"pool.threads={threads}", "recovery.method=ghosted", "recovery.n_seq=8",
-                             "recovery.seq_len=256", f"eval.tasks=[{args.tasks}]", "eval.perplexity=[wikitext2]",
-                             "eval.ppl_max_seq=2", f"eval.limit={args.limit}", "search.protected=[0,-1]"])
+    threads = max(1, cores // args.actors)
+    cfg = load_config(None, ["model=smollm2-135m", "device=cpu", "dtype=fp32", f"pool.actors={args.actors}",
+                             f"pool.threads={threads}", "pool.dashboard=false", "recovery.n_seq=8",
+                             "recovery.seq_len=256", "calibration.dataset=c4", f"eval.tasks=[{args.tasks}]",
+                             "eval.perplexity=[wikitext2]", "eval.ppl_max_seq=2", f"eval.limit={args.limit}",
+                             "compare.recovery=[none,ghosted]"])
     rng = random.Random(args.seed)
-    results = [{"cell": f"f{i}", "removed": sorted(rng.sample(range(1, 29), 4))} for i in range(args.finalists)]
-    print(f"{args.finalists} finalists x ({args.tasks}, limit {args.limit}) + WikiText-2; {cores} cores")
+    results = [{"removed": sorted(rng.sample(range(1, 29), 4))} for _ in range(args.finalists)]
+    jobs = finalist_jobs(cfg, results)
+    print(f"{len(jobs)} models (dense + {args.finalists} sets x [none, ghosted]) x ({args.tasks}, limit "
+          f"{args.limit}) + WikiText-2; {cores} cores")
 
     torch.set_num_threads(cores)
-    with tempfile.TemporaryDirectory() as d:
-        t0 = time.perf_counter()
-        base = evaluate_finalists(cfg, Path(d), results, progress=False, distributed=False)
-        t_base = time.perf_counter() - t0
+    model, tok = load_model(cfg.model, dtype=cfg.dtype, device="cpu")
+    t0 = time.perf_counter()
+    base = {}
+    for removed, method in jobs:
+        base[eval_key(removed, method, cfg)] = evaluate_model(repair(model, tok, removed, cfg, method), tok, cfg.eval)
+    t_base = time.perf_counter() - t0
+    del model
     connect(None, dashboard=False, num_cpus=cores)
     try:
+        t0 = time.perf_counter()
+        broker = start_pool(cfg)
+        t_start = time.perf_counter() - t0
         with tempfile.TemporaryDirectory() as d:
             t0 = time.perf_counter()
-            dist = evaluate_finalists(cfg, Path(d), results, progress=False, distributed=True)
-            t_dist = time.perf_counter() - t0
+            pool = evaluate_finalists(cfg, Path(d), jobs, progress=False, broker=broker)
+            t_pool = time.perf_counter() - t0
+        release_pool(broker)
     finally:
         ray.shutdown()
-    diff = max(abs(base[k][m] - dist[k][m]) for k in base for m in base[k] if isinstance(base[k][m], float))
-    print(f"baseline (one process, {cores} threads): {t_base:7.1f} s  ({t_base / len(base):.1f} s per finalist)")
-    print(f"distributed ({args.workers} tasks x {threads} threads): {t_dist:7.1f} s  (incl. worker start, model load)")
-    print(f"ratio baseline / distributed: {t_base / t_dist:.2f}x   max |difference| of the numbers: {diff:.2e}")
+    diff = max(abs(base[k][m] - pool[k][m]) for k in base for m in base[k] if isinstance(base[k][m], float))
+    print(f"baseline (one by one, {cores} threads): {t_base:7.1f} s  ({t_base / len(jobs):.1f} s per model)")
+    print(f"pool ({args.actors} scorers x {threads} threads): {t_pool:7.1f} s  (+ {t_start:.1f} s pool start, "
+          "paid once by compare for search and evaluation)")
+    print(f"ratio baseline / pool: {t_base / t_pool:.2f}x   max |difference| of the numbers: {diff:.2e}")
 
 
 if __name__ == "__main__":

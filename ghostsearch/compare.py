@@ -4,8 +4,8 @@ Cells run concurrently (``compare.concurrent`` at a time), each as its own Ray t
 the driver node (DEAP draws from the process-global ``random``, so no two searchers share a
 process), all evaluating through the same broker: shared cache, per-searcher accounting. A
 finished cell writes RUN_DIR/cells/<cell>.json; an interrupted compare skips finished cells and
-replays the others from the ledger. The finalists are then repaired (``recovery.method``) and
-evaluated downstream; RUN_DIR/comparison.parquet and the report come last.
+replays the others from the ledger. The finalists are then repaired (``compare.recovery``) and
+evaluated downstream on the pool's scorers; RUN_DIR/comparison.parquet and the report come last.
 """
 from __future__ import annotations
 
@@ -95,45 +95,19 @@ def run_cells(cfg: Config, broker, run_dir: Path, cells: list[dict], n_blocks: i
     return sorted(done, key=lambda r: order.get(r["cell"], 1 << 30))
 
 
+EVAL_RESULT_KEYS = ("tasks", "perplexity", "limit", "ppl_seq_len", "ppl_max_seq", "protocol")
+# what a finalist's numbers depend on; eval.engine (native = lm-eval by the parity tests), batch_size
+# and cache_gib change only how fast they come, so changing them keeps every cached evaluation
+
+
 def eval_key(removed: list[int], method: str, cfg: Config, held_out=()) -> str:
+    ev = cfg.to_dict()["eval"]
     blob = json.dumps({"removed": list(removed), "method": method, "variant": cfg.recovery.variant,
-                       "eval": cfg.to_dict()["eval"], "model": cfg.model, "dtype": cfg.dtype,
-                       "held_out": sorted(held_out)}, sort_keys=True)
+                       "recovery": {k: v for k, v in cfg.to_dict()["recovery"].items() if k != "method"}
+                       if method != "none" else None,
+                       "eval": {k: ev[k] for k in EVAL_RESULT_KEYS}, "model": cfg.model, "revision": cfg.revision,
+                       "dtype": cfg.dtype, "held_out": sorted(held_out)}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-
-_LOADED: dict = {}  # per worker process: the base model, loaded once for every finalist it evaluates
-
-
-def _evaluate_one(cfg: Config, removed: list[int], method: str, held_out=(), threads: int | None = None) -> dict:
-    """Repair one finalist by ``method`` (``none``: only pruned) and evaluate it downstream."""
-    import torch
-
-    from ghostsearch.evaluate import evaluate_model
-    from ghostsearch.models import load_model
-    from ghostsearch.recovery.repair import repair
-
-    if threads:
-        torch.set_num_threads(threads)  # Ray reuses worker processes: set it every time
-    key = (cfg.model, cfg.dtype, cfg.resolved_device())
-    if key not in _LOADED:
-        _LOADED.clear()
-        _LOADED[key] = load_model(cfg.model, dtype=cfg.dtype, device=cfg.resolved_device(),
-                                  trust_remote_code=cfg.trust_remote_code, revision=cfg.revision)
-    model, tok = _LOADED[key]
-    pruned = repair(model, tok, removed, cfg, method)
-    raw: dict = {}
-    res = evaluate_model(pruned, tok, cfg.eval, cfg.data_dir, held_out, raw)
-    res["recovery"], res["lm_eval"] = method, raw
-    return res
-
-
-@ray.remote(max_retries=1)
-def _eval_task(cfg: Config, removed: list[int], method: str, held_out, threads: int) -> dict:
-    from ghostsearch.logs import quiet_libraries
-
-    quiet_libraries()
-    return _evaluate_one(cfg, removed, method, held_out, threads)
 
 
 def finalist_jobs(cfg: Config, results: list[dict]) -> list[tuple[list[int], str]]:
@@ -147,52 +121,98 @@ def finalist_jobs(cfg: Config, results: list[dict]) -> list[tuple[list[int], str
     return jobs
 
 
+def _shares(keys: list[str], todo: dict, n: int) -> list[list[str]]:
+    """``keys`` in n shares, one per scorer, each spanning first cuts early to late (sorted by
+    first removed block, dealt round-robin) so that every share's dense prefix cache is used alike."""
+    keys = sorted(keys, key=lambda k: (min(todo[k][0], default=-1), todo[k][1]))
+    return [s for s in (keys[i::n] for i in range(n)) if s]
+
+
 def evaluate_finalists(cfg: Config, run_dir: Path, jobs: list[tuple[list[int], str]], held_out=(),
-                       progress: bool = True, distributed: bool = False) -> dict[str, dict]:
-    """Repair and evaluate each (removed, method) job downstream; cached per job under
-    RUN_DIR/evals/<eval_key>.json. ``distributed``: one Ray task per job, each with the resources
-    of one scorer (a GPU, or pool.threads CPUs), spread over the cluster; else one by one here."""
+                       progress: bool = True, broker=None) -> dict[str, dict]:
+    """Repair and evaluate each (removed, method) job downstream (``evaluate.evaluate_finalist_specs``:
+    finalists of one model together, over one dense prefix cache); cached per job under
+    RUN_DIR/evals/<eval_key>.json (+ .items.parquet, its per-item predictions), lm-eval's results
+    files under RUN_DIR/lm_eval, every job's items together in RUN_DIR/eval_items.parquet.
+    ``broker``: the pool's scorers evaluate them (Broker.with_model), one share per scorer, on the
+    replicas that did the search; a share whose scorer died is run once more. Else here, on a
+    model loaded once."""
     from tqdm.auto import tqdm
+
+    from ghostsearch.evaluate import evaluate_finalist_specs
+    from ghostsearch.evaluation_native import write_item_rows
 
     out_dir = run_dir / "evals"
     out_dir.mkdir(exist_ok=True)
-    todo, out = {}, {}
+    todo, out, keys = {}, {}, []
     for removed, method in jobs:
         key = eval_key(removed, method, cfg, held_out)
+        keys.append(key)
         f = out_dir / f"{key}.json"
         if f.exists():
             out[key] = json.loads(f.read_text())
         else:
-            todo.setdefault(key, (removed, method))
+            todo.setdefault(key, (list(removed), method))
     bar = tqdm(total=len(todo) + len(out), initial=len(out), desc="downstream eval", unit="model",
                disable=not progress)
 
-    def finish(key, res):
-        removed, method = todo[key]
-        lmeval_results.write(run_dir / "lm_eval", res.pop("lm_eval", None),
-                             lmeval_results.model_name(cfg.model, removed, method))
-        write_json_atomic(out_dir / f"{key}.json", res)
-        out[key] = res
-        bar.update(1)
+    def finish(share: list[str], res: tuple[list[dict], list[dict]]) -> None:
+        results, rows = res
+        for i, key in enumerate(share):
+            removed, method = todo[key]
+            numbers = dict(results[i])
+            lmeval_results.write(run_dir / "lm_eval", numbers.pop("lm_eval", None),
+                                 lmeval_results.model_name(cfg.model, removed, method))
+            items = [dict(r, finalist=0, recovery=method, key=key) for r in rows if r["finalist"] == i]
+            write_item_rows(items, out_dir / f"{key}.items.parquet")
+            write_json_atomic(out_dir / f"{key}.json", numbers)  # last: it marks the job done
+            out[key] = numbers
+        bar.update(len(share))
+        bar.set_postfix(last=numbers.get("mean_acc", ""))
 
-    if distributed and todo:
-        from ghostsearch.pool.pool import resources
+    if broker is not None and todo:
+        n = len(ray.get(broker.status.remote())["actors"])
+        pending = {}
 
-        cpus, gpus = resources(cfg)
-        queue, pending = list(todo.items()), {}
-        while queue or pending:  # at most pool.actors at once: the memory footprint of the pool just released
-            while queue and len(pending) < cfg.pool.actors:
-                key, (removed, method) = queue.pop(0)
-                ref = _eval_task.options(num_cpus=cpus if not gpus else 1, num_gpus=gpus, name=f"eval:{key}").remote(
-                    cfg, removed, method, list(held_out), cfg.pool.threads)
-                pending[ref] = key
+        def submit(share, attempt):
+            ref = broker.with_model.remote(evaluate_finalist_specs, cfg, [todo[k] for k in share], list(held_out))
+            pending[ref] = (share, attempt)
+
+        for share in _shares(list(todo), todo, n):
+            submit(share, 1)
+        while pending:
             ready, _ = ray.wait(list(pending), num_returns=1)
-            finish(pending.pop(ready[0]), ray.get(ready[0]))
-    else:
-        for key, (removed, method) in todo.items():
-            finish(key, _evaluate_one(cfg, removed, method, held_out))
+            share, attempt = pending.pop(ready[0])
+            try:
+                res = ray.get(ready[0])
+            except ray.exceptions.RayActorError:
+                if attempt > 1:
+                    raise
+                submit(share, attempt + 1)  # the scorer restarts (max_restarts=-1): its share once more
+                continue
+            finish(share, res)
+    elif todo:
+        from ghostsearch.models import load_model
+
+        model, tok = load_model(cfg.model, dtype=cfg.dtype, device=cfg.resolved_device(),
+                                trust_remote_code=cfg.trust_remote_code, revision=cfg.revision)
+        share = list(todo)
+        finish(share, evaluate_finalist_specs(model, tok, cfg, [todo[k] for k in share], held_out, progress))
     bar.close()
+    _collect_items(run_dir, list(dict.fromkeys(keys)))
     return out
+
+
+def _collect_items(run_dir: Path, keys: list[str]) -> None:
+    """RUN_DIR/eval_items.parquet: the per-item predictions of every job, one table to audit
+    which items a cut changed (column ``key`` = the job's eval_key)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    parts = [run_dir / "evals" / f"{k}.items.parquet" for k in keys]
+    tables = [pq.read_table(p) for p in parts if p.exists()]
+    if tables:
+        write_parquet_atomic(run_dir / "eval_items.parquet", pa.concat_tables(tables, promote_options="default"))
 
 
 def compare(cfg: Config, address: str | None = None, progress: bool = True) -> Path:
@@ -236,10 +256,9 @@ def compare(cfg: Config, address: str | None = None, progress: bool = True) -> P
         write_json_atomic(run_dir / "result.json", {"searchers": {r["cell"]: r for r in results},
                                                     "wall_seconds": time.monotonic() - t0,  # this invocation
                                                     "cells_resumed": resumed, "data": data_plan})
-        # our own pool is done: its resources go to the finalists' evaluation, spread over the
-        # cluster; a named pool keeps its resources, so the finalists are evaluated here
-        evals = evaluate_finalists(cfg, run_dir, finalist_jobs(cfg, results), held_out, progress,
-                                   distributed=release_pool(broker))
+        # the finalists are evaluated on the same replicas, one share per scorer, before the pool goes
+        evals = evaluate_finalists(cfg, run_dir, finalist_jobs(cfg, results), held_out, progress, broker=broker)
+        release_pool(broker)
     except BaseException:
         outputs.close(ok=False)
         close_run_dir(run_dir, ok=False)

@@ -416,8 +416,9 @@ def evaluation_keys(perplexity, tasks, data_dir: str | None = None, held_out=())
     for name in perplexity:
         split = "validation" if name == "c4" else None
         out[name] = {content_key(d) for d in load_texts(name, split, data_dir, "evaluation" if name in held_out else None)}
-    for t in tasks:
-        out[t] = {content_key(r) for r in task_rows(t, data_dir, "evaluation" if t in held_out else None)}
+    for t in tasks:  # lm-eval's other tasks are lm-eval's data, not read here: not checked
+        if t in MC_TASKS:
+            out[t] = {content_key(r) for r in task_rows(t, data_dir, "evaluation" if t in held_out else None)}
     return out
 
 

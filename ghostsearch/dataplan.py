@@ -62,6 +62,8 @@ def plan(cfg: Config, objectives: list[str], evaluate: bool, repair: bool) -> di
         data.check_disjoint(keys, evaluation)
         out["evaluation"] = [{"set": name, "part": "evaluation half" if name in held_out else "all",
                               "documents_or_items": len(keys)} for name, keys in evaluation.items()]
+        out["evaluation"] += [{"set": t, "part": "lm-eval's (not checked against calibration)",
+                               "documents_or_items": None} for t in cfg.eval.tasks if t not in evaluation]
     return out
 
 
@@ -75,4 +77,5 @@ def announce(p: dict) -> None:
             f"{r['role']}: asked {r['asked']} -> used {r['used']}{fb}, {r['part']}, "
             f"{r['documents_or_items']} documents/items, {r['n_seq']} x {r['seq_len']}")
     for e in p.get("evaluation", []):
-        log.info(f"evaluation: {e['set']}, {e['part']}, {e['documents_or_items']} documents/items")
+        n = e["documents_or_items"]
+        log.info(f"evaluation: {e['set']}, {e['part']}" + (f", {n} documents/items" if n is not None else ""))

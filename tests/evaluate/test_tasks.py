@@ -75,10 +75,16 @@ def test_metrics_as_lm_eval(tasks):
         assert task.OUTPUT_TYPE == "multiple_choice"
 
 
-def test_unknown_task_is_one_line():
-    with pytest.raises(GhostsearchError, match=r"unknown task 'arc_eazy'; choose from: boolq") as e:
+def test_unknown_task_is_one_line(tmp_path):
+    with pytest.raises(GhostsearchError, match=r"unknown task 'arc_eazy': neither one of boolq.*nor an lm-eval task") as e:
         check_tasks(["arc_easy", "arc_eazy"])
     assert "\n" not in str(e.value)
+    assert check_tasks(["arc_easy", "lambada_openai", "mmlu_anatomy"]) == ["arc_easy", "lambada_openai", "mmlu_anatomy"]
+    with pytest.raises(GhostsearchError, match="task YAML .*nope.yaml does not exist"):
+        check_tasks([str(tmp_path / "nope.yaml")])
+    (tmp_path / "bad.yaml").write_text("dataset_path: json\n")
+    with pytest.raises(GhostsearchError, match="has no task: name"):
+        check_tasks([str(tmp_path / "bad.yaml")])
 
 
 def test_missing_task_file_offline(tmp_path, monkeypatch):
@@ -96,7 +102,7 @@ def _cli(*args, cwd=None):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["{cfg}", "--remove", "1", "--tasks", "piqa,nope"], "unknown task 'nope'"),
+    (["{cfg}", "--remove", "1", "--tasks", "piqa,nope"], "unknown task 'nope': neither"),
     (["{cfg}"], "needs --remove"),
     (["{cfg}", "--remove", "1", "--recovery", "nope", "--tasks", ""], "invalid choice: 'nope' \\(choose from 'ghosted'"),
     (["{tmp}/nothing"], "is neither a run directory"),
@@ -109,3 +115,49 @@ def test_cli_errors_before_loading_a_model(tmp_path, args, message):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("ghostsearch: error:"), r.stderr
     assert __import__("re").search(message, lines[0]), lines[0]
+
+
+def test_a_task_yaml_runs_through_lm_eval_beside_the_native_tasks(tmp_path, tiny_model_dir, data_dir):
+    """A task the native engine does not know (a user's lm-eval YAML over a local JSONL) goes to
+    lm-eval, next to natively evaluated ones, for the dense model and a pruned finalist; its
+    accuracy equals lm-eval run directly on the physically pruned model."""
+    import json
+
+    from ghostsearch.config import load_config
+    from ghostsearch.evaluate import zero_shot, zero_shot_finalists
+    from ghostsearch.models import load_model
+    from ghostsearch.stack import physically_prune
+
+    rows = [{"q": f"Is {a} bigger than {b}?", "choices": ["yes", "no"], "gold": int(a < b)}
+            for a, b in [(3, 1), (2, 9), (7, 4), (1, 8), (6, 5)]]
+    (tmp_path / "mine.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    yaml_path = tmp_path / "mine.yaml"
+    yaml_path.write_text(f"""task: my_compare
+dataset_path: json
+dataset_kwargs:
+  data_files:
+    test: {tmp_path / 'mine.jsonl'}
+output_type: multiple_choice
+test_split: test
+doc_to_text: "Question: {{{{q}}}}\\nAnswer:"
+doc_to_target: gold
+doc_to_choice: choices
+metric_list:
+  - metric: acc
+    aggregation: mean
+    higher_is_better: true
+metadata:
+  version: 1.0
+""")
+    cfg = load_config(None, [f"model={tiny_model_dir}", "dtype=fp32", f"eval.tasks=[arc_easy,{yaml_path}]",
+                             "eval.limit=4"] + ([f"data_dir={data_dir}"] if data_dir else []))
+    model, tok = load_model(cfg.model, dtype="fp32")
+    res, items = zero_shot_finalists(model, tok, [((), None), ((1, 2), None)], cfg.eval, cfg.data_dir)
+    for r, removed in zip(res, ([], [1, 2])):
+        assert r["my_compare_n"] == 4 and "arc_easy_acc" in r and "arc_easy_acc_norm" in r
+        assert r["mean_acc"] == pytest.approx((r["arc_easy_acc"] + r["my_compare_acc"]) / 2)
+        assert "my_compare" in r["lm_eval"]["results"] and "arc_easy" in r["lm_eval"]["results"]
+        m = physically_prune(model, removed) if removed else model
+        direct = zero_shot(m, tok, [str(yaml_path)], limit=4, batch_size=4)
+        assert r["my_compare_acc"] == direct["my_compare_acc"]
+    assert {i["task"] for i in items} == {"arc_easy"}  # per-item rows: the native engine's
