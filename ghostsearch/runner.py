@@ -69,6 +69,18 @@ class Progress:
         self.bar.close()
 
 
+def warm_start(run_dir: Path, cell: str, client, n: int) -> list[tuple[int, ...]]:
+    """The warm-start sets of a cell: the n best k-sets of the shared cache when the cell first
+    started, kept in RUN_DIR/warm/<cell>.json so that a resumed cell replays the same start."""
+    import json
+
+    f = run_dir / "warm" / f"{cell}.json"
+    if not f.exists():
+        f.parent.mkdir(exist_ok=True)
+        write_json_atomic(f, [{"removed": r, "value": v} for r, v in client.best_known(n)])
+    return [tuple(e["removed"]) for e in json.loads(f.read_text())]
+
+
 def run_cell(cfg: Config, broker, run_dir: Path, *, searcher: str, objective: str, k: int, seed: int,
              n_blocks: int, progress: bool = True, matched: bool = False) -> dict:
     """Run one searcher on one objective/k/seed through the pool; ledger rows tagged with the cell name."""
@@ -81,6 +93,8 @@ def run_cell(cfg: Config, broker, run_dir: Path, *, searcher: str, objective: st
     client = PoolClient(broker, cfg.objective_spec(objective), ledger, cell, seed, cfg.model, cfg.dtype, k=k,
                         sources={"perplexity": cfg.calibration_spec("perplexity")})  # text statistics (lorp)
     client.load_known(run_dir)
+    if getattr(s.params, "warm_start", False):
+        s.warm = warm_start(run_dir, cell, client, s.params.warm_n)
     bar = Progress(s.budget.evaluations, cell, enabled=progress)
     client.on_result = bar
     t0 = time.monotonic()
@@ -103,7 +117,8 @@ def run_cell(cfg: Config, broker, run_dir: Path, *, searcher: str, objective: st
             "model": {"name": cfg.model, "blocks": n_blocks, "dtype": cfg.dtype},
             "direction": "lower is better", "dense_value": dense,
             "relative_change": (value - dense) / abs(dense) if dense else None,
-            "budget_mode": "matched" if matched else "own", "budget": s.budget.evaluations}
+            "budget_mode": "matched" if matched else "own", "budget": s.budget.evaluations,
+            "warm_start": [list(w) for w in getattr(s, "warm", [])]}
 
 
 def search(cfg: Config, address: str | None = None, progress: bool = True) -> dict:

@@ -224,6 +224,19 @@ class Broker:
                                                   "k": str(k)})
         return dict(r, cached=cached)
 
+    async def best_known(self, spec: ObjectiveSpec, k: int, n: int) -> list[tuple[list[int], float]]:
+        """The n best (lowest) full-fidelity values of k-sets in the shared cache for ``spec``, best
+        first, ties by set: what ``search.params.<s>.warm_start`` starts from."""
+        head = cache_key(self.cfg.model, self.cfg.dtype, spec, (), 1.0)
+        found = []
+        for key, r in self.cache.items():
+            tail = key[len(head):]
+            if key.startswith(head) and tail and "|" not in tail:
+                removed = [int(i) for i in tail.split(",")]
+                if len(removed) == k:
+                    found.append((float(r["value"]), removed))
+        return [(removed, v) for v, removed in sorted(found)[:n]]
+
     async def statistic(self, spec: ObjectiveSpec, name: str):
         key = f"stat|{spec.key()}|{name}"
         if key not in self.cache:

@@ -329,6 +329,10 @@ class PoolClient:
             spec = ObjectiveSpec.make(source, self.sources[source])
         return ray.get(self.broker.statistic.remote(spec, name))
 
+    def best_known(self, n: int) -> list[tuple[list[int], float]]:
+        """The n best full-fidelity k-sets (this cell's k) any searcher has scored on this pool so far."""
+        return ray.get(self.broker.best_known.remote(self.spec, self.k, n))
+
     def dense_value(self) -> float:
         """The dense model's value on this objective (the reference; no ledger row, not charged)."""
         return ray.get(self.broker.evaluate.remote(self.spec, [], 1.0, None, "dense"))["value"]

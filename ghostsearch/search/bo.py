@@ -54,12 +54,14 @@ class BO(ModelBased):
         local_every: int = 3  # every local_every-th trial is a local move around the incumbent; 0: never
         storage: str | None = None  # JournalStorage file, e.g. RUN_DIR/optuna-<cell>.log
         study_name: str | None = None
+        warm_start: bool = False  # the starts begin with the shared cache's best k-sets
+        warm_n: int = 4  # how many of them
 
         def __post_init__(self):
             race_params(self.race)
             if self.sampler not in SAMPLERS:
                 raise ValueError(f"sampler must be one of {SAMPLERS}")
-            require_ints(self, "batch")
+            require_ints(self, "batch", "warm_n")
             require_ints(self, "n_prior_samples", "n_random", "local_every", least=0)
             if self.temperature <= 0:
                 raise ValueError("temperature must be > 0")
@@ -101,7 +103,7 @@ class BO(ModelBased):
 
     def sampler(self) -> optuna.samplers.BaseSampler:
         seed = zlib.crc32(f"{self.seed}/{len(self.trials)}".encode())
-        startup = 1 + self.params.n_prior_samples + self.params.n_random
+        startup = len(self.first(self.prior_topk())) + self.params.n_prior_samples + self.params.n_random
         if self.params.sampler == "tpe":
             return optuna.samplers.TPESampler(seed=seed, multivariate=True, n_startup_trials=startup)
         return optuna.samplers.GPSampler(seed=seed, n_startup_trials=startup, deterministic_objective=True)
@@ -109,7 +111,7 @@ class BO(ModelBased):
     def starts(self) -> list[Removed]:
         rng = np.random.default_rng([self.seed, 7])
         w = prior_weights(self.prior, self.params.temperature)
-        first = [self.prior_topk()]
+        first = self.first(self.prior_topk())
         return first + sample_unseen(rng, self.space, w, set(first), self.params.n_prior_samples)
 
     def complete(self, trial: optuna.Trial | int, s: Removed, value: float, full: bool = True) -> None:

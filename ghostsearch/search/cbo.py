@@ -120,10 +120,12 @@ class CBO(ModelBased):
         enumerate_limit: float = 1e7
         race: bool | dict = True
         n_screen: int = 16  # sets raced per round when racing
+        warm_start: bool = False  # the design begins with the shared cache's best k-sets
+        warm_n: int = 4  # how many of them
 
         def __post_init__(self):
             race_params(self.race)
-            require_ints(self, "n_propose", "n_screen")
+            require_ints(self, "n_propose", "n_screen", "warm_n")
             require_ints(self, "n_random", least=0)
             if self.temperature <= 0:
                 raise ValueError("temperature must be > 0")
@@ -135,7 +137,9 @@ class CBO(ModelBased):
         rng = np.random.default_rng([self.seed, 3])
         w = prior_weights(self.prior, self.params.temperature)
         top = self.prior_topk()  # the additive model's minimum (oneshot's answer) is scored first
-        return [top] + [p for p in pairs if p != top] + sample_unseen(rng, self.space, w, set(pairs) | {top}, n_random)
+        first = self.first(top)
+        return first + [p for p in pairs if p not in first] + sample_unseen(rng, self.space, w, set(pairs) | set(first),
+                                                                             n_random)
 
     def model(self) -> Quadratic:
         pos = {b: p for p, b in enumerate(self.space.free)}

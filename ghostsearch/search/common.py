@@ -141,11 +141,31 @@ class Prior(Memo):
 
 
 class ModelBased(Prior):
-    """ga, bo and cbo: prior-guided, and given ``default_search_budget`` when the run sets none."""
+    """ga, bo and cbo: prior-guided, and given ``default_search_budget`` when the run sets none.
+
+    Warm start (``warm_start: true`` in their parameters, off by default so that comparisons stay
+    independent): the runner hands them ``warm``, the ``warm_n`` best k-sets the shared cache holds
+    when the cell starts (e.g. greedy's path in the same compare), and they put those first in their
+    initial design (GA's first population, BO's enqueued starts, CBO's design). Each is asked and
+    charged like any evaluation (a cache hit in wall time, never free budget)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.warm: list[Removed] = []
 
     @classmethod
     def default_budget(cls, space: Space, params: Any) -> float:
         return default_search_budget(space)
+
+    def warm_sets(self) -> list[Removed]:
+        """``warm`` as valid k-sets, best first, without repeats (empty unless warm_start)."""
+        if not getattr(self.params, "warm_start", False):
+            return []
+        return list(dict.fromkeys(canonical(s) for s in self.warm if self.space.valid(s)))
+
+    def first(self, *rest: Removed) -> list[Removed]:
+        """The warm sets, then ``rest``, each once."""
+        return list(dict.fromkeys([*self.warm_sets(), *rest]))
 
 
 def prior_weights(prior: np.ndarray, temperature: float) -> np.ndarray:

@@ -70,10 +70,12 @@ class GA(ModelBased):
         tournament: int = 2
         temperature: float = 1.0  # of the prior weights; larger = closer to uniform
         race: bool | dict = True  # race each generation (and the prior); false: screen, then promote
+        warm_start: bool = False  # the first population starts with the shared cache's best k-sets
+        warm_n: int = 4  # how many of them
 
         def __post_init__(self):
             race_params(self.race)
-            require_ints(self, "pop_size", "offspring", "promote", "tournament")
+            require_ints(self, "pop_size", "offspring", "promote", "tournament", "warm_n")
             if self.promote > self.offspring:
                 raise ValueError("promote must be <= offspring")
             if not 0 < self.screen <= 1 or self.temperature <= 0:
@@ -144,9 +146,9 @@ class GA(ModelBased):
             return self.raced([Candidate(s) for s in self.breed(self.params.offspring)], keep=keep, cap=cap)
         if phase == "init":
             rng = np.random.default_rng([self.seed, 2**31])
-            first = [self.prior_topk()]
+            first = self.first(self.prior_topk())[: self.params.pop_size]
             first += sample_unseen(rng, self.space, prior_weights(self.prior, self.params.temperature),
-                                   set(first), self.params.pop_size - 1)
+                                   set(first), self.params.pop_size - len(first))
             return [Candidate(s) for s in first[: self.affordable(len(first))]]
         if phase == "screen":
             return [Candidate(s, fidelity=self.params.screen) for s in self.breed(self.plan())]

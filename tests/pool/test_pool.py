@@ -213,3 +213,43 @@ def test_two_searchers_share_computation(tiny_model_dir, tmp_path, ray_local):
     assert all(va[c.removed] == v for c, v in zip(b, results["B"]))
     rows = read_ledger(tmp_path / "run").to_pylist()
     assert sum(not r["cached"] for r in rows) == len(unique)
+    # the shared cache's best k-sets, best first: what warm_start hands a model-based searcher
+    client = PoolClient(broker, cfg.objective_spec(), ledger, "C", 0, cfg.model, cfg.dtype, k=2)
+    want = sorted((v, list(s)) for s, v in va.items())[:3]
+    assert client.best_known(3) == [(s, v) for v, s in want]
+    assert PoolClient(broker, cfg.objective_spec(), ledger, "C", 0, cfg.model, cfg.dtype, k=3).best_known(3) == []
+
+
+def test_warm_start_begins_with_the_cache_and_is_replayed(tiny_model_dir, tmp_path, ray_local):
+    """bo with warm_start after greedy on one pool: its first k-sets are greedy's best ones (asked
+    and charged), recorded in RUN_DIR/warm/<cell>.json; a rerun of the cell, with more in the cache,
+    starts from the recorded sets and ends identically. Without warm_start nothing is read."""
+    from ghostsearch.pool.pool import start_pool
+    from ghostsearch.rundir.ledger import Ledger
+    from ghostsearch.runner import run_cell
+
+    cfg = _cfg(tiny_model_dir, tmp_path / "run", k=2, **{"search.params": json.dumps(
+        {"bo": {"warm_start": True, "warm_n": 2, "budget": 12, "sampler": "tpe", "race": False, "batch": 1}})})
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    broker = start_pool(cfg)
+    n = ray_local.get(broker.ready.remote())[0]["n_blocks"]
+    greedy = run_cell(cfg, broker, run_dir, searcher="greedy", objective="perplexity", k=2, seed=0, n_blocks=n,
+                      progress=False)
+    Ledger(run_dir).compact()
+    bo = run_cell(cfg, broker, run_dir, searcher="bo", objective="perplexity", k=2, seed=0, n_blocks=n, progress=False)
+    warm = json.loads((run_dir / "warm" / "bo-perplexity-k2-s0.json").read_text())
+    assert warm[0]["removed"] == greedy["removed"] and len(warm) == 2 and bo["warm_start"] == [w["removed"] for w in warm]
+    rows = [r for r in read_ledger(run_dir).to_pylist() if r["cell"] == bo["cell"] and r["k"] == 2]
+    assert [r["removed"] for r in rows[:2]] == [w["removed"] for w in warm]  # asked first, each charged once
+    assert bo["value"] <= greedy["value"]
+    again = run_cell(cfg, broker, run_dir, searcher="bo", objective="perplexity", k=2, seed=1, n_blocks=n,
+                     progress=False)  # another cell: reads the cache now (bo's sets too)
+    assert again["warm_start"][0] == bo["removed"]  # the cache's best k-set is bo's answer now
+    replay = run_cell(cfg, broker, run_dir, searcher="bo", objective="perplexity", k=2, seed=0, n_blocks=n,
+                      progress=False)
+    assert replay["warm_start"] == bo["warm_start"] and replay["removed"] == bo["removed"]
+    cold = _cfg(tiny_model_dir, tmp_path / "run", k=2, **{"search.params": json.dumps(
+        {"bo": {"budget": 12, "sampler": "tpe", "race": False, "batch": 1}})})
+    assert run_cell(cold, broker, run_dir, searcher="bo", objective="perplexity", k=2, seed=2, n_blocks=n,
+                    progress=False)["warm_start"] == []

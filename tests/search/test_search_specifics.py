@@ -7,6 +7,7 @@ import optuna
 from search_synthetic import Synthetic
 
 from ghostsearch.search import Budget, FunctionEvaluator, Space, make_searcher, run
+from ghostsearch.search.base import canonical
 
 SYN = Synthetic.random(12, seed=0)
 SPACE = Space(12, 4)
@@ -45,3 +46,35 @@ def test_lorp_exposes_rls_and_clusters():
     s = run(make_searcher("lorp", SPACE), SYN.evaluator())
     assert s.n_clusters in (2, 3, 4) and len(s.labels) == 12 and 0 not in s.choice and 11 not in s.choice
     assert len(set(s.labels.tolist())) == s.n_clusters
+
+
+def test_warm_start_puts_the_given_sets_first_and_charges_them():
+    """ga, bo and cbo with warm_start: after the prior, their first k-sets are the warm sets (best
+    first), each asked and charged once; without warm_start (the default) they are ignored."""
+    from ghostsearch.search import Candidate
+
+    warm = [SYN.optimum(4)[0], (1, 2, 3, 4), (1, 2, 3, 4), (1, 2, 3)]  # a repeat and a wrong size are dropped
+
+    class Recording:
+        def __init__(self):
+            self.inner, self.asked = SYN.evaluator(), []
+
+        def evaluate(self, candidates, searcher=""):
+            self.asked += [c.removed for c in candidates if len(c.removed) == 4]
+            return self.inner.evaluate(candidates, searcher)
+
+        def statistic(self, name):
+            return self.inner.statistic(name)
+
+    for name in ("ga", "bo", "cbo"):
+        for on in (True, False):
+            s = make_searcher(name, SPACE, budget=Budget(24), params={"warm_start": on, "race": False})
+            s.warm = [Candidate(w).removed for w in warm]
+            ev = Recording()
+            run(s, ev)
+            firsts = ev.asked[:2]
+            if on:
+                assert firsts == [canonical(warm[0]), (1, 2, 3, 4)], name
+                assert ev.asked.count((1, 2, 3, 4)) == 1 and s.used <= 24
+            else:  # the prior's top-k comes first, as it always did
+                assert firsts[0] == s.prior_topk() != canonical(warm[0]) and firsts[1] != (1, 2, 3, 4), name
