@@ -266,9 +266,12 @@ def compare(cfg: Config, address: str | None = None, progress: bool = True) -> P
     finally:
         if started:
             ray.shutdown()
-    dense = evals[eval_key([], "none", cfg, held_out)]
-    per_cell = {(r["cell"], m): evals[eval_key(r["removed"], m, cfg, held_out)]
-                for r in results for m in cfg.compare.recovery}
+    def numbers(removed, method):
+        key = eval_key(removed, method, cfg, held_out)
+        return {**evals[key], "eval_key": key}
+
+    dense = numbers([], "none")
+    per_cell = {(r["cell"], m): numbers(r["removed"], m) for r in results for m in cfg.compare.recovery}
     table = comparison_table(cfg, results, per_cell, dense, data_plan)
     write_parquet_atomic(run_dir / "comparison.parquet", table)
     write_report(run_dir, table, stats, cfg, data_plan)

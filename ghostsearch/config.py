@@ -73,6 +73,8 @@ class Recovery:
     dataset: str | None = None   # repair calibration (text); None: c4 (lambada offline without data)
     n_seq: int = 32              # a C x C operator needs many more tokens than channels: 32 x 256 = 8192
     seq_len: int = 256  # tokens per repair calibration sequence
+    steps: int = 300   # replaceme cosine: Adam steps (1,024 tokens each, drawn by calibration.seed)
+    lr: float = 1e-3   # replaceme cosine: Adam learning rate (the official code: 1e-4 over ~10 epochs)
 
 
 @dataclass
@@ -386,6 +388,9 @@ def validate(cfg: Config) -> None:
                                "c4, wikitext2, lambada or auto")
     if cfg.search.aware_window < 1:
         raise GhostsearchError(f"search.aware_window={cfg.search.aware_window}; use 1 or more")
+    if cfg.recovery.steps < 1 or cfg.recovery.lr <= 0:
+        raise GhostsearchError(f"recovery.steps={cfg.recovery.steps}, recovery.lr={cfg.recovery.lr}; "
+                               "the cosine fit needs steps >= 1 and lr > 0")
     _check_ranges(cfg)
     from ghostsearch.tracking import check_trackers
 

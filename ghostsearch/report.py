@@ -247,6 +247,7 @@ def comparison_table(cfg, results: list[dict], evals: dict, dense: dict | None =
     rows = []
 
     def metrics(row, e):
+        row["eval_key"] = e.get("eval_key")  # joins RUN_DIR/eval_items.parquet (column key)
         for key, v in sorted(e.items()):
             if isinstance(v, (int, float)) and not isinstance(v, bool):
                 row[key] = float(v)

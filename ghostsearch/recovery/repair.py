@@ -10,10 +10,12 @@ def recovery_from_config(cfg, method: str | None = None) -> Recovery:
     """cfg.recovery (method, variant, ridge); a variant the method does not have falls back to
     the method's default only when it is the config default ``dense``."""
     method = method or cfg.recovery.method
-    rec = get_recovery(method, ridge=cfg.recovery.ridge)
+    extra = ({"steps": cfg.recovery.steps, "lr": cfg.recovery.lr, "seed": cfg.calibration.seed}
+             if method == "replaceme" else {})  # its cosine fit's optimiser
+    rec = get_recovery(method, ridge=cfg.recovery.ridge, **extra)
     variant = cfg.recovery.variant
     if variant != rec.variant and not (variant == "dense" and variant not in rec.variants):
-        rec = get_recovery(method, variant=variant, ridge=cfg.recovery.ridge)
+        rec = get_recovery(method, variant=variant, ridge=cfg.recovery.ridge, **extra)
     return rec
 
 

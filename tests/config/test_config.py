@@ -56,3 +56,14 @@ def test_calibration_per_objective_overrides_only_that_objective():
     other = load_config(None, ["calibration.n_seq=4", "calibration.seq_len=128",
                                "calibration.per_objective.margin.n_seq=8"])
     assert cfg.fingerprint() != other.fingerprint()
+
+
+def test_replaceme_cosine_optimiser_from_the_config():
+    from ghostsearch.recovery.repair import recovery_from_config
+
+    cfg = load_config(None, ["recovery.method=replaceme", "recovery.variant=cosine", "recovery.steps=7",
+                             "recovery.lr=0.01", "calibration.seed=3"])
+    rec = recovery_from_config(cfg)
+    assert (rec.variant, rec.steps, rec.lr, rec.seed) == ("cosine", 7, 0.01, 3)
+    with pytest.raises(GhostsearchError, match="recovery.steps=0"):
+        load_config(None, ["recovery.steps=0"])
