@@ -1,7 +1,10 @@
-"""Print the study's table from a compare run directory (Markdown, for docs/results.md).
+"""Print the study's tables and verdicts from a compare run directory (Markdown, for docs/results.md).
 
   python bench/study_table.py runs/study-smollm2-mini             # after the compare finished
   python bench/study_table.py runs/study-smollm2-mini --partial   # finished cells so far
+
+The verdicts come from ghostsearch.claims (computed, never written by hand); without
+RUN_DIR/eval_items.parquet (older runs) the per-item claims read "not computed".
 """
 from __future__ import annotations
 
@@ -12,94 +15,66 @@ from collections import defaultdict
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-import numpy as np  # noqa: E402
-import pyarrow.parquet as pq  # noqa: E402
+import numpy as np
+import pyarrow.parquet as pq
 
-from ghostsearch.report import correlations, spread, summary  # noqa: E402
-
-
-def jaccard(a, b) -> float:
-    a, b = set(a), set(b)
-    return len(a & b) / len(a | b)
+from ghostsearch.claims import RULE, ItemMatrix, all_claims, finalists, jaccard, render
 
 
 def fmt(v, p=3):
     return "–" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{p}f}"
 
 
-def main(run_dir: str):
-    rows = pq.read_table(os.path.join(run_dir, "comparison.parquet")).to_pylist()
-    objs = sorted({r["objective"] for r in rows})
+def mean(rs, key):
+    v = [r[key] for r in rs if r.get(key) is not None and not math.isnan(r[key])]
+    return float(np.mean(v)) if v else None
+
+
+def tables(rows: list[dict]) -> str:
+    """Per recovery and objective: one line per searcher, calib / ppl WT2 / mean acc per k (means over seeds)."""
+    rows = finalists(rows)
     ks = sorted({r["k"] for r in rows})
     searchers = list(dict.fromkeys(r["searcher"] for r in rows))
-    for obj in objs:
-        print(f"\n### objective: {obj}\n")
-        head = "| searcher | " + " | ".join(f"k={k} calib | k={k} ppl WT2 | k={k} mean acc" for k in ks) + " |"
-        print(head)
-        print("|---|" + "---|---|---|" * len(ks))
-        for s in searchers:
-            cells = []
-            for k in ks:
-                g = [r for r in rows if r["objective"] == obj and r["searcher"] == s and r["k"] == k]
-                if not g:
-                    cells += ["–"] * 3
-                    continue
-                cells += [fmt(np.mean([r["calib_value"] for r in g]), 3),
-                          fmt(np.mean([r.get("ppl_wikitext2", math.nan) for r in g]), 1),
-                          fmt(np.mean([r.get("mean_acc", math.nan) for r in g]), 3)]
-            print(f"| {s} | " + " | ".join(cells) + " |")
-    print("\n(values are means over seeds; calib = perplexity on C4 or -mean margin; lower is better)\n")
-    tasks = sorted({c[:-4] for r in rows for c in r if c.endswith("_acc") and c not in ("mean_acc", "lambada_acc")})
-    if tasks:
-        print("Per-task accuracy (acc), mean over k and seeds:\n")
-        print("| objective | searcher | " + " | ".join(tasks) + " | mean |")
-        print("|---|---|" + "---|" * (len(tasks) + 1))
-        for obj in objs:
+    out = []
+    for rec in sorted({r.get("recovery") or "none" for r in rows}):
+        for obj in sorted({r["objective"] for r in rows}):
+            out += [f"\n### recovery {rec}, objective {obj}\n",
+                    "| searcher | " + " | ".join(f"k={k} calib | k={k} ppl WT2 | k={k} mean acc (seeds)" for k in ks)
+                    + " |", "|---|" + "---|---|---|" * len(ks)]
             for s in searchers:
-                g = [r for r in rows if r["objective"] == obj and r["searcher"] == s]
-                vals = [fmt(np.mean([r.get(f"{t}_acc", math.nan) for r in g]), 3) for t in tasks]
-                print(f"| {obj} | {s} | " + " | ".join(vals) + f" | {fmt(np.mean([r.get('mean_acc', math.nan) for r in g]), 3)} |")
-        print()
-    print("| objective | k | n | Spearman rho(calib, mean acc) |\n|---|---|---|---|")
-    for c in correlations(rows):
-        print(f"| {c['objective']} | {c['k']} | {c['n']} | {fmt(c['rho'], 2)} |")
-    sp = spread(rows)
-    print(f"\nSpread of mean accuracy: within objectives {sp['within']}, between objectives {fmt(sp['between'])}")
-    print("\n" + "\n".join(f"- {s}" for s in summary(rows)))
-    from ghostsearch.report import spearman
-
-    print("\n| objective | k | rho(calib, WT2 ppl) | rho(WT2 ppl, mean acc) | mean WT2 ppl | mean acc |\n|---|---|---|---|---|---|")
-    for obj in objs:
-        for k in ks:
-            g = [r for r in rows if r["objective"] == obj and r["k"] == k and r.get("ppl_wikitext2") is not None]
-            if len(g) < 2:
-                continue
-            c, w, a = ([r[x] for r in g] for x in ("calib_value", "ppl_wikitext2", "mean_acc"))
-            print(f"| {obj} | {k} | {fmt(spearman(c, w), 2)} | {fmt(spearman(w, a), 2)} | {fmt(np.mean(w), 1)} | "
-                  f"{fmt(np.mean(a))} |")
-
-    driven = [r for r in rows if r["searcher"] not in ("fastblock", "lorp")]  # they use the objective only to rescore
-    for k in ks:
-        g = [r for r in driven if r["k"] == k]
-        pairs = [(a, b) for i, a in enumerate(g) for b in g[i + 1:]]
-        same = [jaccard(a["removed"], b["removed"]) for a, b in pairs if a["objective"] == b["objective"]]
-        diff = [jaccard(a["removed"], b["removed"]) for a, b in pairs if a["objective"] != b["objective"]]
-        if same and diff:
-            print(f"k={k}: mean Jaccard of removed sets (all searchers but fastblock, lorp): same objective "
-                  f"{np.mean(same):.2f}, different objectives {np.mean(diff):.2f}")
-    per = defaultdict(set)
-    for r in rows:
-        per[(r["objective"], r["k"])].add(tuple(r["removed"]))
-    print("\nDistinct removed sets per (objective, k): " + ", ".join(f"{o} k={k}: {len(v)}" for (o, k), v in sorted(per.items())))
+                cells = []
+                for k in ks:
+                    g = [r for r in rows if (r.get("recovery") or "none") == rec and r["objective"] == obj
+                         and r["searcher"] == s and r["k"] == k]
+                    cells += ([fmt(mean(g, "calib_value")), fmt(mean(g, "ppl_wikitext2"), 1),
+                               f"{fmt(mean(g, 'mean_acc'))} ({len(g)})"] if g else ["–"] * 3)
+                if any(c != "–" for c in cells):
+                    out.append(f"| {s} | " + " | ".join(cells) + " |")
+    out.append("\n(means over seeds, seed count in parentheses; calib = the objective's value on calibration "
+               "data, lower is better)")
+    return "\n".join(out)
 
 
-if __name__ == "__main__" and len(sys.argv) == 2:
-    main(sys.argv[1])
+def main(run_dir: str):
+    rows = pq.read_table(os.path.join(run_dir, "comparison.parquet")).to_pylist()
+    matrix = ItemMatrix.read(os.path.join(run_dir, "eval_items.parquet"))
+    dense = [r for r in rows if r.get("searcher") == "dense"]
+    if dense:
+        d = dense[0]
+        print(f"dense: ppl WT2 {fmt(d.get('ppl_wikitext2'), 1)}, mean acc {fmt(d.get('mean_acc'))}")
+    print(tables(rows))
+    print("\n## Claims\n")
+    if matrix is None:
+        print("(no RUN_DIR/eval_items.parquet: the per-item claims are not computed)\n")
+    else:
+        print(f"({len(matrix.keys)} evaluated models x {matrix.n_items} items on {len(matrix.tasks)} tasks)\n")
+    print(render(all_claims(rows, matrix)))
+    print("\n" + RULE)
 
 
 def partial(run_dir: str):
-    """While a compare is still searching: the finished cells (no downstream numbers yet) and how
-    similar the removed sets are within an objective vs between objectives (mean Jaccard)."""
+    """While a compare is still searching: the finished cells (and their downstream numbers when
+    evaluated) and how similar the removed sets are within an objective vs between objectives."""
     import glob
     import json
 
@@ -107,18 +82,23 @@ def partial(run_dir: str):
     from ghostsearch.config import load_config
 
     cfg = load_config(os.path.join(run_dir, "config.yaml"))
-    cells = [json.load(open(f)) for f in sorted(glob.glob(os.path.join(run_dir, "cells", "*.json")))]
+    def load(path):
+        with open(path) as f:
+            return json.load(f)
+
+    cells = [load(f) for f in sorted(glob.glob(os.path.join(run_dir, "cells", "*.json")))]
     print(f"{len(cells)} finished cells\n")
     print("| cell | removed | calib value | evaluations | cache hits | ppl WT2 (repaired) | mean acc |\n"
           "|---|---|---|---|---|---|---|")
     for c in sorted(cells, key=lambda c: (c["objective"], c["k"], c["searcher"], c["seed"])):
         f = os.path.join(run_dir, "evals", eval_key(c["removed"], cfg.recovery.method, cfg) + ".json")
-        e = json.load(open(f)) if os.path.exists(f) else {}
+        e = load(f) if os.path.exists(f) else {}
         print(f"| {c['cell']} | {c['removed']} | {c['value']:.4g} | {c['evaluations']} | {c['cache_hits']} | "
               f"{fmt(e.get('ppl_wikitext2'), 1)} | {fmt(e.get('mean_acc'))} |")
-
-    for k in sorted({c["k"] for c in cells}):
-        g = [c for c in cells if c["k"] == k]
+    by_k = defaultdict(list)
+    for c in cells:
+        by_k[c["k"]].append(c)
+    for k, g in sorted(by_k.items()):
         within, between = [], []
         for i, a in enumerate(g):
             for b in g[i + 1:]:
@@ -130,5 +110,10 @@ def partial(run_dir: str):
                   f"different objectives {np.mean(between):.2f} (n={len(between)})")
 
 
-if __name__ == "__main__" and len(sys.argv) > 2 and sys.argv[2] == "--partial":
-    partial(sys.argv[1])
+if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[2] == "--partial":
+        partial(sys.argv[1])
+    elif len(sys.argv) == 2:
+        main(sys.argv[1])
+    else:
+        sys.exit(__doc__)

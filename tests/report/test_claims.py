@@ -1,0 +1,321 @@
+"""The study's verdicts (ghostsearch.claims) on small synthetic runs whose answers are known."""
+import importlib.util
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from ghostsearch.claims import (
+    ItemMatrix,
+    all_claims,
+    calibration_vs_accuracy,
+    cost_of_search,
+    item_bootstrap,
+    jaccard,
+    objective_beats_search,
+    objective_shapes_sets,
+    paper_rho,
+    recovery_comparison,
+    render,
+    search_spread,
+    verdict,
+)
+
+TASKS = ["boolq", "piqa", "hellaswag", "winogrande", "arc_easy", "arc_challenge", "openbookqa", "social_iqa"]
+N_DOC = 60
+N_ITEMS = len(TASKS) * N_DOC
+
+
+def synthetic(correct_fn, searchers=("ga", "bo", "beam"), seeds=(0, 1), objectives=("perplexity", "margin"),
+              k=4, recoveries=("none",), removed_fn=None, calib_fn=None, wall_fn=None):
+    """Comparison rows (one per cell and recovery, plus the dense row) and their item rows;
+    correct_fn(objective, searcher, seed, recovery) -> 0/1 array over the items (task-major)."""
+    rows = [{"cell": "dense", "searcher": "dense", "objective": None, "k": 0, "seed": None, "removed": [],
+             "calib_value": None, "recovery": "none", "mean_acc": 0.9, "eval_key": "dense", "wall_seconds": None}]
+    items = {"key": [], "task": [], "doc": [], "gold": [], "pred": []}
+    for rec in recoveries:
+        for obj in objectives:
+            for s in searchers:
+                for sd in seeds:
+                    key = f"{obj}-{s}-{sd}-{rec}"
+                    c = np.asarray(correct_fn(obj, s, sd, rec), dtype=int)
+                    rows.append({"cell": f"{s}-{obj}-k{k}-s{sd}", "searcher": s, "objective": obj, "k": k, "seed": sd,
+                                 "removed": removed_fn(obj, s, sd) if removed_fn else [1, 2, 3, 4],
+                                 "calib_value": calib_fn(obj, s, sd) if calib_fn else 1.0, "recovery": rec,
+                                 "wall_seconds": wall_fn(s) if wall_fn else 1.0, "eval_key": key,
+                                 "mean_acc": float(c.reshape(len(TASKS), N_DOC).mean(axis=1).mean())})
+                    items["key"] += [key] * N_ITEMS
+                    items["task"] += [t for t in TASKS for _ in range(N_DOC)]
+                    items["doc"] += [d for _ in TASKS for d in range(N_DOC)]
+                    items["gold"] += [1] * N_ITEMS
+                    items["pred"] += c.tolist()
+    return rows, ItemMatrix.from_table(pa.table(items))
+
+
+def one(claims, **match):
+    got = [c for c in claims if all(c.get(k) == v for k, v in match.items())]
+    assert len(got) == 1, claims
+    return got[0]
+
+
+# ---------------------------------------------------------------- the rule
+@pytest.mark.parametrize("lo, hi, t, d, want", [
+    (0.001, 1.0, 0.0, ">", "holds"),
+    (0.0, 1.0, 0.0, ">", "within noise"),  # touching the threshold
+    (-1.0, 0.0, 0.0, ">", "within noise"),
+    (-1.0, -0.001, 0.0, ">", "does not hold"),
+    (-0.5, 0.5, 0.0, ">", "within noise"),
+    (0.01, 0.029, 0.03, "<", "holds"),
+    (0.02, 0.03, 0.03, "<", "within noise"),
+    (0.03, 0.05, 0.03, "<", "within noise"),
+    (0.031, 0.05, 0.03, "<", "does not hold"),
+    (math.nan, 0.05, 0.03, "<", "not computed"),
+    (None, None, 0.0, ">", "not computed"),
+])
+def test_verdict_boundaries(lo, hi, t, d, want):
+    assert verdict(lo, hi, t, d) == want
+
+
+def test_verdict_rejects_unknown_direction():
+    with pytest.raises(ValueError):
+        verdict(0.0, 1.0, 0.0, ">=")
+
+
+# ---------------------------------------------------------------- items and bootstrap
+def test_item_matrix_macro_average_and_common_items():
+    rows = ([{"key": "a", "task": "x", "doc": d, "gold": 0, "pred": 0} for d in range(2)]
+            + [{"key": "a", "task": "y", "doc": d, "gold": 1, "pred": int(d == 0)} for d in range(4)]
+            + [{"key": "a", "task": "y", "doc": 9, "gold": 1, "pred": 1}]  # only model a has it: left out
+            + [{"key": "b", "task": t, "doc": d, "gold": 1, "pred": 0} for t, n in (("x", 2), ("y", 4))
+               for d in range(n)])
+    m = ItemMatrix.from_rows(rows)
+    assert m.keys == ("a", "b") and m.tasks == ("x", "y") and m.n_items == 6
+    assert m.mean_acc("a") == pytest.approx((1.0 + 0.25) / 2)  # macro, not the micro 3/6
+    assert m.mean_acc("b") == 0.0
+
+
+def test_item_matrix_drops_a_task_some_model_lacks():
+    rows = ([{"key": k, "task": "x", "doc": d, "gold": 1, "pred": 1} for k in "ab" for d in range(3)]
+            + [{"key": "a", "task": "z", "doc": 0, "gold": 1, "pred": 0}])
+    m = ItemMatrix.from_rows(rows)
+    assert m.tasks == ("x",) and m.mean_acc("a") == 1.0
+
+
+def test_resample_counts_stay_within_tasks():
+    rng = np.random.default_rng(0)
+    m = ItemMatrix.from_columns(["a"] * 30, ["x"] * 10 + ["y"] * 20, list(range(10)) + list(range(20)),
+                                rng.integers(0, 2, 30))
+    cx, cy = m.resample_counts(50, seed=3)
+    assert cx.shape == (50, 10) and cy.shape == (50, 20)
+    assert (cx.sum(axis=1) == 10).all() and (cy.sum(axis=1) == 20).all()
+    assert len({tuple(r) for r in cy}) > 40  # resamples differ
+    assert all((a == b).all() for a, b in zip(m.resample_counts(50, seed=3), (cx, cy)))  # seeded
+
+
+def test_bootstrap_resamples_within_each_task():
+    """All right on task x, all wrong on task y (different sizes): the macro accuracy is 0.5 in every
+    resample when items are drawn within each task (and would vary if drawn across tasks)."""
+    m = ItemMatrix.from_columns(["a"] * 30, ["x"] * 10 + ["y"] * 20, list(range(10)) + list(range(20)),
+                                [1] * 10 + [0] * 20)
+    assert item_bootstrap(m, lambda acc: acc["a"], n_boot=500) == (0.5, 0.5, 0.5)
+
+
+def test_identical_models_give_exactly_zero():
+    rng = np.random.default_rng(1)
+    c = rng.integers(0, 2, N_ITEMS)
+    _, m = synthetic(lambda *a: c, searchers=("ga",), seeds=(0,))
+    point, lo, hi = item_bootstrap(m, lambda acc: acc["perplexity-ga-0-none"] - acc["margin-ga-0-none"])
+    assert (point, lo, hi) == (0.0, 0.0, 0.0)
+
+
+def test_paired_bootstrap_is_narrower_for_correlated_models():
+    rng = np.random.default_rng(2)
+    a = rng.integers(0, 2, N_ITEMS)
+    b = a.copy()
+    flip = rng.choice(N_ITEMS, N_ITEMS // 20, replace=False)
+    b[flip] = 1 - b[flip]
+    _, m = synthetic(lambda obj, *r: a if obj == "perplexity" else b, searchers=("ga",), seeds=(0,))
+    diff = lambda acc: acc["perplexity-ga-0-none"] - acc["margin-ga-0-none"]
+    p, lo, hi = item_bootstrap(m, diff, n_boot=1000)
+    pu, lou, hiu = item_bootstrap(m, diff, n_boot=1000, paired=False)
+    assert p == pu == pytest.approx(m.mean_acc("perplexity-ga-0-none") - m.mean_acc("margin-ga-0-none"))
+    assert lo <= p <= hi and lou <= pu <= hiu
+    assert hi - lo < 0.5 * (hiu - lou)
+
+
+def test_bootstrap_is_fast_enough():
+    rng = np.random.default_rng(3)
+    keys = [f"m{i}" for i in range(100)]
+    m = ItemMatrix.from_columns(np.repeat(keys, 1000), np.tile(np.repeat(TASKS[:5], 200), 100),
+                                np.tile(np.arange(1000), 100), rng.integers(0, 2, 100_000))
+    t0 = time.perf_counter()
+    _, lo, hi = item_bootstrap(m, lambda acc: max(acc.values()) - min(acc.values()), n_boot=2000, seed=0)
+    assert time.perf_counter() - t0 < 5.0
+    assert lo < hi
+
+
+# ---------------------------------------------------------------- the claims
+def test_objective_beats_search_holds_when_the_objective_decides():
+    rng = np.random.default_rng(4)
+    rows, m = synthetic(lambda obj, *r: rng.random(N_ITEMS) < (0.7 if obj == "perplexity" else 0.4))
+    c = one(objective_beats_search(rows, m, n_boot=1000))
+    assert c["condition"] == "k=4, recovery none"
+    assert 0.2 < c["ours"] < 0.35 and c["lo"] > 0.15
+    assert c["verdict"] == "holds"
+
+
+def searcher_noise(obj, s, sd, rec):
+    """The same answers for every objective and seed; searcher bo loses 5%, beam 10% of each task's items."""
+    base = np.tile(np.arange(N_DOC) % 2 == 0, len(TASKS)).astype(int)  # 0.5 on every task
+    drop = {"ga": 0, "bo": 3, "beam": 6}[s]  # of the 30 right answers per task
+    c = base.reshape(len(TASKS), N_DOC).copy()
+    c[:, 0:2 * drop:2] = 0
+    return c.ravel()
+
+
+def test_objective_beats_search_does_not_hold_when_only_search_matters():
+    rows, m = synthetic(searcher_noise)
+    c = one(objective_beats_search(rows, m, n_boot=1000))
+    assert c["ours"] == pytest.approx(0.0 - 0.1)  # objective effect exactly 0, search effect 6/60
+    assert c["hi"] < 0 and c["verdict"] == "does not hold"
+
+
+def test_search_spread():
+    rows, m = synthetic(searcher_noise)
+    got = search_spread(rows, m, n_boot=1000)
+    assert len(got) == 2
+    for c in got:
+        assert c["ours"] == pytest.approx(0.1) and c["lo"] > 0.03 and c["verdict"] == "does not hold"
+    c0 = np.tile(np.arange(N_DOC) % 3 == 0, len(TASKS))
+    rows, m = synthetic(lambda *a: c0)
+    c = one(search_spread(rows, m, n_boot=200), condition="margin, k=4, recovery none")
+    assert (c["ours"], c["lo"], c["hi"], c["verdict"]) == (0.0, 0.0, 0.0, "holds")
+
+
+def sets_by_objective(obj, s, sd):
+    return [1, 2, 3, 4] if obj == "perplexity" else [5, 6, 7, 8]
+
+
+def test_objective_shapes_sets_holds_for_disjoint_sets_and_ignores_fastblock():
+    rows, _ = synthetic(lambda *a: np.ones(N_ITEMS),
+                        searchers=("ga", "bo", "beam", "fastblock"), recoveries=("none", "ghosted"),
+                        removed_fn=lambda obj, s, sd: [5, 6, 7, 8] if s == "fastblock" else sets_by_objective(obj, s, sd))
+    c = one(objective_shapes_sets(rows, n_boot=500))
+    assert c["condition"] == "k=4 (all recoveries)"
+    assert (c["ours"], c["lo"]) == (1.0, 1.0) and c["verdict"] == "holds"
+
+
+def test_objective_shapes_sets_hand_computed_and_no_difference():
+    sets = {("perplexity", 0): [1, 2], ("perplexity", 1): [1, 3], ("margin", 0): [1, 2], ("margin", 1): [4, 5]}
+    rows, _ = synthetic(lambda *a: np.ones(N_ITEMS), searchers=("ga",), removed_fn=lambda o, s, sd: sets[(o, sd)])
+    # same: J({1,2},{1,3}) = 1/3, J({1,2},{4,5}) = 0; different: 1, 0, 1/3, 0
+    assert one(objective_shapes_sets(rows, n_boot=200))["ours"] == pytest.approx((1 / 3 + 0) / 2 - (4 / 3) / 4)
+    rows, _ = synthetic(lambda *a: np.ones(N_ITEMS))  # every cell removes [1, 2, 3, 4]
+    c = one(objective_shapes_sets(rows, n_boot=200))
+    assert (c["ours"], c["lo"], c["hi"], c["verdict"]) == (0.0, 0.0, 0.0, "within noise")
+
+
+def test_jaccard():
+    assert jaccard([1, 2, 3], [2, 3, 4]) == 0.5 and jaccard([], []) == 1.0
+
+
+def test_paper_rho_sign_convention():
+    # best (lowest) calibration value has the worst accuracy: opposite orders, paper rho = -1
+    assert paper_rho([1, 2, 3, 4, 5], [0.1, 0.2, 0.3, 0.4, 0.5])[0] == pytest.approx(-1.0)
+    assert paper_rho([1, 2, 3, 4, 5], [0.5, 0.4, 0.3, 0.2, 0.1])[0] == pytest.approx(1.0)
+    # by hand: calib ranks 1 2 3, accuracy ranks 2 1 3, d = -1 1 0, rho = 1 - 6*2/(3*8) = 0.5; paper: -0.5
+    rho, lo, hi = paper_rho([1.0, 2.0, 3.0], [0.2, 0.1, 0.3])
+    assert rho == pytest.approx(-0.5) and lo <= rho <= hi
+
+
+def calib_rows(order: dict):
+    """5 searchers x 1 seed; accuracy rises with the searcher index; calib_value rises ("opposite")
+    or falls ("agree") with it, per objective."""
+    acc = {s: 0.3 + 0.05 * i for i, s in enumerate("abcde")}
+    return [{"cell": f"{s}-{o}", "searcher": s, "objective": o, "k": 4, "seed": 0, "recovery": "none",
+             "removed": [1], "mean_acc": a, "calib_value": (10 + i) if order[o] == "opposite" else (10 - i)}
+            for o in order for i, (s, a) in enumerate(acc.items())]
+
+
+@pytest.mark.parametrize("order, per, summary", [
+    ({"perplexity": "opposite", "margin": "opposite"}, ["holds", "holds"], "holds"),
+    ({"perplexity": "agree", "margin": "agree"}, ["does not hold", "does not hold"], "does not hold"),
+    ({"perplexity": "opposite", "margin": "agree"}, ["does not hold", "holds"], "within noise"),  # margin first
+])
+def test_calibration_vs_accuracy(order, per, summary):
+    got = calibration_vs_accuracy(calib_rows(order), n_boot=300)
+    assert [c["verdict"] for c in got[:-1]] == per
+    for c in got[:-1]:
+        want = -1.0 if c["verdict"] == "holds" else 1.0
+        assert (c["ours"], c["lo"], c["hi"]) == pytest.approx((want, want, want))
+    assert got[-1]["verdict"] == summary
+
+
+def test_cost_of_search():
+    c0 = np.tile(np.arange(N_DOC) % 2 == 0, len(TASKS))
+    rows, m = synthetic(lambda *a: c0, searchers=("oneshot", "fastblock", "ga", "bo"), recoveries=("none", "ghosted"),
+                        wall_fn=lambda s: 100.0 if s in ("ga", "bo") else 10.0)
+    got = cost_of_search(rows, m, n_boot=200)
+    ratio = one(got, claim="complex search buys little: time ratio", verdict="reported",
+                condition="perplexity: wall s complex 400 / simple 40")
+    assert ratio["ours"] == pytest.approx(10.0)  # cells counted once, not once per recovery
+    gains = [c for c in got if c["claim"].endswith("accuracy gain")]
+    assert len(gains) == 4 and all((c["ours"], c["lo"], c["hi"], c["verdict"]) == (0.0, 0.0, 0.0, "holds")
+                                   for c in gains)
+
+
+def test_recovery_comparison():
+    a = np.tile(np.arange(N_DOC) % 2 == 0, len(TASKS)).astype(int)
+    b = a.copy()
+    b[::4] = 0  # half of a's right answers lost
+    _, m = synthetic(lambda obj, *r: a if obj == "perplexity" else b, searchers=("ga",), seeds=(0,))
+    ka, kb = "perplexity-ga-0-none", "margin-ga-0-none"
+    got = recovery_comparison(m, [("ghosted", ka, "replaceme", kb, "ghosted beats replaceme"),
+                                  ("replaceme", kb, "ghosted", ka, "x"), ("x", ka, "y", "missing", "x")])
+    assert got[0]["ours"] == pytest.approx(0.25) and got[0]["verdict"] == "holds"
+    assert got[1]["ours"] == pytest.approx(-0.25) and got[1]["verdict"] == "does not hold"
+    assert got[2]["verdict"] == "not computed"
+
+
+def test_without_items_the_item_claims_are_not_computed():
+    rows, _ = synthetic(lambda *a: np.ones(N_ITEMS), removed_fn=lambda o, s, sd: sets_by_objective(o, s, sd))
+    got = all_claims(rows, None, n_boot=100)
+    item_claims = [c for c in got if c["claim"].startswith(("objective matters", "search algorithms", "complex search"))
+                   and "time ratio" not in c["claim"]]
+    assert item_claims and all(c["verdict"] == "not computed" and c["note"] == "no per-item data"
+                               for c in item_claims)
+    assert one(got, claim="objectives shape the removed set")["verdict"] == "holds"
+    md = render(got)
+    assert "| no per-item data | not computed |" in md
+
+
+def test_render():
+    md = render([{"claim": "c", "condition": "k=4", "paper": "p|q", "ours": 0.12345, "lo": -0.0, "hi": 0.2,
+                  "rule": "r", "verdict": "holds"}])
+    assert md.splitlines() == ["| claim | condition | paper | ours [95% CI] | verdict |", "|---|---|---|---|---|",
+                               "| c | k=4 | p\\|q | 0.123 [0.000, 0.200] | holds |"]
+
+
+def test_study_table_prints_claims(tmp_path, capsys):
+    spec = importlib.util.spec_from_file_location("study_table",
+                                                  Path(__file__).resolve().parents[2] / "bench" / "study_table.py")
+    st = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(st)
+    rng = np.random.default_rng(5)
+    rows, _ = synthetic(lambda obj, *r: rng.random(N_ITEMS) < (0.7 if obj == "perplexity" else 0.4),
+                        removed_fn=lambda o, s, sd: sets_by_objective(o, s, sd))
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "comparison.parquet")
+    st.main(str(tmp_path))
+    out = capsys.readouterr().out
+    assert "## Claims" in out and "| no per-item data | not computed |" in out and "Verdict rule" in out
+    assert "### recovery none, objective margin" in out
+    items = [{"key": r["eval_key"], "task": t, "doc": d, "gold": 1, "pred": int(rng.random() < 0.5)}
+             for r in rows for t in TASKS[:2] for d in range(20)]
+    pq.write_table(pa.Table.from_pylist(items), tmp_path / "eval_items.parquet")
+    st.main(str(tmp_path))
+    out = capsys.readouterr().out
+    assert "not computed" not in out.split("## Claims")[1].split("calibration ranking")[0]
