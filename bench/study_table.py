@@ -18,7 +18,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import numpy as np
 import pyarrow.parquet as pq
 
-from ghostsearch.claims import RULE, ItemMatrix, all_claims, finalists, jaccard, render
+from ghostsearch.claims import RULE, ItemMatrix, all_claims, finalists, jaccard, recovery_comparison, render
+
+LORP_PAPER = "LoRP beats ShortGPT / LLM-Streamline without repair (Qwen3-8B, 7 of 36 blocks: 56.65 vs 51.50 % mean acc)"
 
 
 def fmt(v, p=3):
@@ -55,6 +57,28 @@ def tables(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
+def lorp_claims(rows: list[dict], matrix) -> tuple[list[dict], list[str]]:
+    """LoRP against ShortGPT and Streamline, unrepaired (the LoRP paper's setting), per k, on the
+    perplexity-objective cells of seed 0 (their sets do not depend on the objective's search):
+    paired accuracy differences (claims) and a perplexity line per k (one evaluation, no interval)."""
+    pick = {(r["searcher"], r["k"]): r for r in finalists(rows)
+            if (r.get("recovery") or "none") == "none" and r["objective"] == "perplexity" and r.get("seed") == 0}
+    pairs, lines = [], []
+    for k in sorted({k for _, k in pick}):
+        lo = pick.get(("lorp", k))
+        if lo is None:
+            continue
+        for other in ("shortgpt", "streamline"):
+            o = pick.get((other, k))
+            if o is not None:
+                pairs.append((f"lorp (k={k}, {lo['removed']})", lo.get("eval_key"),
+                              f"{other} ({o['removed']})", o.get("eval_key"), LORP_PAPER))
+        ppl = {s: pick[(s, k)].get("ppl_wikitext2") for s in ("lorp", "shortgpt", "streamline") if (s, k) in pick}
+        lines.append(f"k={k}, unrepaired WikiText-2 perplexity: " + ", ".join(f"{s} {fmt(v, 1)}" for s, v in ppl.items())
+                     + (f" (lowest: {min(ppl, key=lambda s: ppl[s] or math.inf)})" if ppl else ""))
+    return recovery_comparison(matrix, pairs), lines
+
+
 def main(run_dir: str):
     rows = pq.read_table(os.path.join(run_dir, "comparison.parquet")).to_pylist()
     matrix = ItemMatrix.read(os.path.join(run_dir, "eval_items.parquet"))
@@ -69,6 +93,11 @@ def main(run_dir: str):
     else:
         print(f"({len(matrix.keys)} evaluated models x {matrix.n_items} items on {len(matrix.tasks)} tasks)\n")
     print(render(all_claims(rows, matrix)))
+    lorp, lines = lorp_claims(rows, matrix)
+    if lorp:
+        print("\n### LoRP vs ShortGPT vs Streamline, unrepaired\n")
+        print(render(lorp))
+        print("\n" + "\n".join(f"- {x}" for x in lines))
     print("\n" + RULE)
 
 

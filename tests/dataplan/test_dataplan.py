@@ -46,12 +46,18 @@ def test_overlap_is_refused_with_one_line(fresh_machine):
         data.check_disjoint({"commonsense": data.calibration_keys("commonsense")}, whole)
 
 
-def test_calibrating_on_the_evaluation_corpus_is_refused(data_dir):
+def test_wikitext2_calibrates_on_validation_never_on_the_test_split(data_dir):
+    """Calibrating on WikiText-2 reads its validation split, so evaluating WikiText-2 test perplexity
+    in the same run is allowed and the two share no document; LAMBADA (one split) is split in halves."""
     if data_dir is None:
         pytest.skip("WikiText-2 needs a data directory")
     cfg = load_config(None, ["calibration.dataset=wikitext2", "eval.perplexity=[wikitext2]", "eval.tasks=[]"])
-    with pytest.raises(GhostsearchError, match="calibration data 'wikitext2' overlaps evaluation set 'wikitext2'"):
-        plan(cfg, ["perplexity"], evaluate=True, repair=False)
+    p = plan(cfg, ["perplexity"], evaluate=True, repair=False)
+    assert p["held_out"] == [] and p["evaluation"][0]["set"] == "wikitext2"
+    calib, test = data.calibration_texts("wikitext2", data_dir), data.load_texts("wikitext2", "test", data_dir)
+    assert "<unk>" in calib[0] and calib[0][:2000] not in test[0]
+    whole = data.evaluation_keys(["wikitext2"], [], data_dir)
+    data.check_disjoint({"wikitext2": data.calibration_keys("wikitext2", data_dir)}, whole)  # no error
 
 
 def test_a_named_dataset_never_falls_back(fresh_machine):

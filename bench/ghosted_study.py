@@ -1,0 +1,229 @@
+"""The Ghosted Layers part of the study: repairs compared on FIXED removed sets.
+
+  python bench/ghosted_study.py RUN_DIR [--out docs/results/ghosted] [--ks 4,6,8] [--limit N]
+
+RUN_DIR is the study's compare run (scripts/study.sh): its config (model, eval settings, repair
+calibration) and the removed sets it found. On the perplexity-greedy set and the fastblock window
+at each k (seed 0 cells), every repair is fitted from the same dense calibration activations:
+none, ghosted (dense), ghosted symmetric (the antisymmetric-part ablation), replaceme lstsq,
+replaceme cosine, linearpatch (Hadamard). On the greedy set at the middle k, Ghosted is also fitted
+with 8, 16, 32, 64 and 128 calibration sequences (saturation; the paper: 32) and on WikiText-2
+train instead of C4. All finalists are then evaluated together over one dense prefix cache
+(evaluate.perplexity_finalists, zero_shot_finalists): WikiText-2 perplexity as the run's
+eval settings say, the eight tasks, the run's held-out halves. Writes OUT.parquet (one row per
+finalist, with each cut's alignment and antisymmetric shares) and OUT_items.parquet (per-item
+predictions, column ``key``), then prints the claims table (ghostsearch.claims).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+_shared = Path(__file__).resolve().parents[2] / "shared" / "data"
+if _shared.is_dir():
+    os.environ.setdefault("GHOSTSEARCH_DATA_DIR", str(_shared))
+
+METHODS = [("none", None), ("ghosted", "dense"), ("ghosted", "symmetric"), ("replaceme", "lstsq"),
+           ("replaceme", "cosine"), ("linearpatch", "hadamard")]
+SATURATION = (8, 16, 32, 64, 128)
+
+
+def cell_sets(run_dir: Path, ks: list[int]) -> list[tuple[str, int, tuple[int, ...]]]:
+    """(kind, k, removed) of the perplexity-greedy and fastblock cells (seed 0) of the run."""
+    res = json.loads((run_dir / "result.json").read_text())["searchers"]
+    out = []
+    for k in ks:
+        for kind in ("greedy", "fastblock"):
+            name = f"{kind}-perplexity-k{k}-s0"
+            if name not in res:
+                raise SystemExit(f"{run_dir} has no cell {name}; run the study's compare first (scripts/study.sh)")
+            out.append((kind, k, tuple(res[name]["removed"])))
+    return out
+
+
+def share(ops, key: str):
+    vals = [r.get(key) for r in (ops.report if ops is not None else []) if r.get(key) is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
+GHOSTED_PAPER = ("Ghosted > ReplaceMe > LinearPatch in mean accuracy (LLaMA-3.1-8B, 7 blocks removed: "
+                 "60.01 / 59.68 / 53.27 %)")
+SATURATION_PAPER = "accuracy saturates at 32 calibration sequences"
+DATASET_PAPER = "C4 vs WikiText-2 as calibration: minimal impact"
+ANTISYM_PAPER = "W* = I + M has a substantial antisymmetric part, which symmetric operators (LinearPatch) cannot reach"
+
+
+def label(r: dict) -> str:
+    return r["method"] + (f" {r['variant']}" if r["variant"] and r["variant"] != "dense" else "")
+
+
+def claims(rows: list[dict], matrix) -> tuple[list[dict], list[str]]:
+    """The Ghosted paper's claims on these finalists: paired accuracy differences (ghostsearch.claims
+    verdict rule) and the perplexity / antisymmetric-share lines (one evaluation each, no interval)."""
+    from ghostsearch.claims import claim_row, item_bootstrap, recovery_comparison
+
+    main_rows = [r for r in rows if r["role"] == "main"]
+    by_set: dict = {}
+    for r in main_rows:
+        by_set.setdefault((r["set"], r["k"]), {})[label(r)] = r
+    pairs, lines = [], []
+    for (kind, k), m in sorted(by_set.items()):
+        g = m.get("ghosted")
+        if g is None:
+            continue
+        for other in ("replaceme lstsq", "replaceme cosine", "linearpatch hadamard", "ghosted symmetric", "none"):
+            if other in m:
+                pairs.append((f"ghosted ({kind} k={k})", g["key"], other, m[other]["key"], GHOSTED_PAPER))
+        ppl = {lab: r.get("ppl_wikitext2") for lab, r in m.items()}
+        best = min(ppl, key=lambda x: ppl[x] if ppl[x] is not None else float("inf"))
+        lines.append(f"{kind} k={k} {g['removed']}: WikiText-2 perplexity " + ", ".join(
+            f"{lab} {v:.1f}" for lab, v in sorted(ppl.items(), key=lambda x: x[1] or 0)) + f" (lowest: {best}); "
+            f"antisymmetric share of W* {g.get('antisymmetric_share_w') or 0:.2f}, of M {g.get('antisymmetric_share_m') or 0:.2f}")
+    out = recovery_comparison(matrix, pairs)
+    extra = [r for r in rows if r["role"] == "saturation"]
+    sat = sorted(extra + [r for r in main_rows if extra and r["set"] == "greedy" and r["k"] == extra[0]["k"]
+                          and label(r) == "ghosted"], key=lambda r: r["n_seq"])
+    if matrix is not None and len(sat) > 1:
+        top = sat[-1]
+        for r in sat[:-1]:
+            if r["n_seq"] >= 32 and r["key"] in matrix and top["key"] in matrix:
+                p, lo, hi = item_bootstrap(matrix, lambda acc, a=top["key"], b=r["key"]: acc[a] - acc[b],
+                                           keys=[top["key"], r["key"]])
+                out.append(claim_row("accuracy gained beyond n sequences is < 0.01", SATURATION_PAPER,
+                                     f"acc({top['n_seq']}) - acc({r['n_seq']}), greedy k={r['k']}", p, lo, hi, 0.01, "<"))
+        lines.append("saturation (greedy k=%d): " % top["k"] + ", ".join(
+            f"{r['n_seq']} seq: ppl {r.get('ppl_wikitext2', float('nan')):.1f}, acc {r.get('mean_acc', float('nan')):.3f}"
+            for r in sat))
+    wt = [r for r in rows if r["role"] == "dataset"]
+    for w in wt:
+        c4 = by_set.get(("greedy", w["k"]), {}).get("ghosted")
+        if c4 is not None and matrix is not None and c4["key"] in matrix and w["key"] in matrix:
+            p, lo, hi = item_bootstrap(matrix, lambda acc, a=c4["key"], b=w["key"]: abs(acc[a] - acc[b]),
+                                       keys=[c4["key"], w["key"]])
+            out.append(claim_row("|acc(C4 calib) - acc(WikiText-2 calib)| < 0.01", DATASET_PAPER,
+                                 f"ghosted, greedy k={w['k']}", p, lo, hi, 0.01, "<"))
+            lines.append(f"calibration data (greedy k={w['k']}): C4 ppl {c4.get('ppl_wikitext2', float('nan')):.1f} / "
+                         f"acc {c4.get('mean_acc', float('nan')):.3f}; WikiText-2 ppl {w.get('ppl_wikitext2', float('nan')):.1f}"
+                         f" / acc {w.get('mean_acc', float('nan')):.3f} (WikiText-2 perplexity is measured on its test "
+                         "split, calibration read its train split)")
+    shares = [r["antisymmetric_share_w"] for r in main_rows if r["method"] == "ghosted" and r["variant"] == "dense"
+              and r.get("antisymmetric_share_w") is not None]
+    if shares:
+        out.append({"claim": "antisymmetric share of W* = I + M", "paper": ANTISYM_PAPER,
+                    "condition": f"ghosted, {len(shares)} sets", "ours": float(sum(shares) / len(shares)),
+                    "lo": float(min(shares)), "hi": float(max(shares)), "rule": "reported (range over sets)",
+                    "verdict": "reported"})
+    return out, lines
+
+
+def print_claims(out: Path) -> None:
+    import pyarrow.parquet as pq
+
+    from ghostsearch.claims import RULE, ItemMatrix, render
+
+    rows = pq.read_table(out.with_suffix(".parquet")).to_pylist()
+    matrix = ItemMatrix.read(out.with_name(out.name + "_items.parquet"))
+    cl, lines = claims(rows, matrix)
+    print(render(cl))
+    print("\n" + "\n".join(f"- {x}" for x in lines))
+    print("\n(antisymmetric share row: mean over sets, [min, max]; " + RULE + ")")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("run_dir")
+    ap.add_argument("--out", default="docs/results/ghosted")
+    ap.add_argument("--ks", default="4,6,8")
+    ap.add_argument("--limit", type=int, default=None, help="items per task (default: the run's eval.limit)")
+    ap.add_argument("--saturation", default=",".join(map(str, SATURATION)))
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--claims-only", action="store_true", help="print the claims of an earlier run's OUT files")
+    args = ap.parse_args()
+    if args.claims_only:
+        return print_claims(Path(args.out))
+
+    import dataclasses
+
+    import pyarrow as pa
+    import torch
+
+    from ghostsearch.evaluate import perplexity_finalists, zero_shot_finalists
+    from ghostsearch.evaluation_native import write_item_rows
+    from ghostsearch.io import write_parquet_atomic
+    from ghostsearch.models import load_model
+    from ghostsearch.recovery.repair import fit
+    from ghostsearch.rundir.layout import run_config
+
+    torch.set_num_threads(args.threads)
+    run_dir = Path(args.run_dir)
+    cfg = run_config(run_dir, [f"eval.limit={args.limit}"] if args.limit else None)
+    held_out = json.loads((run_dir / "result.json").read_text()).get("data", {}).get("held_out", [])
+    ks = [int(k) for k in args.ks.split(",")]
+    sets = cell_sets(run_dir, ks)
+    model, tok = load_model(cfg.model, dtype=cfg.dtype, device=cfg.resolved_device())
+
+    def with_recovery(**kw):
+        return dataclasses.replace(cfg, recovery=dataclasses.replace(cfg.recovery, **kw))
+
+    jobs = []  # (row, (removed, ops))
+    t0 = time.monotonic()
+    for kind, k, removed in sets:
+        for method, variant in METHODS:
+            c = with_recovery(method=method, variant=variant or "dense")
+            ops = None if method == "none" else fit(model, tok, list(removed), c, method)
+            jobs.append(({"set": kind, "k": k, "removed": list(removed), "method": method, "variant": variant or "",
+                          "calibration": "none" if method == "none" else (cfg.recovery.dataset or "c4"),
+                          "n_seq": 0 if method == "none" else cfg.recovery.n_seq, "role": "main"}, (removed, ops)))
+    mid = ks[len(ks) // 2]
+    greedy_mid = next(r for kind, k, r in sets if kind == "greedy" and k == mid)
+    for n in [int(x) for x in args.saturation.split(",") if x]:
+        if n == cfg.recovery.n_seq:
+            continue  # the main row
+        ops = fit(model, tok, list(greedy_mid), with_recovery(method="ghosted", variant="dense", n_seq=n), "ghosted")
+        jobs.append(({"set": "greedy", "k": mid, "removed": list(greedy_mid), "method": "ghosted", "variant": "dense",
+                      "calibration": cfg.recovery.dataset or "c4", "n_seq": n, "role": "saturation"}, (greedy_mid, ops)))
+    ops = fit(model, tok, list(greedy_mid), with_recovery(method="ghosted", variant="dense", dataset="wikitext2"),
+              "ghosted")
+    jobs.append(({"set": "greedy", "k": mid, "removed": list(greedy_mid), "method": "ghosted", "variant": "dense",
+                  "calibration": "wikitext2", "n_seq": cfg.recovery.n_seq, "role": "dataset"}, (greedy_mid, ops)))
+    jobs.insert(0, ({"set": "dense", "k": 0, "removed": [], "method": "none", "variant": "", "calibration": "none",
+                     "n_seq": 0, "role": "dense"}, ((), None)))
+    fit_s = time.monotonic() - t0
+    print(f"{len(jobs)} finalists fitted in {fit_s:.0f} s; evaluating", flush=True)
+
+    finalists = [f for _, f in jobs]
+    t0 = time.monotonic()
+    ppl = perplexity_finalists(model, tok, finalists, cfg.eval, cfg.data_dir, held_out)
+    zs, items = zero_shot_finalists(model, tok, finalists, cfg.eval, cfg.data_dir, held_out, progress=True)
+    eval_s = time.monotonic() - t0
+    rows = []
+    for i, ((row, (_, ops)), p, z) in enumerate(zip(jobs, ppl, zs)):
+        key = f"{row['set']}-k{row['k']}-{row['method']}{'-' + row['variant'] if row['variant'] else ''}" \
+              f"-{row['calibration']}-n{row['n_seq']}"
+        numbers = {m: float(v) for m, v in {**p, **z}.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        rows.append({**row, "key": key, "eval_key": key, **numbers,
+                     "antisymmetric_share_w": share(ops, "antisymmetric_share_w"),
+                     "antisymmetric_share_m": share(ops, "antisymmetric_share"),
+                     "alignment_before": share(ops, "alignment_before"), "alignment_after": share(ops, "alignment_after")})
+        for it in items:
+            if it["finalist"] == i:
+                it["key"] = key
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    names = list(dict.fromkeys(k for r in rows for k in r))
+    write_parquet_atomic(out.with_suffix(".parquet"), pa.Table.from_pylist([{k: r.get(k) for k in names} for r in rows]))
+    write_item_rows(items, out.with_name(out.name + "_items.parquet"))
+    print(f"fit {fit_s:.0f} s, evaluation {eval_s:.0f} s; wrote {out.with_suffix('.parquet')} and "
+          f"{out.with_name(out.name + '_items.parquet')}\n")
+    print_claims(out)
+
+
+if __name__ == "__main__":
+    main()
