@@ -197,9 +197,8 @@ def test_lm_eval_parity_tiny(tiny, data_dir):
 def test_lm_eval_parity_smollm2(smollm2, data_dir):
     model, tok = smollm2
     removed = (20, 21, 22, 23)
-    res = assert_lm_eval_parity(model, tok, [((), None), (removed, None), (removed, ghosted(model, tok, removed, data_dir))],
-                                4, data_dir)
-    assert res[0]["mean_acc"] > 0.3  # SmolLM2 is above chance on these items
+    assert_lm_eval_parity(model, tok, [((), None), (removed, None), (removed, ghosted(model, tok, removed, data_dir))],
+                          4, data_dir)  # (4 items a task: too few for an accuracy check of its own)
 
 
 def test_finalist_perplexities_equal_perplexity_suite(tiny, data_dir):

@@ -1,4 +1,4 @@
-"""Every searcher on SmolLM2 with real calibration data (C4 / LAMBADA), k = 6: compared with oneshot.
+"""Every searcher on SmolLM2 with real calibration data (C4 / LAMBADA), k = 6: valid answers, real values.
 
 An in-process evaluator over the real Scorer with a shared cache stands in for the Ray pool
 (tested on its own in tests/pool), so the searchers share evaluations as they do on the pool.
@@ -15,11 +15,10 @@ from ghostsearch.objectives import CalibrationSpec, ObjectiveSpec
 
 pytestmark = pytest.mark.slow
 
-# greedy and beam walk their own path (neither starts from oneshot's set), so "no worse than
-# oneshot" can fail for them; ga, bo and cbo score oneshot's set first, which would make that check
-# true by construction, so for them (and the geometry-only searchers) only the answer's validity and
-# its value are checked
-PATH_SEARCHERS = {"greedy", "beam"}
+# No searcher is compared with oneshot: ga, bo and cbo score oneshot's set first (such a check would
+# be true by construction), and greedy can end worse than oneshot (it does on LAMBADA calibration:
+# 91.2 vs 89.7). What is checked: every searcher answers a valid set within its budget, and the value
+# it reports is that set's real value, scored afresh (no partial, raced or stale value as an answer).
 BUDGETS = {"ga": 40, "bo": 40, "cbo": 40}
 PARAMS = {"beam": {"width": 2}, "bo": {"sampler": "tpe"}}
 
@@ -54,7 +53,7 @@ class ScorerEvaluator:
         return out
 
 
-def test_every_searcher_vs_oneshot_on_smollm2(smollm2, data_dir):
+def test_every_searcher_answers_with_its_real_value_on_smollm2(smollm2, data_dir):
     model, tok = smollm2
     sc = Scorer(Stack(model), tok)
     dataset = "c4" if data_dir else "lambada"
@@ -67,6 +66,7 @@ def test_every_searcher_vs_oneshot_on_smollm2(smollm2, data_dir):
         run(s, ev, oracle=ev)
         best[name] = s.result()
         assert best[name][0] is not None, f"{name} returned no answer (used {s.used:g} of {s.budget.evaluations})"
+        assert s.budget.evaluations is None or s.used <= s.budget.evaluations + 1e-9, name
     base = best["oneshot"][1]
     print("\nSmolLM2, perplexity, k=6 (oneshot = %.2f):" % base)
     for name, (removed, value) in sorted(best.items(), key=lambda kv: kv[1][1]):
@@ -76,5 +76,3 @@ def test_every_searcher_vs_oneshot_on_smollm2(smollm2, data_dir):
     for name, (removed, value) in best.items():
         assert len(removed) == 6 and 0 not in removed and sc.stack.n_blocks - 1 not in removed
         assert fresh.score(fkey, tuple(removed), 1.0, None)["value"] == pytest.approx(value, rel=1e-5), name
-        if name in PATH_SEARCHERS:
-            assert value <= base * (1 + 1e-9), f"{name} ({value:.3f}) is worse than oneshot ({base:.3f})"

@@ -1,0 +1,44 @@
+"""docs/results.md quotes the study's computed output: every claims table in it is what
+bench/study_table.py and bench/ghosted_study.py print from the committed Parquet files under
+docs/results/ (so a number in a verdict row cannot be edited by hand, or go stale)."""
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+RUN = ROOT / "docs" / "results" / "study-cpu"
+
+
+def _bench(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _table_rows(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith("| ") and line.count("|") >= 6]
+
+
+@pytest.mark.skipif(not (RUN / "comparison.parquet").exists(), reason="no committed study run")
+def test_results_doc_quotes_the_computed_claims():
+    doc = (ROOT / "docs" / "results.md").read_text()
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        _bench("study_table").main(str(RUN))
+    rows = [r for r in _table_rows(out.getvalue()) if " holds " in r or "within noise" in r or "not hold" in r]
+    assert rows, "study_table printed no claims"
+    missing = [r for r in rows if r not in doc]
+    assert not missing, f"{len(missing)} computed claim rows are not in docs/results.md, e.g. {missing[0]}"
+    if (RUN / "ghosted.parquet").exists():
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            _bench("ghosted_study").print_claims(RUN / "ghosted")
+        rows = _table_rows(out.getvalue())[2:]
+        missing = [r for r in rows if r not in doc]
+        assert not missing, f"{len(missing)} Ghosted claim rows are not in docs/results.md, e.g. {missing[0]}"
