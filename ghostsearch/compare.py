@@ -121,10 +121,16 @@ def finalist_jobs(cfg: Config, results: list[dict]) -> list[tuple[list[int], str
     return jobs
 
 
+SHARE = 8  # finalists per share at most: the progress bar moves and the scorers balance, for one
+#            extra dense pass per share (about 1/SHARE of the share's work)
+
+
 def _shares(keys: list[str], todo: dict, n: int) -> list[list[str]]:
-    """``keys`` in n shares, one per scorer, each spanning first cuts early to late (sorted by
-    first removed block, dealt round-robin) so that every share's dense prefix cache is used alike."""
+    """``keys`` in at least n shares (one per scorer) of at most SHARE, each spanning first cuts
+    early to late (sorted by first removed block, dealt round-robin) so that every share's dense
+    prefix cache is used alike."""
     keys = sorted(keys, key=lambda k: (min(todo[k][0], default=-1), todo[k][1]))
+    n = max(n, -(-len(keys) // SHARE))
     return [s for s in (keys[i::n] for i in range(n)) if s]
 
 
@@ -134,8 +140,8 @@ def evaluate_finalists(cfg: Config, run_dir: Path, jobs: list[tuple[list[int], s
     finalists of one model together, over one dense prefix cache); cached per job under
     RUN_DIR/evals/<eval_key>.json (+ .items.parquet, its per-item predictions), lm-eval's results
     files under RUN_DIR/lm_eval, every job's items together in RUN_DIR/eval_items.parquet.
-    ``broker``: the pool's scorers evaluate them (Broker.with_model), one share per scorer, on the
-    replicas that did the search; a share whose scorer died is run once more. Else here, on a
+    ``broker``: the pool's scorers evaluate them (Broker.with_model), in shares of at most SHARE
+    finalists, on the replicas that did the search; a share whose scorer died is run once more. Else here, on a
     model loaded once."""
     from tqdm.auto import tqdm
 

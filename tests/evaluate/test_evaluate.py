@@ -69,7 +69,7 @@ def test_arc_easy_above_chance_and_equal_to_direct_scoring(smollm2, data_dir):
     """lm-eval's arc_easy acc/acc_norm on the first N documents equal argmax of log p(' ' + choice |
     'Question: ...\\nAnswer:') (and of it per character), computed here without lm-eval."""
     model, tok = smollm2
-    n = 50
+    n = 24
     r = zero_shot(model, tok, ["arc_easy"], limit=n, data_dir=data_dir)
     assert r["arc_easy_n"] == n
     items = data.task_items("arc_easy", data_dir)[:n]
