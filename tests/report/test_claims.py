@@ -31,7 +31,7 @@ N_ITEMS = len(TASKS) * N_DOC
 
 
 def synthetic(correct_fn, searchers=("ga", "bo", "beam"), seeds=(0, 1), objectives=("perplexity", "margin"),
-              k=4, recoveries=("none",), removed_fn=None, calib_fn=None, wall_fn=None):
+              k=4, recoveries=("none",), removed_fn=None, calib_fn=None, used_fn=None):
     """Comparison rows (one per cell and recovery, plus the dense row) and their item rows;
     correct_fn(objective, searcher, seed, recovery) -> 0/1 array over the items (task-major)."""
     rows = [{"cell": "dense", "searcher": "dense", "objective": None, "k": 0, "seed": None, "removed": [],
@@ -46,7 +46,7 @@ def synthetic(correct_fn, searchers=("ga", "bo", "beam"), seeds=(0, 1), objectiv
                     rows.append({"cell": f"{s}-{obj}-k{k}-s{sd}", "searcher": s, "objective": obj, "k": k, "seed": sd,
                                  "removed": removed_fn(obj, s, sd) if removed_fn else [1, 2, 3, 4],
                                  "calib_value": calib_fn(obj, s, sd) if calib_fn else 1.0, "recovery": rec,
-                                 "wall_seconds": wall_fn(s) if wall_fn else 1.0, "eval_key": key,
+                                 "budget_used": used_fn(s) if used_fn else 1.0, "wall_seconds": 5.0, "eval_key": key,
                                  "mean_acc": float(c.reshape(len(TASKS), N_DOC).mean(axis=1).mean())})
                     items["key"] += [key] * N_ITEMS
                     items["task"] += [t for t in TASKS for _ in range(N_DOC)]
@@ -258,10 +258,10 @@ def test_calibration_vs_accuracy(order, per, summary):
 def test_cost_of_search():
     c0 = np.tile(np.arange(N_DOC) % 2 == 0, len(TASKS))
     rows, m = synthetic(lambda *a: c0, searchers=("oneshot", "fastblock", "ga", "bo"), recoveries=("none", "ghosted"),
-                        wall_fn=lambda s: 100.0 if s in ("ga", "bo") else 10.0)
+                        used_fn=lambda s: 100.0 if s in ("ga", "bo") else 10.0)
     got = cost_of_search(rows, m, n_boot=200)
-    ratio = one(got, claim="complex search buys little: time ratio", verdict="reported",
-                condition="perplexity: wall s complex 400 / simple 40")
+    ratio = one(got, claim="complex search buys little: compute ratio", verdict="reported",
+                condition="perplexity: evaluations complex 400 / simple 40")
     assert ratio["ours"] == pytest.approx(10.0)  # cells counted once, not once per recovery
     gains = [c for c in got if c["claim"].endswith("accuracy gain")]
     assert len(gains) == 4 and all((c["ours"], c["lo"], c["hi"], c["verdict"]) == (0.0, 0.0, 0.0, "holds")
@@ -285,7 +285,7 @@ def test_without_items_the_item_claims_are_not_computed():
     rows, _ = synthetic(lambda *a: np.ones(N_ITEMS), removed_fn=lambda o, s, sd: sets_by_objective(o, s, sd))
     got = all_claims(rows, None, n_boot=100)
     item_claims = [c for c in got if c["claim"].startswith(("objective matters", "search algorithms", "complex search"))
-                   and "time ratio" not in c["claim"]]
+                   and "compute ratio" not in c["claim"]]
     assert item_claims and all(c["verdict"] == "not computed" and c["note"] == "no per-item data"
                                for c in item_claims)
     assert one(got, claim="objectives shape the removed set")["verdict"] == "holds"
