@@ -44,7 +44,9 @@ def cell_sets(run_dir: Path, ks: list[int]) -> list[tuple[str, int, tuple[int, .
             name = f"{kind}-perplexity-k{k}-s0"
             if name not in res:
                 raise SystemExit(f"{run_dir} has no cell {name}; run the study's compare first (scripts/study.sh)")
-            out.append((kind, k, tuple(res[name]["removed"])))
+            removed = tuple(res[name]["removed"])
+            if all(r != removed for _, _, r in out):  # e.g. greedy's set IS the fastblock window: once
+                out.append((kind, k, removed))
     return out
 
 
