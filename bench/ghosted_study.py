@@ -160,7 +160,8 @@ def main() -> None:
     from ghostsearch.evaluation_native import write_item_rows
     from ghostsearch.io import write_parquet_atomic
     from ghostsearch.models import load_model
-    from ghostsearch.recovery.repair import fit
+    from ghostsearch.recovery.repair import activations_from_config, captured_once, fit, recovery_from_config
+    from ghostsearch.stack import Stack
     from ghostsearch.rundir.layout import run_config
 
     torch.set_num_threads(args.threads)
@@ -176,10 +177,12 @@ def main() -> None:
 
     jobs = []  # (row, (removed, ops))
     t0 = time.monotonic()
+    stack = Stack(model)  # every main fit reads one dense capture of the repair calibration
+    data = captured_once(activations_from_config(stack, tok, cfg), cfg.eval.cache_gib * (1 << 30))
     for kind, k, removed in sets:
         for method, variant in METHODS:
             c = with_recovery(method=method, variant=variant or "dense")
-            ops = None if method == "none" else fit(model, tok, list(removed), c, method)
+            ops = None if method == "none" else recovery_from_config(c, method).fit(stack, list(removed), data)
             jobs.append(({"set": kind, "k": k, "removed": list(removed), "method": method, "variant": variant or "",
                           "calibration": "none" if method == "none" else (cfg.recovery.dataset or "c4"),
                           "n_seq": 0 if method == "none" else cfg.recovery.n_seq, "role": "main"}, (removed, ops)))

@@ -382,11 +382,11 @@ def label(plan: Plan) -> str:
 
 def fit_finalists(model, tokenizer, cfg, specs) -> list[tuple[tuple[int, ...], object | None]]:
     """(removed, method) pairs -> (removed, Operators or None) with the config's repair path
-    (``recovery.repair.fit``); method None or ``none``: unrepaired."""
-    from ghostsearch.recovery.repair import fit
+    (``recovery.repair.fit_all``: one dense calibration pass for all of them); method None or
+    ``none``: unrepaired."""
+    from ghostsearch.recovery.repair import fit_all
 
-    return [(tuple(removed), None if method in (None, "none") else fit(model, tokenizer, list(removed), cfg, method))
-            for removed, method in specs]
+    return [(tuple(removed), ops) for (removed, _), ops in zip(specs, fit_all(model, tokenizer, specs, cfg))]
 
 
 def write_item_rows(rows: list[dict], path) -> None:

@@ -3,6 +3,8 @@
 the pruned (and repaired) model."""
 from __future__ import annotations
 
+import torch
+
 from ghostsearch.recovery.base import Activations, Operators, Recovery, get_recovery
 
 
@@ -31,6 +33,37 @@ def activations_from_config(stack, tok, cfg) -> Activations:
                            seq_len=r.seq_len, seed=cfg.calibration.seed, data_dir=cfg.data_dir,
                            micro_batch=cfg.calibration.micro_batch)
     return Activations(stack, OBJECTIVES.get("perplexity")(spec).build(tok, stack.dtype))
+
+
+def captured_once(data: Activations, cap_bytes: float) -> Activations:
+    """``data`` with every micro-batch captured once and every boundary's state kept, when those
+    states fit in ``cap_bytes``: then any number of fits (finalists, methods, cuts) read one dense
+    pass instead of one per cut and finalist. Else ``data`` as it is (re-captured per pass)."""
+    stack = data.stack
+    tokens = sum(b.input_ids.numel() for b in data.batches)
+    width = stack.model.config.hidden_size
+    need = tokens * width * (stack.n_blocks + 1) * torch.empty((), dtype=stack.dtype).element_size()
+    if data.states is not None or need > cap_bytes:
+        return data
+    caps = [stack.capture(b) for b in data.batches]
+    return Activations(stack, data.batches, caps, [c.states for c in caps])
+
+
+def fit_all(model, tok, specs, cfg) -> list[Operators | None]:
+    """Operators for each (removed, method) of ``specs`` (None for ``none``), every fit reading the
+    same dense calibration activations, captured once while they fit in ``eval.cache_gib``."""
+    from ghostsearch.stack import Stack
+
+    stack, data, out = Stack(model), None, []
+    for removed, method in specs:
+        rec = None if method in (None, "none") else recovery_from_config(cfg, method)
+        if rec is None or rec.identity:
+            out.append(None)
+            continue
+        if data is None:
+            data = captured_once(activations_from_config(stack, tok, cfg), cfg.eval.cache_gib * (1 << 30))
+        out.append(rec.fit(stack, list(removed), data))
+    return out
 
 
 def fit(model, tok, removed, cfg, method: str | None = None) -> Operators:
