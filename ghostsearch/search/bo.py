@@ -116,7 +116,7 @@ class BO(ModelBased):
 
     def complete(self, trial: optuna.Trial | int, s: Removed, value: float, full: bool = True) -> None:
         number = trial if isinstance(trial, int) else trial.number
-        params = self.study.trials[number].params
+        params = self.study.get_trials(deepcopy=False)[number].params  # .trials deep-copies them all: 88% of bo's CPU
         self.study.tell(number, value)
         self.trials.append(([params[n] for n in self.distributions], float(value), full))
 
