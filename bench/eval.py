@@ -20,19 +20,10 @@ states' peak bytes and the process's peak RSS, and whether accuracies agree (mus
 from __future__ import annotations
 
 import argparse
-import os
 import resource
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-for _k in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
-    os.environ.setdefault(_k, "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-_shared = Path(__file__).resolve().parents[2] / "shared" / "data"
-if _shared.is_dir():
-    os.environ.setdefault("GHOSTSEARCH_DATA_DIR", str(_shared))
+import benchenv  # noqa: F401  (repository on sys.path, offline HF, ../shared/data)
 
 SETS = [(4, 16, 17, 18), (13, 14, 15, 16, 17, 18), (1, 6, 7, 12, 20, 28), (12, 13, 14, 15, 16, 17, 18, 19)]
 

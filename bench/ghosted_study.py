@@ -19,16 +19,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
-_shared = Path(__file__).resolve().parents[2] / "shared" / "data"
-if _shared.is_dir():
-    os.environ.setdefault("GHOSTSEARCH_DATA_DIR", str(_shared))
+import benchenv  # noqa: F401  (repository on sys.path, offline HF, ../shared/data)
 
 METHODS = [("none", None), ("ghosted", "dense"), ("ghosted", "symmetric"), ("replaceme", "lstsq"),
            ("replaceme", "cosine"), ("linearpatch", "hadamard")]
