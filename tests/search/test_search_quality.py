@@ -40,9 +40,11 @@ def gaps(label: str) -> list[float]:
     return [result(name, i, params)[0] for i in INSTANCES]
 
 
-@pytest.mark.parametrize("label", ["ga", "cbo"])
-def test_ga_and_cbo_reach_the_optimum(label):
-    assert max(gaps(label)) <= 0.01, gaps(label)
+def test_ga_reaches_the_optimum():
+    """ga only: this landscape (additive + pairwise) is exactly the quadratic form cbo's surrogate
+    fits, so cbo reaching its optimum here would be true by construction; cbo is tested on the
+    Rugged landscape below, which no surrogate here models."""
+    assert max(gaps("ga")) <= 0.01, gaps("ga")
 
 
 def test_bo_reaches_the_optimum_on_most_instances():
