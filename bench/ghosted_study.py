@@ -108,7 +108,7 @@ def claims(rows: list[dict], matrix) -> tuple[list[dict], list[str]]:
             lines.append(f"calibration data (greedy k={w['k']}): C4 ppl {c4.get('ppl_wikitext2', float('nan')):.1f} / "
                          f"acc {c4.get('mean_acc', float('nan')):.3f}; WikiText-2 ppl {w.get('ppl_wikitext2', float('nan')):.1f}"
                          f" / acc {w.get('mean_acc', float('nan')):.3f} (WikiText-2 perplexity is measured on its test "
-                         "split, calibration read its train split)")
+                         "split, calibration read its validation split)")
     shares = [r["antisymmetric_share_w"] for r in main_rows if r["method"] == "ghosted" and r["variant"] == "dense"
               and r.get("antisymmetric_share_w") is not None]
     if shares:

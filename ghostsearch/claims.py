@@ -209,6 +209,17 @@ def _groups(rows: list[dict], *fields) -> dict[tuple, list[dict]]:
     return dict(sorted(out.items(), key=lambda kv: tuple(str(x) for x in kv[0])))
 
 
+def distinct(rows: list[dict]) -> list[dict]:
+    """One row per (objective, k, recovery, searcher, removed set): cells that differ only in their
+    seed and found the same set (a deterministic searcher on the same calibration sample) are one
+    observation, not two; counting them twice would pair a set with its own copy (Jaccard 1) and
+    halve a Spearman interval's width for nothing."""
+    seen: dict[tuple, dict] = {}
+    for r in rows:
+        seen.setdefault((r["objective"], r["k"], _recovery(r), r["searcher"], tuple(r["removed"])), r)
+    return list(seen.values())
+
+
 def _cond(**kw) -> str:
     return ", ".join(f"{v}" if k == "objective" else f"{k}={v}" if k == "k" else f"recovery {v}"
                      for k, v in kw.items())
@@ -236,13 +247,15 @@ SHAPES = ("objectives shape the removed set",
 
 
 def objective_shapes_sets(rows: list[dict], n_boot: int = 2000, seed: int = 0) -> list[dict]:
-    """Per k: mean Jaccard of removed sets between cells of the same objective minus that between
-    cells of different objectives (searchers whose sets do not depend on the objective's search left
-    out; the sets are the same for every recovery, so cells are taken once). Interval: cells resampled
-    with replacement within each objective (a cell drawn twice is not paired with itself). Holds if > 0."""
+    """Per k: mean Jaccard of removed sets between cells of the same objective minus that between cells of
+    different objectives (searchers whose sets do not depend on the objective's search left out; the
+    sets are the same for every recovery, so cells are taken once, and seeds that found the same set are
+    one cell: :func:`distinct`). Interval: cells resampled with replacement within each objective (a
+    cell drawn twice is not paired with itself). Holds if > 0."""
     out = []
     for (k,), g in _groups(rows, "k").items():
-        cells = list({r["cell"]: r for r in g if r["searcher"] not in SEARCH_INDEPENDENT}.values())
+        cells = distinct([dict(r, recovery="none") for r in
+                          {r["cell"]: r for r in g if r["searcher"] not in SEARCH_INDEPENDENT}.values()])
         objs = sorted({r["objective"] for r in cells})
         cond = _cond(k=k) + " (all recoveries)"
         if len(objs) < 2 or any(sum(r["objective"] == o for r in cells) < 2 for o in objs):
@@ -349,14 +362,14 @@ def paper_rho(calib, acc, seed: int = 0, n_boot: int = 2000) -> tuple[float, flo
 
 
 def calibration_vs_accuracy(rows: list[dict], n_boot: int = 2000, seed: int = 0) -> list[dict]:
-    """Per (objective, k, recovery): paper_rho (see :func:`paper_rho`) over the cells, from the
-    rows' mean_acc; verdict for "paper_rho < 0" (opposite orders). Then one summary row: holds if
+    """Per (objective, k, recovery): paper_rho (see :func:`paper_rho`) over the distinct cells
+    (:func:`distinct`), from the rows' mean_acc; verdict for "paper_rho < 0" (opposite orders). Then one summary row: holds if
     most conditions have paper_rho < 0 and at least one interval lies entirely below 0; does not hold
     if most intervals lie entirely above 0; else within noise."""
     out = []
     for (obj, k, rec), g in _groups(rows, "objective", "k", "recovery").items():
-        g = [r for r in g if r.get("mean_acc") is not None and r.get("calib_value") is not None
-             and not math.isnan(r["mean_acc"])]
+        g = distinct([r for r in g if r.get("mean_acc") is not None and r.get("calib_value") is not None
+                      and not math.isnan(r["mean_acc"])])
         rho, lo, hi = paper_rho([r["calib_value"] for r in g], [r["mean_acc"] for r in g], seed, n_boot)
         out.append(claim_row(*CALIB, _cond(objective=obj, k=k, recovery=rec) + f" (n={len(g)})",
                              None if math.isnan(rho) else rho, lo, hi, 0.0, "<"))

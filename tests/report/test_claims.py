@@ -14,6 +14,7 @@ from ghostsearch.claims import (
     all_claims,
     calibration_vs_accuracy,
     cost_of_search,
+    distinct,
     item_bootstrap,
     jaccard,
     objective_beats_search,
@@ -217,6 +218,19 @@ def test_objective_shapes_sets_hand_computed_and_no_difference():
     rows, _ = synthetic(lambda *a: np.ones(N_ITEMS))  # every cell removes [1, 2, 3, 4]
     c = one(objective_shapes_sets(rows, n_boot=200))
     assert (c["ours"], c["lo"], c["hi"], c["verdict"]) == (0.0, 0.0, 0.0, "within noise")
+
+
+def test_seeds_that_found_the_same_set_count_once():
+    """Deterministic searchers give every seed the same set: those cells are one observation.
+    ga removes {1,2} and bo {3,4} under both objectives: within an objective J(ga, bo) = 0, across
+    objectives the mean is 1/2, so -1/2 (counting each seed, a set paired with its copy: -1/6)."""
+    rows, _ = synthetic(lambda *a: np.ones(N_ITEMS), searchers=("ga", "bo"),
+                        removed_fn=lambda o, s, sd: [1, 2] if s == "ga" else [3, 4])
+    assert len(distinct([r for r in rows if r["searcher"] != "dense"])) == 4
+    assert one(objective_shapes_sets(rows, n_boot=200))["ours"] == pytest.approx(-0.5)
+    twice = [dict(r, seed=sd, cell=r["cell"] + f"-s{sd}") for r in calib_rows({"perplexity": "opposite"})
+             for sd in (0, 1)]
+    assert [c["condition"] for c in calibration_vs_accuracy(twice, n_boot=100)[:-1]] == ["perplexity, k=4, recovery none (n=5)"]
 
 
 def test_jaccard():

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import io
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,8 @@ RUN = ROOT / "docs" / "results" / "study-cpu"
 
 
 def _bench(name: str):
+    if str(ROOT / "bench") not in sys.path:
+        sys.path.insert(0, str(ROOT / "bench"))  # bench scripts import bench/benchenv.py, as `python bench/x.py` finds it
     spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
