@@ -254,8 +254,7 @@ def objective_shapes_sets(rows: list[dict], n_boot: int = 2000, seed: int = 0) -
     cell drawn twice is not paired with itself). Holds if > 0."""
     out = []
     for (k,), g in _groups(rows, "k").items():
-        cells = distinct([dict(r, recovery="none") for r in
-                          {r["cell"]: r for r in g if r["searcher"] not in SEARCH_INDEPENDENT}.values()])
+        cells = distinct([dict(r, recovery="none") for r in g if r["searcher"] not in SEARCH_INDEPENDENT])
         objs = sorted({r["objective"] for r in cells})
         cond = _cond(k=k) + " (all recoveries)"
         if len(objs) < 2 or any(sum(r["objective"] == o for r in cells) < 2 for o in objs):
@@ -363,9 +362,9 @@ def paper_rho(calib, acc, seed: int = 0, n_boot: int = 2000) -> tuple[float, flo
 
 def calibration_vs_accuracy(rows: list[dict], n_boot: int = 2000, seed: int = 0) -> list[dict]:
     """Per (objective, k, recovery): paper_rho (see :func:`paper_rho`) over the distinct cells
-    (:func:`distinct`), from the rows' mean_acc; verdict for "paper_rho < 0" (opposite orders). Then one summary row: holds if
-    most conditions have paper_rho < 0 and at least one interval lies entirely below 0; does not hold
-    if most intervals lie entirely above 0; else within noise."""
+    (:func:`distinct`), from the rows' mean_acc; verdict for "paper_rho < 0" (opposite orders). Then one
+    summary row: holds if most conditions have paper_rho < 0 and at least one interval lies entirely
+    below 0; does not hold if most intervals lie entirely above 0; else within noise."""
     out = []
     for (obj, k, rec), g in _groups(rows, "objective", "k", "recovery").items():
         g = distinct([r for r in g if r.get("mean_acc") is not None and r.get("calib_value") is not None
