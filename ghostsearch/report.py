@@ -64,12 +64,23 @@ def _finalists(rows: list[dict]) -> list[dict]:
     return [r for r in rows if r.get("searcher") != "dense"]
 
 
+def distinct(rows: list[dict]) -> list[dict]:
+    """One row per (objective, k, recovery, searcher, removed set): cells that differ only in their
+    seed and found the same set (a deterministic searcher on the same calibration sample) are one
+    observation, not two; counting them twice would pair a set with its own copy (Jaccard 1) and
+    halve a Spearman interval's width for nothing."""
+    seen: dict[tuple, dict] = {}
+    for r in rows:
+        seen.setdefault((r["objective"], r["k"], r.get("recovery") or "none", r.get("searcher"), tuple(r["removed"])), r)
+    return list(seen.values())
+
+
 def correlations(rows: list[dict], acc_key: str = "mean_acc", seed: int = 0) -> list[dict]:
     """Spearman between calibration value and downstream accuracy, per objective, k and recovery,
-    with a seeded bootstrap 95% interval. Lower calibration value is better, so a NEGATIVE rho
-    means the calibration ranking agrees with accuracy."""
+    over the :func:`distinct` cells, with a seeded bootstrap 95% interval. Lower calibration value is
+    better, so a NEGATIVE rho means the calibration ranking agrees with accuracy."""
     groups = defaultdict(list)
-    for r in _finalists(rows):
+    for r in distinct(_finalists(rows)):
         if r.get(acc_key) is not None and not math.isnan(r[acc_key]):
             groups[(r["objective"], r["k"], r.get("recovery") or "none")].append(r)
     out = []

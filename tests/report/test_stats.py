@@ -113,3 +113,9 @@ def test_table_has_the_dense_row_first_and_a_row_per_recovery():
                                                        ("greedy-perplexity-k2-s0", "ghosted")]
     assert t[1]["delta_mean_acc"] == pytest.approx(-0.10) and t[2]["delta_ppl_wikitext2"] == pytest.approx(15.0)
     assert "dense" not in "\n".join(summary(t))
+
+
+def test_correlations_count_a_seed_that_found_the_same_set_once():
+    twice = ROWS + [dict(r, cell=r["cell"] + "-s1", seed=1) for r in ROWS]
+    got = {x["objective"]: (x["n"], x["rho"], x["rho_lo"], x["rho_hi"]) for x in correlations(twice)}
+    assert got == {x["objective"]: (3, x["rho"], x["rho_lo"], x["rho_hi"]) for x in correlations(ROWS)}
