@@ -45,6 +45,23 @@ SHAPES = {  # random-weight Llamas: Llama-3-8B itself, and its proportions at a 
 }
 
 
+class VocabFold:
+    """A tokenizer whose ids are folded into a smaller vocabulary (id mod V): for random-weight shapes
+    whose vocabulary is smaller than SmolLM2's 49,152 (llama8b-shape: 32k). The text is only a source
+    of realistic token sequences for a random model, so folding changes nothing measured."""
+
+    def __init__(self, tok, vocab_size: int):
+        self.tok, self.vocab_size = tok, vocab_size
+
+    def __call__(self, *args, **kwargs):
+        out = self.tok(*args, **kwargs)
+        out["input_ids"] = out["input_ids"] % self.vocab_size
+        return out
+
+    def __getattr__(self, name):
+        return getattr(self.tok, name)
+
+
 def load(args):
     if args.model in SHAPES:
         from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig
@@ -56,7 +73,7 @@ def load(args):
         with torch.device(args.device):
             m = AutoModelForCausalLM.from_config(cfg, dtype=getattr(torch, args.dtype_torch)).eval()
         tok = AutoTokenizer.from_pretrained(model_path("smollm2-135m")[0])
-        return m, tok
+        return m, (VocabFold(tok, cfg.vocab_size) if cfg.vocab_size < len(tok) else tok)
     from ghostsearch.models import load_model
 
     return load_model(args.model, dtype=args.dtype, device=args.device)
