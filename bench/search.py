@@ -95,6 +95,12 @@ def matched(args):
 
     base = [f"out={args.out}", f"calibration.n_seq={args.n_seq}", f"calibration.seq_len={args.seq_len}",
             "search.protected=[0,-1]", f"pool.actors={args.actors}", "pool.threads=1", "pool.dashboard=false"]
+    labels = args.searchers.split(",") if args.searchers else [m[0] for m in MATCHED]
+    unknown = sorted(set(labels) - {m[0] for m in MATCHED})
+    if unknown:
+        raise SystemExit(f"--searchers: unknown {unknown}; choose from {[m[0] for m in MATCHED]}")
+    if "greedy" not in labels and args.greedy_value is None:
+        raise SystemExit("--searchers without greedy needs --greedy-value (exact greedy's best value of an earlier run)")
     cfg = load_config(None, base)
     n_blocks = model_depth(cfg.model)
     connect(None, dashboard=False)
@@ -105,8 +111,10 @@ def matched(args):
             for k in map(int, args.ks.split(",")):
                 cost = greedy_cost(Space(n_blocks, k, protected_blocks(cfg, n_blocks)))
                 for seed in map(int, args.seeds.split(",")):
-                    greedy_best = None
+                    greedy_best = args.greedy_value
                     for label, params in MATCHED:
+                        if label not in labels:
+                            continue
                         name = label.split("+")[0]
                         over = [f"search.params.{name}.{p}={str(v).lower()}" for p, v in params.items()]
                         if name in ("ga", "bo", "cbo"):
@@ -139,6 +147,9 @@ def main():
     ap.add_argument("--ks", default="6")
     ap.add_argument("--seeds", default="0")
     ap.add_argument("--actors", type=int, default=2)
+    ap.add_argument("--searchers", default=None, help="--matched: a comma list of " + ",".join(m[0] for m in MATCHED))
+    ap.add_argument("--greedy-value", type=float, default=None,
+                    help="--matched without greedy: exact greedy's best value, the target to reach")
     ap.add_argument("--from-run", default=None)
     ap.add_argument("--out", default="runs/bench-search")
     ap.add_argument("--k", type=int, default=6)
