@@ -5,15 +5,18 @@ evaluations ga, bo and cbo need to reach greedy's best value (greedy itself uses
   python bench/search.py [--out runs/bench-search] [--n-seq 8 --seq-len 128]   # runs the searches
   python bench/search.py --from-run runs/study-smollm2 --k 6                    # reads a compare's ledger
   python bench/search.py --matched --objectives perplexity,margin --ks 6,8 --seeds 0,1 --n-seq 8 --seq-len 256
+  python bench/search.py --plot runs/bench-search/matched.jsonl --plot-out docs/img/matched.png
 
 ``--matched`` (issue 14): in one invocation, on one pool, per objective, k and seed: exact greedy, raced
 greedy (race: true), beam (width 2), and ga, bo, cbo given exactly greedy's cost as their budget
 (racing on, their default); prints each one's best value, budget used, the budget at which it first
-reached exact greedy's value (<= 1.0001x, lower is better) and wall seconds.
+reached exact greedy's value (<= 1.0001x, lower is better) and wall seconds; each cell's result and
+best-value history is appended to <out>/matched.jsonl, which ``--plot`` draws.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import sys
@@ -73,6 +76,7 @@ def report(run_dir, objective="perplexity", k=6):
 
 MATCHED = [("greedy", {}), ("greedy+race", {"race": True}), ("beam", {"width": 2}), ("ga", {}),
            ("bo", {}), ("cbo", {})]
+DETERMINISTIC = {"greedy", "greedy+race", "beam"}  # no seed enters them (the race's row order is fixed): run once
 
 
 def reach(history, target, tol=1e-4):
@@ -110,10 +114,15 @@ def matched(args):
         for objective in args.objectives.split(","):
             for k in map(int, args.ks.split(",")):
                 cost = greedy_cost(Space(n_blocks, k, protected_blocks(cfg, n_blocks)))
+                first: dict[str, dict] = {}  # label -> the first seed's result (deterministic searchers)
                 for seed in map(int, args.seeds.split(",")):
-                    greedy_best = args.greedy_value
+                    greedy_best = args.greedy_value if "greedy" not in first else first["greedy"]["value"]
                     for label, params in MATCHED:
                         if label not in labels:
+                            continue
+                        if label in DETERMINISTIC and label in first:  # no seed: the same run again
+                            print(f"{objective:10s} k={k} seed={seed} {label:12s} deterministic: seed "
+                                  f"{first[label]['seed']}'s run stands", flush=True)
                             continue
                         name = label.split("+")[0]
                         over = [f"search.params.{name}.{p}={str(v).lower()}" for p, v in params.items()]
@@ -127,17 +136,62 @@ def matched(args):
                                          n_blocks=n_blocks, progress=False)
                         finally:
                             close_run_dir(run_dir)
+                        first.setdefault(label, r)
                         if label == "greedy":
                             greedy_best = r["value"]
                         at = reach(r["history"], greedy_best)
                         rows.append((objective, k, seed, label, r["value"], r["budget_used"], at, cost, r["wall_seconds"],
                                      r["removed"]))
+                        with open(os.path.join(args.out, "matched.jsonl"), "a") as f:  # --plot reads these
+                            f.write(json.dumps({"objective": objective, "k": k, "seed": seed, "searcher": label,
+                                                "value": r["value"], "budget_used": r["budget_used"], "reached_at": at,
+                                                "greedy_cost": cost, "wall_seconds": r["wall_seconds"],
+                                                "removed": r["removed"], "history": r["history"],
+                                                "n_seq": args.n_seq, "seq_len": args.seq_len}) + "\n")
                         print(f"{objective:10s} k={k} seed={seed} {label:12s} best {r['value']:10.4f} used {r['budget_used']:7.1f} "
                               f"reached greedy at {'-' if at is None else f'{at:.1f} ({at / cost:.2f}x)':>14s} "
                               f"wall {r['wall_seconds']:7.1f}s {r['removed']}", flush=True)
     finally:
         ray.shutdown()
     return rows
+
+
+def plot(paths: list[str], out: str) -> None:
+    """Best value against budget (x greedy's cost), one panel per (objective, k), a colour per searcher,
+    a line style per seed; the dashed line is exact greedy's value. From the matched.jsonl files."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [json.loads(line) for p in paths for line in open(p) if line.strip()]
+    panels = sorted({(r["objective"], r["k"]) for r in rows})
+    labels = [m[0] for m in MATCHED]
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4), squeeze=False)
+    for ax, (objective, k) in zip(axes[0], panels):
+        mine = [r for r in rows if (r["objective"], r["k"]) == (objective, k)]
+        finals = []
+        for r in mine:
+            h = [(x["budget_used"] / r["greedy_cost"], x["best_value"]) for x in r["history"] if x["best_value"] is not None]
+            if not h:
+                continue
+            xs, ys = zip(*h)
+            ax.step(xs, ys, where="post", color=f"C{labels.index(r['searcher'])}", ls=["-", "--", ":", "-."][r["seed"] % 4],
+                    label=f"{r['searcher']} s{r['seed']}")
+            finals.append(r["value"])
+            if r["searcher"] == "greedy":
+                ax.axhline(r["value"], color="grey", ls="--", lw=0.8)
+        lo, hi = min(finals), max(finals)
+        pad = 0.5 * (hi - lo) + 1e-3 * abs(hi)
+        ax.set_ylim(lo - pad, hi + 3 * pad)  # the end game, not the first (catastrophic) candidates
+        ax.axvline(1.0, color="grey", lw=0.8)
+        n = mine[0]
+        ax.set(title=f"{objective}, k={k} ({n['n_seq']} x {n['seq_len']} tokens)", xlabel="budget used (x exact greedy's cost)",
+               ylabel="best value (lower is better)")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    print(f"wrote {out}")
 
 
 def main():
@@ -156,7 +210,12 @@ def main():
     ap.add_argument("--objective", default="perplexity")
     ap.add_argument("--n-seq", type=int, default=8)
     ap.add_argument("--seq-len", type=int, default=128)
+    ap.add_argument("--plot", default=None, help="comma list of matched.jsonl files: draw their curves to --plot-out")
+    ap.add_argument("--plot-out", default="matched.png")
     args = ap.parse_args()
+    if args.plot:
+        plot(args.plot.split(","), args.plot_out)
+        return
     if args.from_run:
         report(args.from_run, args.objective, args.k)
         return
