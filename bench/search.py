@@ -5,7 +5,8 @@ evaluations ga, bo and cbo need to reach greedy's best value (greedy itself uses
   python bench/search.py [--out runs/bench-search] [--n-seq 8 --seq-len 128]   # runs the searches
   python bench/search.py --from-run runs/study-smollm2 --k 6                    # reads a compare's ledger
   python bench/search.py --matched --objectives perplexity,margin --ks 6,8 --seeds 0,1 --n-seq 8 --seq-len 256
-  python bench/search.py --plot runs/bench-search/matched.jsonl --plot-out docs/img/matched.png
+  python bench/search.py --table runs/bench-search/matched.jsonl        # the docs' table, reach from the histories
+  python bench/search.py --plot runs/bench-search/matched.jsonl --plot-out matched.png
 
 ``--matched`` (issue 14): in one invocation, on one pool, per objective, k and seed: exact greedy, raced
 greedy (race: true), beam (width 2), and ga, bo, cbo given exactly greedy's cost as their budget
@@ -75,7 +76,7 @@ def report(run_dir, objective="perplexity", k=6):
 
 
 MATCHED = [("greedy", {}), ("greedy+race", {"race": True}), ("beam", {"width": 2}), ("ga", {}),
-           ("bo", {}), ("cbo", {})]
+           ("bo", {}), ("cbo", {}), ("cbo+none", {"transform": "none"})]
 DETERMINISTIC = {"greedy", "greedy+race", "beam"}  # no seed enters them (the race's row order is fixed): run once
 
 
@@ -194,6 +195,29 @@ def plot(paths: list[str], out: str) -> None:
     print(f"wrote {out}")
 
 
+def table(paths: list[str]) -> None:
+    """A markdown table from matched.jsonl files: per (objective, k, calibration size, seed) every searcher's best
+    value, budget used and the budget at which it first reached exact greedy's value (<= 1.0001x), computed from its
+    history against the greedy row of the same objective, k and calibration (greedy is deterministic: one row
+    stands for every seed)."""
+    rows = [json.loads(line) for p in paths for line in open(p) if line.strip()]
+    greedy = {(r["objective"], r["k"], r["n_seq"], r["seq_len"]): r for r in rows if r["searcher"] == "greedy"}
+    order = [m[0] for m in MATCHED]
+    rows.sort(key=lambda r: (r["objective"], r["n_seq"] * r["seq_len"], r["k"], order.index(r["searcher"]), r["seed"]))
+    print("| calibration | k | searcher | seed | best value | budget used | reached greedy's value at (x its cost) | set |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        g = greedy.get((r["objective"], r["k"], r["n_seq"], r["seq_len"]))
+        at = None if g is None else reach(r["history"], g["value"])
+        same = g is not None and r["searcher"] != "greedy" and sorted(r["removed"]) == sorted(g["removed"])
+        ratio = "-" if r["searcher"] == "greedy" else ("not reached" if at is None else f"{at / r['greedy_cost']:.2f}x")
+        if at is None and g is not None and r["searcher"] != "greedy":
+            ratio += f" ({r['value'] / g['value']:.4f}x greedy's value)" if g["value"] > 0 else ""
+        print(f"| {r['objective']} {r['n_seq']} x {r['seq_len']} | {r['k']} | {r['searcher']} | "
+              f"{'all' if r['searcher'] in DETERMINISTIC else r['seed']} | {r['value']:.4f}{' (same set)' if same else ''} | "
+              f"{r['budget_used']:.1f} of {r['greedy_cost']} | {ratio} | {sorted(r['removed'])} |")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--matched", action="store_true")
@@ -212,7 +236,11 @@ def main():
     ap.add_argument("--seq-len", type=int, default=128)
     ap.add_argument("--plot", default=None, help="comma list of matched.jsonl files: draw their curves to --plot-out")
     ap.add_argument("--plot-out", default="matched.png")
+    ap.add_argument("--table", default=None, help="comma list of matched.jsonl files: print their markdown table")
     args = ap.parse_args()
+    if args.table:
+        table(args.table.split(","))
+        return
     if args.plot:
         plot(args.plot.split(","), args.plot_out)
         return

@@ -96,6 +96,17 @@ def lowest_annealed(model: Quadratic, n: int, k: int, m: int, rng: np.random.Gen
     return heapq.nsmallest(m, ((e, s) for s, e in seen.items()))
 
 
+TRANSFORMS = ("auto", "none")
+
+
+def fitted_scale(y: np.ndarray, transform: str) -> np.ndarray:
+    """The values the quadratic model is fitted to. Perplexity is exp(mean NLL) and removals add
+    NLL roughly, so log(value) is close to second order where the value itself (a few bad sets at
+    10-100x the rest) is not; 'auto' takes the log while every value is > 0 (the margin objective
+    can be negative: fitted as is). Only the surrogate changes; the answer is still the best real value."""
+    return np.log(y) if transform == "auto" and (y > 0).all() else y
+
+
 class CBO(ModelBased):
     """Design: the single-block removals (the prior), the prior's top-k set, every pair of adjacent free blocks
     (``adjacent_pairs``) and ``n_random`` k-sets drawn with prior weights. Then rounds: fit the
@@ -122,9 +133,12 @@ class CBO(ModelBased):
         n_screen: int = 16  # sets raced per round when racing
         warm_start: bool = False  # the design begins with the shared cache's best k-sets
         warm_n: int = 4  # how many of them
+        transform: str = "auto"  # the fitted scale: 'auto' (log of the value while every value is > 0) or 'none'
 
         def __post_init__(self):
             race_params(self.race)
+            if self.transform not in TRANSFORMS:
+                raise ValueError(f"transform must be one of {TRANSFORMS}")
             require_ints(self, "n_propose", "n_screen", "warm_n")
             require_ints(self, "n_random", least=0)
             if self.temperature <= 0:
@@ -147,7 +161,7 @@ class CBO(ModelBased):
         X = np.zeros((len(sets), len(pos)))
         for r, s in enumerate(sets):
             X[r, [pos[b] for b in s]] = 1
-        return fit(X, np.array([self.estimate(s) for s in sets]))
+        return fit(X, fitted_scale(np.array([self.estimate(s) for s in sets]), self.params.transform))
 
     def proposals(self, m: int) -> list[Removed]:
         """The m lowest-energy unseen k-sets under the current model."""

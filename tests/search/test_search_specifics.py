@@ -42,6 +42,22 @@ def test_cbo_annealing_finds_the_optimum_when_enumeration_is_off():
     assert s.result() == (best, value)
 
 
+def test_cbo_fits_the_log_of_positive_values_only():
+    """transform 'auto' fits log(value) while every value is > 0 (perplexity-like) and the values as
+    they are once one is <= 0 (the margin objective); 'none' always as they are; others refused."""
+    import numpy as np
+    import pytest
+
+    from ghostsearch.errors import GhostsearchError
+    from ghostsearch.search.cbo import fitted_scale
+
+    pos, mixed = np.array([150.0, 210.0, 3000.0]), np.array([-1.2, 0.4, 2.0])
+    assert np.allclose(fitted_scale(pos, "auto"), np.log(pos))
+    assert np.array_equal(fitted_scale(mixed, "auto"), mixed) and np.array_equal(fitted_scale(pos, "none"), pos)
+    with pytest.raises(GhostsearchError, match="transform must be one of"):
+        make_searcher("cbo", SPACE, params={"transform": "sqrt"})
+
+
 def test_lorp_exposes_rls_and_clusters():
     s = run(make_searcher("lorp", SPACE), SYN.evaluator())
     assert s.n_clusters in (2, 3, 4) and len(s.labels) == 12 and 0 not in s.choice and 11 not in s.choice
