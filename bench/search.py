@@ -80,6 +80,13 @@ MATCHED = [("greedy", {}), ("greedy+race", {"race": True}), ("beam", {"width": 2
 DETERMINISTIC = {"greedy", "greedy+race", "beam"}  # no seed enters them (the race's row order is fixed): run once
 
 
+def improvements(history: list[dict]) -> list[dict]:
+    """The entries of a cell history where the best value changes, and the last one (all --plot and
+    --table need: the budget at which a value is first reached is one of them)."""
+    out = [h for i, h in enumerate(history) if i == 0 or h["best_value"] != history[i - 1]["best_value"]]
+    return out + ([history[-1]] if history and out[-1] is not history[-1] else [])
+
+
 def reach(history, target, tol=1e-4):
     """Budget at which a cell history [{budget_used, best_value}] first reaches target within tol (relative, either sign)."""
     return next((h["budget_used"] for h in history if h["best_value"] is not None
@@ -147,7 +154,7 @@ def matched(args):
                             f.write(json.dumps({"objective": objective, "k": k, "seed": seed, "searcher": label,
                                                 "value": r["value"], "budget_used": r["budget_used"], "reached_at": at,
                                                 "greedy_cost": cost, "wall_seconds": r["wall_seconds"],
-                                                "removed": r["removed"], "history": r["history"],
+                                                "removed": r["removed"], "history": improvements(r["history"]),
                                                 "n_seq": args.n_seq, "seq_len": args.seq_len}) + "\n")
                         print(f"{objective:10s} k={k} seed={seed} {label:12s} best {r['value']:10.4f} used {r['budget_used']:7.1f} "
                               f"reached greedy at {'-' if at is None else f'{at:.1f} ({at / cost:.2f}x)':>14s} "
