@@ -17,7 +17,7 @@ import statistics
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+import benchenv  # noqa: E402,F401  (the repository on sys.path, offline HF, ../shared/data as the data directory)
 
 import ray  # noqa: E402
 

@@ -24,7 +24,7 @@ import time
 import psutil
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+import benchenv  # noqa: E402,F401  (the repository on sys.path, offline HF, ../shared/data as the data directory)
 
 from ghostsearch.models import load_model  # noqa: E402
 from ghostsearch.recovery.gram import GramLS  # noqa: E402

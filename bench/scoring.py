@@ -30,7 +30,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+import benchenv  # noqa: E402,F401  (the repository on sys.path, offline HF, ../shared/data as the data directory)
 
 from ghostsearch.scoring import Scorer  # noqa: E402
 from ghostsearch.stack import Stack, physically_prune  # noqa: E402

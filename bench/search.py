@@ -22,7 +22,7 @@ import math
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+import benchenv  # noqa: E402,F401  (the repository on sys.path, offline HF, ../shared/data as the data directory)
 
 from ghostsearch.rundir.ledger import read_ledger  # noqa: E402
 
