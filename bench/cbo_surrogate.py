@@ -18,7 +18,7 @@ import numpy as np
 from scipy.stats import spearmanr
 
 from ghostsearch.rundir.ledger import read_ledger
-from ghostsearch.search.cbo import fit
+from ghostsearch.search.cbo import fit, fitted_scale
 
 
 def main():
@@ -42,18 +42,19 @@ def main():
     for i, s in enumerate(sets):
         X[i, [pos[b] for b in s]] = 1
     y = np.array([vals[s] for s in sets])
-    size = np.array([len(s) for s in sets])
-    print(f"{len(sets)} sets scored, {(size == args.k).sum()} of size {args.k}")
-    scales = [("value", lambda v: v)] + ([("log(value)", np.log)] if (y > 0).all() else [])
-    for name, f in scales:
+    of_k = np.flatnonzero([len(s) == args.k for s in sets])
+    gates = np.array([[pos[b] for b in sets[i]] for i in of_k])  # Quadratic.energy takes gate positions
+    print(f"{len(sets)} sets scored, {len(of_k)} of size {args.k}")
+    for transform in ("none", "auto"):  # cbo's own scales: the value as it is, and its log while all are > 0
         rng, rhos, ratio = np.random.default_rng(0), [], []
         for _ in range(args.splits):
-            test = rng.permutation(np.flatnonzero(size == args.k))[: max(10, (size == args.k).sum() // 4)]
-            train = np.setdiff1d(np.arange(len(sets)), test)
-            m = fit(X[train], f(y[train]))
-            e = m.c + X[test] @ m.a + np.einsum("ni,ij,nj->n", X[test], np.triu(m.B, 1), X[test])
-            rhos.append(spearmanr(e, y[test])[0])
-            ratio.append(y[test][np.argmin(e)] / y[test].min())
+            held = rng.permutation(len(of_k))[: max(10, len(of_k) // 4)]
+            train = np.setdiff1d(np.arange(len(sets)), of_k[held])
+            e = fit(X[train], fitted_scale(y[train], transform)).energy(gates[held])
+            truth = y[of_k[held]]
+            rhos.append(spearmanr(e, truth)[0])
+            ratio.append(truth[np.argmin(e)] / truth.min())
+        name = {"none": "value", "auto": "log(value)" if (y > 0).all() else "value (auto)"}[transform]
         print(f"fitted to {name:10s}: held-out Spearman {np.mean(rhos):.3f} +- {np.std(rhos):.3f}; "
               f"predicted best / true best {np.mean(ratio):.4f}")
 

@@ -152,7 +152,7 @@ def matched(args):
                                      r["removed"]))
                         with open(os.path.join(args.out, "matched.jsonl"), "a") as f:  # --plot reads these
                             f.write(json.dumps({"objective": objective, "k": k, "seed": seed, "searcher": label,
-                                                "value": r["value"], "budget_used": r["budget_used"], "reached_at": at,
+                                                "value": r["value"], "budget_used": r["budget_used"],
                                                 "greedy_cost": cost, "wall_seconds": r["wall_seconds"],
                                                 "removed": r["removed"], "history": improvements(r["history"]),
                                                 "n_seq": args.n_seq, "seq_len": args.seq_len}) + "\n")
