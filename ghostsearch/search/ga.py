@@ -1,13 +1,15 @@
 """ga: a prior-guided genetic algorithm on k-subsets (DEAP), with EvoPress-style multi-step selection.
 
-DEAP draws from Python's global ``random``. The searcher re-seeds it from (seed, generation)
-before every generation, so a resumed run continues exactly; this also means two GA searchers
-must never run as threads of one process (they would re-seed each other's generator). Run them
-as separate processes (Ray actors/tasks) instead."""
+The searcher owns its random generators: each generation draws from its own ``random.Random``
+seeded by (seed, generation), so a resumed run continues exactly and any number of GA searchers
+may share a process (threads included). DEAP's ``selTournament`` draws from the global
+``random``, so tournament selection is written here (``select_tournament``, the same draws);
+DEAP still gives the fitness, the individuals and ``selBest`` (which draws nothing)."""
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from operator import attrgetter
 
 import numpy as np
 from deap import base, tools
@@ -29,19 +31,25 @@ class Individual(list):
         self.fitness = FitnessMin((value,))
 
 
-def cx_subset(a, b, k: int) -> Removed:
+def select_tournament(rng: random.Random, individuals: list, k: int, tournsize: int) -> list:
+    """DEAP's ``tools.selTournament`` drawing from ``rng`` instead of the global ``random``: k times,
+    the fittest of ``tournsize`` individuals drawn with replacement (the same draws, in the same order)."""
+    return [max((rng.choice(individuals) for _ in range(tournsize)), key=attrgetter("fitness")) for _ in range(k)]
+
+
+def cx_subset(a, b, k: int, rng: random.Random) -> Removed:
     """Cardinality-preserving crossover: keep what both parents share, fill up from the rest of their union."""
     common = set(a) & set(b)
     rest = sorted((set(a) | set(b)) - common)
-    return canonical(list(common) + random.sample(rest, k - len(common)))
+    return canonical(list(common) + rng.sample(rest, k - len(common)))
 
 
-def mut_swap(s: Removed, free: list[int], weight: dict[int, float]) -> Removed:
+def mut_swap(s: Removed, free: list[int], weight: dict[int, float], rng: random.Random) -> Removed:
     """Swap mutation biased by the prior: a block that looks important (low weight) tends to leave
     the set, a block that looks cheap to remove (high weight) tends to enter it."""
-    out = random.choices(s, weights=[1.0 / weight[i] for i in s])[0]
+    out = rng.choices(s, weights=[1.0 / weight[i] for i in s])[0]
     pool = [i for i in free if i not in s]
-    into = random.choices(pool, weights=[weight[i] for i in pool])[0]
+    into = rng.choices(pool, weights=[weight[i] for i in pool])[0]
     return canonical([i for i in s if i != out] + [into])
 
 
@@ -87,29 +95,26 @@ class GA(ModelBased):
         self.generation = 0
         self.screened: dict[Removed, float] | None = None  # this generation's screening values
 
-    def setup(self, oracle) -> None:
-        super().setup(oracle)
-        random.seed(self.seed)
-
     def weights(self) -> dict[int, float]:
         return dict(zip(self.space.free, prior_weights(self.prior, self.params.temperature)))
 
     def breed(self, n: int) -> list[Removed]:
-        """n new distinct unseen k-sets from the population, drawn from random seeded by (seed, generation)."""
-        random.seed(self.seed * 1_000_003 + self.generation)
+        """n new distinct unseen k-sets from the population, drawn from this generation's own
+        ``random.Random`` (seeded by (seed, generation); nothing global)."""
+        rng = random.Random(self.seed * 1_000_003 + self.generation)
         p, k, w = self.params, self.space.k, self.weights()
         toolbox = base.Toolbox()
-        toolbox.register("select", tools.selTournament, tournsize=p.tournament)
-        toolbox.register("mate", cx_subset, k=k)
-        toolbox.register("mutate", mut_swap, free=self.space.free, weight=w)
+        toolbox.register("select", select_tournament, rng, tournsize=p.tournament)
+        toolbox.register("mate", cx_subset, k=k, rng=rng)
+        toolbox.register("mutate", mut_swap, free=self.space.free, weight=w, rng=rng)
         pop = [Individual(s, self.memo[s]) for s in self.population]
         out: list[Removed] = []
         for _ in range(50 * n):
             if len(out) == n:
                 break
             a, b = toolbox.select(pop, 2)
-            child = toolbox.mate(a, b) if random.random() < p.cx_prob else tuple(a)
-            if random.random() < p.mut_prob or self.seen(child) or child in out:
+            child = toolbox.mate(a, b) if rng.random() < p.cx_prob else tuple(a)
+            if rng.random() < p.mut_prob or self.seen(child) or child in out:
                 child = toolbox.mutate(child)
             if not self.seen(child) and child not in out:
                 out.append(child)
