@@ -1,8 +1,8 @@
 """`ghostsearch compare`: a grid of searchers x objectives x k x seeds on ONE shared scoring pool.
 
 Cells run concurrently (``compare.concurrent`` at a time), each as its own Ray task process on
-the driver node (DEAP draws from the process-global ``random``, so no two searchers share a
-process), all evaluating through the same broker: shared cache, per-searcher accounting. A
+the driver node (every searcher owns its random generators; a process per cell keeps a cell's
+failure its own), all evaluating through the same broker: shared cache, per-searcher accounting. A
 finished cell writes RUN_DIR/cells/<cell>.json; an interrupted compare skips finished cells and
 replays the others from the ledger. The finalists are then repaired (``compare.recovery``) and
 evaluated downstream on the pool's scorers; RUN_DIR/comparison.parquet and the report come last.
@@ -41,12 +41,9 @@ def grid(cfg: Config) -> list[dict]:
 
 @ray.remote(num_cpus=0, max_retries=0)
 def _cell_task(cfg: Config, broker, run_dir: str, cell: dict, n_blocks: int) -> dict:
-    import random
-
     from ghostsearch.logs import quiet_libraries
 
     quiet_libraries()
-    random.seed(cell["seed"])  # this process is this searcher's alone (DEAP uses the global random)
     res = run_cell(cfg, broker, Path(run_dir), n_blocks=n_blocks, progress=False,
                    matched=cfg.compare.budget == "matched", **cell)
     write_json_atomic(Path(run_dir) / "cells" / f"{res['cell']}.json", res)
