@@ -101,6 +101,7 @@ class Compare:  # None: the single value (searcher, objective, k, seed); an expl
     concurrent: int = 4  # cells run at once
     budget: str = "matched"   # matched: ga/bo/cbo get exactly greedy's cost at each k; own: each searcher's own
     recovery: list[str] = field(default_factory=lambda: ["none", "ghosted"])  # finalists evaluated under each
+    contrasts: list[str] = field(default_factory=list)  # pre-registered contrasts, e.g. 'ghosted - none | searcher=greedy, k=8' (docs/compare.md)
 
 
 @dataclass
@@ -383,6 +384,9 @@ def validate(cfg: Config) -> None:
     for m in cfg.compare.recovery:
         if m not in RECOVERY:
             raise GhostsearchError(f"compare.recovery has {m!r}; use any of: {', '.join(RECOVERY.names())}")
+    from ghostsearch.contrasts import parse_all
+
+    parse_all(cfg.compare.contrasts, cfg)  # every contrast names models of the grid, before any model work
     if cfg.recovery.dataset not in (None, "auto") and cfg.recovery.dataset not in ("c4", "wikitext2", "lambada"):
         raise GhostsearchError(f"recovery.dataset={cfg.recovery.dataset!r}; repair calibrates on text: "
                                "c4, wikitext2, lambada or auto")
