@@ -9,6 +9,7 @@ import dataclasses
 import difflib
 import hashlib
 import json
+import math
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -225,7 +226,7 @@ def _yaml(text: str):
 
 def _build(cls, data: dict, prefix: str = ""):
     if not isinstance(data, dict):
-        raise GhostsearchError(f"config section {prefix.rstrip('.') or '(top)'} must be a mapping, got {data!r}")
+        raise GhostsearchError(f"config section {prefix.rstrip('.') or '(top)'} must be a mapping, got {short(data)}")
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     kwargs = {}
@@ -242,10 +243,22 @@ def _build(cls, data: dict, prefix: str = ""):
                 value = float(value)
             if not _type_ok(value, tp):
                 hint = "; write true or false" if tp is bool else ""
-                raise GhostsearchError(f"config key {prefix}{key}={value!r} has the wrong type; expected "
+                lists = [a for a in (tp, *typing.get_args(tp)) if typing.get_origin(a) is list and typing.get_args(a)]
+                if isinstance(value, list) and lists:
+                    i, bad = next((i, v) for i, v in enumerate(value) if not _type_ok(v, typing.get_args(lists[0])[0]))
+                    raise GhostsearchError(f"config key {prefix}{key} has {short(bad)} at position {i} (of "
+                                           f"{len(value)}), which has the wrong type; expected {_tname(tp)}")
+                raise GhostsearchError(f"config key {prefix}{key}={short(value)} has the wrong type; expected "
                                        f"{_tname(tp)}{hint}")
             kwargs[key] = value
     return cls(**kwargs)
+
+
+def short(value, limit: int = 80) -> str:
+    """``repr(value)`` for an error line, at most ``limit`` characters (a 1,000-entry list is not
+    printed whole)."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit - 15]}... ({len(text)} chars)"
 
 
 def _tname(tp) -> str:
@@ -254,7 +267,7 @@ def _tname(tp) -> str:
 
 def parse_override(item: str) -> tuple[list[str], Any]:
     if "=" not in item:
-        raise GhostsearchError(f"override {item!r} is not key=value; write e.g. k=6 or calibration.n_seq=16")
+        raise GhostsearchError(f"override {short(item)} is not key=value; write e.g. k=6 or calibration.n_seq=16")
     key, raw = item.split("=", 1)
     path = key.strip().split(".")
     section = _section(path)
@@ -265,14 +278,14 @@ def parse_override(item: str) -> tuple[list[str], Any]:
         value = _yaml(raw) if raw != "" else None
     except yaml.YAMLError:
         if raw.lstrip()[:1] in "[{\"'":
-            raise GhostsearchError(f"override {item!r} is not valid YAML (an unclosed bracket or quote?); "
+            raise GhostsearchError(f"override {short(item)} is not valid YAML (an unclosed bracket or quote?); "
                                    "write e.g. search.protected=[0,1]") from None
         value = raw
     if isinstance(value, str) and "," in value and not key.endswith(("model", "out", "data_dir", "address", "name")):
         try:
             value = [_yaml(v) for v in value.split(",")]
         except yaml.YAMLError:
-            raise GhostsearchError(f"override {item!r} is not a comma-separated list of YAML values") from None
+            raise GhostsearchError(f"override {short(item)} is not a comma-separated list of YAML values") from None
     return path, value
 
 
@@ -307,11 +320,16 @@ def load_config(path: str | None = None, overrides: list[str] | None = None) -> 
         if not p.is_file():
             raise GhostsearchError(f"config {p} is not a file; point at a YAML config (see configs/)")
         try:
-            data = _yaml(p.read_bytes().decode("utf-8")) or {}
+            data = _yaml(p.read_bytes().decode("utf-8"))
         except UnicodeDecodeError as e:
             raise GhostsearchError(f"config file {p} is not UTF-8 text (byte {e.start}); save it as UTF-8") from None
         except yaml.YAMLError as e:
             raise GhostsearchError(f"config file {p} is not valid YAML: {str(e).splitlines()[0]}") from None
+        if data is None:  # an empty file
+            data = {}
+        if not isinstance(data, dict):
+            raise GhostsearchError(f"config file {p} must be a mapping of keys (model: ..., k: 6), got a YAML "
+                                   f"{type(data).__name__} {short(data, 40)}; see configs/ for examples")
     for item in overrides or []:
         keys, value = parse_override(item)
         _set(data, keys, value)
@@ -353,14 +371,29 @@ def validate(cfg: Config) -> None:
                 raise GhostsearchError(f"{where}{key} must be positive")
     if cfg.k <= 0:
         raise GhostsearchError(f"k={cfg.k}: must remove at least one block; set k >= 1")
-    if any(k <= 0 for k in cfg.compare.ks or []):
-        raise GhostsearchError(f"compare.ks={cfg.compare.ks}: every k must be >= 1")
+    bad_k = [k for k in cfg.compare.ks or [] if k <= 0]
+    if bad_k:
+        raise GhostsearchError(f"compare.ks has {bad_k[0]}: every k must be >= 1")
+    for key in ("searchers", "objectives", "ks", "seeds", "recovery"):
+        values = getattr(cfg.compare, key) or []
+        twice = next((v for i, v in enumerate(values) if v in values[:i]), None)
+        if twice is not None:
+            raise GhostsearchError(f"compare.{key} lists {twice!r} more than once (a cell would run twice and be "
+                                   f"compared with itself); list each once")
     if cfg.pool.actors < 1 or cfg.pool.threads < 1:
         raise GhostsearchError("pool.actors and pool.threads must be >= 1")
     for s in [cfg.searcher] + list(cfg.compare.searchers or []):
         SEARCHERS.get(s)
     for s, params in cfg.search.params.items():
+        if params is not None and not isinstance(params, dict):
+            raise GhostsearchError(f"search.params.{s} must be a mapping of {s}'s parameters, e.g. "
+                                   f"search.params.{s}.budget=60, got {short(params)}")
         SEARCHERS.get(s).parse_params({k: v for k, v in (params or {}).items() if k != "budget"})
+        budget = (params or {}).get("budget")
+        if budget is not None and (not _type_ok(budget, float) or not math.isfinite(budget) or budget <= 0):
+            raise GhostsearchError(f"search.params.{s}.budget={short(budget)} must be a positive number of "
+                                   "evaluations (or left unset)")
+    _check_objective_params(cfg, names)
     if cfg.recovery.method not in RECOVERY:
         raise GhostsearchError(f"recovery.method={cfg.recovery.method!r}; use one of: {', '.join(RECOVERY.names())}")
     if "recovery" in cfg.objective_params:
@@ -403,6 +436,46 @@ def validate(cfg: Config) -> None:
         raise GhostsearchError(f"data_dir={cfg.data_dir} does not exist; point it at a folder laid out like ../shared/data")
 
 
+# the built-in objectives' parameters (objective_params): name -> (type, lowest value or None)
+OBJECTIVE_PARAMS = {"perplexity": {"head_chunk": (int, 1)},
+                    "kl": {"top_k": (int, 1), "head_chunk": (int, 1)},
+                    "margin": {"normalize": (str, None), "max_prompt": (int, 1)}}
+
+
+def _check_objective_params(cfg: Config, objectives: list[str]) -> None:
+    """objective_params: single values (a deep key like a.b.c is refused, not ignored), the known
+    ones of the run's built-in objectives typed and in range, an unknown one refused unless a plug-in
+    objective (module:Class) may take it."""
+    known = {name: spec for o in objectives for name, spec in OBJECTIVE_PARAMS.get(o, {}).items()}
+    plugin = any(o not in OBJECTIVE_PARAMS for o in objectives)
+    for key, value in cfg.objective_params.items():
+        if isinstance(value, dict):
+            raise GhostsearchError(f"objective_params.{key} is a mapping ({short(value, 40)}); objective parameters "
+                                   f"are single values, e.g. objective_params.head_chunk=512")
+        if key not in known:
+            if plugin or key == "recovery":
+                continue
+            close = difflib.get_close_matches(str(key), list(known), n=1)
+            hint = f"did you mean objective_params.{close[0]}?" if close else \
+                f"known: {', '.join(sorted(known)) or '(none)'}"
+            raise GhostsearchError(f"objective {'/'.join(objectives)} has no parameter {key!r}; {hint}")
+        tp, low = known[key]
+        if not _type_ok(value, tp) or (low is not None and value < low):
+            raise GhostsearchError(f"objective_params.{key}={short(value)} must be "
+                                   f"{'an integer >= ' + str(low) if tp is int else 'a string'}")
+
+
+def _check_finite(cfg, prefix: str = "") -> None:
+    """NaN or infinity in any number of the config is one line (``.nan`` would pass every range check)."""
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        if dataclasses.is_dataclass(value):
+            _check_finite(value, f"{prefix}{f.name}.")
+        elif isinstance(value, float) and not math.isfinite(value):
+            raise GhostsearchError(f"{prefix}{f.name}={value} is not a finite number; give a number "
+                                   "(or leave the key unset for its default)")
+
+
 # (key, lowest allowed value): a value below it is one line naming the key
 _MINIMUM = {"cache.every": 1, "cache.prefix_runs": 0, "search.budget": 1e-9, "search.time_budget": 1e-9,
             "eval.limit": 1, "eval.ppl_seq_len": 2, "eval.ppl_max_seq": 1, "eval.batch_size": 1,
@@ -411,6 +484,7 @@ _MINIMUM = {"cache.every": 1, "cache.prefix_runs": 0, "search.budget": 1e-9, "se
 
 
 def _check_ranges(cfg: Config) -> None:
+    _check_finite(cfg)
     for key, low in _MINIMUM.items():
         section, name = key.split(".")
         value = getattr(getattr(cfg, section), name)

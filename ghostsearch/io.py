@@ -10,6 +10,10 @@ import os
 import uuid
 from pathlib import Path
 
+from ghostsearch.errors import GhostsearchError
+
+MIN_FREE = 1 << 20  # bytes: a disk with less free space than this is full for ghostsearch's purposes
+
 
 def temp_path(path: Path) -> Path:
     """A unique hidden sibling of ``path`` to write to before ``os.replace``."""
@@ -61,3 +65,22 @@ def write_parquet_atomic(path: str | Path, table, fsync: bool = False) -> None:
         replace_atomic(tmp, path, fsync=fsync)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def check_writable(path: str | Path, what: str, fix: str = "choose another location") -> Path:
+    """Before any expensive work: ``path`` (a directory, or the nearest existing one above it,
+    where it would be created) must be writable and its disk not full. One GhostsearchError line
+    naming ``what`` and ``fix`` otherwise. Writes nothing. Returns the directory checked."""
+    path = Path(path).expanduser().absolute()
+    target = next((p for p in [path, *path.parents] if p.exists()), Path("/"))
+    if not target.is_dir():
+        return target  # a file in the way: the caller's own checks name it
+    if not os.access(target, os.W_OK | os.X_OK):
+        read_only = bool(os.statvfs(target).f_flag & os.ST_RDONLY)
+        why = "is on a read-only file system" if read_only else "is not writable (permissions or an immutable flag)"
+        raise GhostsearchError(f"{what} {target} {why}; {fix}")
+    st = os.statvfs(target)
+    if st.f_bavail * st.f_frsize < MIN_FREE:
+        raise GhostsearchError(f"{what} {target} is on a full disk ({st.f_bavail * st.f_frsize} bytes free); "
+                               f"make room or {fix}")
+    return target

@@ -144,6 +144,9 @@ def model_path(spec: str) -> tuple[str, dict]:
             _check_gguf(p)
             _gguf_to_safetensors(p, target)
         return str(target), {}
+    if p.is_file():
+        raise GhostsearchError(f"model={spec} is a file, not a model directory or a .gguf file; point model= at a "
+                               "Hugging Face model directory (with config.json), a .gguf file, or a hub id")
     if p.exists():
         if not (p / "config.json").exists():
             raise GhostsearchError(f"model directory {p} has no config.json; point model= at a Hugging Face model directory")

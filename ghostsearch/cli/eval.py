@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ghostsearch.cli.common import parse_remove, print_json
+from ghostsearch.cli.common import parse_remove, positive_int, print_json
 from ghostsearch.errors import GhostsearchError
 from ghostsearch.recovery import RECOVERY
 
@@ -23,7 +23,7 @@ def add(sub) -> None:
     sp.add_argument("target", help="RUN_DIR, an exported model directory, or a CONFIG (with --remove)")
     sp.add_argument("overrides", nargs="*", help="key=value overrides, e.g. eval.ppl_max_seq=8")
     sp.add_argument("--remove", default=None, help="with a CONFIG: comma-separated block indices ('' = dense)")
-    sp.add_argument("--limit", type=int, default=None, help="documents per task / LAMBADA passages (eval.limit)")
+    sp.add_argument("--limit", type=positive_int, default=None, help="documents per task / LAMBADA passages (eval.limit)")
     sp.add_argument("--tasks", default=None, help="comma-separated zero-shot tasks ('' = none; default eval.tasks)")
     sp.add_argument("--recovery", default="none", choices=RECOVERY.names(), help="repair before evaluating")
     sp.add_argument("--out", default=None, help="Parquet file (default: RUN_DIR/eval.parquet; none otherwise)")

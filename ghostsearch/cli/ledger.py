@@ -51,8 +51,9 @@ def run(args) -> None:
         out = Path(args.csv)
         if out.is_dir() or (out.exists() and (d / "ledger") in out.parents):
             raise GhostsearchError(f"--csv {out} is a directory or inside the ledger; give a file path")
-        from ghostsearch.io import write_text_atomic
+        from ghostsearch.io import check_writable, write_text_atomic
 
+        check_writable(out.parent, f"--csv {out}:", "give a path on a writable disk")
         write_text_atomic(out, df.to_csv(index=False))
         print(f"{len(df)} rows -> {out}")
     else:

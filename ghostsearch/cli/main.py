@@ -3,8 +3,10 @@ cause print one line (no traceback unless --debug) and exit 2."""
 from __future__ import annotations
 
 import argparse
+import errno
 import sys
 
+from ghostsearch import interrupts
 from ghostsearch.cli import compare, export, ledger, pool, recover, score, search
 from ghostsearch.cli import eval as eval_cmd
 from ghostsearch.errors import GhostsearchError
@@ -69,17 +71,50 @@ def main(argv: list[str] | None = None) -> int:
         args.overrides = list(args.overrides or []) + extra
     quiet_libraries()
     setup_logging(-1 if args.quiet else args.verbose)
+    interrupts.install()  # SIGTERM and SIGHUP end a command like Ctrl-C (lock released, ledger kept, Ray stopped)
     try:
         COMMANDS[args.cmd].run(args)
     except GhostsearchError as e:
         if args.debug:
             raise
-        print(f"ghostsearch: error: {e}", file=sys.stderr)
+        _say(f"ghostsearch: error: {one_line(str(e))}")
         return 2
-    except KeyboardInterrupt:
-        print("ghostsearch: interrupted", file=sys.stderr)
-        return 130
+    except OSError as e:
+        if args.debug or e.errno not in DISK_ERRORS:
+            raise
+        _say(f"ghostsearch: error: {disk_error(e)}")
+        return 2
+    except KeyboardInterrupt as e:
+        _say("ghostsearch: interrupted")
+        return interrupts.exit_code(e)
     return 0
+
+
+# a disk that cannot take what ghostsearch writes: read-only, full, over quota, no permission
+DISK_ERRORS = {errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EFBIG}
+
+
+def disk_error(e: OSError) -> str:
+    """One line for a disk that refused a write: what, where, and that rerunning resumes."""
+    where = f": {e.filename}" if e.filename else ""
+    return (f"{e.strerror or e} ({errno.errorcode.get(e.errno, e.errno)}){where}; make room or make it writable "
+            "(or choose another out=), then rerun the same command: what the run's ledger holds is kept and not "
+            "recomputed")
+
+
+def one_line(message: str, limit: int = 400) -> str:
+    """An error message as one line of at most ``limit`` characters (the middle elided)."""
+    message = " ".join(message.split("\n"))
+    if len(message) <= limit:
+        return message
+    return f"{message[:limit - 160]} [...] {message[-150:]}"
+
+
+def _say(line: str) -> None:
+    try:  # after SIGHUP the terminal may be gone
+        print(line, file=sys.stderr, flush=True)
+    except OSError:
+        pass
 
 
 if __name__ == "__main__":

@@ -15,6 +15,9 @@ def add(sub) -> None:
 
 
 def run(args) -> None:
+    from ghostsearch.io import check_writable
     from ghostsearch.recovery.recover import recover
 
+    # recovery.parquet is written after all the work: a read-only or full run directory first
+    check_writable(args.run_dir, "run directory", "make it writable (or copy the run directory elsewhere) and rerun")
     recover(args.run_dir, args.method, args.top, args.threads, on_row=print_json)

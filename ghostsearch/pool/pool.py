@@ -18,6 +18,7 @@ from typing import Sequence
 
 import ray
 
+from ghostsearch import interrupts
 from ghostsearch.config import Config
 from ghostsearch.errors import GhostsearchError
 from ghostsearch.objectives import ObjectiveSpec
@@ -40,6 +41,8 @@ def check_local_capacity(cfg: Config, address: str | None) -> None:
     """Before a run directory exists: a usable address, and a local pool that fits this machine's
     CPUs (and GPUs)."""
     check_address(address or os.environ.get("RAY_ADDRESS"))
+    if (address or os.environ.get("RAY_ADDRESS")) and not ray.is_initialized():
+        check_reachable(address or os.environ["RAY_ADDRESS"])
     if address or os.environ.get("RAY_ADDRESS") or cfg.pool.name or ray.is_initialized():
         return
     gpus = cfg.pool.gpus_per_actor or 0
@@ -68,17 +71,62 @@ def connect(address: str | None = None, dashboard: bool = True, num_cpus: int | 
         return False
     address = address or os.environ.get("RAY_ADDRESS")
     check_address(address)
+    quiet_ray_banner()
     if address:
+        check_reachable(address)
         try:
             # a submitted job inherits the job's runtime env (working dir, env vars): add nothing
             ray.init(address=address, namespace=NAMESPACE, log_to_driver=True)
         except (ConnectionError, RuntimeError, ValueError) as e:
             raise GhostsearchError(f"cannot reach the Ray cluster at {address}: {str(e).splitlines()[0]}; "
                                    "check --address / RAY_ADDRESS and that the head is up") from None
+        finally:
+            interrupts.reinstall()  # ray.init replaced the SIGTERM handler
         return False
-    ray.init(namespace=NAMESPACE, include_dashboard=dashboard, dashboard_host="127.0.0.1",
-             num_cpus=num_cpus, log_to_driver=True, configure_logging=False)  # workers inherit this env
+    try:
+        ray.init(namespace=NAMESPACE, include_dashboard=dashboard, dashboard_host="127.0.0.1",
+                 num_cpus=num_cpus, log_to_driver=True, configure_logging=False)  # workers inherit this env
+    finally:
+        interrupts.reinstall()
     return True
+
+
+REACH_TIMEOUT = 5.0  # seconds to open a TCP connection to a cluster's GCS before ray.init
+
+
+def check_reachable(address: str, timeout: float = REACH_TIMEOUT) -> None:
+    """A HOST:PORT address must accept a TCP connection within ``timeout`` seconds: ray.init on a
+    closed port retries forever ("Failed to get cluster ID from GCS server: TimedOut")."""
+    import socket
+
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or "://" in address:
+        return  # "auto", "local", ray://...: Ray resolves those itself
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as e:
+        reason = f"no answer within {timeout:g} s" if isinstance(e, socket.timeout) else (e.strerror or str(e)).lower()
+        raise GhostsearchError(f"cannot reach the Ray cluster at {address} ({reason}); check "
+                               "--address / RAY_ADDRESS (the head's GCS address, e.g. 10.0.0.1:6379) and that the "
+                               "head is up (`ray status` there)") from None
+
+
+class _NoBanner:
+    """Drops Ray's "Token authentication is enabled ..." notice (every local start prints it)."""
+
+    def filter(self, record) -> bool:
+        return not str(record.msg).startswith("Token authentication is enabled for this Ray cluster")
+
+
+def quiet_ray_banner() -> None:
+    """Ray's token-authentication notice is shown with -v only."""
+    import logging
+
+    if logging.getLogger("ghostsearch").isEnabledFor(logging.DEBUG):
+        return
+    log = logging.getLogger("ray._private.authentication.authentication_token_setup")
+    if not any(isinstance(f, _NoBanner) for f in log.filters):
+        log.addFilter(_NoBanner())
 
 
 def resources(cfg: Config) -> tuple[float, float]:
@@ -235,14 +283,30 @@ class PoolClient:
     cache_hits: int = 0
     row_counts: list | None = None              # per calibration row: its loss count (racing)
     sources: dict = field(default_factory=dict)  # objective name -> CalibrationSpec statistics may come from
+    replays: dict = field(default_factory=dict)  # key -> rows of this cell the ledger holds not yet replayed
 
     def load_known(self, run_dir) -> int:
+        """Resume: every value this run's ledger holds for the cell's objective, and how many rows
+        this cell already has per candidate (a replay answered from the ledger adds no row until
+        the cell asks a candidate more often than its ledger records)."""
         t = read_ledger(run_dir)
         for row in t.to_pylist():
-            if not row["cached"] and row["objective_key"] == self.spec.key():
-                key = cache_key(self.model, self.dtype, self.spec, tuple(row["removed"]), row["fidelity"])
-                self.known[key if row.get("row_losses") is None else f"{key}|block={len(row['row_losses'])}"] = row
+            if row["objective_key"] != self.spec.key():
+                continue
+            key = cache_key(self.model, self.dtype, self.spec, tuple(row["removed"]), row["fidelity"])
+            key = key if row.get("row_losses") is None else f"{key}|block={len(row['row_losses'])}"
+            if not row["cached"]:
+                self.known[key] = row
+            if row["cell"] == self.cell:
+                self.replays[key] = self.replays.get(key, 0) + 1
         return len(self.known)
+
+    def _append_new(self, key: str, row: dict) -> None:
+        """Ledger a resumed cell's answer unless the ledger already has this cell's row for it."""
+        if self.replays.get(key, 0) > 0:
+            self.replays[key] -= 1
+            return
+        self.ledger.append(row)
 
     def _row(self, c: Candidate, searcher: str, r: dict, cached: bool) -> dict:
         return {"cell": self.cell, "searcher": searcher, "objective": self.spec.name,
@@ -253,12 +317,12 @@ class PoolClient:
 
     def evaluate(self, candidates: Sequence[Candidate], searcher: str) -> list[float]:
         values: list[float | None] = [None] * len(candidates)
-        pending = {}
+        pending, keys = {}, {}
         for i, c in enumerate(candidates):
-            key = cache_key(self.model, self.dtype, self.spec, c.removed, c.fidelity)
+            key = keys[i] = cache_key(self.model, self.dtype, self.spec, c.removed, c.fidelity)
             if key in self.known:  # resumed run: answered from this run's own ledger
                 row = self._row(c, searcher, self.known[key], cached=True)
-                self.ledger.append(row)
+                self._append_new(key, row)
                 values[i] = row["value"]
                 self._done(row)
             else:
@@ -268,7 +332,7 @@ class PoolClient:
                 pending[ref] = i
         for i, r in self._finished(pending):
             row = self._row(candidates[i], searcher, r, cached=bool(r.get("cached")))
-            self.ledger.append(row)  # durable before the searcher sees the value
+            self._append_new(keys[i], row)  # durable before the searcher sees the value
             values[i] = row["value"]
             self._done(row)
         return values  # type: ignore[return-value]
@@ -291,10 +355,10 @@ class PoolClient:
         ``row_losses``; ``cost``), written before the race sees it; a resumed run replays it."""
         N, value_of = self.n_rows(), self.spec.build().value
         out: list = [None] * len(requests)
-        pending, done = {}, []
+        pending, done, keys = {}, [], {}
         for i, q in enumerate(requests):
             c = Candidate(q.removed, fidelity=q.seen / N, prefix=q.prefix)
-            key = f"{cache_key(self.model, self.dtype, self.spec, c.removed, c.fidelity)}|block={len(q.rows)}"
+            key = keys[i] = f"{cache_key(self.model, self.dtype, self.spec, c.removed, c.fidelity)}|block={len(q.rows)}"
             if key in self.known:  # resumed run: this block is in the run's own ledger
                 done.append((i, {**self.known[key], "sums": self.known[key]["row_losses"], "cached": True}))
             else:
@@ -307,7 +371,7 @@ class PoolClient:
             c = Candidate(q.removed, fidelity=q.seen / N, prefix=q.prefix)
             row = {**self._row(c, searcher, {**r, "value": v}, cached=bool(r.get("cached"))),
                    "cost": len(q.rows) / N, "partial": q.seen < N, "row_losses": list(r["sums"])}
-            self.ledger.append(row)  # durable before the race sees it
+            self._append_new(keys[i], row)  # durable before the race sees it
             out[i] = (list(r["sums"]), counts, v)
             self._done(row)
         return out

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ghostsearch.config import Config, load_config, save_config
 from ghostsearch.errors import GhostsearchError
-from ghostsearch.io import write_text_atomic
+from ghostsearch.io import check_writable, write_text_atomic
 from ghostsearch.rundir import lock
 from ghostsearch.rundir.ledger import compact, read_ledger
 
@@ -39,6 +39,10 @@ def check_run_dir(cfg: Config, out: str | Path | None = None) -> Path:
         if parent.exists() and not parent.is_dir():
             where = "is a file" if parent == out else f"is under {parent}, which is a file"
             raise GhostsearchError(f"out={cfg.out} {where}; choose a directory for the run")
+    for d in (out, out / "ledger", out / "ledger" / "_journal"):  # a read-only or full disk: before any work
+        if d == out or d.is_dir():
+            check_writable(d, f"out={cfg.out}:", "make it writable, or choose another out=" +
+                           ("" if d == out else " (a copy of the run directory resumes there)"))
     cfg_file = out / "config.yaml"
     if cfg_file.exists():
         try:

@@ -110,6 +110,32 @@ CASES = [
     ("pool-up-no-address", ["pool", "up", C, "pool.name=x"], "needs a running Ray cluster"),
     ("pool-status-no-address", ["pool", "status"], "needs the cluster's address"),
     ("unknown-command", ["serch", C], "invalid choice"),
+    # issue 22's fault probe: each of these was a traceback, a hang or silently wrong
+    ("searcher-budget-not-number", ["search", C, "search.params.ga.budget=abc"], "search.params.ga.budget='abc' must"),
+    ("greedy-budget-not-number", ["search", C, "search.params.greedy.budget=abc"], "must be a positive number"),
+    ("searcher-budget-nan", ["search", C, "search.params.greedy.budget=.nan"], "must be a positive number"),
+    ("searcher-params-not-mapping", ["search", C, "search.params.ga=3"], "must be a mapping of ga's parameters"),
+    ("config-list-with-override", ["search", f"{W}/list.yaml", "k=2"], "got a YAML list"),
+    ("config-scalar-with-override", ["search", f"{W}/scalar.yaml", "k=2"], "got a YAML int"),
+    ("config-string-with-override", ["search", f"{W}/string.yaml", "k=2"], "got a YAML str"),
+    ("config-zero-is-not-empty", ["search", f"{W}/scalar0.yaml"], "got a YAML int 0"),
+    ("head-chunk-zero", ["search", C, "objective_params.head_chunk=0"], "head_chunk=0 must be an integer >= 1"),
+    ("head-chunk-zero-score", ["score", C, "objective_params.head_chunk=0", "--remove", "1"], "head_chunk=0"),
+    ("budget-nan", ["search", C, "search.budget=.nan"], "search.budget=nan is not a finite number"),
+    ("budget-inf", ["search", C, "search.budget=.inf"], "search.budget=inf is not a finite number"),
+    ("lr-nan", ["search", C, "recovery.lr=.nan"], "recovery.lr=nan is not a finite number"),
+    ("eval-limit-flag-negative", ["eval", f"{W}/run", "--limit", "-5"], "-5 must be 1 or more"),
+    ("eval-limit-flag-zero", ["eval", f"{W}/run", "--limit", "0"], "0 must be 1 or more"),
+    ("compare-searchers-twice", ["compare", C, "compare.searchers=[fastblock,fastblock]"], "'fastblock' more than once"),
+    ("compare-ks-twice", ["compare", C, "compare.ks=[2,2]"], "compare.ks lists 2 more than once"),
+    ("objective-params-deep", ["search", C, "objective_params.a.b.c=1"], "objective_params.a is a mapping"),
+    ("objective-params-unknown", ["search", C, "objective_params.head_chnk=5"], "did you mean objective_params.head_chunk"),
+    ("objective-params-kl-top-k", ["search", C, "objective=kl", "objective_params.top_k=x"], "top_k='x' must be an integer"),
+    ("model-path-is-file", ["search", C, f"model={W}/afile"], "is a file, not a model directory"),
+    ("long-list-one-bad-value", ["search", C, "compare.ks=[" + "1," * 999 + "x]"], "has 'x' at position 999 (of 1000)"),
+    ("long-override-not-key-value", ["search", C, "x" * 3000], "chars) is not key=value"),
+    ("closed-ray-address", ["search", C, "--address", "127.0.0.1:1"], "cannot reach the Ray cluster at 127.0.0.1:1"),
+    ("pool-status-closed-address", ["pool", "status", "--address", "127.0.0.1:1"], "cannot reach the Ray cluster"),
 ]
 
 
@@ -129,6 +155,9 @@ def work(tmp_path, tiny_model_dir, monkeypatch):
     (w / "latin1.yaml").write_bytes("model: caf\xe9\n".encode("latin-1"))
     (w / "bad.yaml").write_text("k: [1, 2\n")
     (w / "list.yaml").write_text("- k\n- 2\n")
+    (w / "scalar.yaml").write_text("3\n")
+    (w / "scalar0.yaml").write_text("0\n")
+    (w / "string.yaml").write_text("hello\n")
     (w / "random.gguf").write_bytes(os.urandom(4096))
     (w / "truncated.gguf").write_bytes(b"GGUF\x03\x00\x00\x00\x07")
     (w / "afile").write_text("not a directory")
@@ -167,4 +196,5 @@ def test_bad_input_is_one_line_exit_2_nothing_written(argv, message, work, tiny_
     assert code == 2, err
     assert message in err, err
     assert err.count("\n") == 1 and err.startswith("ghostsearch: error: ") and "Traceback" not in err, err
+    assert len(err) <= 420, f"{len(err)} characters: {err[:200]}"  # a long list or override is not echoed whole
     assert _snapshot(work) == before
