@@ -91,6 +91,14 @@ class Eval:
     batch_size: int = 16  # sequences per forward pass
     engine: str = "native"  # native: the eight commonsense tasks packed, finalists over a dense prefix cache; lm-eval: HFLM
     cache_gib: float = 4.0  # native: at most this many GiB of cached dense states (chunks of items)
+    seed: int = 0  # the seeded draw of the eight tasks' items, the same for every model of a run (ghostsearch/items.py)
+    sample: str = "random"  # random: a seeded random draw of each task's items; first: its first items (lm-eval's limit)
+    allocation: str = "equal"  # items across tasks under eval.max_items: equal, proportional (to the task's size) or neyman
+    max_items: int | None = None  # items per model across the eight tasks (None: all; eval.limit still caps each task)
+    neyman_from: str | None = None  # allocation neyman: a previous RUN_DIR or per-item Parquet giving per-task variances
+    exclude_from: str | None = None  # leave out the items of a previous RUN_DIR or per-item Parquet (task, doc)
+    looks: list[int] | None = None  # adaptive: items per model at each look, e.g. [600, 1200, 2400] (needs compare.contrasts)
+    spending: str = "obrien-fleming"  # adaptive: the alpha-spending rule over the looks: obrien-fleming or pocock
 
 
 @dataclass
@@ -409,6 +417,7 @@ def validate(cfg: Config) -> None:
     if cfg.eval.protocol not in ("quick", "paper"):
         raise GhostsearchError(f"eval.protocol={cfg.eval.protocol!r}; use quick (ppl_max_seq windows) or paper "
                                "(the whole set in windows of min(2048, context))")
+    _check_items(cfg.eval)
     if cfg.compare.budget not in ("matched", "own"):
         raise GhostsearchError(f"compare.budget={cfg.compare.budget!r}; use matched (ga/bo/cbo get greedy's cost) or own")
     if not cfg.compare.recovery:
@@ -476,9 +485,102 @@ def _check_finite(cfg, prefix: str = "") -> None:
                                    "(or leave the key unset for its default)")
 
 
+def _check_items(ev: Eval) -> None:
+    """The item draw's keys (ghostsearch/items.py), one line each."""
+    if ev.sample not in ("random", "first"):
+        raise GhostsearchError(f"eval.sample={ev.sample!r}; use random (a seeded draw) or first (lm-eval's first items)")
+    if ev.allocation not in ("equal", "proportional", "neyman"):
+        raise GhostsearchError(f"eval.allocation={ev.allocation!r}; use equal, proportional or neyman")
+    if ev.allocation == "neyman" and not ev.neyman_from:
+        raise GhostsearchError("eval.allocation=neyman needs eval.neyman_from: a previous run directory or its "
+                               "per-item Parquet, whose per-task variances set the allocation")
+    if ev.neyman_from and ev.allocation != "neyman":
+        raise GhostsearchError(f"eval.neyman_from is set but eval.allocation={ev.allocation}; set eval.allocation=neyman "
+                               "or drop eval.neyman_from")
+    for key in ("neyman_from", "exclude_from"):
+        p = getattr(ev, key)
+        if p and not (Path(p).expanduser().is_dir() or (Path(p).expanduser().is_file() and str(p).endswith(".parquet"))):
+            raise GhostsearchError(f"eval.{key}={p} is neither a run directory nor a .parquet file; give a previous "
+                                   "run's directory or its per-item Parquet")
+    if ev.looks is not None:
+        if not ev.looks or any(n < 1 for n in ev.looks) or any(b <= a for a, b in zip(ev.looks, ev.looks[1:])):
+            raise GhostsearchError(f"eval.looks={ev.looks}; give increasing positive item counts per model, "
+                                   "e.g. [600, 1200, 2400]")
+        if ev.max_items is not None and ev.looks[-1] > ev.max_items:
+            raise GhostsearchError(f"eval.looks ends at {ev.looks[-1]} items, over eval.max_items={ev.max_items}; "
+                                   "end the looks at eval.max_items or raise it")
+    if ev.spending not in ("obrien-fleming", "pocock"):
+        raise GhostsearchError(f"eval.spending={ev.spending!r}; use obrien-fleming or pocock")
+
+
+# the built-in objectives' parameters (objective_params): name -> (type, lowest value or None)
+OBJECTIVE_PARAMS = {"perplexity": {"head_chunk": (int, 1)},
+                    "kl": {"top_k": (int, 1), "head_chunk": (int, 1)},
+                    "margin": {"normalize": (str, None), "max_prompt": (int, 1)}}
+
+
+def _check_objective_params(cfg: Config, objectives: list[str]) -> None:
+    """objective_params: single values (a deep key like a.b.c is refused, not ignored), the known
+    ones of the run's built-in objectives typed and in range, an unknown one refused unless a plug-in
+    objective (module:Class) may take it."""
+    known = {name: spec for o in objectives for name, spec in OBJECTIVE_PARAMS.get(o, {}).items()}
+    plugin = any(o not in OBJECTIVE_PARAMS for o in objectives)
+    for key, value in cfg.objective_params.items():
+        if isinstance(value, dict):
+            raise GhostsearchError(f"objective_params.{key} is a mapping ({short(value, 40)}); objective parameters "
+                                   f"are single values, e.g. objective_params.head_chunk=512")
+        if key not in known:
+            if plugin or key == "recovery":
+                continue
+            close = difflib.get_close_matches(str(key), list(known), n=1)
+            hint = f"did you mean objective_params.{close[0]}?" if close else \
+                f"known: {', '.join(sorted(known)) or '(none)'}"
+            raise GhostsearchError(f"objective {'/'.join(objectives)} has no parameter {key!r}; {hint}")
+        tp, low = known[key]
+        if not _type_ok(value, tp) or (low is not None and value < low):
+            raise GhostsearchError(f"objective_params.{key}={short(value)} must be "
+                                   f"{'an integer >= ' + str(low) if tp is int else 'a string'}")
+
+
+def _check_finite(cfg, prefix: str = "") -> None:
+    """NaN or infinity in any number of the config is one line (``.nan`` would pass every range check)."""
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        if dataclasses.is_dataclass(value):
+            _check_finite(value, f"{prefix}{f.name}.")
+        elif isinstance(value, float) and not math.isfinite(value):
+            raise GhostsearchError(f"{prefix}{f.name}={value} is not a finite number; give a number "
+                                   "(or leave the key unset for its default)")
+
+
+def _check_placement(cfg: Config) -> None:
+    """The cache and pool keys of placement and the memory plan (ghostsearch/placement.py, memplan.py)."""
+    if isinstance(cfg.cache.every, str) and cfg.cache.every != "auto":
+        raise GhostsearchError(f"cache.every={cfg.cache.every!r}; use a positive integer or auto (the densest "
+                               "cache that fits pool.memory_share of the device)")
+    g = cfg.pool.gpus_per_actor
+    if g is not None and g > 1 and g != int(g):
+        raise GhostsearchError(f"pool.gpus_per_actor={g:g}: a model is split over whole GPUs; use an integer "
+                               f"(e.g. {int(g) + 1}) or a fraction of one GPU below 1")
+    if cfg.pool.device_map is not None and not cfg.pool.device_map:
+        raise GhostsearchError("pool.device_map is empty; list the devices of one actor (e.g. [cuda:0, cuda:1]) "
+                               "or leave it unset")
+    if g is not None and g > 1 and cfg.pool.device_map and len(cfg.pool.device_map) != int(g):
+        raise GhostsearchError(f"pool.device_map names {len(cfg.pool.device_map)} devices but pool.gpus_per_actor="
+                               f"{g:g}; make them agree or drop one")
+    if not 0 < cfg.pool.memory_share <= 1:
+        raise GhostsearchError(f"pool.memory_share={cfg.pool.memory_share}; use a share in (0, 1], e.g. 0.9")
+    for key in ("device_memory_gib", "device_tflops"):
+        v = getattr(cfg.pool, key)
+        if v is not None and not v > 0:
+            raise GhostsearchError(f"pool.{key}={v} must be positive (or left unset)")
+    if cfg.pool.cluster_gpus is not None and cfg.pool.cluster_gpus < 0:
+        raise GhostsearchError(f"pool.cluster_gpus={cfg.pool.cluster_gpus} must be >= 0")
+
+
 # (key, lowest allowed value): a value below it is one line naming the key
 _MINIMUM = {"cache.every": 1, "cache.prefix_runs": 0, "search.budget": 1e-9, "search.time_budget": 1e-9,
-            "eval.limit": 1, "eval.ppl_seq_len": 2, "eval.ppl_max_seq": 1, "eval.batch_size": 1,
+            "eval.limit": 1, "eval.max_items": 1, "eval.ppl_seq_len": 2, "eval.ppl_max_seq": 1, "eval.batch_size": 1,
             "recovery.ridge": 0, "recovery.top": 1, "recovery.n_seq": 1, "recovery.seq_len": 2,
             "compare.concurrent": 1, "pool.gpus_per_actor": 0}
 

@@ -168,17 +168,21 @@ def perplexity_finalists(model, tokenizer, finalists, cfg_eval, data_dir: str | 
     return out
 
 
-def evaluate_finalist_specs(model, tokenizer, cfg, specs, held_out=(), progress: bool = False) -> tuple[list[dict], list[dict]]:
+def evaluate_finalist_specs(model, tokenizer, cfg, specs, held_out=(), progress: bool = False,
+                            items: dict[str, list[int]] | None = None,
+                            perplexity: bool = True) -> tuple[list[dict], list[dict]]:
     """compare's finalists on one model replica (e.g. ``ScorerActor.with_model``): (removed, recovery
     method) pairs repaired by the config's repair path, then perplexities and zero-shot accuracies of
     all of them together (perplexity_finalists, zero_shot_finalists). Returns per finalist
     ``evaluate_model``'s dict with 'recovery' and 'lm_eval' (lm-eval's results document), and the
-    per-item rows (``evaluation_native.write_item_rows``)."""
+    per-item rows (``evaluation_native.write_item_rows``). ``items``: {task: doc row numbers} to
+    evaluate (default: the config's draw, ``items.draw``); ``perplexity=False``: zero-shot only."""
     from ghostsearch.evaluation_native import fit_finalists
 
     finalists = fit_finalists(model, tokenizer, cfg, specs)
-    ppl = perplexity_finalists(model, tokenizer, finalists, cfg.eval, cfg.data_dir, held_out)
-    zs, rows = zero_shot_finalists(model, tokenizer, finalists, cfg.eval, cfg.data_dir, held_out, progress)
+    ppl = (perplexity_finalists(model, tokenizer, finalists, cfg.eval, cfg.data_dir, held_out) if perplexity
+           else [{} for _ in finalists])
+    zs, rows = zero_shot_finalists(model, tokenizer, finalists, cfg.eval, cfg.data_dir, held_out, progress, items)
     return [{**p, **z, "recovery": m or "none"} for p, z, (_, m) in zip(ppl, zs, specs)], rows
 
 
@@ -255,12 +259,15 @@ def binomial_stderr(p: float, n: int) -> float:
 
 
 def zero_shot(model, tokenizer, tasks, limit: int | float | None = None, batch_size: int = 16,
-              data_dir: str | None = None, held_out=(), raw: dict | None = None) -> dict:
+              data_dir: str | None = None, held_out=(), raw: dict | None = None,
+              items: dict[str, list[int]] | None = None) -> dict:
     """lm-eval zero-shot accuracy: {'<task>_acc', '<task>_acc_norm' (where lm-eval reports it),
     '<task>_acc_stderr' (binomial, as lm-eval's), '<task>_n' (documents scored), 'mean_acc' with
     'mean_acc_stderr' (tasks independent: sqrt(sum se^2) / T) and its 95% interval
     'mean_acc_lo'/'mean_acc_hi'}. ``held_out``: tasks read only in their evaluation half. ``raw``: a
-    dict filled with lm-eval's own output (lmeval_results.write turns it into lm-eval's results file)."""
+    dict filled with lm-eval's own output (lmeval_results.write turns it into lm-eval's results file).
+    ``items``: {task: doc row numbers} of the eight tasks (``items.draw``), given to lm-eval as its
+    ``samples`` (lm-eval's other tasks then run whole); else every task's first ``limit`` documents."""
     tasks = check_tasks(tasks, data_dir)
     if not tasks:
         return {}
@@ -281,7 +288,13 @@ def zero_shot(model, tokenizer, tasks, limit: int | float | None = None, batch_s
     standard = any(t not in data.MC_TASKS and not is_task_yaml(t) for t in tasks) or (mine and not local)
     tm = TaskManager(include_defaults=standard, include_path=yamls or None)
     lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size)
-    res = simple_evaluate(model=lm, tasks=specs, task_manager=tm, limit=limit, num_fewshot=0,
+    samples = None
+    if items is not None and mine:
+        from ghostsearch.items import positions
+
+        samples = {t: positions(t, items.get(t, []), data_dir, "evaluation" if t in held_out else None) for t in mine}
+    res = simple_evaluate(model=lm, tasks=specs, task_manager=tm, limit=None if samples else limit,
+                          samples=samples, num_fewshot=0,
                           bootstrap_iters=1, log_samples=False)  # >0: lm-eval's closed-form acc_stderr
     if raw is not None:
         raw.update(res)
@@ -325,29 +338,35 @@ def evaluate_model(model, tokenizer, cfg_eval, data_dir: str | None = None, held
 
 
 def zero_shot_finalists(model, tokenizer, finalists, cfg_eval, data_dir: str | None = None, held_out=(),
-                        progress: bool = False) -> tuple[list[dict], list[dict]]:
+                        progress: bool = False, items: dict[str, list[int]] | None = None
+                        ) -> tuple[list[dict], list[dict]]:
     """Zero-shot accuracies of finalists, (removed, repair Operators or None) of the UNPRUNED
     ``model``, by ``eval.engine``: ``native`` runs its eight tasks for all finalists in one pass over
     a dense prefix cache (evaluation_native); lm-eval runs the rest on each finalist physically
     pruned and repaired. Returns (per finalist: ``zero_shot``'s dict plus 'lm_eval', lm-eval's
-    results document; per item: native rows, ``evaluation_native.write_item_rows``)."""
+    results document; per item: native rows, ``evaluation_native.write_item_rows``). Both engines
+    evaluate the same items of the eight tasks: ``items`` ({task: doc row numbers}), else the
+    config's draw (``items.draw``: eval.seed, eval.sample, eval.limit, eval.max_items ...)."""
     from ghostsearch.evaluation_native import NATIVE_TASKS, evaluate_finalists_native
+    from ghostsearch.items import draw
     from ghostsearch.recovery.export import pruned_model
     from ghostsearch.stack import physically_prune
 
     tasks = check_tasks(cfg_eval.tasks, data_dir)
     native = [t for t in tasks if t in NATIVE_TASKS] if cfg_eval.engine == "native" else []
     results, rows, stats = [{} for _ in finalists], [], {"split_docs": {}}
+    if items is None and any(t in data.MC_TASKS for t in tasks):
+        items = draw(cfg_eval, tasks, data_dir, held_out).first()
     if native:
         results, rows = evaluate_finalists_native(model, tokenizer, finalists, cfg_eval, data_dir, tasks=native,
-                                                  held_out=held_out, progress=progress, stats=stats)
+                                                  held_out=held_out, progress=progress, stats=stats, items=items)
     for res in results:
         res["lm_eval"] = lm_eval_document(res, native, cfg_eval, stats["split_docs"])
     rest = [t for t in tasks if t not in native]
     for (removed, ops), res in zip(finalists, results) if rest else ():
         m = model if not removed else pruned_model(model, ops) if ops else physically_prune(model, removed)
         raw: dict = {}
-        res.update(zero_shot(m, tokenizer, rest, cfg_eval.limit, cfg_eval.batch_size, data_dir, held_out, raw))
+        res.update(zero_shot(m, tokenizer, rest, cfg_eval.limit, cfg_eval.batch_size, data_dir, held_out, raw, items))
         res["lm_eval"] = {k: {**res["lm_eval"].get(k, {}), **v} if isinstance(v, dict) else v for k, v in raw.items()}
     return [summarize(r, tasks) if tasks else r for r in results], rows
 

@@ -319,27 +319,37 @@ def predictions(lls: np.ndarray, doc: Doc) -> tuple[int, int]:
 
 def evaluate_finalists_native(model, tokenizer, finalists, cfg_eval, data_dir: str | None = None, *,
                               tasks=None, held_out=(), progress: bool = True, offload: bool = False,
-                              stats: dict | None = None) -> tuple[list[dict], list[dict]]:
-    """Zero-shot accuracies of every finalist on ``tasks`` (default ``cfg_eval.tasks``; the first
-    ``cfg_eval.limit`` documents; micro-batches of ``cfg_eval.batch_size`` items; at most
+                              stats: dict | None = None, items: dict[str, list[int]] | None = None
+                              ) -> tuple[list[dict], list[dict]]:
+    """Zero-shot accuracies of every finalist on ``tasks`` (default ``cfg_eval.tasks``; the run's
+    item draw, ``items.draw``: eval.seed, eval.sample, eval.limit, eval.max_items ...; or ``items``,
+    {task: doc row numbers}; micro-batches of ``cfg_eval.batch_size`` items; at most
     ``cfg_eval.cache_gib`` of cached dense states; ``held_out`` tasks in their evaluation half).
     ``finalists``: (removed, Operators or None) pairs of the UNPRUNED ``model``. Returns one dict
     per finalist ({'<task>_acc', '<task>_acc_norm' where lm-eval reports it, '<task>_n'}) and one
-    row per finalist x document (``write_item_rows``)."""
+    row per finalist x document (``write_item_rows``; ``doc`` = the row number in the task's file)."""
     from tqdm.auto import tqdm
+
+    from ghostsearch import items as item_draw
 
     stack = Stack(model)
     finals = plans(stack, finalists)
     tasks = list(cfg_eval.tasks if tasks is None else tasks)
     parts = {t: "evaluation" if t in held_out else None for t in tasks}
-    docs = {t: task_docs(t, data_dir, cfg_eval.limit, parts[t]) for t in tasks}  # input errors before model work
+    for t in tasks:  # input errors before model work
+        task_docs(t, data_dir, 1, parts[t])
+    if items is None:
+        items = item_draw.draw(cfg_eval, tasks, data_dir, held_out).first()
+    ids = {t: list(items.get(t, [])) for t in tasks}
+    docs = {t: [_all_docs(t, data_dir, None)[i] for i in ids[t]] for t in tasks}
     stats = {} if stats is None else stats
     stats.setdefault("split_docs", {}).update({t: len(_all_docs(t, data_dir, parts[t])) for t in tasks})
     cap = float(cfg_eval.cache_gib) * GIB
     max_len = resolve_max_length(model, tokenizer)
     packed = {t: pack_docs(tokenizer, docs[t], max_len, cfg_eval.batch_size) for t in tasks}
     for t in tasks:
-        check_cap(packed[t][0], stack, len({p.start for p in finals}), cap)
+        if packed[t][0]:
+            check_cap(packed[t][0], stack, len({p.start for p in finals}), cap)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     results, rows = [dict() for _ in finals], []
     for task in tasks:
@@ -359,7 +369,7 @@ def evaluate_finalists_native(model, tokenizer, finalists, cfg_eval, data_dir: s
                 pred, pred_norm = predictions(ll, d)
                 acc, acc_norm = acc + (pred == d.gold), acc_norm + (pred_norm == d.gold)
                 rows.append({"finalist": f, "removed": list(plan.removed), "recovery": method_name(plan), "task": task,
-                             "doc": i, "gold": d.gold, "pred": pred, "pred_norm": pred_norm if norm else None,
+                             "doc": ids[task][i], "gold": d.gold, "pred": pred, "pred_norm": pred_norm if norm else None,
                              "lls": ll.tolist()})
             n = len(docs[task])
             results[f][f"{task}_acc"] = acc / n if n else math.nan
@@ -369,6 +379,20 @@ def evaluate_finalists_native(model, tokenizer, finalists, cfg_eval, data_dir: s
         stats.setdefault("task_seconds", {})[task] = time.perf_counter() - t0
         stats["items"] = stats.get("items", 0) + len(docs[task]) * len(finals)
     return results, rows
+
+
+def accuracies(rows: list[dict], tasks) -> dict:
+    """{'<task>_acc', '<task>_acc_norm' (where lm-eval reports it), '<task>_n'} of one model's
+    per-item rows (``write_item_rows``'s columns), as ``evaluate_finalists_native`` computes them."""
+    out = {}
+    for t in tasks:
+        mine = [r for r in rows if r["task"] == t]
+        n = len(mine)
+        out[f"{t}_acc"] = sum(r["pred"] == r["gold"] for r in mine) / n if n else math.nan
+        if reports_norm(t):
+            out[f"{t}_acc_norm"] = sum(r["pred_norm"] == r["gold"] for r in mine) / n if n else math.nan
+        out[f"{t}_n"] = n
+    return out
 
 
 def method_name(plan: Plan) -> str:

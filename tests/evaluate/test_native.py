@@ -32,8 +32,10 @@ def tiny(smollm2_tokenizer_dir):
 
 
 def eval_cfg(limit, tasks=TASKS, **kw):
+    """The first ``limit`` documents of each task (eval.sample=first: lm-eval's ``limit``, which the
+    parity tests compare against; the default random draw is tests/evaluate/test_items.py's)."""
     cfg = Config()
-    cfg.eval.tasks, cfg.eval.limit, cfg.eval.batch_size = list(tasks), limit, 4
+    cfg.eval.tasks, cfg.eval.limit, cfg.eval.batch_size, cfg.eval.sample = list(tasks), limit, 4, "first"
     for k, v in kw.items():
         setattr(cfg.eval, k, v)
     return cfg.eval
