@@ -3,8 +3,9 @@
   python bench/study_table.py runs/study-smollm2-mini             # after the compare finished
   python bench/study_table.py runs/study-smollm2-mini --partial   # finished cells so far
 
-The verdicts come from ghostsearch.claims (computed, never written by hand); without
-RUN_DIR/eval_items.parquet (older runs) the per-item claims read "not computed".
+The verdicts come from ghostsearch.claims (computed, never written by hand): every tested row printed
+here (the claims and the LoRP comparisons) is ONE family, Holm-adjusted at 0.05 (claims.family);
+without RUN_DIR/eval_items.parquet (older runs) the per-item claims read "not computed".
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import numpy as np
 import pyarrow.parquet as pq
 
-from ghostsearch.claims import RULE, ItemMatrix, all_claims, finalists, jaccard, recovery_comparison, render
+from ghostsearch.claims import RULE, ItemMatrix, all_claims, family, finalists, jaccard, recovery_comparison, render
 
 LORP_PAPER = "LoRP beats ShortGPT / LLM-Streamline without repair (Qwen3-8B, 7 of 36 blocks: 56.65 vs 51.50 % mean acc)"
 
@@ -92,8 +93,13 @@ def main(run_dir: str):
         print("(no RUN_DIR/eval_items.parquet: the per-item claims are not computed)\n")
     else:
         print(f"({len(matrix.keys)} evaluated models x {matrix.n_items} items on {len(matrix.tasks)} tasks)\n")
-    print(render(all_claims(rows, matrix)))
+    main_rows = all_claims(rows, matrix)
     lorp, lines = lorp_claims(rows, matrix)
+    decided = family(main_rows + lorp)  # one family: every tested row of the run
+    main_rows, lorp = decided[:len(main_rows)], decided[len(main_rows):]
+    n = sum(r.get("p_adj") is not None for r in decided)
+    print(f"One family of {n} tested rows (this table and the LoRP table below), Holm at 0.05.\n")
+    print(render(main_rows))
     if lorp:
         print("\n### LoRP vs ShortGPT vs Streamline, unrepaired\n")
         print(render(lorp))

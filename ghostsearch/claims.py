@@ -3,8 +3,11 @@
 Inputs: the rows of ``RUN_DIR/comparison.parquet`` (one per cell and recovery, plus the dense row)
 and, for the accuracy claims, an :class:`ItemMatrix` built from ``RUN_DIR/eval_items.parquet``
 (per-item correctness, joined to the rows by ``eval_key``). Every claim function returns rows
-``{claim, paper, condition, ours, lo, hi, rule, verdict}`` (plus ``note`` when a value is missing);
-:func:`render` prints them as one Markdown table. Every verdict comes from :func:`verdict`.
+``{claim, paper, condition, ours, lo, hi, rule, verdict}`` (plus ``note``; ``p`` where the row is
+tested). The rows of one run are ONE family (:func:`family`): Holm's step-down adjustment at
+family-wise level 0.05 over every tested row, each row's interval shown at its Holm level, its
+verdict from its adjusted p. :func:`render` prints them as one Markdown table (applying
+:func:`family` to rows not yet adjusted). The statistics come from :mod:`ghostsearch.stats`.
 """
 from __future__ import annotations
 
@@ -16,9 +19,12 @@ from itertools import combinations
 
 import numpy as np
 
-from ghostsearch.report import distinct, spearman, spearman_ci
+from ghostsearch import stats
+from ghostsearch.stats import spearman, spearman_ci
 
-LEVEL = 0.95
+ALPHA = stats.ALPHA  # family-wise error of a run's verdict rows (Holm)
+LEVEL = stats.LEVEL
+MIN_MODELS = 3  # no verdict on fewer distinct evaluated models
 SEARCH_INDEPENDENT = ("fastblock", "streamline", "lorp", "shortgpt")  # sets not chosen by the objective's search
 COMPLEX = ("ga", "bo", "cbo", "beam")
 SIMPLE = ("oneshot", "fastblock")
@@ -27,11 +33,11 @@ NO_ITEMS = "no per-item data"
 
 
 def verdict(lo, hi, threshold: float, direction: str) -> str:
-    """The one rule of every claim. A claim says "statistic > threshold" (direction ">") or
-    "statistic < threshold" (direction "<"); [lo, hi] is the statistic's 95% interval.
-    For ">": it holds if lo > threshold, does not hold if hi < threshold, else it is within noise.
-    For "<": it holds if hi < threshold, does not hold if lo > threshold, else it is within noise.
-    An interval touching the threshold is within noise; a missing interval is "not computed"."""
+    """The interval rule, for rows that carry no p value (e.g. bench/ghosted_study.py's own rows):
+    a claim "statistic > threshold" (direction ">") holds if lo > threshold, does not hold if
+    hi < threshold, else it is within noise (mirrored for "<"). An interval touching the threshold
+    is within noise; a missing interval is "not computed". Tested rows get their verdict from
+    :func:`decide` through :func:`family` instead."""
     if direction not in (">", "<"):
         raise ValueError(f"direction must be '>' or '<', not {direction!r}")
     if lo is None or hi is None or math.isnan(lo) or math.isnan(hi):
@@ -42,35 +48,117 @@ def verdict(lo, hi, threshold: float, direction: str) -> str:
     return "holds" if above else "does not hold" if below else "within noise"
 
 
-RULE = ("Verdict rule (every claim): a claim \"statistic > t\" holds if the lower end of its 95% interval "
-        "is above t, does not hold if the upper end is below t, and is within noise otherwise (mirrored for "
-        "\"statistic < t\"). Accuracy intervals: paired percentile bootstrap over evaluation items "
-        "(resampled within each task, the same resample for every model; accuracy = mean over tasks). "
-        "Jaccard intervals: bootstrap over cells within each objective. Spearman intervals: bootstrap over cells. "
-        "Statistics that pick a best or worst model (the searcher spread, and the objective and search effects) "
-        "are cross-fitted: the pick is made on one half of each task's items and measured on the other half, "
-        "both ways, averaged, so the maximum of noisy accuracies does not bias them upward; their intervals "
-        "resample each half within its tasks.")
+def decide(estimate: float, p_adj: float | None, threshold: float, direction: str, alpha: float = ALPHA) -> str:
+    """The one decision rule of a tested row: "statistic = threshold" is rejected when its Holm-adjusted
+    p is <= alpha; then the claim ("statistic > t" or "< t") holds if the estimate lies on the
+    claimed side of t and does not hold if on the other; otherwise the row is within noise."""
+    if direction not in (">", "<"):
+        raise ValueError(f"direction must be '>' or '<', not {direction!r}")
+    if p_adj is None or math.isnan(p_adj) or estimate is None or math.isnan(estimate):
+        return "not computed"
+    if p_adj > alpha:
+        return "within noise"
+    return "holds" if (estimate > threshold) == (direction == ">") else "does not hold"
+
+
+RULE = ("Verdict rule (one family per run): every tested row is a two-sided test of \"statistic = t\"; Holm's "
+        "step-down adjustment over all tested rows of the run keeps the family-wise error at 0.05; a row whose "
+        "adjusted p is <= 0.05 holds (estimate on the claimed side of t) or does not hold (the other side), "
+        "every other row is within noise. Each interval is shown at its row's Holm level (1 - 0.05/(m - i) for "
+        "the i-th smallest p), so it excludes t exactly when the row is decided (up to bootstrap resolution). "
+        "p values: accuracy differences of two models, the paired z test of the macro mean over tasks with the "
+        "item variance within tasks; statistics that pick a best or worst model (searcher spread, objective vs "
+        "search, complex vs simple) are cross-fitted (picked on one half of each task's items, measured on the "
+        "other, both ways, averaged over 20 random splits) with a paired percentile-bootstrap p (items "
+        "resampled within tasks, the same resample for every model); \"objectives shape the removed set\" is an "
+        "exact permutation test of the objective labels within each searcher; Spearman rows an exact "
+        "permutation test of the ranks. A row whose design cannot reach p <= 0.05 (too few relabellings or "
+        "cells) is descriptive and not tested; no verdict on fewer than 3 distinct evaluated models (a removed "
+        "set under one repair, whichever searchers and seeds found it). A row within noise states the minimum "
+        "detectable difference at its level (80% power) and the items per model that would detect 0.03.")
 
 
 def _rule(direction: str, t: float) -> str:
-    return f"holds if {'lo' if direction == '>' else 'hi'} {direction} {t:g} (95%)"
+    return f"H0: stat = {t:g}; claim stat {direction} {t:g}"
 
 
 def claim_row(claim: str, paper: str, condition: str, ours, lo, hi, threshold: float, direction: str,
-              note: str | None = None) -> dict:
-    """One claim's row; its verdict from :func:`verdict`."""
+              note: str | None = None, p: float | None = None, boot=None, se: float | None = None,
+              n_items: int | None = None) -> dict:
+    """One claim's row. Without ``p``: its verdict from :func:`verdict` on [lo, hi]. With ``p`` (the
+    raw two-sided p of "statistic = threshold"): a tested row; :func:`family` adjusts it (Holm),
+    recomputes [lo, hi] at its Holm level from ``boot`` (the bootstrap statistics) and decides it;
+    ``se`` (the statistic's standard error) and ``n_items`` (items per model) size the note of a
+    row within noise."""
     row = {"claim": claim, "paper": paper, "condition": condition, "ours": ours, "lo": lo, "hi": hi,
            "rule": _rule(direction, threshold), "verdict": verdict(lo, hi, threshold, direction)}
     if note:
         row["note"] = note
+    if p is not None:
+        row.update(p=float(p), _t=threshold, _dir=direction, _boot=boot, _se=se, _n=n_items)
+        row["verdict"] = "within noise" if not math.isnan(p) else "not computed"
     return row
+
+
+def boot_p(boot: np.ndarray, threshold: float) -> float:
+    """Two-sided percentile-bootstrap p of "statistic = threshold": twice the smaller share of the
+    resampled statistics on either side of it, (1 + count) / (1 + B) (never 0)."""
+    boot = np.asarray(boot, dtype=float)
+    if len(boot) == 0 or np.isnan(boot).any():
+        return math.nan
+    lo, hi = np.sum(boot <= threshold), np.sum(boot >= threshold)
+    return float(min(1.0, 2 * (1 + min(lo, hi)) / (1 + len(boot))))
+
+
+def family(rows: list[dict], alpha: float = ALPHA) -> list[dict]:
+    """Every tested row of ``rows`` (those with a ``p``) decided as one family: ``p_adj`` (Holm),
+    ``level`` (:func:`stats.holm_levels`), [lo, hi] recomputed at that level from the row's bootstrap,
+    the verdict from :func:`decide`, and for a row within noise a note with the minimum detectable
+    difference at its level and the items per model that would detect 0.03. Rows without p pass
+    unchanged. Returns new rows (private fields dropped)."""
+    out = [dict(r) for r in rows]
+    idx = [i for i, r in enumerate(out) if r.get("p") is not None and not math.isnan(r["p"])]
+    if idx:
+        ps = [out[i]["p"] for i in idx]
+        adj, levels = stats.holm(ps), stats.holm_levels(ps, alpha)
+        for i, pa, lv in zip(idx, adj, levels):
+            r = out[i]
+            r["p_adj"], r["level"], r["family"] = float(pa), float(lv), len(idx)
+            boot = r.get("_boot")
+            if boot is not None and len(boot):
+                b = np.asarray(boot, dtype=float)
+                r["lo"], r["hi"] = float(np.quantile(b, (1 - lv) / 2)), float(np.quantile(b, 1 - (1 - lv) / 2))
+                r["ci_level"] = float(lv)
+            r["verdict"] = decide(r["ours"], pa, r["_t"], r["_dir"], alpha)
+            r["rule"] = f"Holm over {len(idx)} rows at {alpha:g}; " + r["rule"]
+            se = r.get("_se")
+            if r["verdict"] == "within noise" and se:
+                d = stats.mdd(se ** 2, 1, alpha=1 - lv)
+                more = ""
+                if r.get("_n"):
+                    more = f"; ~{math.ceil(r['_n'] * (d / SMALL_GAP) ** 2):,} items per model would detect {SMALL_GAP:g}"
+                r["note"] = "; ".join(x for x in (r.get("note"), f"MDD {d:.3f} at this size and level{more}") if x)
+    for r in out:
+        for k in [k for k in r if k.startswith("_")]:
+            del r[k]
+    return out
 
 
 def jaccard(a, b) -> float:
     """|a & b| / |a | b| of two removed sets (1.0 for two empty sets)."""
     a, b = set(a), set(b)
     return len(a & b) / len(a | b) if a | b else 1.0
+
+
+def distinct(rows: list[dict]) -> list[dict]:
+    """One row per distinct evaluated model: (removed set, recovery), whichever searchers and seeds
+    found it (the first row listed stands for it). Counting one model twice would pair a set with its
+    own copy and shrink an interval for nothing (at perplexity k=6 greedy, fastblock and streamline
+    all remove the same blocks)."""
+    seen: dict[tuple, dict] = {}
+    for r in rows:
+        seen.setdefault((tuple(sorted(r["removed"])), r.get("recovery") or "none"), r)
+    return list(seen.values())
 
 
 # ---------------------------------------------------------------- per-item correctness
@@ -186,20 +274,20 @@ class ItemMatrix:
         return out
 
 
-def _interval(stats: np.ndarray) -> tuple[float, float]:
-    stats = stats[~np.isnan(stats)]
-    if len(stats) == 0:
+
+def _percentile(boot: np.ndarray, level: float = LEVEL) -> tuple[float, float]:
+    boot = np.asarray(boot, dtype=float)
+    if len(boot) == 0 or np.isnan(boot).any():
         return math.nan, math.nan
-    a = (1 - LEVEL) / 2
-    return float(np.quantile(stats, a)), float(np.quantile(stats, 1 - a))
+    a = (1 - level) / 2
+    return float(np.quantile(boot, a)), float(np.quantile(boot, 1 - a))
 
 
-def item_bootstrap(matrix: ItemMatrix, stat_fn: Callable[[dict], float], n_boot: int = 2000, seed: int = 0,
-                   keys=None, paired: bool = True) -> tuple[float, float, float]:
-    """(point, lo, hi): ``stat_fn({eval_key: macro accuracy})`` on all items, and its 95% percentile
-    interval over ``n_boot`` resamples of the items (with replacement, within each task). Paired:
-    one resample for every model, so differences between models keep their pairing; ``paired=False``
-    draws each model its own resample (for comparison only). ``keys`` limits the models computed."""
+def item_bootstrap_samples(matrix: ItemMatrix, stat_fn: Callable[[dict], float], n_boot: int = 2000, seed: int = 0,
+                           keys=None, paired: bool = True) -> tuple[float, np.ndarray]:
+    """(point, the n_boot resampled statistics) of ``stat_fn({eval_key: macro accuracy})``: items
+    resampled with replacement within each task; paired: one resample for every model;
+    ``paired=False`` draws each model its own resample (for comparison only)."""
     keys = list(matrix.keys if keys is None else dict.fromkeys(keys))
     rows = [matrix.keys.index(k) for k in keys]
     c = matrix.correct[rows]
@@ -209,26 +297,47 @@ def item_bootstrap(matrix: ItemMatrix, stat_fn: Callable[[dict], float], n_boot:
     else:
         acc = np.concatenate([matrix.macro(c[[i]], matrix.resample_counts(n_boot, seed + 1 + i))
                               for i in range(len(keys))])
-    stats = np.array([stat_fn(dict(zip(keys, col))) for col in acc.T.tolist()], dtype=float)
-    lo, hi = _interval(stats)
-    return point, lo, hi
+    return point, np.array([stat_fn(dict(zip(keys, col))) for col in acc.T.tolist()], dtype=float)
+
+
+def item_bootstrap(matrix: ItemMatrix, stat_fn: Callable[[dict], float], n_boot: int = 2000, seed: int = 0,
+                   keys=None, paired: bool = True) -> tuple[float, float, float]:
+    """(point, lo, hi): :func:`item_bootstrap_samples` with its 95% percentile interval."""
+    point, boot = item_bootstrap_samples(matrix, stat_fn, n_boot, seed, keys, paired)
+    return (point, *_percentile(boot))
+
+
+N_SPLITS = 20  # random half-splits a cross-fitted statistic is averaged over
+
+
+def split_bootstrap_samples(matrix: ItemMatrix, stat_fn: Callable[[dict, dict], float], n_boot: int = 2000,
+                            seed: int = 0, keys=None, n_splits: int = N_SPLITS) -> tuple[float, np.ndarray]:
+    """(point, resampled statistics) of a statistic that chooses on one half of the items and
+    measures on the other: ``stat_fn(acc_a, acc_b)`` gets the macro accuracies on the halves of
+    :meth:`ItemMatrix.split`. The point is its mean over ``n_splits`` seeded random splits (one
+    split's value depends on which items fell where); the bootstrap spreads its n_boot resamples
+    over those splits, each half resampled within its tasks (paired across models)."""
+    keys = list(matrix.keys if keys is None else dict.fromkeys(keys))
+    rows = [matrix.keys.index(k) for k in keys]
+    points, boot = [], []
+    per = [n_boot // n_splits + (i < n_boot % n_splits) for i in range(n_splits)]
+    for s in range(n_splits):
+        A, B = matrix.split(seed + s)
+        ca, cb = A.correct[rows], B.correct[rows]
+        points.append(float(stat_fn(dict(zip(keys, A.macro(ca).tolist())), dict(zip(keys, B.macro(cb).tolist())))))
+        if per[s] == 0:
+            continue
+        acc_a = A.macro(ca, A.resample_counts(per[s], seed + 1000 + 2 * s)).T.tolist()
+        acc_b = B.macro(cb, B.resample_counts(per[s], seed + 1001 + 2 * s)).T.tolist()
+        boot += [stat_fn(dict(zip(keys, a)), dict(zip(keys, b))) for a, b in zip(acc_a, acc_b)]
+    return float(np.mean(points)), np.array(boot, dtype=float)
 
 
 def split_bootstrap(matrix: ItemMatrix, stat_fn: Callable[[dict, dict], float], n_boot: int = 2000, seed: int = 0,
-                    keys=None) -> tuple[float, float, float]:
-    """Like :func:`item_bootstrap` for a statistic that chooses on one half of the items and measures
-    on the other: ``stat_fn(acc_a, acc_b)`` gets the macro accuracies on the halves of
-    :meth:`ItemMatrix.split`; each half is resampled within its tasks (paired across models)."""
-    keys = list(matrix.keys if keys is None else dict.fromkeys(keys))
-    rows = [matrix.keys.index(k) for k in keys]
-    A, B = matrix.split(seed)
-    ca, cb = A.correct[rows], B.correct[rows]
-    point = float(stat_fn(dict(zip(keys, A.macro(ca).tolist())), dict(zip(keys, B.macro(cb).tolist()))))
-    acc_a = A.macro(ca, A.resample_counts(n_boot, seed)).T.tolist()
-    acc_b = B.macro(cb, B.resample_counts(n_boot, seed + 1)).T.tolist()
-    stats = np.array([stat_fn(dict(zip(keys, a)), dict(zip(keys, b))) for a, b in zip(acc_a, acc_b)], dtype=float)
-    lo, hi = _interval(stats)
-    return point, lo, hi
+                    keys=None, n_splits: int = N_SPLITS) -> tuple[float, float, float]:
+    """(point, lo, hi): :func:`split_bootstrap_samples` with its 95% percentile interval."""
+    point, boot = split_bootstrap_samples(matrix, stat_fn, n_boot, seed, keys, n_splits)
+    return (point, *_percentile(boot))
 
 
 def cross_fit_gap(acc_a: dict, acc_b: dict, choose: Callable[[dict], tuple], measure: Callable[[dict, tuple], float]) -> float:
@@ -236,6 +345,12 @@ def cross_fit_gap(acc_a: dict, acc_b: dict, choose: Callable[[dict], tuple], mea
     quantity free of the selection bias of choosing and measuring on the same items (the maximum of
     noisy accuracies is biased upward; a cross-fitted one is not)."""
     return 0.5 * (measure(acc_b, choose(acc_a)) + measure(acc_a, choose(acc_b)))
+
+
+def _boot_row(claim, paper, cond, point, boot, threshold, direction, n_items, note=None) -> dict:
+    lo, hi = _percentile(boot)
+    return claim_row(claim, paper, cond, point, lo, hi, threshold, direction, note=note, p=boot_p(boot, threshold),
+                     boot=boot, se=float(np.std(boot, ddof=1)) if len(boot) > 1 else None, n_items=n_items)
 
 
 # ---------------------------------------------------------------- grouping
@@ -264,8 +379,18 @@ def _not_computed(claim, paper, condition, threshold, direction, note=NO_ITEMS) 
     return claim_row(claim, paper, condition, None, None, None, threshold, direction, note=note)
 
 
+def _no_verdict(claim, paper, condition, n: int) -> dict:
+    return {"claim": claim, "paper": paper, "condition": condition, "ours": None, "lo": None, "hi": None,
+            "rule": f"no verdict on fewer than {MIN_MODELS} distinct models", "verdict": "no verdict",
+            "note": f"{n} distinct evaluated model{'s' if n != 1 else ''}; {MIN_MODELS} or more would decide"}
+
+
 def _with_items(rows: list[dict], matrix: ItemMatrix | None) -> list[dict]:
     return [] if matrix is None else [r for r in rows if r.get("eval_key") in matrix]
+
+
+def _n_distinct(cells: list[dict]) -> int:
+    return len(distinct(cells))
 
 
 def _seed_means(acc: dict, cells: list[dict]) -> dict[str, float]:
@@ -281,42 +406,57 @@ SHAPES = ("objectives shape the removed set",
           "the two objectives produce structurally different sets of \"redundant\" layers")
 
 
+def shapes_statistic(sets: list, labels: np.ndarray) -> float:
+    """Mean Jaccard of removed sets between units of the same label minus that between units of
+    different labels (NaN when either kind of pair is missing)."""
+    n = len(sets)
+    J = np.array([[jaccard(a, b) for b in sets] for a in sets])
+    return _shapes(J, np.asarray(labels))
+
+
+def _shapes(J: np.ndarray, labels: np.ndarray) -> float:
+    same = (labels[:, None] == labels[None, :]) & ~np.eye(len(labels), dtype=bool)
+    diff = labels[:, None] != labels[None, :]
+    if not same.any() or not diff.any():
+        return math.nan
+    return float(J[same].mean() - J[diff].mean())
+
+
 def objective_shapes_sets(rows: list[dict], n_boot: int = 2000, seed: int = 0) -> list[dict]:
-    """Per k: mean Jaccard of removed sets between cells of the same objective minus that between cells of
-    different objectives (searchers whose sets do not depend on the objective's search left out; the
-    sets are the same for every recovery, so cells are taken once, and seeds that found the same set are
-    one cell: :func:`distinct`). Interval: cells resampled with replacement within each objective (a
-    cell drawn twice is not paired with itself). Holds if > 0."""
+    """Per k: mean Jaccard of removed sets within an objective minus between objectives, tested by an
+    exact permutation test of the objective labels within each searcher (the labels are exchangeable
+    when the objective does not shape the set; relabelling within a searcher keeps its own habits out
+    of the comparison). Units: one per (objective, searcher, removed set), so seeds that found the
+    same set count once and different calibration seeds that found different sets count each;
+    objective-blind searchers (whose set does not come from the objective's search) are left out.
+    A design with too few relabellings to reach p <= 0.05 is descriptive. Two-sided p; holds if the
+    statistic is > 0 and the family rejects."""
     out = []
     for (k,), g in _groups(rows, "k").items():
-        cells = distinct([dict(r, recovery="none") for r in g if r["searcher"] not in SEARCH_INDEPENDENT])
+        seen: dict[tuple, dict] = {}
+        for r in g:
+            if r["searcher"] not in SEARCH_INDEPENDENT:
+                seen.setdefault((r["objective"], r["searcher"], tuple(sorted(r["removed"]))), r)
+        cells = list(seen.values())
         objs = sorted({r["objective"] for r in cells})
         cond = _cond(k=k) + " (all recoveries)"
         if len(objs) < 2 or any(sum(r["objective"] == o for r in cells) < 2 for o in objs):
             out.append(_not_computed(*SHAPES, cond, 0.0, ">", note="needs 2 objectives with 2 cells each"))
             continue
-        n = len(cells)
         J = np.array([[jaccard(a["removed"], b["removed"]) for b in cells] for a in cells])
-        ob = np.array([objs.index(r["objective"]) for r in cells])
-        same = (ob[:, None] == ob[None, :]) & ~np.eye(n, dtype=bool)
-        diff = ob[:, None] != ob[None, :]
-
-        def stat(w, J=J, same=same, diff=diff):  # w: (B, n) draw counts
-            ws = np.einsum("bi,ij,bj->b", w, same.astype(float), w)
-            wd = np.einsum("bi,ij,bj->b", w, diff.astype(float), w)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                return (np.einsum("bi,ij,bj->b", w, J * same, w) / ws
-                        - np.einsum("bi,ij,bj->b", w, J * diff, w) / wd)
-
-        point = float(stat(np.ones((1, n)))[0])
-        rng = np.random.default_rng(seed)
-        w = np.zeros((n_boot, n))
-        for o in range(len(objs)):
-            idx = np.flatnonzero(ob == o)
-            draw = rng.integers(0, len(idx), size=(n_boot, len(idx)))
-            w[:, idx] = np.stack([np.bincount(d, minlength=len(idx)) for d in draw])
-        lo, hi = _interval(stat(w))
-        out.append(claim_row(*SHAPES, cond, point, lo, hi, 0.0, ">"))
+        labels = np.array([objs.index(r["objective"]) for r in cells])
+        strata = np.array([r["searcher"] for r in cells])
+        n_perm = stats.n_arrangements(labels, strata)
+        point = _shapes(J, labels)
+        note = f"{len(cells)} cells; exact permutation over {n_perm} relabellings within searchers"
+        if n_perm * ALPHA < 1:
+            out.append({**claim_row(*SHAPES, cond, point, None, None, 0.0, ">", note=note + f": p cannot go below "
+                                    f"1/{n_perm}, so this size cannot decide"), "verdict": "descriptive"})
+            continue
+        res = stats.permutation_test(lambda lab, J=J: _shapes(J, lab), labels, strata, alternative="two-sided",
+                                     seed=seed)
+        note = note if res.exact else f"{len(cells)} cells; {res.n_perm} random relabellings within searchers"
+        out.append(claim_row(*SHAPES, cond, point, None, None, 0.0, ">", note=note, p=res.p))
     return out
 
 
@@ -345,23 +485,28 @@ def searcher_spread(acc_a: dict, acc_b: dict, cells: list[dict]) -> float:
 def objective_beats_search(rows: list[dict], matrix: ItemMatrix | None, n_boot: int = 2000,
                            seed: int = 0) -> list[dict]:
     """Per (k, recovery): objective effect minus search effect, in mean accuracy, both cross-fitted
-    (chosen on one half of the items, measured on the other: :func:`split_bootstrap`). Objective
-    effect: the paired mean difference acc(first) - acc(second) over (searcher, seed) present under
-    both objectives, signed by its sign on the other half (averaged over pairs of objectives when
-    there are more than two); search effect: mean over objectives of :func:`searcher_spread`.
-    Interval: split_bootstrap. Holds if > 0."""
+    and averaged over random splits (:func:`split_bootstrap_samples`). Objective effect: the paired
+    mean difference acc(first) - acc(second) over (searcher, seed) present under both objectives,
+    signed by its sign on the other half (averaged over pairs of objectives when there are more than
+    two), objective-blind searchers (same set under every objective) left out; search effect: mean
+    over objectives of :func:`searcher_spread`. Bootstrap p; holds if > 0."""
     out = []
     for (k, rec), g in _groups(rows, "k", "recovery").items():
         cond = _cond(k=k, recovery=rec)
         cells = _with_items(g, matrix)
         objs = sorted({r["objective"] for r in cells})
-        by = {(r["objective"], r["searcher"], r["seed"]): r["eval_key"] for r in cells}
+        by = {(r["objective"], r["searcher"], r["seed"]): r["eval_key"] for r in cells
+              if r["searcher"] not in SEARCH_INDEPENDENT}
         pairs = [(o1, o2, [(by[(o1, s, sd)], by[(o2, s, sd)]) for (o, s, sd) in by
                            if o == o1 and (o2, s, sd) in by]) for o1, o2 in combinations(objs, 2)]
         pairs = [p for p in pairs if p[2]]
         if matrix is None or not pairs:
             out.append(_not_computed(*BEATS, cond, 0.0, ">",
-                                     NO_ITEMS if matrix is None else "no (searcher, seed) under two objectives"))
+                                     NO_ITEMS if matrix is None else "no objective-guided (searcher, seed) under two "
+                                                                     "objectives"))
+            continue
+        if _n_distinct(cells) < MIN_MODELS:
+            out.append(_no_verdict(*BEATS, cond, _n_distinct(cells)))
             continue
         per_obj = [[r for r in cells if r["objective"] == o] for o in objs]
 
@@ -372,8 +517,8 @@ def objective_beats_search(rows: list[dict], matrix: ItemMatrix | None, n_boot: 
                                          lambda acc, sign, ps=ps: sign * diff(acc, ps)) for _, _, ps in pairs])
             return obj - np.mean([searcher_spread(acc_a, acc_b, c) for c in per_obj])
 
-        point, lo, hi = split_bootstrap(matrix, stat, n_boot, seed, keys=[r["eval_key"] for r in cells])
-        out.append(claim_row(*BEATS, cond, point, lo, hi, 0.0, ">"))
+        point, boot = split_bootstrap_samples(matrix, stat, n_boot, seed, keys=[r["eval_key"] for r in cells])
+        out.append(_boot_row(*BEATS, cond, point, boot, 0.0, ">", matrix.n_items))
     return out
 
 
@@ -383,9 +528,10 @@ SPREAD = ("search algorithms differ little",
 
 def search_spread(rows: list[dict], matrix: ItemMatrix | None, n_boot: int = 2000, seed: int = 0) -> list[dict]:
     """Per (objective, k, recovery): best minus worst searcher by seed-averaged accuracy, cross-fitted
-    (:func:`searcher_spread`; split_bootstrap interval). Holds if < 0.03. The note gives the in-sample
-    max - min over all items, which is what a table of accuracies shows and is biased upward (the
-    maximum of noisy values)."""
+    and averaged over random splits (:func:`searcher_spread`, :func:`split_bootstrap_samples`).
+    Bootstrap p of "spread = 0.03"; holds if < 0.03. No verdict on fewer than 3 distinct models. The
+    note gives the in-sample max - min over all items, which is what a table of accuracies shows and
+    is biased upward (the maximum of noisy values)."""
     out = []
     for (obj, k, rec), g in _groups(rows, "objective", "k", "recovery").items():
         cond = _cond(objective=obj, k=k, recovery=rec)
@@ -394,11 +540,15 @@ def search_spread(rows: list[dict], matrix: ItemMatrix | None, n_boot: int = 200
             out.append(_not_computed(*SPREAD, cond, SMALL_GAP, "<",
                                      NO_ITEMS if matrix is None else "fewer than 2 searchers"))
             continue
+        if _n_distinct(cells) < MIN_MODELS:
+            out.append(_no_verdict(*SPREAD, cond, _n_distinct(cells)))
+            continue
         full = {r["eval_key"]: matrix.mean_acc(r["eval_key"]) for r in cells}
         in_sample = _gap(full, _best_worst(full, cells), cells)
-        point, lo, hi = split_bootstrap(matrix, lambda a, b, cells=cells: searcher_spread(a, b, cells), n_boot, seed,
-                                        keys=[r["eval_key"] for r in cells])
-        out.append(claim_row(*SPREAD, cond, point, lo, hi, SMALL_GAP, "<", note=f"in-sample max-min {in_sample:.3f}"))
+        point, boot = split_bootstrap_samples(matrix, lambda a, b, cells=cells: searcher_spread(a, b, cells), n_boot,
+                                              seed, keys=[r["eval_key"] for r in cells])
+        out.append(_boot_row(*SPREAD, cond, point, boot, SMALL_GAP, "<", matrix.n_items,
+                             note=f"in-sample max-min {in_sample:.3f}"))
     return out
 
 
@@ -411,37 +561,48 @@ def paper_rho(calib, acc, seed: int = 0, n_boot: int = 2000) -> tuple[float, flo
     calib_value is lower-is-better and accuracy higher-is-better, while the paper correlates the two
     RANKINGS (rank 1 = best for both). So paper_rho = -spearman(calib_value, acc): +1 when the cell
     with the best (lowest) calibration value is also the most accurate, -1 when the orders are
-    opposite. The interval is report.spearman_ci's, negated and swapped."""
+    opposite. The interval is stats.spearman_ci's, negated and swapped."""
     lo, hi = spearman_ci(calib, acc, seed, n_boot, LEVEL)
     return -spearman(calib, acc), -hi, -lo
 
 
 def calibration_vs_accuracy(rows: list[dict], n_boot: int = 2000, seed: int = 0) -> list[dict]:
-    """Per (objective, k, recovery): paper_rho (see :func:`paper_rho`) over the distinct cells
-    (:func:`distinct`), from the rows' mean_acc; verdict for "paper_rho < 0" (opposite orders). Then one
-    summary row: holds if most conditions have paper_rho < 0 and at least one interval lies entirely
-    below 0; does not hold if most intervals lie entirely above 0; else within noise."""
+    """Per (objective, k, recovery): paper_rho (see :func:`paper_rho`) over the distinct evaluated
+    models (:func:`distinct`), from the rows' mean_acc, with its 95% bootstrap interval (descriptive)
+    and an exact permutation p of the ranks (stats.spearman_exact_p) for "paper_rho < 0" (opposite
+    orders). No verdict on fewer than 3 models; descriptive where n cannot reach p <= 0.05 (n <= 4:
+    the smallest two-sided p is 2/n!). Then one summary row, reported: how many conditions have
+    rho < 0 and how many the family decided."""
     out = []
     for (obj, k, rec), g in _groups(rows, "objective", "k", "recovery").items():
         g = distinct([r for r in g if r.get("mean_acc") is not None and r.get("calib_value") is not None
                       and not math.isnan(r["mean_acc"])])
-        rho, lo, hi = paper_rho([r["calib_value"] for r in g], [r["mean_acc"] for r in g], seed, n_boot)
-        out.append(claim_row(*CALIB, _cond(objective=obj, k=k, recovery=rec) + f" (n={len(g)})",
-                             None if math.isnan(rho) else rho, lo, hi, 0.0, "<"))
+        cond = _cond(objective=obj, k=k, recovery=rec) + f" (n={len(g)})"
+        if len(g) < MIN_MODELS:
+            out.append(_no_verdict(*CALIB, cond, len(g)))
+            continue
+        calib, acc = [r["calib_value"] for r in g], [r["mean_acc"] for r in g]
+        rho, lo, hi = paper_rho(calib, acc, seed, n_boot)
+        rho = None if math.isnan(rho) else rho
+        if 2 / math.factorial(len(g)) > ALPHA or rho is None:
+            out.append({**claim_row(*CALIB, cond, rho, lo, hi, 0.0, "<",
+                                    note=f"n={len(g)}: the smallest possible p is 2/{len(g)}!, so this size cannot "
+                                         "decide" if rho is not None else "rho undefined (tied ranks)"),
+                        "verdict": "descriptive"})
+            continue
+        res = stats.spearman_exact_p(calib, acc, seed=seed)
+        out.append(claim_row(*CALIB, cond, rho, lo, hi, 0.0, "<", p=res.p,
+                             note="95% bootstrap interval; p: exact permutation" if res.exact else
+                             "95% bootstrap interval; p: 10,000 random permutations"))
     done = [r for r in out if r["ours"] is not None]
     if not done:
         return out
     neg = sum(r["ours"] < 0 for r in done)
-    below = sum(r["hi"] is not None and not math.isnan(r["hi"]) and r["hi"] < 0 for r in done)
-    above = sum(r["lo"] is not None and not math.isnan(r["lo"]) and r["lo"] > 0 for r in done)
     n = len(done)
-    v = ("holds" if neg > n / 2 and below >= 1 else "does not hold" if above > n / 2 else "within noise")
     out.append({"claim": CALIB[0] + " (summary)", "paper": CALIB[1],
-                "condition": f"all {n} conditions: {neg} with rho < 0, {below} with interval below 0, "
-                             f"{above} above 0",
-                "ours": neg / n, "lo": None, "hi": None,
-                "rule": "holds if most rho < 0 and one interval < 0; does not hold if most intervals > 0",
-                "verdict": v, "note": "share of conditions with rho < 0"})
+                "condition": f"{n} conditions with a rho: {neg} with rho < 0",
+                "ours": neg / n, "lo": None, "hi": None, "rule": "reported (the rows above carry the verdicts)",
+                "verdict": "reported", "note": "share of conditions with rho < 0"})
     return out
 
 
@@ -454,7 +615,9 @@ def cost_of_search(rows: list[dict], matrix: ItemMatrix | None, n_boot: int = 20
     ones (oneshot, fastblock), in evaluations (budget_used: full-evaluation equivalents) summed over
     cells (reported, no verdict; wall seconds are not used: cells share one pool and wait for each
     other, so a cell's wall time is mostly queueing). Per (objective, k, recovery): accuracy of the
-    best complex cell minus that of the best simple cell, item_bootstrap interval; holds if < 0.03."""
+    best complex cell minus that of the best simple cell, cross-fitted (both picked on one half of
+    the items, measured on the other, both ways, averaged over random splits: the in-sample best of
+    several noisy cells is biased upward); bootstrap p of "gain = 0.03"; holds if < 0.03."""
     out = []
     for (obj,), g in _groups(rows, "objective").items():
         cells = {r["cell"]: r for r in g}.values()
@@ -467,22 +630,39 @@ def cost_of_search(rows: list[dict], matrix: ItemMatrix | None, n_boot: int = 20
     for (obj, k, rec), g in _groups(rows, "objective", "k", "recovery").items():
         cond = _cond(objective=obj, k=k, recovery=rec)
         cells = _with_items(g, matrix)
-        cx = [r["eval_key"] for r in cells if r["searcher"] in COMPLEX]
-        sm = [r["eval_key"] for r in cells if r["searcher"] in SIMPLE]
+        cx = list(dict.fromkeys(r["eval_key"] for r in cells if r["searcher"] in COMPLEX))
+        sm = list(dict.fromkeys(r["eval_key"] for r in cells if r["searcher"] in SIMPLE))
         if matrix is None or not cx or not sm:
             out.append(_not_computed(COST[0] + ": accuracy gain", COST[1], cond, SMALL_GAP, "<",
                                      NO_ITEMS if matrix is None else "needs complex and simple cells"))
             continue
-        point, lo, hi = item_bootstrap(matrix, lambda acc, cx=cx, sm=sm: max(acc[x] for x in cx) - max(acc[x] for x in sm),
-                                       n_boot, seed, keys=cx + sm)
-        out.append(claim_row(COST[0] + ": accuracy gain", COST[1], cond, point, lo, hi, SMALL_GAP, "<"))
+
+        def stat(acc_a, acc_b, cx=cx, sm=sm):
+            return cross_fit_gap(acc_a, acc_b, lambda acc: (max(cx, key=acc.get), max(sm, key=acc.get)),
+                                 lambda acc, pick: acc[pick[0]] - acc[pick[1]])
+
+        point, boot = split_bootstrap_samples(matrix, stat, n_boot, seed, keys=cx + sm)
+        out.append(_boot_row(COST[0] + ": accuracy gain", COST[1], cond, point, boot, SMALL_GAP, "<", matrix.n_items))
     return out
+
+
+def paired_row(matrix: ItemMatrix, claim: str, paper: str, cond: str, ka: str, kb: str, n_boot: int = 2000,
+               seed: int = 0) -> dict:
+    """A tested row for acc(ka) - acc(kb) > 0: the paired z test of the macro mean difference
+    (stats.paired_test, item variance within tasks; the statistic the adaptive looks use) and its
+    paired percentile-bootstrap interval (shown at the row's Holm level by :func:`family`)."""
+    a, b = matrix.correct[matrix.keys.index(ka)], matrix.correct[matrix.keys.index(kb)]
+    t = stats.paired_test(a, b, matrix.task_of)
+    _, boot = item_bootstrap_samples(matrix, lambda acc: acc[ka] - acc[kb], n_boot, seed, keys=[ka, kb])
+    lo, hi = _percentile(boot)
+    return claim_row(claim, paper, cond, t.estimate, lo, hi, 0.0, ">", p=t.p, boot=boot, se=t.se,
+                     n_items=matrix.n_items)
 
 
 def recovery_comparison(matrix: ItemMatrix | None, pairs, n_boot: int = 2000, seed: int = 0) -> list[dict]:
     """Paired accuracy difference of two evaluated models, for each (label_a, key_a, label_b, key_b,
-    paper_text) in ``pairs`` (e.g. ghosted vs replaceme on the same removed set); item_bootstrap
-    interval; holds if acc(a) - acc(b) > 0."""
+    paper_text) in ``pairs`` (e.g. ghosted vs replaceme on the same removed set): :func:`paired_row`;
+    holds if acc(a) - acc(b) > 0 and the family rejects."""
     out = []
     for la, ka, lb, kb, paper in pairs:
         claim, cond = f"{la} beats {lb}", f"{la} - {lb}"
@@ -490,13 +670,35 @@ def recovery_comparison(matrix: ItemMatrix | None, pairs, n_boot: int = 2000, se
             out.append(_not_computed(claim, paper, cond, 0.0, ">",
                                      NO_ITEMS if matrix is None else "model missing from the items"))
             continue
-        point, lo, hi = item_bootstrap(matrix, lambda acc, ka=ka, kb=kb: acc[ka] - acc[kb], n_boot, seed, keys=[ka, kb])
-        out.append(claim_row(claim, paper, cond, point, lo, hi, 0.0, ">"))
+        if ka == kb:
+            out.append({**claim_row(claim, paper, cond, 0.0, 0.0, 0.0, 0.0, ">", note="the same evaluated model"),
+                        "verdict": "identical"})
+            continue
+        out.append(paired_row(matrix, claim, paper, cond, ka, kb, n_boot, seed))
+    return out
+
+
+def contrast_claims(matrix: ItemMatrix | None, pairs, n_boot: int = 2000, seed: int = 0) -> list[dict]:
+    """The run's pre-registered contrasts (``contrasts.ContrastPair``: name, left_key, right_key,
+    left, right labels) as tested rows: claim = the contrast as written, condition = the two models."""
+    out = []
+    for c in pairs:
+        cond = f"{getattr(c, 'left', '') or c.left_key} - {getattr(c, 'right', '') or c.right_key}"
+        paper = "pre-registered (compare.contrasts)"
+        if matrix is None or c.left_key not in matrix or c.right_key not in matrix:
+            out.append(_not_computed(c.name, paper, cond, 0.0, ">",
+                                     NO_ITEMS if matrix is None else "model missing from the items"))
+        elif c.left_key == c.right_key:
+            out.append({**claim_row(c.name, paper, cond, 0.0, 0.0, 0.0, 0.0, ">", note="the same evaluated model"),
+                        "verdict": "identical"})
+        else:
+            out.append(paired_row(matrix, c.name, paper, cond, c.left_key, c.right_key, n_boot, seed))
     return out
 
 
 def all_claims(rows: list[dict], matrix: ItemMatrix | None, n_boot: int = 2000, seed: int = 0) -> list[dict]:
-    """Every claim of the study on one run (the recovery comparison, which needs named pairs, aside)."""
+    """Every claim of the study on one run (the recovery comparison, which needs named pairs, aside),
+    not yet adjusted: pass them (with any other rows of the run) to :func:`family` once."""
     return (objective_shapes_sets(rows, n_boot, seed) + objective_beats_search(rows, matrix, n_boot, seed)
             + search_spread(rows, matrix, n_boot, seed) + calibration_vs_accuracy(rows, n_boot, seed)
             + cost_of_search(rows, matrix, n_boot, seed))
@@ -507,20 +709,34 @@ def _num(v) -> str:
     return "–" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v + 0.0:.3f}"
 
 
+def _p(v) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "–"
+    return f"{v:.3f}" if v >= 0.001 else "<0.001"
+
+
 def _cell(s) -> str:
     return str(s).replace("|", "\\|").replace("\n", " ")
 
 
 def render(claims: list[dict]) -> str:
-    """The claims as one Markdown table: | claim | condition | paper | ours [95% CI] | verdict |."""
-    lines = ["| claim | condition | paper | ours [95% CI] | verdict |", "|---|---|---|---|---|"]
+    """The claims as one Markdown table: | claim | condition | paper | ours [interval] | p (Holm) | verdict |.
+    Rows with a p not yet adjusted are adjusted here as one family (:func:`family`); an interval is
+    labelled with its level when that is not 95%."""
+    if any(c.get("p") is not None and "p_adj" not in c for c in claims):
+        claims = family(claims)
+    lines = ["| claim | condition | paper | ours [interval] | p (Holm-adjusted) | verdict |", "|---|---|---|---|---|---|"]
     for c in claims:
         if c.get("ours") is None:
             ours = c.get("note") or "–"
         elif c.get("lo") is None:
             ours = _num(c["ours"]) + (f" ({c['note']})" if c.get("note") else "")
         else:
-            ours = f"{_num(c['ours'])} [{_num(c['lo'])}, {_num(c['hi'])}]" + (f"; {c['note']}" if c.get("note") else "")
-        lines.append("| " + " | ".join(_cell(x) for x in (c["claim"], c["condition"], c["paper"], ours,
+            lv = c.get("ci_level", LEVEL)  # the level the interval was computed at
+            tag = "" if abs(lv - LEVEL) < 1e-9 else f" at {100 * lv:.2f}%"
+            ours = (f"{_num(c['ours'])} [{_num(c['lo'])}, {_num(c['hi'])}]{tag}"
+                    + (f"; {c['note']}" if c.get("note") else ""))
+        p = f"{_p(c['p_adj'])} (raw {_p(c['p'])})" if c.get("p_adj") is not None else "–"
+        lines.append("| " + " | ".join(_cell(x) for x in (c["claim"], c["condition"], c["paper"], ours, p,
                                                              c["verdict"])) + " |")
     return "\n".join(lines)

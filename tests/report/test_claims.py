@@ -14,7 +14,9 @@ from ghostsearch.claims import (
     all_claims,
     calibration_vs_accuracy,
     cost_of_search,
+    decide,
     distinct,
+    family,
     item_bootstrap,
     jaccard,
     objective_beats_search,
@@ -38,6 +40,11 @@ def synthetic(correct_fn, searchers=("ga", "bo", "beam"), seeds=(0, 1), objectiv
     rows = [{"cell": "dense", "searcher": "dense", "objective": None, "k": 0, "seed": None, "removed": [],
              "calib_value": None, "recovery": "none", "mean_acc": 0.9, "eval_key": "dense", "wall_seconds": None}]
     items = {"key": [], "task": [], "doc": [], "gold": [], "pred": []}
+    own = {}  # by default every (objective, searcher, seed) finds its own set: each cell a distinct model
+    if removed_fn is None:
+        def removed_fn(obj, s, sd):
+            i = own.setdefault((obj, s, sd), len(own))
+            return [i, i + 40, i + 80, i + 120]
     for rec in recoveries:
         for obj in objectives:
             for s in searchers:
@@ -45,7 +52,7 @@ def synthetic(correct_fn, searchers=("ga", "bo", "beam"), seeds=(0, 1), objectiv
                     key = f"{obj}-{s}-{sd}-{rec}"
                     c = np.asarray(correct_fn(obj, s, sd, rec), dtype=int)
                     rows.append({"cell": f"{s}-{obj}-k{k}-s{sd}", "searcher": s, "objective": obj, "k": k, "seed": sd,
-                                 "removed": removed_fn(obj, s, sd) if removed_fn else [1, 2, 3, 4],
+                                 "removed": removed_fn(obj, s, sd),
                                  "calib_value": calib_fn(obj, s, sd) if calib_fn else 1.0, "recovery": rec,
                                  "budget_used": used_fn(s) if used_fn else 1.0, "wall_seconds": 5.0, "eval_key": key,
                                  "mean_acc": float(c.reshape(len(TASKS), N_DOC).mean(axis=1).mean())})
@@ -163,10 +170,10 @@ def test_bootstrap_is_fast_enough():
 def test_objective_beats_search_holds_when_the_objective_decides():
     rng = np.random.default_rng(4)
     rows, m = synthetic(lambda obj, *r: rng.random(N_ITEMS) < (0.7 if obj == "perplexity" else 0.4))
-    c = one(objective_beats_search(rows, m, n_boot=1000))
+    c = one(family(objective_beats_search(rows, m, n_boot=1000)))
     assert c["condition"] == "k=4, recovery none"
     assert 0.2 < c["ours"] < 0.35 and c["lo"] > 0.15
-    assert c["verdict"] == "holds"
+    assert c["verdict"] == "holds" and c["p_adj"] < 0.01
 
 
 def searcher_noise(obj, s, sd, rec):
@@ -180,34 +187,54 @@ def searcher_noise(obj, s, sd, rec):
 
 def test_objective_beats_search_does_not_hold_when_only_search_matters():
     rows, m = synthetic(searcher_noise)
-    c = one(objective_beats_search(rows, m, n_boot=1000))
-    assert c["ours"] == pytest.approx(0.0 - 0.1)  # objective effect exactly 0, search effect 6/60
+    c = one(family(objective_beats_search(rows, m, n_boot=1000)))
+    assert c["ours"] == pytest.approx(0.0 - 0.1, abs=0.01)  # objective effect exactly 0, search effect 6/60
     assert c["hi"] < 0 and c["verdict"] == "does not hold"
 
 
 def test_search_spread():
     rows, m = synthetic(searcher_noise)
-    got = search_spread(rows, m, n_boot=1000)
+    got = family(search_spread(rows, m, n_boot=1000))
     assert len(got) == 2
     for c in got:
-        assert c["ours"] == pytest.approx(0.1) and c["lo"] > 0.03 and c["verdict"] == "does not hold"
+        assert c["ours"] == pytest.approx(0.1, abs=0.01) and c["lo"] > 0.03 and c["verdict"] == "does not hold"
+        assert c["level"] == pytest.approx(1 - 0.05 / 2) or c["level"] == pytest.approx(1 - 0.05)  # Holm steps
     c0 = np.tile(np.arange(N_DOC) % 3 == 0, len(TASKS))
     rows, m = synthetic(lambda *a: c0)
-    c = one(search_spread(rows, m, n_boot=200), condition="margin, k=4, recovery none")
+    c = one(family(search_spread(rows, m, n_boot=200)), condition="margin, k=4, recovery none")
     assert (c["ours"], c["lo"], c["hi"], c["verdict"]) == (0.0, 0.0, 0.0, "holds")
+
+
+def test_search_spread_makes_no_verdict_on_two_distinct_models():
+    """ga and bo found the same set under the same repair: one model, whatever the items say."""
+    rows, m = synthetic(searcher_noise, searchers=("ga", "bo", "beam"), seeds=(0,), objectives=("margin",),
+                        removed_fn=lambda o, s, sd: [1, 2] if s in ("ga", "bo") else [3, 4])
+    c = one(search_spread(rows, m, n_boot=100))
+    assert c["verdict"] == "no verdict" and c["note"].startswith("2 distinct evaluated models")
 
 
 def sets_by_objective(obj, s, sd):
     return [1, 2, 3, 4] if obj == "perplexity" else [5, 6, 7, 8]
 
 
+SIX = ("ga", "bo", "beam", "cbo", "greedy", "oneshot")
+
+
 def test_objective_shapes_sets_holds_for_disjoint_sets_and_ignores_fastblock():
-    rows, _ = synthetic(lambda *a: np.ones(N_ITEMS),
-                        searchers=("ga", "bo", "beam", "fastblock"), recoveries=("none", "ghosted"),
+    """Six objective-guided searchers, each with one set per objective: 2^6 = 64 relabellings within
+    searchers; the observed labelling and its mirror image are the two most extreme: p = 2/64."""
+    rows, _ = synthetic(lambda *a: np.ones(N_ITEMS), searchers=SIX + ("fastblock",), recoveries=("none", "ghosted"),
                         removed_fn=lambda obj, s, sd: [5, 6, 7, 8] if s == "fastblock" else sets_by_objective(obj, s, sd))
-    c = one(objective_shapes_sets(rows, n_boot=500))
-    assert c["condition"] == "k=4 (all recoveries)"
-    assert (c["ours"], c["lo"]) == (1.0, 1.0) and c["verdict"] == "holds"
+    c = one(family(objective_shapes_sets(rows)))
+    assert c["condition"] == "k=4 (all recoveries)" and "12 cells" in c["note"] and "64 relabellings" in c["note"]
+    assert c["ours"] == 1.0 and c["p"] == pytest.approx(2 / 64) and c["verdict"] == "holds"
+
+
+def test_objective_shapes_sets_is_descriptive_when_too_few_relabellings():
+    """The pilot's shape: 3 searchers, one set per objective each: 8 relabellings, p >= 1/8 > 0.05."""
+    rows, _ = synthetic(lambda *a: np.ones(N_ITEMS), removed_fn=lambda obj, s, sd: sets_by_objective(obj, s, sd))
+    c = one(objective_shapes_sets(rows))
+    assert c["verdict"] == "descriptive" and "p" not in c and "8 relabellings" in c["note"]
 
 
 def test_objective_shapes_sets_hand_computed_and_no_difference():
@@ -215,9 +242,9 @@ def test_objective_shapes_sets_hand_computed_and_no_difference():
     rows, _ = synthetic(lambda *a: np.ones(N_ITEMS), searchers=("ga",), removed_fn=lambda o, s, sd: sets[(o, sd)])
     # same: J({1,2},{1,3}) = 1/3, J({1,2},{4,5}) = 0; different: 1, 0, 1/3, 0
     assert one(objective_shapes_sets(rows, n_boot=200))["ours"] == pytest.approx((1 / 3 + 0) / 2 - (4 / 3) / 4)
-    rows, _ = synthetic(lambda *a: np.ones(N_ITEMS))  # every cell removes [1, 2, 3, 4]
-    c = one(objective_shapes_sets(rows, n_boot=200))
-    assert (c["ours"], c["lo"], c["hi"], c["verdict"]) == (0.0, 0.0, 0.0, "within noise")
+    rows, _ = synthetic(lambda *a: np.ones(N_ITEMS), searchers=SIX, seeds=(0,), removed_fn=lambda *a: [1, 2, 3, 4])
+    c = one(family(objective_shapes_sets(rows)))
+    assert (c["ours"], c["p"], c["verdict"]) == (0.0, 1.0, "within noise")
 
 
 def test_seeds_that_found_the_same_set_count_once():
@@ -226,7 +253,7 @@ def test_seeds_that_found_the_same_set_count_once():
     objectives the mean is 1/2, so -1/2 (counting each seed, a set paired with its copy: -1/6)."""
     rows, _ = synthetic(lambda *a: np.ones(N_ITEMS), searchers=("ga", "bo"),
                         removed_fn=lambda o, s, sd: [1, 2] if s == "ga" else [3, 4])
-    assert len(distinct([r for r in rows if r["searcher"] != "dense"])) == 4
+    assert len(distinct([r for r in rows if r["searcher"] != "dense"])) == 2  # {1,2} and {3,4}, unrepaired
     assert one(objective_shapes_sets(rows, n_boot=200))["ours"] == pytest.approx(-0.5)
     twice = [dict(r, seed=sd, cell=r["cell"] + f"-s{sd}") for r in calib_rows({"perplexity": "opposite"})
              for sd in (0, 1)]
@@ -251,29 +278,40 @@ def calib_rows(order: dict):
     or falls ("agree") with it, per objective."""
     acc = {s: 0.3 + 0.05 * i for i, s in enumerate("abcde")}
     return [{"cell": f"{s}-{o}", "searcher": s, "objective": o, "k": 4, "seed": 0, "recovery": "none",
-             "removed": [1], "mean_acc": a, "calib_value": (10 + i) if order[o] == "opposite" else (10 - i)}
+             "removed": [i], "mean_acc": a, "calib_value": (10 + i) if order[o] == "opposite" else (10 - i)}
             for o in order for i, (s, a) in enumerate(acc.items())]
 
 
-@pytest.mark.parametrize("order, per, summary", [
-    ({"perplexity": "opposite", "margin": "opposite"}, ["holds", "holds"], "holds"),
-    ({"perplexity": "agree", "margin": "agree"}, ["does not hold", "does not hold"], "does not hold"),
-    ({"perplexity": "opposite", "margin": "agree"}, ["does not hold", "holds"], "within noise"),  # margin first
+@pytest.mark.parametrize("order, per", [
+    ({"perplexity": "opposite", "margin": "opposite"}, ["holds", "holds"]),
+    ({"perplexity": "agree", "margin": "agree"}, ["does not hold", "does not hold"]),
+    ({"perplexity": "opposite", "margin": "agree"}, ["does not hold", "holds"]),  # margin first
 ])
-def test_calibration_vs_accuracy(order, per, summary):
-    got = calibration_vs_accuracy(calib_rows(order), n_boot=300)
+def test_calibration_vs_accuracy(order, per):
+    """n=5 distinct models in a perfect order: exact two-sided p = 2/5! = 0.0167 each, Holm over the
+    two rows: 0.033 <= 0.05, both decided."""
+    got = family(calibration_vs_accuracy(calib_rows(order), n_boot=300))
     assert [c["verdict"] for c in got[:-1]] == per
     for c in got[:-1]:
         want = -1.0 if c["verdict"] == "holds" else 1.0
         assert (c["ours"], c["lo"], c["hi"]) == pytest.approx((want, want, want))
-    assert got[-1]["verdict"] == summary
+        assert c["p"] == pytest.approx(2 / 120) and c["p_adj"] == pytest.approx(4 / 120)
+    assert got[-1]["verdict"] == "reported"
+
+
+def test_calibration_vs_accuracy_without_verdict_on_few_models():
+    rows = [r for r in calib_rows({"perplexity": "opposite"}) if r["searcher"] in "abcd"]
+    c = calibration_vs_accuracy(rows)[0]
+    assert c["verdict"] == "descriptive" and "2/4!" in c["note"]  # the smallest p, 2/24, cannot reach 0.05
+    c = calibration_vs_accuracy(rows[:2])[0]
+    assert c["verdict"] == "no verdict" and c["ours"] is None
 
 
 def test_cost_of_search():
     c0 = np.tile(np.arange(N_DOC) % 2 == 0, len(TASKS))
     rows, m = synthetic(lambda *a: c0, searchers=("oneshot", "fastblock", "ga", "bo"), recoveries=("none", "ghosted"),
                         used_fn=lambda s: 100.0 if s in ("ga", "bo") else 10.0)
-    got = cost_of_search(rows, m, n_boot=200)
+    got = family(cost_of_search(rows, m, n_boot=200))
     ratio = one(got, claim="complex search buys little: compute ratio", verdict="reported",
                 condition="perplexity: evaluations complex 400 / simple 40")
     assert ratio["ours"] == pytest.approx(10.0)  # cells counted once, not once per recovery
@@ -288,8 +326,8 @@ def test_recovery_comparison():
     b[::4] = 0  # half of a's right answers lost
     _, m = synthetic(lambda obj, *r: a if obj == "perplexity" else b, searchers=("ga",), seeds=(0,))
     ka, kb = "perplexity-ga-0-none", "margin-ga-0-none"
-    got = recovery_comparison(m, [("ghosted", ka, "replaceme", kb, "ghosted beats replaceme"),
-                                  ("replaceme", kb, "ghosted", ka, "x"), ("x", ka, "y", "missing", "x")])
+    got = family(recovery_comparison(m, [("ghosted", ka, "replaceme", kb, "ghosted beats replaceme"),
+                                         ("replaceme", kb, "ghosted", ka, "x"), ("x", ka, "y", "missing", "x")]))
     assert got[0]["ours"] == pytest.approx(0.25) and got[0]["verdict"] == "holds"
     assert got[1]["ours"] == pytest.approx(-0.25) and got[1]["verdict"] == "does not hold"
     assert got[2]["verdict"] == "not computed"
@@ -302,16 +340,33 @@ def test_without_items_the_item_claims_are_not_computed():
                    and "compute ratio" not in c["claim"]]
     assert item_claims and all(c["verdict"] == "not computed" and c["note"] == "no per-item data"
                                for c in item_claims)
-    assert one(got, claim="objectives shape the removed set")["verdict"] == "holds"
+    assert one(got, claim="objectives shape the removed set")["verdict"] == "descriptive"  # 8 relabellings
     md = render(got)
-    assert "| no per-item data | not computed |" in md
+    assert "| no per-item data | – | not computed |" in md
 
 
 def test_render():
     md = render([{"claim": "c", "condition": "k=4", "paper": "p|q", "ours": 0.12345, "lo": -0.0, "hi": 0.2,
-                  "rule": "r", "verdict": "holds"}])
-    assert md.splitlines() == ["| claim | condition | paper | ours [95% CI] | verdict |", "|---|---|---|---|---|",
-                               "| c | k=4 | p\\|q | 0.123 [0.000, 0.200] | holds |"]
+                  "rule": "r", "verdict": "holds"},
+                 {"claim": "d", "condition": "k=6", "paper": "", "ours": 0.05, "lo": 0.01, "hi": 0.09, "rule": "r",
+                  "verdict": "", "p": 0.004, "_t": 0.0, "_dir": ">", "_boot": np.linspace(0.0, 0.1, 101)}])
+    assert md.splitlines() == ["| claim | condition | paper | ours [interval] | p (Holm-adjusted) | verdict |",
+                               "|---|---|---|---|---|---|",
+                               "| c | k=4 | p\\|q | 0.123 [0.000, 0.200] | – | holds |",
+                               "| d | k=6 |  | 0.050 [0.003, 0.098] | 0.004 (raw 0.004) | holds |"]
+
+
+def test_decide_and_family_follow_holm():
+    assert decide(0.1, 0.049, 0.0, ">") == "holds" and decide(-0.1, 0.049, 0.0, ">") == "does not hold"
+    assert decide(0.1, 0.051, 0.0, ">") == "within noise" and decide(0.01, 0.01, 0.03, "<") == "holds"
+    rows = [{"claim": str(i), "condition": "", "paper": "", "ours": 0.1, "lo": 0.0, "hi": 0.2, "rule": "", "verdict": "",
+             "p": p, "_t": 0.0, "_dir": ">", "_se": 0.05, "_n": 80} for i, p in enumerate([0.01, 0.02, 0.04])]
+    got = family(rows)  # Holm: 0.03, 0.04, 0.04: all decided; Bonferroni would keep only the first
+    assert [c["p_adj"] for c in got] == pytest.approx([0.03, 0.04, 0.04])
+    assert [c["verdict"] for c in got] == ["holds"] * 3 and all("_se" not in c for c in got)
+    got = family([dict(r, p=p) for r, p in zip(rows, [0.01, 0.3, 0.04])])
+    assert [c["verdict"] for c in got] == ["holds", "within noise", "within noise"]
+    assert "MDD" in got[1]["note"] and "items per model would detect 0.03" in got[1]["note"]
 
 
 def test_study_table_prints_claims(tmp_path, capsys):
@@ -325,7 +380,7 @@ def test_study_table_prints_claims(tmp_path, capsys):
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "comparison.parquet")
     st.main(str(tmp_path))
     out = capsys.readouterr().out
-    assert "## Claims" in out and "| no per-item data | not computed |" in out and "Verdict rule" in out
+    assert "## Claims" in out and "| no per-item data | – | not computed |" in out and "Verdict rule" in out
     assert "### recovery none, objective margin" in out
     items = [{"key": r["eval_key"], "task": t, "doc": d, "gold": 1, "pred": int(rng.random() < 0.5)}
              for r in rows for t in TASKS[:2] for d in range(20)]

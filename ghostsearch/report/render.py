@@ -1,0 +1,165 @@
+"""The report: RUN_DIR/report.md (Markdown), report.html (the same Markdown rendered by
+markdown-it-py with its table rule), summary.json and plots/*.png. Its order: the pre-registered
+contrasts first, then the summary (restating computed verdicts), the verdict table (one Holm family
+per run), the data, the cells, and the plots."""
+from __future__ import annotations
+
+import html
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from ghostsearch import claims as claims_mod
+from ghostsearch.claims import ItemMatrix, RULE, all_claims, contrast_claims, family, finalists
+from ghostsearch.io import write_text_atomic
+from ghostsearch.report.plots import (plot_accuracy, plot_convergence, plot_correlations, plot_patterns,
+                                      plot_similarity)
+from ghostsearch.report.summary import best_at_budget, correlations, paired_accuracy, spread, summary
+
+
+def verdict_rows(rows: list[dict], matrix: ItemMatrix | None, contrasts=(), n_boot: int = 2000,
+                 seed: int = 0) -> list[dict]:
+    """The run's verdict rows as ONE family (claims.family: Holm at 0.05): the pre-registered
+    contrasts first, then every claim of claims.all_claims."""
+    return family(contrast_claims(matrix, list(contrasts), n_boot, seed) + all_claims(rows, matrix, n_boot, seed))
+
+
+def _looks_table(run_dir: Path) -> list[str]:
+    f = run_dir / "looks.json"
+    if not f.exists():
+        return []
+    data = json.loads(f.read_text())
+    rows = data.get("contrasts") if isinstance(data, dict) else data
+    if not rows or not isinstance(rows, list) or not isinstance(rows[0], dict):
+        return []
+    cols = list(dict.fromkeys(k for r in rows for k in r))
+    out = ["## Adaptive evaluation (looks)", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    out += ["| " + " | ".join(_cell(_fmt(r.get(c))) for c in cols) + " |" for r in rows]
+    for key in ("items_used", "used", "items"):
+        if isinstance(data, dict) and key in data:
+            out += ["", f"Items per model ({key}): {_cell(json.dumps(data[key], default=str))}"]
+            break
+    return out + [""]
+
+
+def write_report(run_dir: Path, table: pa.Table, stats: dict, cfg, data_plan: dict | None = None,
+                 contrasts=()) -> Path:
+    """RUN_DIR/report.md, report.html, summary.json and plots/ from the comparison table, the pool's
+    statistics (``similarity``) and, when present, RUN_DIR/eval_items.parquet (per-item correctness:
+    the paired intervals and every tested verdict) and RUN_DIR/looks.json (adaptive evaluation).
+    ``contrasts``: the run's resolved compare.contrasts (contrasts.ContrastPair), listed first."""
+    from ghostsearch.config import protected_blocks
+    from ghostsearch.search import Space
+    from ghostsearch.search.common import greedy_cost
+
+    run_dir = Path(run_dir)
+    plots = run_dir / "plots"
+    plots.mkdir(exist_ok=True)
+    all_rows = table.to_pylist()
+    rows = finalists(all_rows)
+    matrix = ItemMatrix.read(run_dir / "eval_items.parquet")
+    contrasts = list(contrasts or [])
+    verdicts = verdict_rows(all_rows, matrix, contrasts, seed=cfg.seed)
+    paired = paired_accuracy(matrix, all_rows, seed=cfg.seed)
+    n_blocks = len(stats["similarity"])
+    first = sorted({r.get("recovery") or "none" for r in rows})[0] if rows else "none"
+    one = [r for r in rows if (r.get("recovery") or "none") == first]  # search plots: one row per cell
+    plot_patterns(one, n_blocks, plots / "patterns.png")
+    plot_convergence(run_dir, one, plots / "convergence.png")
+    view = plot_similarity(stats["similarity"], plots / "similarity.png", seed=cfg.seed)
+    plot_accuracy(rows, plots / "accuracy.png", paired)
+    plot_correlations(rows, plots / "spearman.png")
+    lines = [f"# ghostsearch comparison: {cfg.model}", ""]
+    if contrasts:
+        lines += ["## Pre-registered contrasts (compare.contrasts, fixed before evaluation)", "",
+                  "| contrast | left model | right model |", "|---|---|---|"]
+        lines += [f"| {_cell(c.name)} | {_cell(getattr(c, 'left', '') or c.left_key)} | "
+                  f"{_cell(getattr(c, 'right', '') or c.right_key)} |" for c in contrasts]
+        lines += [""]
+    lines += ["## Summary", ""]
+    sentences = summary(all_rows, verdicts, matrix)
+    lines += [f"- {s}" for s in sentences]
+    lines += ["", "## Verdicts (one family: Holm at 0.05 over every tested row)", "", claims_mod.render(verdicts), "",
+              RULE, ""]
+    lines += _looks_table(run_dir)
+    if data_plan:
+        lines += ["## Data", "", "| role | asked | used | part | documents/items |", "|---|---|---|---|---|"]
+        lines += [f"| {r['role']} | {r['asked']} | {r['used']}{' (fallback)' if r['fallback'] else ''} | {r['part']} | "
+                  f"{r['documents_or_items']} |" for r in data_plan["calibration"]]
+        lines += [f"| evaluation | | {e['set']} | {e['part']} | {e['documents_or_items']} |"
+                  for e in data_plan.get("evaluation", [])]
+        lines += [""]
+    cols = [c for c in ("cell", "recovery", "removed", "calib_value", "calib_change", "mean_acc", "mean_acc_lo",
+                        "mean_acc_hi", "delta_mean_acc", "ppl_wikitext2", "delta_ppl_wikitext2", "lambada_acc",
+                        "budget_used", "wall_seconds") if c in table.column_names]
+    lines += ["## Cells (the dense model first; delta_* = finalist minus dense; mean_acc_lo/hi: binomial, unpaired)",
+              "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for r in all_rows:
+        lines.append("| " + " | ".join(_cell(_fmt(r.get(c))) for c in cols) + " |")
+    if paired:
+        lines += ["", "## Accuracy against the dense model (paired bootstrap over items, 95%; descriptive)", "",
+                  "| model (searcher, objective, k, recovery) | removed | mean acc [95%] | minus dense [95%] |",
+                  "|---|---|---|---|"]
+        lines += [f"| {p['searcher']}, {p['objective']}, k={p['k']}, {p['recovery']} | {p['removed']} | "
+                  f"{p['acc']:.3f} [{p['acc_lo']:.3f}, {p['acc_hi']:.3f}] | "
+                  f"{p['delta']:+.3f} [{p['delta_lo']:+.3f}, {p['delta_hi']:+.3f}] |" for p in paired]
+    cors = correlations(rows)
+    lines += ["", "## Spearman (calibration value vs mean accuracy, distinct models; descriptive)", "",
+              "| objective | k | recovery | n | rho | 95% bootstrap CI | exact permutation p (unadjusted) |",
+              "|---|---|---|---|---|---|---|"]
+    lines += [f"| {c['objective']} | {c['k']} | {c['recovery']} | {c['n']} | {_fmt(c['rho'])} | "
+              f"[{_fmt(c['rho_lo'])}, {_fmt(c['rho_hi'])}] | {_fmt(c['p'])} |" for c in cors]
+    ks = sorted({r["k"] for r in one})
+    if ks:
+        costs = {k: float(greedy_cost(Space(n_blocks, k, protected_blocks(cfg, n_blocks)))) for k in ks}
+        lines += ["", "## Best value at budget B (B in greedy's cost at that k: " +
+                  ", ".join(f"k={k}: {c:g}" for k, c in costs.items()) + ")", "",
+                  "| cell | budget used | B = 1/4 | B = 1/2 | B = 1 |", "|---|---|---|---|---|"]
+        lines += [f"| {b['cell']} | {_fmt(b['budget_used'])} | {_fmt(b['best_at_0.25x'])} | {_fmt(b['best_at_0.5x'])} | "
+                  f"{_fmt(b['best_at_1x'])} |" for b in best_at_budget(run_dir, one, costs)]
+    lines += ["", f"LoRP view of the dense model: RLS = {view['rls']:.3f}, clusters = {view['labels']}", ""]
+    for name, title in (("patterns", "Pruning patterns"), ("convergence", "Best so far"),
+                        ("similarity", "Block similarity and LoRP clusters"), ("accuracy", "Downstream accuracy"),
+                        ("spearman", "Calibration vs accuracy")):
+        lines += [f"## {title}", "", f"![{title}](plots/{name}.png)", ""]
+    md = "\n".join(lines)
+    write_text_atomic(run_dir / "report.md", md)
+    write_text_atomic(run_dir / "report.html", to_html(md))
+    write_text_atomic(run_dir / "summary.json", json.dumps(
+        {"contrasts": [c.__dict__ if hasattr(c, "__dict__") else list(c) for c in contrasts], "summary": sentences,
+         "verdicts": verdicts, "spread": spread(rows), "correlations": cors, "paired_accuracy": paired, "lorp": view},
+        indent=2, default=_json_default))
+    return run_dir / "report.md"
+
+
+def _json_default(o):
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, (np.integer, np.floating)):
+        return o.item()
+    return str(o)
+
+
+def _fmt(v) -> str:
+    if isinstance(v, float):
+        return "nan" if math.isnan(v) else f"{v:.4g}"
+    return str(v)
+
+
+def _cell(s) -> str:
+    return str(s).replace("|", "\\|").replace("\n", " ")
+
+
+def to_html(md: str, title: str = "ghostsearch report") -> str:
+    """The Markdown as one HTML page (markdown-it-py, CommonMark with its table rule; raw HTML in
+    the Markdown is escaped, not passed through)."""
+    from markdown_it import MarkdownIt
+
+    body = MarkdownIt("commonmark", {"html": False}).enable("table").render(md)
+    return (f"<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
+            "<style>body{font-family:sans-serif;max-width:1200px;margin:auto}table{border-collapse:collapse}"
+            "td,th{border:1px solid #999;padding:2px 6px;font-size:90%}img{max-width:100%}</style></head>\n"
+            f"<body>\n{body}</body></html>\n")

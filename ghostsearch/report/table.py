@@ -1,0 +1,45 @@
+"""The comparison table (RUN_DIR/comparison.parquet): the dense model first, then one row per (cell, recovery)."""
+from __future__ import annotations
+
+import pyarrow as pa
+
+ACC_KEYS = ("mean_acc", "ppl_wikitext2", "ppl_c4", "ppl_lambada")
+
+
+def comparison_table(cfg, results: list[dict], evals: dict, dense: dict | None = None,
+                     data_plan: dict | None = None) -> pa.Table:
+    """One row for the dense model (first), then one per (cell, recovery): the cell's search result,
+    its downstream numbers, and the change against the dense model (``delta_<metric>``)."""
+    calib = {r["role"].split(":", 1)[1]: r["used"] for r in (data_plan or {}).get("calibration", [])}
+    held_out = ",".join((data_plan or {}).get("held_out", []))
+    rows = []
+
+    def metrics(row, e):
+        row["eval_key"] = e.get("eval_key")  # joins RUN_DIR/eval_items.parquet (column key)
+        for key, v in sorted(e.items()):
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                row[key] = float(v)
+        for key in ACC_KEYS:
+            if dense and key in e and key in dense:
+                row[f"delta_{key}"] = float(e[key]) - float(dense[key])
+        return row
+
+    if dense is not None:
+        rows.append(metrics({"cell": "dense", "searcher": "dense", "objective": None, "k": 0, "seed": None,
+                             "removed": [], "calib_value": None, "recovery": "none", "calibration_data": None,
+                             "held_out": held_out}, dense))
+    for r in results:
+        for rec in cfg.compare.recovery:
+            e = evals.get((r["cell"], rec), {})
+            row = {"cell": r["cell"], "searcher": r["searcher"], "objective": r["objective"], "k": r["k"],
+                   "seed": r["seed"], "removed": r["removed"], "calib_value": r["value"],
+                   "dense_calib_value": r.get("dense_value"), "calib_change": r.get("relative_change"),
+                   "evaluations": r["evaluations"], "budget_used": r["budget_used"],
+                   "budget_mode": r.get("budget_mode"), "wall_seconds": r["wall_seconds"],
+                   "cache_hits": r["cache_hits"], "recovery": rec, "calibration_data": calib.get(r["objective"]),
+                   "held_out": held_out}
+            rows.append(metrics(row, e))
+    names = list(dict.fromkeys(k for r in rows for k in r))  # every column, whichever row has it first
+    return pa.Table.from_pylist([{k: r.get(k) for k in names} for r in rows])
+
+
