@@ -35,7 +35,11 @@ def acquire(run_dir: Path) -> None:
     if run_dir in _HELD:
         raise GhostsearchError(f"run directory {run_dir} is already in use by this process; "
                                "run one search or compare per run directory at a time")
-    fd = os.open(run_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fd = os.open(run_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:  # a read-only or full disk, an immutable lock file: one line, before any work
+        raise GhostsearchError(f"cannot open the lock of run directory {run_dir} ({e.strerror}); make the run "
+                               "directory writable, or choose another out= (a copy of it resumes there)") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

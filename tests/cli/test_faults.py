@@ -1,0 +1,189 @@
+"""Faults of the environment (issue 22's probe), against the real ``ghostsearch`` entry point:
+SIGTERM and SIGHUP end a search like Ctrl-C (one line, lock released, journal checkpointed, the
+local Ray and its agents gone); rerunning a finished search adds no ledger rows; a read-only run
+directory or lock is one line before any work. The read-only cases make directories immutable
+(``chattr +i``) when running as root, where ``chmod`` does not stop writes, and use ``chmod``
+otherwise."""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ghostsearch.cli.main import main
+from ghostsearch.rundir.ledger import read_ledger
+
+ROOT = Path(__file__).resolve().parents[2]
+CMD = [sys.executable, "-m", "ghostsearch"]
+
+
+@pytest.fixture(scope="module")
+def deep_model_dir(tmp_path_factory, smollm2_tokenizer_dir) -> str:
+    """A tiny random Llama with 24 blocks: C(24, 8) sets, so a long search is still running when
+    the signal comes."""
+    from transformers import AutoTokenizer
+
+    from tests.conftest import tiny_model
+
+    d = tmp_path_factory.mktemp("tiny-llama-24")
+    tiny_model("llama", 24).save_pretrained(d, safe_serialization=True)
+    AutoTokenizer.from_pretrained(smollm2_tokenizer_dir).save_pretrained(d)
+    return str(d)
+
+
+def _config(path: Path, model: str, out: Path, **over) -> Path:
+    cfg = {"model": model, "dtype": "fp32", "device": "cpu", "k": 2, "searcher": "greedy",
+           "calibration": {"dataset": "lambada", "n_seq": 4, "seq_len": 32}, "out": str(out),
+           "pool": {"actors": 1, "dashboard": False}, **over}
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def _env() -> dict:
+    return dict(os.environ, PYTHONPATH=str(ROOT))
+
+
+def _wait_rows(run_dir: Path, n: int, proc, timeout: float = 240) -> None:
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        assert proc.poll() is None, f"the search ended early: {proc.stderr.read()[-2000:]}"
+        if (run_dir / "ledger").is_dir() and len(read_ledger(run_dir)) >= n:
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"fewer than {n} ledger rows after {timeout} s")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_sigterm_and_sighup_end_a_search_like_ctrl_c(sig, deep_model_dir, tmp_path):
+    """Before: SIGTERM printed Ray's C++ stack lines and no ghostsearch line; SIGHUP exited
+    silently with a stale lock and an uncompacted journal."""
+    import psutil
+    import pyarrow.parquet as pq
+
+    from ghostsearch.rundir import lock
+
+    out = tmp_path / "run"
+    cfg = _config(tmp_path / "c.yaml", deep_model_dir, out, k=8, searcher="ga",
+                  search={"budget": 100000, "time_budget": 300})
+    p = subprocess.Popen([*CMD, "search", str(cfg), "--no-progress"], env=_env(), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        _wait_rows(out, 3, p)
+        ray_processes = psutil.Process(p.pid).children(recursive=True)  # the local Ray this driver started
+        assert ray_processes
+        p.send_signal(sig)
+        _, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert p.returncode == 128 + sig, err[-2000:]
+    assert lines[-1] == "ghostsearch: interrupted", err[-2000:]
+    assert "Traceback" not in err and "*** SIG" not in err and "Token authentication" not in err, err[-2000:]
+    # the lock is released (empty: no holder) and free
+    assert (out / lock.LOCK_FILE).read_text() == ""
+    lock.acquire(out)
+    lock.release(out)
+    # the journal's rows are in Parquet parts, nothing left in a journal, nothing lost
+    journals = [j for j in (out / "ledger" / "_journal").glob("journal-*.jsonl") if j.stat().st_size]
+    assert journals == []
+    in_parts = sum(pq.read_metadata(f).num_rows for f in (out / "ledger").glob("part-*.parquet"))
+    assert in_parts == len(read_ledger(out)) >= 3
+    # the local Ray (GCS, raylet, agents, the scorer) ended with the driver
+    _, alive = psutil.wait_procs(ray_processes, timeout=10)
+    assert alive == [], [a.info if hasattr(a, "info") else a for a in alive]
+
+
+@pytest.mark.slow
+def test_rerun_of_a_finished_search_adds_no_ledger_rows(tiny_model_dir, tmp_path):
+    """Before: every rerun appended a cached row per replayed evaluation (136 rows for 106 sets
+    after one resume). The answer comes from the ledger, identical."""
+    out = tmp_path / "run"
+    cfg = _config(tmp_path / "c.yaml", tiny_model_dir, out)
+    runs = []
+    for _ in range(2):
+        r = subprocess.run([*CMD, "search", str(cfg), "--no-progress"], env=_env(), capture_output=True, text=True,
+                           timeout=600)
+        assert r.returncode == 0, r.stderr[-2000:]
+        runs.append((len(read_ledger(out)), json.loads(r.stdout.splitlines()[-1])))
+    (n1, first), (n2, second) = runs
+    assert n1 == 11  # greedy k=2 of 6 blocks: 6 + 5 evaluations, each ledgered once
+    assert n2 == n1
+    assert (second["removed"], second["value"]) == (first["removed"], first["value"])
+
+
+@contextlib.contextmanager
+def read_only(path: Path):
+    """``path`` cannot be written to while the block runs: immutable as root, else mode 0555."""
+    if os.geteuid() == 0:
+        r = subprocess.run(["chattr", "+i", str(path)], capture_output=True, text=True)
+        if r.returncode != 0:
+            pytest.skip(f"running as root and chattr +i is not available here: {r.stderr.strip()}")
+        try:
+            yield
+        finally:
+            subprocess.run(["chattr", "-i", str(path)], check=True)
+    else:
+        mode = path.stat().st_mode
+        path.chmod(0o555 if path.is_dir() else 0o444)
+        try:
+            yield
+        finally:
+            path.chmod(mode)
+
+
+@pytest.fixture
+def made_run(tmp_path, tiny_model_dir, monkeypatch):
+    """A config and a run directory it wrote (config.yaml, an empty ledger, a released lock)."""
+    from ghostsearch.config import load_config, save_config
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    cfg = _config(tmp_path / "c.yaml", tiny_model_dir, tmp_path / "run")
+    run = tmp_path / "run"
+    (run / "ledger" / "_journal").mkdir(parents=True)
+    save_config(load_config(str(cfg)), run / "config.yaml")
+    (run / ".lock").write_text("")
+    (run / "result.json").write_text(json.dumps({"searchers": {"greedy-perplexity-k2-s0": {"removed": [1, 2],
+                                                                                           "value": 9.0}}}))
+    monkeypatch.chdir(tmp_path)
+    return cfg, run
+
+
+def _snapshot(root: Path) -> dict:
+    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns) if p.is_file() else None
+            for p in root.rglob("*")}
+
+
+@pytest.mark.parametrize("what, argv, message", [
+    ("run", ["search", "{cfg}"], "is not writable"),                           # resume into a read-only run dir
+    ("parent", ["search", "{cfg}", "out={parent}/new"], "is not writable"),    # a new run under a read-only dir
+    ("journal", ["search", "{cfg}"], "ledger/_journal is not writable"),       # the ledger's journals read-only
+    ("lock", ["search", "{cfg}"], "cannot open the lock of run directory"),    # an unwritable .lock (resume)
+    ("run", ["recover", "{run}"], "run directory"),                            # recover: before any repair
+    ("parent", ["ledger", "{run}", "--csv", "{parent}/ledger.csv"], "--csv"),  # ledger --csv
+], ids=["resume", "new-run", "journal", "lock", "recover", "ledger-csv"])
+def test_read_only_is_one_line_before_any_work(what, argv, message, made_run, tmp_path, capsys):
+    """Before: OSError 30 tracebacks on a new run, on resume (from .lock), on ledger --csv, and
+    recover lost all its work at its last write."""
+    cfg, run = made_run
+    parent = tmp_path / "ro"
+    parent.mkdir()
+    target = {"run": run, "parent": parent, "journal": run / "ledger" / "_journal", "lock": run / ".lock"}[what]
+    argv = [a.format(cfg=cfg, run=run, parent=parent) for a in argv]
+    before = _snapshot(tmp_path)
+    with read_only(target):
+        code = main(argv)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert message in err and err.count("\n") == 1 and err.startswith("ghostsearch: error: "), err
+    assert _snapshot(tmp_path) == before
