@@ -234,8 +234,10 @@ class ItemMatrix:
         integer-exact, so identical models get identical accuracies."""
         out = 0.0
         for t, idx in enumerate(self.task_items()):
-            hits = rows[:, idx].sum(axis=1) if counts is None else rows[:, idx] @ counts[t].T
-            out = out + hits / len(idx)
+            if counts is None:
+                out = out + rows[:, idx].sum(axis=1) / len(idx)
+            else:
+                out = out + (rows[:, idx] @ counts[t].T) / counts[t].sum(axis=1)
         return out / len(self.tasks)
 
     def mean_acc(self, key: str) -> float:
@@ -262,13 +264,14 @@ class ItemMatrix:
 
     def resample_counts(self, n_boot: int, seed: int) -> list[np.ndarray]:
         """Per task, an (n_boot, n_task_items) matrix of how often each item is drawn in each seeded
-        resample: a task's items drawn with replacement, as many as it has."""
+        resample: n - 1 of a task's n items drawn with replacement (the rescaled bootstrap, whose
+        variance of a task's mean is unbiased: ghostsearch.stats)."""
         rng = np.random.default_rng(seed)
         offsets = np.arange(n_boot)[:, None]
         out = []
         for idx in self.task_items():
             n = len(idx)
-            draw = rng.integers(0, n, size=(n_boot, n))
+            draw = rng.integers(0, n, size=(n_boot, max(n - 1, 1)))
             out.append(np.bincount((draw + offsets * n).ravel(), minlength=n_boot * n)
                        .reshape(n_boot, n).astype(float))
         return out

@@ -9,8 +9,12 @@ numpy only, vectorised. Conventions used everywhere below:
   estimate is then the weighted mean over tasks of the per-task mean (``weights``: one weight per
   task, in the order of ``np.unique(strata)``, normalised; default equal weights: the macro average
   over tasks, as ``mean_acc``). Without strata every item is one task.
-- **Bootstrap.** Items are resampled with replacement within each task, as many as the task has,
-  the same resample for both models (paired), ``n_boot`` resamples from ``np.random.default_rng(seed)``.
+- **Bootstrap.** Items are resampled with replacement within each task, the same resample for both
+  models (paired), ``n_boot`` resamples from ``np.random.default_rng(seed)``. A task of n items
+  contributes n - 1 draws (the rescaled bootstrap of McCarthy & Snowden 1985 / Rao & Wu 1988): the
+  bootstrap variance of a stratified mean is then exactly its unbiased variance, sum_t w_t^2 s_t^2 /
+  n_t, where n draws underestimate it by (n - 1) / n (at 10 items a task a 95% percentile interval
+  covered 91.8% of 500 simulated studies with n draws, 93.6% with n - 1: tests/report/test_stats_simulation.py).
   ``method="percentile"`` (the default) takes the (1-level)/2 and 1-(1-level)/2 quantiles of the
   resampled estimates; ``method="bca"`` corrects them for bias and skew (Efron's BCa, acceleration
   from the item jackknife).
@@ -189,8 +193,9 @@ def item_variance(x, strata=None) -> float:
 
 def boot_means(x, strata=None, n_boot: int = 2000, seed: int = 0, weights=None, chunk: int = 4_000_000) -> np.ndarray:
     """``n_boot`` resampled stratified means of ``x`` (items drawn with replacement within each
-    stratum, as many as it has). Seeded; ``x`` may be (n_items,) or (n_models, n_items): every row
-    gets the same resample (paired), result (n_boot,) or (n_models, n_boot)."""
+    stratum, n - 1 of a stratum's n: see the module docstring). Seeded; ``x`` may be (n_items,) or
+    (n_models, n_items): every row gets the same resample (paired), result (n_boot,) or
+    (n_models, n_boot)."""
     x = np.asarray(x, dtype=float)
     one = x.ndim == 1
     x2 = x[None] if one else x
@@ -205,7 +210,7 @@ def boot_means(x, strata=None, n_boot: int = 2000, seed: int = 0, weights=None, 
         step = max(1, chunk // max(nt, 1))
         for b0 in range(0, n_boot, step):
             b1 = min(n_boot, b0 + step)
-            draw = rng.integers(0, nt, size=(b1 - b0, nt))
+            draw = rng.integers(0, nt, size=(b1 - b0, max(nt - 1, 1)))
             out[:, b0:b1] += w[t] * xt[:, draw].mean(axis=2)
     return out[0] if one else out
 
