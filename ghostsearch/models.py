@@ -157,15 +157,17 @@ def model_path(spec: str) -> tuple[str, dict]:
 
 
 def load_model(spec: str, *, dtype: str = "auto", device: str = "cpu", trust_remote_code: bool = False,
-               revision: str | None = None):
+               revision: str | None = None, device_map: list[str] | None = None):
     """Load (model, tokenizer). Only safetensors weights are accepted. ``revision``: a hub id's
-    branch, tag or commit (config key ``revision``)."""
+    branch, tag or commit (config key ``revision``). ``device_map``: devices to split the blocks
+    over (ghostsearch/placement.py; the weights pass through host memory once, block by block
+    onto their devices); None: the whole model on ``device``."""
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     path, extra = model_path(spec)
     if revision and path == spec:  # a hub id (local paths have no revisions)
         extra = {**extra, "revision": revision}
-    torch_dtype = resolve_dtype(dtype, device)
+    torch_dtype = resolve_dtype(dtype, device_map[0] if device_map else device)
     try:
         config = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code, **extra)
     except ValueError as e:
@@ -179,7 +181,12 @@ def load_model(spec: str, *, dtype: str = "auto", device: str = "cpu", trust_rem
     model = AutoModelForCausalLM.from_pretrained(
         path, config=config, dtype=torch_dtype, trust_remote_code=trust_remote_code, use_safetensors=True, **extra
     )
-    model.to(device).eval()
+    if device_map:
+        from ghostsearch.stack import Stack
+
+        Stack(model.eval()).place(device_map)
+    else:
+        model.to(device).eval()
     tok = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code, **extra)
     return model, tok
 

@@ -79,18 +79,24 @@ class Scorer:
             raise GhostsearchError(f"objective {spec.name}: recovery-aware setting and patch provider disagree")
         obj = spec.build()
         batches = obj.build(self.tokenizer, self.stack.dtype)
-        caps = [self.stack.capture(b) for b in batches]
-        obj.attach(self.stack, batches, caps)
-        stats = block_statistics(caps, batches)
         L = self.stack.n_blocks
         keep = {i for i in range(L + 1) if i % self.cache_every == 0} | {L}
-        if aware is not None:
-            aware.prepare(self.stack, batches, [list(cap.states) for cap in caps])
-        dense = []
-        for cap in caps:
+        # one micro-batch's full state list at a time (cache.every bounds the cache from here on;
+        # recovery-aware preparation still reads every state of every micro-batch)
+        caps, dense, full, acc = [], [], [], StatisticsSums()
+        for b in batches:
+            cap = self.stack.capture(b)
+            obj.attach(self.stack, [b], [cap])
+            acc.add(cap, b)
+            if aware is not None:
+                full.append(list(cap.states))
             dense.append({i: self._store(cap.states[i]) for i in keep})
             cap.states = []  # the captured arguments stay; the full state list is dropped
-        self.prepared[key] = Prepared(obj, batches, caps, dense, stats=stats, aware=aware)
+            caps.append(cap)
+        if aware is not None:
+            aware.prepare(self.stack, batches, full)
+        del full
+        self.prepared[key] = Prepared(obj, batches, caps, dense, stats=acc.result(), aware=aware)
         return key
 
     def dense_states(self, key: str) -> list[list[torch.Tensor]] | None:
@@ -100,13 +106,13 @@ class Scorer:
         L = self.stack.n_blocks
         if not all(i in p.dense[0] for i in range(L + 1)):
             return None
-        return [[self._load(d[i]) for i in range(L + 1)] for d in p.dense]
+        return [[self._load(d[i], i) for i in range(L + 1)] for d in p.dense]
 
     def _store(self, x: torch.Tensor) -> torch.Tensor:
         return x.to("cpu", non_blocking=True) if self.offload else x
 
-    def _load(self, x: torch.Tensor) -> torch.Tensor:
-        return x.to(self.stack.device, non_blocking=True)
+    def _load(self, x: torch.Tensor, b: int) -> torch.Tensor:
+        return x.to(self.stack.device_of(b), non_blocking=True)  # boundary b's device (placement)
 
     # ------------------------------------------------------------ starts
     def _start(self, p: Prepared, removed: Removed) -> tuple[int, Removed | None]:
@@ -124,9 +130,9 @@ class Scorer:
 
     def _cached(self, p: Prepared, src: Removed | None, b: int, mb: int) -> torch.Tensor:
         if src is None:
-            return self._load(p.dense[mb][b])
+            return self._load(p.dense[mb][b], b)
         p.runs.move_to_end(src)
-        return self._load(p.runs[src][1][mb][b])
+        return self._load(p.runs[src][1][mb][b], b)
 
     @torch.no_grad()
     def ensure_run(self, key: str, R: Removed) -> None:
@@ -224,6 +230,43 @@ class Scorer:
         return st[name]
 
 
+class StatisticsSums:
+    """Token-weighted sums behind ``block_statistics``, added one micro-batch at a time."""
+
+    def __init__(self) -> None:
+        self.cos_sum = self.ang_sum = None
+        self.n = 0.0
+
+    @torch.no_grad()
+    def add(self, cap: Captured, batch: Batch) -> None:
+        states = cap.states
+        L1 = len(states)
+        if self.cos_sum is None:
+            self.cos_sum = torch.zeros(L1, L1, dtype=torch.float64)
+            self.ang_sum = torch.zeros(L1, L1, dtype=torch.float64)
+        flat = [s.reshape(-1, s.shape[-1]) for s in states]
+        dev = flat[0].device  # a split model's states live on their blocks' devices: compared on the first
+        w = batch.weight.reshape(-1).float() if batch.weight is not None else torch.ones(flat[0].shape[0])
+        for s in range(0, flat[0].shape[0], 512):  # 512 tokens of every boundary at a time
+            h = torch.nn.functional.normalize(torch.stack([x[s:s + 512].to(dev).float() for x in flat]), dim=-1)
+            c = torch.einsum("itc,jtc->ijt", h, h).clamp(-1, 1)
+            ww = w[s:s + 512].to(dev)
+            self.cos_sum += (c * ww).sum(-1).double().cpu()
+            self.ang_sum += (torch.arccos(c) / math.pi * ww).sum(-1).double().cpu()
+        self.n += float(w.sum())
+
+    def result(self) -> dict:
+        cos = (self.cos_sum / self.n).numpy()
+        ang = (self.ang_sum / self.n).numpy()
+        L = cos.shape[0] - 1
+        return {
+            "similarity": cos[:L, :L].copy(),
+            "block_influence": np.array([1.0 - cos[i, i + 1] for i in range(L)]),
+            "window_distance": {k: np.array([ang[i, i + k] for i in range(L - k + 1)]) for k in range(1, L)},
+            "angular": ang,
+        }
+
+
 @torch.no_grad()
 def block_statistics(caps: list[Captured], batches: list[Batch]) -> dict:
     """Dense statistics from the states entering each block (and the final output, index L):
@@ -231,30 +274,10 @@ def block_statistics(caps: list[Captured], batches: list[Batch]) -> dict:
     block_influence[i] = 1 - mean cos(input_i, output_i) (ShortGPT's BI);
     window_distance[k][i]: mean angular distance arccos(cos)/pi between the input of block i and
     the state leaving block i+k-1 (fast-block-select / ShortGPT-style windows)."""
-    L1 = len(caps[0].states)
-    cos_sum = torch.zeros(L1, L1, dtype=torch.float64)
-    ang_sum = torch.zeros(L1, L1, dtype=torch.float64)
-    n = 0.0
+    acc = StatisticsSums()
     for cap, batch in zip(caps, batches):
-        H = torch.stack([s.float().reshape(-1, s.shape[-1]) for s in cap.states])  # [L+1, N, C]
-        w = batch.weight.reshape(-1).float() if batch.weight is not None else torch.ones(H.shape[1])
-        H = torch.nn.functional.normalize(H, dim=-1)
-        for s in range(0, H.shape[1], 512):
-            h = H[:, s:s + 512]
-            c = torch.einsum("itc,jtc->ijt", h, h).clamp(-1, 1)
-            ww = w[s:s + 512]
-            cos_sum += (c * ww).sum(-1).double()
-            ang_sum += (torch.arccos(c) / math.pi * ww).sum(-1).double()
-        n += float(w.sum())
-    cos = (cos_sum / n).numpy()
-    ang = (ang_sum / n).numpy()
-    L = L1 - 1
-    return {
-        "similarity": cos[:L, :L].copy(),
-        "block_influence": np.array([1.0 - cos[i, i + 1] for i in range(L)]),
-        "window_distance": {k: np.array([ang[i, i + k] for i in range(L - k + 1)]) for k in range(1, L)},
-        "angular": ang,
-    }
+        acc.add(cap, batch)
+    return acc.result()
 
 
 def scorer_from_config(cfg, threads: int | None = None) -> Scorer:
@@ -263,7 +286,10 @@ def scorer_from_config(cfg, threads: int | None = None) -> Scorer:
 
     if threads:
         torch.set_num_threads(threads)
+    from ghostsearch.memplan import check_fit
+
+    every = check_fit(cfg)  # one line before loading when the run cannot fit; resolves cache.every: auto
     model, tok = load_model(cfg.model, dtype=cfg.dtype, device=cfg.resolved_device(),
-                            trust_remote_code=cfg.trust_remote_code, revision=cfg.revision)
-    return Scorer(Stack(model), tok, cache_every=cfg.cache.every, max_prefix_runs=cfg.cache.prefix_runs,
+                            trust_remote_code=cfg.trust_remote_code, revision=cfg.revision, device_map=cfg.device_map())
+    return Scorer(Stack(model), tok, cache_every=every, max_prefix_runs=cfg.cache.prefix_runs,
                   offload=cfg.cache.offload)

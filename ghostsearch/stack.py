@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ghostsearch.errors import GhostsearchError
+from ghostsearch.placement import ATTR, Placement, place
 
 
 @dataclass
@@ -90,14 +91,34 @@ class Stack:
         self.softcap = getattr(self.config, "final_logit_softcapping", None) or getattr(
             getattr(self.config, "text_config", None), "final_logit_softcapping", None)
         self.logit_scale = getattr(self.config, "logit_scale", None)
+        self.placement: Placement | None = getattr(model, ATTR, None)  # set by ``place`` (or load_model)
 
     @property
     def n_blocks(self) -> int:
         return len(self.blocks)
 
+    # ------------------------------------------------------------ placement (ghostsearch/placement.py)
+    def place(self, devices: Sequence[str], real: dict | None = None) -> Placement:
+        """Split the blocks over ``devices`` (embeddings on the first, norm and head on the last)."""
+        self.placement = place(self.model, self.blocks, self.norm, self.lm_head, devices, real)
+        return self.placement
+
     @property
     def device(self) -> torch.device:
+        """Where the model's input goes: the embeddings' device."""
+        if self.placement is not None:
+            return self.placement.device(self.placement.first)
         return next(self.model.parameters()).device
+
+    def device_of(self, b: int) -> torch.device:
+        """The device of the state entering block b (b = n_blocks: the final state, the head's)."""
+        if self.placement is None:
+            return self.device
+        return self.placement.device(self.placement.boundary(b))
+
+    def _at(self, x, b: int):
+        """x moved to the device of boundary b (unchanged on one device)."""
+        return x if self.placement is None else self.placement.to(x, self.placement.boundary(b))
 
     @property
     def dtype(self) -> torch.dtype:
@@ -157,7 +178,7 @@ class Stack:
 
     # ------------------------------------------------------------ running blocks
     def block(self, i: int, h: torch.Tensor, cap: Captured) -> torch.Tensor:
-        out = self.blocks[i](h, *cap.block_args[i], **cap.block_kwargs[i])
+        out = self.blocks[i](self._at(h, i), *cap.block_args[i], **cap.block_kwargs[i])
         return out[0] if isinstance(out, tuple) else out
 
     @torch.no_grad()
@@ -170,12 +191,14 @@ class Stack:
         removed = set(removed)
         stop = self.n_blocks if stop is None else stop
         for i in range(start, stop):
+            h = self._at(h, i)  # crossing a device boundary (placement): before patches and records
             if patches and i in patches:
                 h = patches[i](h)
             if record is not None:
                 record[i] = h
             if i not in removed:
                 h = self.block(i, h, cap)
+        h = self._at(h, stop)
         if patches and stop in patches:
             h = patches[stop](h)
         if record is not None:
@@ -185,6 +208,7 @@ class Stack:
     # ------------------------------------------------------------ head
     def logits(self, x: torch.Tensor, normed: bool = False) -> torch.Tensor:
         """LM-head logits (fp32) for hidden states x [..., C]; ``normed`` if the final norm is applied."""
+        x = self._at(x, self.n_blocks)
         if not normed:
             x = self.norm(x)
         out = self.lm_head(x).float()
@@ -197,6 +221,7 @@ class Stack:
     def token_logprobs(self, x: torch.Tensor, targets: torch.Tensor, chunk: int = 1024) -> torch.Tensor:
         """log p(target) for rows of x [n, C] (before the final norm), in chunks of ``chunk`` tokens so
         [n x vocab] logits are never materialised at once."""
+        x, targets = self._at(x, self.n_blocks), self._at(targets, self.n_blocks)
         out = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)
         for s in range(0, x.shape[0], chunk):
             lg = self.logits(x[s:s + chunk])

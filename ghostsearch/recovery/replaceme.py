@@ -57,7 +57,7 @@ def cut_rows(stack, data: Activations, a: int, b: int):
     with mlp_outputs(stack.blocks[a - 1]) as got:
         for cap, w in data:
             out = stack.block(a - 1, cap.states[a - 1], cap)
-            xb = finite_rows(cap.states[b], f"state at {b}", w)
+            xb = finite_rows(cap.states[b].to(out.device), f"state at {b}", w)  # a split model: b on a-1's device
             yield (finite_rows(got[0], f"MLP output of block {a - 1}", w),
                    xb - finite_rows(out, f"output of block {a - 1}", w), xb)
 
