@@ -49,7 +49,8 @@ class Search:
 
 @dataclass
 class Cache:
-    every: int = 1            # keep the dense state entering every j-th block
+    every: int | str = 1      # keep the dense state entering every j-th block; auto: the densest that fits
+    #                           pool.memory_share of the device (ghostsearch/memplan.py)
     prefix_runs: int = 8      # accepted-set prefix runs kept (LRU)
     offload: bool = False     # keep cached states on the CPU (GPU runs with little memory)
 
@@ -58,7 +59,14 @@ class Cache:
 class Pool:
     actors: int = 1  # scorer actors, one model replica each (one per GPU on a GPU cluster)
     threads: int = 1          # torch threads per scorer actor (CPU)
-    gpus_per_actor: float | None = None   # None: 1 when the cluster has GPUs, else 0
+    gpus_per_actor: float | None = None   # None: 1 when the cluster has GPUs, else 0; an integer N > 1 splits
+    #                                       each actor's model by blocks over its N GPUs (ghostsearch/placement.py)
+    device_map: list[str] | None = None   # the devices one actor splits its blocks over, e.g. [cuda:0, cpu]
+    #                                       (None: cuda:0..N-1 when gpus_per_actor = N > 1, else one device)
+    memory_share: float = 0.9  # share of each device's memory a run may plan to use (memory plan, cache.every: auto)
+    device_memory_gib: float | None = None  # memory of one device (None: the GPU's, or this machine's RAM on CPU)
+    cluster_gpus: int | None = None  # `plan`: the cluster's GPUs (None: the connected Ray cluster's, else this machine's)
+    device_tflops: float | None = None  # `plan`: a stated rate per device in TFLOP/s (None: plan --measure, or a default)
     name: str | None = None   # use (or, with `pool up`, create) a named detached pool
     address: str | None = None  # Ray address; None: $RAY_ADDRESS or a local Ray
     spread: bool = False      # reserve the pool with a SPREAD placement group
@@ -185,6 +193,12 @@ class Config:
                                                    "calibration", "k", "searcher", "search", "seed", "compare")) -> str:
         d = self.to_dict()
         return hashlib.sha256(json.dumps({k: d[k] for k in keys}, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+    def device_map(self) -> list[str] | None:
+        """The devices one actor splits its model over (ghostsearch/placement.py), or None."""
+        from ghostsearch.placement import devices_for
+
+        return devices_for(self.resolved_device(), self.pool.gpus_per_actor, self.pool.device_map)
 
     def resolved_device(self) -> str:
         if self.device != "auto":
@@ -438,6 +452,7 @@ def validate(cfg: Config) -> None:
         raise GhostsearchError(f"recovery.steps={cfg.recovery.steps}, recovery.lr={cfg.recovery.lr}; "
                                "the cosine fit needs steps >= 1 and lr > 0")
     _check_ranges(cfg)
+    _check_placement(cfg)
     from ghostsearch.tracking import check_trackers
 
     check_trackers(cfg.tracking)
@@ -590,7 +605,7 @@ def _check_ranges(cfg: Config) -> None:
     for key, low in _MINIMUM.items():
         section, name = key.split(".")
         value = getattr(getattr(cfg, section), name)
-        if value is not None and value < low:
+        if isinstance(value, (int, float)) and value < low:  # cache.every may be auto
             bound = "positive" if low == 1e-9 else f">= {low}"
             raise GhostsearchError(f"{key}={value} must be {bound}" + ("" if low != 1e-9 else " (or left unset)"))
 
