@@ -87,7 +87,8 @@ def plot_convergence(run_dir, rows, path):
             axes[i][j].set_xlabel(xl, fontsize=8)
             axes[i][j].set_ylabel(f"best {obj}", fontsize=8)
             axes[i][j].set_title(f"{obj}, k={k}" + (" (worst finals above the frame)" if clipped else ""), fontsize=9)
-        axes[i][0].legend(fontsize=6, ncol=2, title="line style = seed", title_fontsize=6)
+        if axes[i][0].get_legend_handles_labels()[1]:
+            axes[i][0].legend(fontsize=6, ncol=2, title="line style = seed", title_fontsize=6)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
