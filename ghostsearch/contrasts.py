@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from ghostsearch import stats
 from ghostsearch.errors import GhostsearchError
 
 FACTORS = ("searcher", "objective", "k", "recovery", "seed")
@@ -197,4 +198,34 @@ def resolve_contrasts(cfg, results: list[dict], key: Callable[[list[int], str], 
             keys.append(key(list(r["removed"]), s.recovery))
             labels.append(f"{s.label()} {list(r['removed'])}")
         out.append(ContrastPair(c.name, keys[0], keys[1], labels[0], labels[1], keys[0] == keys[1]))
+    return out
+
+
+VAR_DIFF_PILOT = 0.163  # variance of a paired per-item accuracy difference in the pilot (issue 23)
+TARGET = 0.03  # the difference a contrast should be able to detect ("1-3 percentage points")
+
+
+def power_lines(cfg, n_items: int | None, var_diff: float = VAR_DIFF_PILOT, alpha: float = stats.ALPHA,
+                power: float = 0.8, delta: float = TARGET) -> list[str]:
+    """Before any model work: per contrast of ``compare.contrasts``, the paired minimum detectable
+    difference at ``n_items`` items per model (at Holm's strictest level, alpha / number of contrasts,
+    80% power, per-item variance ``var_diff``: the pilot's 0.163 unless a previous run gives one), and
+    the items per model that would detect ``delta``. A contrast whose MDD exceeds ``delta`` is flagged:
+    this size cannot decide a difference that small."""
+    cs = parse_all(cfg.compare.contrasts, cfg)
+    if not cs:
+        return []
+    a = alpha / len(cs)
+    need = stats.items_needed(var_diff, delta, alpha=a, power=power)
+    out = []
+    for c in cs:
+        if n_items:
+            d = stats.mdd(var_diff, n_items, alpha=a, power=power)
+            flag = "cannot decide" if d > delta else "can decide"
+            out.append(f"contrast {c.name!r}: at {n_items} items per model the minimum detectable difference is "
+                       f"{d:.3f} (level {a:.4g}, {power:.0%} power, paired item variance {var_diff:.3f}): {flag} "
+                       f"a difference of {delta:g}; {need:,} items per model would")
+        else:
+            out.append(f"contrast {c.name!r}: {need:,} items per model would detect {delta:g} (level {a:.4g}, "
+                       f"{power:.0%} power, paired item variance {var_diff:.3f})")
     return out
