@@ -38,7 +38,7 @@ def _looks_table(run_dir: Path) -> list[str]:
     cols = list(dict.fromkeys(k for r in rows for k in r))
     out = ["## Adaptive evaluation (looks)", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     out += ["| " + " | ".join(_cell(_fmt(r.get(c))) for c in cols) + " |" for r in rows]
-    for key in ("items_used", "used", "items"):
+    for key in ("items_per_model", "items_used", "items"):
         if isinstance(data, dict) and key in data:
             out += ["", f"Items per model ({key}): {_cell(json.dumps(data[key], default=str))}"]
             break
