@@ -7,14 +7,15 @@ import errno
 import sys
 
 from ghostsearch import interrupts
-from ghostsearch.cli import compare, export, ledger, pool, recover, score, search
+from ghostsearch.cli import compare, export, ledger, plan, pool, recover, score, search
 from ghostsearch.cli import eval as eval_cmd
 from ghostsearch.errors import GhostsearchError
 from ghostsearch.logs import quiet_libraries, setup_logging
 
 # name -> module with add(sub) and run(args); the order of `ghostsearch --help`
 COMMANDS = {"score": score, "search": search, "compare": compare, "pool": pool, "recover": recover,
-            "export": export, "eval": eval_cmd, "ledger": ledger}
+            "export": export, "eval": eval_cmd, "ledger": ledger,
+            "plan": plan}
 
 
 class Parser(argparse.ArgumentParser):

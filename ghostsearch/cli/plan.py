@@ -1,0 +1,28 @@
+"""``ghostsearch plan CONFIG [key=value ...]``: a run's evaluations, FLOPs, memory per actor, wall
+time and device-hours, from the configs alone (no weights loaded; ghostsearch/plan.py)."""
+from __future__ import annotations
+
+from ghostsearch.cli.common import add_config_command
+
+
+def add(sub) -> None:
+    sp = add_config_command(sub, "plan", "what a run will cost, before it starts (no weights loaded)")
+    sp.add_argument("--model-config", default=None,
+                    help="the model's config.json or its directory (offline: plan a hub model without the hub)")
+    sp.add_argument("--measure", action="store_true",
+                    help="time two blocks and the head at the run's dtype on this device (else pool.device_tflops)")
+
+
+def run(args) -> None:
+    from ghostsearch.config import load_config
+    from ghostsearch.errors import GhostsearchError
+    from ghostsearch.plan import format_plan, plan_run
+
+    cfg = load_config(args.config, args.overrides)
+    p = plan_run(cfg, args.model_config, args.measure)
+    print(format_plan(cfg, p))
+    if not p["fits"]:
+        from ghostsearch.memplan import fixes
+
+        raise GhostsearchError(f"this run does not fit: one scorer needs {p['memory'].line()}; fix: "
+                               f"{fixes(cfg, p['shape'], p['memory'])}")

@@ -1,0 +1,187 @@
+"""`ghostsearch plan`: what a run will cost, from the configs alone (no weights loaded).
+
+Per cell (searcher x objective x k x seed) and in total: evaluations (exact for greedy; the budget
+for ga, bo, cbo: greedy's cost under ``compare.budget: matched``, else ``search.budget`` or twice
+greedy's; an estimate for the others, whose cost depends on their answers), calibration tokens and
+FLOPs per evaluation with prefix caching's expected saving, memory per actor against the device
+(ghostsearch/memplan.py), wall time and device-hours on the cluster the config names.
+
+FLOPs: 2 x parameters x tokens per block run and for the LM head (attention's T^2 term added).
+Blocks run per evaluation, with prefix caching (every candidate starts from the deepest cached
+state it shares): greedy and beam candidates R + {j} start at j, on average half the free depth;
+a random k-subset starts at its first removed block, on average L/(k+1). Rate: ``plan --measure``
+(a few block and head forwards at the run's dtype on this device), else ``pool.device_tflops``,
+else a stated default (CPU 0.05, CUDA 200 TFLOP/s: a planning guess, not a measurement).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from ghostsearch.errors import GhostsearchError
+from ghostsearch.memplan import GiB, Shape, plan_memory, read_config, resolve_every, shape_of
+
+DEFAULT_TFLOPS = {"cpu": 0.05, "cuda": 200.0}
+EXACT, BUDGET, ESTIMATE = "exact", "budget", "estimate"
+
+
+@dataclass
+class Cell:
+    searcher: str
+    objective: str
+    k: int
+    seed: int
+    evaluations: float
+    kind: str
+    tokens: int
+    blocks_run: float
+    flops: float
+
+
+def evaluations(cfg, searcher: str, k: int, n_blocks: int) -> tuple[float, str]:
+    """(evaluations, exact | budget | estimate) of one cell."""
+    from ghostsearch.config import protected_blocks
+    from ghostsearch.search.base import Space
+    from ghostsearch.search.common import default_search_budget, greedy_cost
+
+    space = Space(n_blocks, k, protected_blocks(cfg, n_blocks))
+    params = cfg.search.params.get(searcher) or {}
+    if searcher == "greedy" and not params.get("race"):
+        return float(greedy_cost(space)), EXACT
+    if searcher in ("ga", "bo", "cbo"):
+        if cfg.compare.searchers and cfg.compare.budget == "matched":
+            return float(greedy_cost(space)), BUDGET
+        b = params.get("budget") or cfg.search.budget
+        return float(b if b else default_search_budget(space)), BUDGET
+    if searcher in ("oneshot", "shortgpt", "streamline", "fastblock"):
+        return 1.0, ESTIMATE
+    if searcher == "beam":
+        width = int(params.get("width", 4))
+        return float(width * greedy_cost(space)), ESTIMATE
+    return float(cfg.search.budget or greedy_cost(space)), ESTIMATE
+
+
+def blocks_run(searcher: str, k: int, n_blocks: int) -> float:
+    """Expected blocks one evaluation runs, prefix caching included."""
+    if searcher in ("greedy", "beam"):
+        return max(1.0, (n_blocks - k) / 2)
+    return max(1.0, n_blocks - n_blocks / (k + 1) - k)
+
+
+def flops_per_token_block(shape: Shape, T: int) -> float:
+    return 2.0 * shape.block_params[0] + 4.0 * T * shape.heads * shape.head_dim  # weights + QK^T and AV
+
+
+def rate(cfg, shape: Shape, measure: bool) -> tuple[float, str]:
+    """FLOP/s of one device and where the number comes from."""
+    dev = cfg.resolved_device().split(":")[0]
+    if measure:
+        return measure_rate(cfg, shape), f"measured on this {dev} (plan --measure)"
+    if cfg.pool.device_tflops:
+        return cfg.pool.device_tflops * 1e12, f"stated: pool.device_tflops={cfg.pool.device_tflops:g}"
+    return DEFAULT_TFLOPS[dev] * 1e12, f"default {DEFAULT_TFLOPS[dev]:g} TFLOP/s for {dev} (a guess: measure or state it)"
+
+
+def measure_rate(cfg, shape_: Shape, repeats: int = 3) -> float:
+    """Time two real blocks and the head of the model's architecture (random weights, the run's
+    dtype, one micro-batch) on this device: effective FLOP/s."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from ghostsearch.models import resolve_dtype
+    from ghostsearch.stack import Batch, Stack
+
+    config = read_config(cfg.model, cfg.trust_remote_code)
+    c = getattr(config, "text_config", None) or config
+    c.num_hidden_layers = 2
+    for key in [k for k, v in vars(c).items() if isinstance(v, list) and "layer" in k]:
+        setattr(c, key, getattr(c, key)[:2])
+    dev = cfg.resolved_device()
+    dtype = resolve_dtype(cfg.dtype, dev)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config, dtype=dtype).to(dev).eval()
+    stack = Stack(model)
+    cal = cfg.calibration.for_objective(cfg.objective)
+    m, T = min(cal.micro_batch, cal.n_seq), cal.seq_len
+    ids = torch.randint(0, shape_.vocab, (m, T))
+    cap = stack.capture(Batch(input_ids=ids))
+    h = cap.states[0]
+    with torch.no_grad():
+        stack.run(h, cap, 0, ())  # warm-up
+        if dev.startswith("cuda"):
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(repeats):
+            out = stack.run(h, cap, 0, ())
+            stack.token_logprobs(out.reshape(-1, out.shape[-1]), ids.reshape(-1).to(out.device))
+        if dev.startswith("cuda"):
+            torch.cuda.synchronize()
+        dt = (time.perf_counter() - t0) / repeats
+    flops = m * T * (2 * flops_per_token_block(shape_, T) + 2.0 * shape_.head_weight)
+    return flops / dt
+
+
+def plan_run(cfg, model_config: str | None = None, measure: bool = False) -> dict:
+    """Everything ``plan`` prints, as a dict (cells, totals, memory, assumptions)."""
+    shape = shape_of(read_config(model_config or cfg.model, cfg.trust_remote_code))
+    L = shape.n_blocks
+    gpa = cfg.pool.gpus_per_actor
+    on_gpu = cfg.resolved_device().startswith("cuda")
+    per_actor = int(gpa) if gpa and gpa >= 1 else (1 if on_gpu else 0)
+    if cfg.pool.cluster_gpus is not None and per_actor > cfg.pool.cluster_gpus:
+        raise GhostsearchError(f"pool.gpus_per_actor={gpa:g} is more than the cluster's {cfg.pool.cluster_gpus} GPUs "
+                               "(pool.cluster_gpus); lower it or plan for a bigger cluster")
+    if cfg.pool.cluster_gpus is not None and on_gpu and per_actor * cfg.pool.actors > cfg.pool.cluster_gpus:
+        raise GhostsearchError(f"pool of {cfg.pool.actors} actors x {per_actor} GPUs needs {per_actor * cfg.pool.actors} "
+                               f"GPUs but pool.cluster_gpus={cfg.pool.cluster_gpus}; lower pool.actors")
+    mem = resolve_every(cfg, shape)
+    flop_rate, rate_note = rate(cfg, shape, measure)
+    cells = []
+    for obj in (cfg.compare.objectives or [cfg.objective]):
+        cal = cfg.calibration.for_objective(obj)
+        tokens = cal.n_seq * cal.seq_len
+        for s in (cfg.compare.searchers or [cfg.searcher]):
+            for k in (cfg.compare.ks or [cfg.k]):
+                n, kind = evaluations(cfg, s, k, L)
+                run = blocks_run(s, k, L)
+                fl = tokens * (run * flops_per_token_block(shape, cal.seq_len) + 2.0 * shape.head_weight)
+                for seed in (cfg.compare.seeds or [cfg.seed]):
+                    cells.append(Cell(s, obj, k, seed, n, kind, tokens, run, fl))
+    total_flops = sum(c.evaluations * c.flops for c in cells)
+    devices_per_actor = max(1, per_actor)
+    # a split actor runs its blocks one device after another: one device's rate per actor
+    wall = total_flops / (flop_rate * cfg.pool.actors)
+    return {"model": model_config or cfg.model, "shape": shape, "cells": cells, "memory": mem,
+            "fits": mem.fits, "rate": flop_rate, "rate_note": rate_note, "total_flops": total_flops,
+            "evaluations": sum(c.evaluations for c in cells), "wall_s": wall,
+            "device_hours": wall * cfg.pool.actors * devices_per_actor / 3600 if on_gpu else 0.0,
+            "actors": cfg.pool.actors, "devices_per_actor": devices_per_actor, "on_gpu": on_gpu}
+
+
+def format_plan(cfg, p: dict) -> str:
+    from ghostsearch.memplan import fmt_count
+
+    sh, mem = p["shape"], p["memory"]
+    out = [f"model {p['model']}: {sh.n_blocks} blocks, hidden {sh.hidden}, {fmt_count(sh.params)} parameters, "
+           f"dtype {cfg.dtype}, {mem.parts['bytes_per_param']} bytes/parameter",
+           "",
+           f"{'searcher':<10} {'objective':<11} {'k':>3} {'seed':>4} {'evaluations':>12} {'kind':<8} "
+           f"{'tokens/eval':>11} {'blocks/eval':>11} {'FLOPs/eval':>10} {'hours':>8}"]
+    for c in p["cells"]:
+        hrs = c.evaluations * c.flops / (p["rate"] * p["actors"]) / 3600
+        out.append(f"{c.searcher:<10} {c.objective:<11} {c.k:>3} {c.seed:>4} {c.evaluations:>12,.0f} {c.kind:<8} "
+                   f"{c.tokens:>11,} {c.blocks_run:>11.1f} {fmt_count(c.flops):>10} {hrs:>8.2f}")
+    out += ["",
+            f"total: {p['evaluations']:,.0f} evaluations, {p['total_flops'] / 1e15:,.0f} PFLOP, wall "
+            f"{p['wall_s'] / 3600:.2f} h on {p['actors']} actor(s) x {p['devices_per_actor']} device(s)"
+            + (f", {p['device_hours']:.1f} GPU-hours" if p["on_gpu"] else ""),
+            f"rate: {p['rate'] / 1e12:.3g} TFLOP/s per actor ({p['rate_note']})",
+            f"memory per actor: {mem.line()}; cache.every={mem.every} ({mem.parts['kept_boundaries']} boundaries of "
+            f"{mem.parts['state_bytes'] / GiB:.2f} GiB), prefix runs {mem.parts['prefix_run_count']}"
+            + (f", host {mem.host / GiB:.1f} GiB (cache.offload)" if mem.host else "")
+            + ("" if mem.fits else "  DOES NOT FIT"),
+            "not counted: finalist evaluation (eval.*) and recovery fits; an estimate's cost depends on its answers"]
+    return "\n".join(out)
+
+
+__all__ = ["plan_run", "format_plan", "evaluations", "blocks_run", "measure_rate", "plan_memory"]
