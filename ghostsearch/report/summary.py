@@ -141,7 +141,10 @@ def summary(rows: list[dict], verdicts: list[dict] | None = None, matrix: ItemMa
         if v["verdict"] not in ("holds", "does not hold", "within noise"):
             other[v["verdict"]] += 1
     if other:
-        lines.append("Rows without a test: " + ", ".join(f"{n} {k}" for k, n in sorted(other.items())) + ".")
+        lines.append("Rows without a test: " + ", ".join(f"{n} {k}" for k, n in sorted(other.items())) + "."
+                     + (f" A 'no verdict' row needs {MIN_MODELS} or more distinct evaluated models in its condition "
+                        "(more searchers, seeds or repairs that give different models)." if "no verdict" in other
+                        else ""))
     return lines
 
 
