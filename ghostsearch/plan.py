@@ -173,7 +173,7 @@ def format_plan(cfg, p: dict) -> str:
                    f"{c.tokens:>11,} {c.blocks_run:>11.1f} {fmt_count(c.flops):>10} {hrs:>8.2f}")
     out += ["",
             f"total: {p['evaluations']:,.0f} evaluations, {p['total_flops'] / 1e15:,.0f} PFLOP, wall "
-            f"{p['wall_s'] / 3600:.2f} h on {p['actors']} actor(s) x {p['devices_per_actor']} device(s)"
+            f"{p['wall_s'] / 3600:.2f} h ({p['wall_s']:.0f} s) on {p['actors']} actor(s) x {p['devices_per_actor']} device(s)"
             + (f", {p['device_hours']:.1f} GPU-hours" if p["on_gpu"] else ""),
             f"rate: {p['rate'] / 1e12:.3g} TFLOP/s per actor ({p['rate_note']})",
             f"memory per actor: {mem.line()}; cache.every={mem.every} ({mem.parts['kept_boundaries']} boundaries of "

@@ -4,7 +4,11 @@
 #      with device=cuda, in fp32 and bf16;
 #   2. bench/scoring.py --device cuda --model llama3-8b-random (per-candidate seconds, the FLOP-floor
 #      ratio, and a raced greedy step against the exact one);
-#   3. a 2-actor search on SmolLM2 with device=cuda.
+#   3. a 2-actor search on SmolLM2 with device=cuda;
+#   4. placement (issue 25): the split exactness tests over cuda:0 and the CPU, and over cuda:0,cuda:1
+#      when two GPUs are visible (tests/stack/test_placement.py with GHOSTSEARCH_TEST_DEVICE_MAP);
+#   5. plan --measure against a measured run: the planned wall time of a 1-actor greedy search on
+#      SmolLM2 (k=2, 16 x 256) next to the measured one (a ratio).
 # Prints one summary at the end. Nothing here has run on a GPU yet: run it when a GPU is lent and
 # put its output in docs/benchmarks.md.
 #   ./scripts/gpu-check.sh [OUT_DIR]
@@ -35,9 +39,25 @@ step bench-scoring 240 "$PY" bench/scoring.py --device cuda --dtype bf16 --model
 step search-2actors 120 "$PY" -m ghostsearch search configs/smollm2-quick.yaml device=cuda pool.actors=2 \
     pool.gpus_per_actor=0.5 out="$OUT/search" search.params.greedy.race=true searcher=greedy
 
+step split-cuda-cpu 180 env GHOSTSEARCH_TEST_DEVICE_MAP=cuda:0,cpu "$PY" -m pytest tests/stack/test_placement.py -q -x \
+    -k "values_of_one_device or split_model"
+NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
+if [ "$NGPU" -ge 2 ]; then
+    step split-2gpus 180 env GHOSTSEARCH_TEST_DEVICE_MAP=cuda:0,cuda:1 "$PY" -m pytest tests/stack/test_placement.py -q -x \
+        -k "values_of_one_device or split_model"
+fi
+PLAN_ARGS="configs/smollm2-quick.yaml device=cuda dtype=bf16 pool.actors=1 pool.gpus_per_actor=1 searcher=greedy k=2 calibration.n_seq=16 calibration.seq_len=256 compare.searchers=null"
+step plan-measure 120 "$PY" -m ghostsearch plan $PLAN_ARGS --measure
+step plan-run 180 bash -c "s=\$(date +%s.%N); \"$PY\" -m ghostsearch search $PLAN_ARGS out=$OUT/plan-run; e=\$(date +%s.%N); echo measured_wall_s=\$(echo \"\$e - \$s\" | bc)"
+PLANNED=$(grep -oE 'h \([0-9]+ s\)' "$OUT/plan-measure.log" | grep -oE '[0-9]+')
+MEASURED=$(grep -oE 'measured_wall_s=[0-9.]+' "$OUT/plan-run.log" | cut -d= -f2)
+echo "plan-vs-run: planned ${PLANNED:-?} s (scoring only) vs measured ${MEASURED:-?} s (whole command: load, prepare, score)" \
+    | tee -a "$OUT/summary.txt" > "$OUT/plan-vs-run.log"
+
 {
     echo "--- summary ($(cat "$OUT/gpu.txt" 2>/dev/null))"
-    for name in exactness-float32 exactness-bfloat16 bench-scoring search-2actors; do
-        echo "$name: rc=${RC[$name]:-not run} $(grep -E 'passed|failed|speed-up|steps/s|same answer|DIFFERENT' "$OUT/$name.log" 2>/dev/null | tail -n 4 | tr '\n' ' ')"
+    for name in exactness-float32 exactness-bfloat16 bench-scoring search-2actors split-cuda-cpu split-2gpus \
+            plan-measure plan-run plan-vs-run; do
+        echo "$name: rc=${RC[$name]:-not run} $(grep -E 'passed|failed|speed-up|steps/s|same answer|DIFFERENT|total:|rate:|memory per actor|measured_wall|planned' "$OUT/$name.log" 2>/dev/null | tail -n 4 | tr '\n' ' ')"
     done
 } | tee -a "$OUT/summary.txt"
