@@ -485,21 +485,39 @@ def searcher_spread(acc_a: dict, acc_b: dict, cells: list[dict]) -> float:
     return cross_fit_gap(acc_a, acc_b, lambda acc: _best_worst(acc, cells), lambda acc, c: _gap(acc, c, cells))
 
 
+def objective_blind(rows: list[dict]) -> set[str]:
+    """Searchers whose removed set never depends on the objective in this run: at every (k, seed)
+    where they ran under two or more objectives they found one set (in the pilot: lorp and
+    streamline; fastblock and shortgpt read the objective's calibration data and differ)."""
+    sets: dict[tuple, set] = defaultdict(set)
+    n_obj: dict[tuple, set] = defaultdict(set)
+    for r in finalists(rows):
+        key = (r["searcher"], r["k"], r.get("seed"))
+        sets[key].add(tuple(sorted(r["removed"])))
+        n_obj[key].add(r["objective"])
+    out: dict[str, bool] = {}
+    for key, v in sets.items():
+        if len(n_obj[key]) >= 2:
+            out[key[0]] = out.get(key[0], True) and len(v) == 1
+    return {s for s, blind in out.items() if blind}
+
+
 def objective_beats_search(rows: list[dict], matrix: ItemMatrix | None, n_boot: int = 2000,
                            seed: int = 0) -> list[dict]:
     """Per (k, recovery): objective effect minus search effect, in mean accuracy, both cross-fitted
     and averaged over random splits (:func:`split_bootstrap_samples`). Objective effect: the paired
     mean difference acc(first) - acc(second) over (searcher, seed) present under both objectives,
     signed by its sign on the other half (averaged over pairs of objectives when there are more than
-    two), objective-blind searchers (same set under every objective) left out; search effect: mean
+    two), objective-blind searchers (:func:`objective_blind`: same set under every objective, a
+    difference of exactly 0 that says nothing about the objective) left out; search effect: mean
     over objectives of :func:`searcher_spread`. Bootstrap p; holds if > 0."""
     out = []
+    blind = objective_blind(rows)
     for (k, rec), g in _groups(rows, "k", "recovery").items():
         cond = _cond(k=k, recovery=rec)
         cells = _with_items(g, matrix)
         objs = sorted({r["objective"] for r in cells})
-        by = {(r["objective"], r["searcher"], r["seed"]): r["eval_key"] for r in cells
-              if r["searcher"] not in SEARCH_INDEPENDENT}
+        by = {(r["objective"], r["searcher"], r["seed"]): r["eval_key"] for r in cells if r["searcher"] not in blind}
         pairs = [(o1, o2, [(by[(o1, s, sd)], by[(o2, s, sd)]) for (o, s, sd) in by
                            if o == o1 and (o2, s, sd) in by]) for o1, o2 in combinations(objs, 2)]
         pairs = [p for p in pairs if p[2]]

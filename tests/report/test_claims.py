@@ -176,6 +176,23 @@ def test_objective_beats_search_holds_when_the_objective_decides():
     assert c["verdict"] == "holds" and c["p_adj"] < 0.01
 
 
+def test_objective_blind_searchers_are_left_out_of_the_objective_effect():
+    """lorp finds one set under both objectives (its accuracies are the same model's): it is left
+    out of the objective effect, which then comes from ga alone; ga finds different sets."""
+    rng = np.random.default_rng(9)
+    lorp = rng.random(N_ITEMS) < 0.5
+    rows, m = synthetic(lambda obj, s, *r: lorp if s == "lorp" else rng.random(N_ITEMS) < (0.7 if obj == "perplexity"
+                                                                                          else 0.4),
+                        searchers=("ga", "lorp", "bo"), seeds=(0,),
+                        removed_fn=lambda o, s, sd: [9, 10] if s == "lorp" else sets_by_objective(o, s, sd) + [{"ga": 20,
+                                                                                                                "bo": 21}[s]])
+    from ghostsearch.claims import objective_blind
+
+    assert objective_blind(rows) == {"lorp"}
+    c = one(family(objective_beats_search(rows, m, n_boot=400)))
+    assert c["ours"] > 0.15  # ga's and bo's 0.3 objective effect, not diluted by lorp's 0
+
+
 def searcher_noise(obj, s, sd, rec):
     """The same answers for every objective and seed; searcher bo loses 5%, beam 10% of each task's items."""
     base = np.tile(np.arange(N_DOC) % 2 == 0, len(TASKS)).astype(int)  # 0.5 on every task
