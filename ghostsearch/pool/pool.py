@@ -10,6 +10,7 @@ before the searcher sees it.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 import uuid
@@ -84,11 +85,39 @@ def connect(address: str | None = None, dashboard: bool = True, num_cpus: int | 
             interrupts.reinstall()  # ray.init replaced the SIGTERM handler
         return False
     try:
-        ray.init(namespace=NAMESPACE, include_dashboard=dashboard, dashboard_host="127.0.0.1",
-                 num_cpus=num_cpus, log_to_driver=True, configure_logging=False)  # workers inherit this env
+        with loopback_only():
+            ray.init(namespace=NAMESPACE, include_dashboard=dashboard, dashboard_host="127.0.0.1",
+                     num_cpus=num_cpus, log_to_driver=True, configure_logging=False)  # workers inherit this env
     finally:
         interrupts.reinstall()
     return True
+
+
+LOOPBACK_VAR = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+
+@contextlib.contextmanager
+def loopback_only():
+    """A local Ray started inside binds its GCS, raylet, workers and agents to 127.0.0.1 instead of
+    every interface. Ray 2.60 rewrites ``_node_ip_address="127.0.0.1"`` to the machine's address
+    (``services.resolve_ip_for_localhost``) unless clusters are disabled, which it does on macOS and
+    Windows and, on Linux, with RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0: then the node's address is
+    127.0.0.1 and its gRPC servers listen on loopback only (docs/reliability.md). The variable
+    reaches the processes ray.init starts (they inherit the environment); Ray's constant, read when
+    ray was imported, is set for the call. A user who sets the variable keeps their choice."""
+    from ray._private import ray_constants
+
+    if os.environ.get(LOOPBACK_VAR) is not None:
+        yield
+        return
+    before = ray_constants.ENABLE_RAY_CLUSTER
+    os.environ[LOOPBACK_VAR] = "0"
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = before
+        os.environ.pop(LOOPBACK_VAR, None)
 
 
 REACH_TIMEOUT = 5.0  # seconds to open a TCP connection to a cluster's GCS before ray.init

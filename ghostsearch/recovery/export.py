@@ -48,6 +48,9 @@ def check_target(out_dir, force: bool = False) -> Path:
     for parent in [out, *out.parents]:
         if parent.exists() and not parent.is_dir():
             raise GhostsearchError(f"--out {out_dir}: {parent} is a file; choose a directory path")
+    from ghostsearch.io import check_writable
+
+    check_writable(out, f"--out {out_dir}:", "choose another --out")  # a read-only or full disk, before any work
     if not out.exists() or not any(out.iterdir()):
         return out
     if any((out / f).exists() for f in ("config.yaml", "ledger", "result.json")):

@@ -1,6 +1,6 @@
 """Faults of the environment (issue 22's probe), against the real ``ghostsearch`` entry point:
 SIGTERM and SIGHUP end a search like Ctrl-C (one line, lock released, journal checkpointed, the
-local Ray and its agents gone); rerunning a finished search adds no ledger rows; a read-only run
+local Ray and its agents gone; while it ran, it listened on loopback only); rerunning a finished search adds no ledger rows; a read-only run
 directory or lock is one line before any work. The read-only cases make directories immutable
 (``chattr +i``) when running as root, where ``chmod`` does not stop writes, and use ``chmod``
 otherwise."""
@@ -80,6 +80,11 @@ def test_sigterm_and_sighup_end_a_search_like_ctrl_c(sig, deep_model_dir, tmp_pa
         _wait_rows(out, 3, p)
         ray_processes = psutil.Process(p.pid).children(recursive=True)  # the local Ray this driver started
         assert ray_processes
+        # a local Ray listens on loopback only (GCS, raylet, workers, agents; before: all interfaces)
+        pids = {p.pid} | {q.pid for q in ray_processes}
+        listening = {(c.laddr.ip, c.laddr.port) for c in psutil.net_connections(kind="inet")
+                     if c.status == psutil.CONN_LISTEN and c.pid in pids}
+        assert len(listening) >= 3 and all(ip in ("127.0.0.1", "::ffff:127.0.0.1") for ip, _ in listening), listening
         p.send_signal(sig)
         _, err = p.communicate(timeout=120)
     finally:
@@ -171,10 +176,11 @@ def _snapshot(root: Path) -> dict:
     ("lock", ["search", "{cfg}"], "cannot open the lock of run directory"),    # an unwritable .lock (resume)
     ("run", ["recover", "{run}"], "run directory"),                            # recover: before any repair
     ("parent", ["ledger", "{run}", "--csv", "{parent}/ledger.csv"], "--csv"),  # ledger --csv
-], ids=["resume", "new-run", "journal", "lock", "recover", "ledger-csv"])
+    ("parent", ["export", "{run}", "--method", "none", "--out", "{parent}/model"], "--out"),  # before loading
+], ids=["resume", "new-run", "journal", "lock", "recover", "ledger-csv", "export"])
 def test_read_only_is_one_line_before_any_work(what, argv, message, made_run, tmp_path, capsys):
-    """Before: OSError 30 tracebacks on a new run, on resume (from .lock), on ledger --csv, and
-    recover lost all its work at its last write."""
+    """Before: OSError 30 tracebacks on a new run, on resume (from .lock), on ledger --csv and on
+    export, and recover lost all its work at its last write."""
     cfg, run = made_run
     parent = tmp_path / "ro"
     parent.mkdir()
