@@ -20,11 +20,44 @@ from ghostsearch.report.plots import (plot_accuracy, plot_convergence, plot_corr
 from ghostsearch.report.summary import best_at_budget, correlations, paired_accuracy, spread, summary
 
 
+def sequential_rows(looks: list[dict]) -> list[dict]:
+    """The contrasts of an adaptive run as decided by its looks (RUN_DIR/looks.json's ``contrasts``:
+    stats.sequential_holm over the looks), not tested again: holds / does not hold by the sign of a
+    rejected contrast's estimate, else within noise at the items of the last look run."""
+    out = []
+    for c in looks:
+        decided, est = bool(c.get("decided")), c.get("estimate")
+        at = c.get("decided_at_look")
+        note = (f"decided at look {at} ({c.get('look_items')} items per model): |z| = {abs(c.get('z') or 0):.2f} >= "
+                f"{c.get('bound', math.nan):.2f} at level {c.get('level', math.nan):.4g}" if decided else
+                f"undecided after {c.get('look_items')} items per model (bound {c.get('bound', math.nan):.2f} at level "
+                f"{c.get('level', math.nan):.4g})")
+        verdict = ("holds" if (c.get("sign") or (est or 0)) > 0 else "does not hold") if decided else "within noise"
+        out.append({"claim": c.get("contrast", ""), "condition": f"{c.get('left_key')} - {c.get('right_key')}",
+                    "paper": "pre-registered; sequential Holm over the looks", "ours": est, "lo": None, "hi": None,
+                    "rule": "stats.sequential_holm", "verdict": verdict, "note": note})
+    return out
+
+
 def verdict_rows(rows: list[dict], matrix: ItemMatrix | None, contrasts=(), n_boot: int = 2000,
-                 seed: int = 0) -> list[dict]:
+                 seed: int = 0, looks: list[dict] | None = None) -> list[dict]:
     """The run's verdict rows as ONE family (claims.family: Holm at 0.05): the pre-registered
-    contrasts first, then every claim of claims.all_claims."""
+    contrasts first, then every claim of claims.all_claims. With adaptive looks (``looks``: the
+    contrast rows of RUN_DIR/looks.json) the contrasts were already decided by the sequential rule,
+    which controls their own family-wise error at 0.05 over every look: they are listed as decided
+    there (:func:`sequential_rows`), and the claims form a second family."""
+    if looks:
+        return sequential_rows(looks) + family(all_claims(rows, matrix, n_boot, seed))
     return family(contrast_claims(matrix, list(contrasts), n_boot, seed) + all_claims(rows, matrix, n_boot, seed))
+
+
+def _looks(run_dir: Path) -> list[dict] | None:
+    f = run_dir / "looks.json"
+    if not f.exists():
+        return None
+    data = json.loads(f.read_text())
+    rows = data.get("contrasts") if isinstance(data, dict) else None
+    return rows if rows and isinstance(rows, list) and isinstance(rows[0], dict) else None
 
 
 def _looks_table(run_dir: Path) -> list[str]:
@@ -62,7 +95,7 @@ def write_report(run_dir: Path, table: pa.Table, stats: dict, cfg, data_plan: di
     rows = finalists(all_rows)
     matrix = ItemMatrix.read(run_dir / "eval_items.parquet")
     contrasts = list(contrasts or [])
-    verdicts = verdict_rows(all_rows, matrix, contrasts, seed=cfg.seed)
+    verdicts = verdict_rows(all_rows, matrix, contrasts, seed=cfg.seed, looks=_looks(run_dir))
     paired = paired_accuracy(matrix, all_rows, seed=cfg.seed)
     n_blocks = len(stats["similarity"])
     first = sorted({r.get("recovery") or "none" for r in rows})[0] if rows else "none"
@@ -82,8 +115,9 @@ def write_report(run_dir: Path, table: pa.Table, stats: dict, cfg, data_plan: di
     lines += ["## Summary", ""]
     sentences = summary(all_rows, verdicts, matrix)
     lines += [f"- {s}" for s in sentences]
-    lines += ["", "## Verdicts (one family: Holm at 0.05 over every tested row)", "", claims_mod.render(verdicts), "",
-              RULE, ""]
+    title = ("## Verdicts (the contrasts: sequential Holm over the looks; the claims: one family, Holm at 0.05)"
+             if _looks(run_dir) else "## Verdicts (one family: Holm at 0.05 over every tested row)")
+    lines += ["", title, "", claims_mod.render(verdicts), "", RULE, ""]
     lines += _looks_table(run_dir)
     if data_plan:
         lines += ["## Data", "", "| role | asked | used | part | documents/items |", "|---|---|---|---|---|"]

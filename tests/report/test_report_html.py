@@ -94,3 +94,19 @@ def test_report_on_the_pilots_k8_models(tmp_path):
     for name in ("patterns", "convergence", "similarity", "accuracy", "spearman"):
         assert (tmp_path / "plots" / f"{name}.png").stat().st_size > 1000
     assert "minus dense [95%]" in md  # the paired accuracy table
+
+
+def test_an_adaptive_runs_contrasts_come_from_its_looks():
+    from ghostsearch.report.render import verdict_rows
+
+    looks = [{"contrast": "ghosted - none | k=8", "left_key": "a", "right_key": "b", "decided": True,
+              "decided_at_look": 1, "look_items": 600, "estimate": 0.11, "z": 6.1, "level": 0.025, "bound": 5.38,
+              "sign": 1},
+             {"contrast": "lorp - shortgpt | k=8", "left_key": "c", "right_key": "d", "decided": False,
+              "decided_at_look": None, "look_items": 2400, "estimate": -0.01, "z": -0.7, "level": 0.05, "bound": 2.0,
+              "sign": 0}]
+    got = verdict_rows([], None, looks=looks)
+    assert [(r["claim"], r["verdict"]) for r in got] == [("ghosted - none | k=8", "holds"),
+                                                         ("lorp - shortgpt | k=8", "within noise")]
+    assert "decided at look 1 (600 items per model)" in got[0]["note"] and "p_adj" not in got[0]
+    assert "undecided after 2400 items" in got[1]["note"]
