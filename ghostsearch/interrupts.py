@@ -28,15 +28,23 @@ def _raise(signum, frame):
     raise Interrupted(signum)
 
 
-def install() -> bool:
-    """SIGTERM and SIGHUP raise ``Interrupted`` from now on (main thread only). True if installed."""
+def install() -> dict:
+    """SIGTERM and SIGHUP raise ``Interrupted`` from now on (main thread only). Returns the
+    handlers they had, for ``restore``."""
     global _installed
     if threading.current_thread() is not threading.main_thread():
-        return False
-    for s in SIGNALS:
-        signal.signal(s, _raise)
+        return {}
+    before = {s: signal.signal(s, _raise) for s in SIGNALS}
     _installed = True
-    return True
+    return before
+
+
+def restore(before: dict) -> None:
+    """The handlers ``install`` replaced (a CLI command run inside another program, e.g. a test)."""
+    global _installed
+    for s, handler in before.items():
+        signal.signal(s, handler if handler is not None else signal.SIG_DFL)
+    _installed = False if before else _installed
 
 
 def reinstall() -> None:

@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         args.overrides = list(args.overrides or []) + extra
     quiet_libraries()
     setup_logging(-1 if args.quiet else args.verbose)
-    interrupts.install()  # SIGTERM and SIGHUP end a command like Ctrl-C (lock released, ledger kept, Ray stopped)
+    handlers = interrupts.install()  # SIGTERM and SIGHUP end a command like Ctrl-C (lock released, ledger kept, Ray stopped)
     try:
         COMMANDS[args.cmd].run(args)
     except GhostsearchError as e:
@@ -88,6 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as e:
         _say("ghostsearch: interrupted")
         return interrupts.exit_code(e)
+    finally:
+        interrupts.restore(handlers)
     return 0
 
 

@@ -193,3 +193,34 @@ def test_read_only_is_one_line_before_any_work(what, argv, message, made_run, tm
     assert code == 2, err
     assert message in err and err.count("\n") == 1 and err.startswith("ghostsearch: error: "), err
     assert _snapshot(tmp_path) == before
+
+
+def test_a_write_the_disk_refuses_mid_way_is_one_line(tmp_path):
+    """A write that fails after the checks (a disk filling up mid-run: ENOSPC, EFBIG...) is one line
+    saying to rerun, not a traceback; nothing half-written is left. The fault is real: the kernel's
+    file-size limit (RLIMIT_FSIZE) refuses the CSV's bytes beyond 4 KiB with EFBIG."""
+    import resource
+
+    from ghostsearch.rundir.ledger import Ledger
+
+    run = tmp_path / "run"
+    run.mkdir()
+    ledger = Ledger(run)
+    for i in range(200):
+        ledger.append({"cell": "greedy-perplexity-k2-s0", "searcher": "greedy", "objective": "perplexity",
+                       "objective_key": "perplexity|c4", "removed": [i % 20, 20 + i % 7], "k": 2, "fidelity": 1.0,
+                       "value": 10.0 + i, "tokens": 512, "seconds": 0.25, "cached": False, "actor": "a",
+                       "node": "f" * 56, "seed": 0, "time": 1_700_000_000.0 + i})
+    ledger.close()
+
+    def limit():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails with EFBIG instead of killing
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+
+    out = tmp_path / "ledger.csv"
+    r = subprocess.run([*CMD, "ledger", str(run), "--csv", str(out)], env=dict(_env(), PYTHONDONTWRITEBYTECODE="1"),
+                       capture_output=True, text=True, timeout=300, preexec_fn=limit)
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("ghostsearch: error: File too large (EFBIG)"), r.stderr
+    assert "rerun the same command" in r.stderr and "Traceback" not in r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]  # no CSV, no temporary file left
