@@ -246,11 +246,14 @@ def compare(cfg: Config, address: str | None = None, progress: bool = True) -> P
     t0 = time.monotonic()
     try:
         broker = find_pool(cfg.pool.name) if cfg.pool.name else start_pool(cfg)
-        objectives = dict.fromkeys(c["objective"] for c in cells)
-        check_identity(run_dir, pool_identity(broker, cfg, [cfg.objective_spec(o) for o in objectives]))
+        specs = {}  # one per objective (and per cell seed with compare.calibration_seeds), in grid order
+        for c in cells:
+            spec = cfg.objective_spec(c["objective"], c["seed"])
+            specs.setdefault(spec.key(), spec)
+        check_identity(run_dir, pool_identity(broker, cfg, list(specs.values())))
         resumed = sum((run_dir / "cells" / f"{cell_name(**c)}.json").exists() for c in cells)
         results = run_cells(cfg, broker, run_dir, cells, n_blocks, progress, on_cell=outputs.cell)
-        obj = cfg.objective_spec(cells[0]["objective"])
+        obj = cfg.objective_spec(cells[0]["objective"], cells[0]["seed"])
         stats = {name: ray.get(broker.statistic.remote(obj, name)) for name in ("similarity", "block_influence")}
         pool_status = ray.get(broker.status.remote())
         Ledger(run_dir).compact()

@@ -119,6 +119,8 @@ class Compare:  # None: the single value (searcher, objective, k, seed); an expl
     budget: str = "matched"   # matched: ga/bo/cbo get exactly greedy's cost at each k; own: each searcher's own
     recovery: list[str] = field(default_factory=lambda: ["none", "ghosted"])  # finalists evaluated under each
     contrasts: list[str] = field(default_factory=list)  # pre-registered contrasts, e.g. 'ghosted - none | searcher=greedy, k=8' (docs/compare.md)
+    calibration_seeds: bool = False  # each cell draws its calibration sample with calibration.seed + the cell's seed
+    #   (seeds then mean something for deterministic searchers: greedy, beam, fastblock, ...)
 
 
 @dataclass
@@ -169,25 +171,28 @@ class Config:
             return "lambada"
         return ds
 
-    def calibration_spec(self, objective: str | None = None):
-        """The resolved calibration data of ``objective`` (default: the run's)."""
+    def calibration_spec(self, objective: str | None = None, cell_seed: int | None = None):
+        """The resolved calibration data of ``objective`` (default: the run's); ``cell_seed``: a
+        compare cell's seed, which offsets the draw when ``compare.calibration_seeds`` is on."""
         from ghostsearch.objectives import CalibrationSpec
 
         obj = objective or self.objective
         c = self.calibration.for_objective(obj)
-        return CalibrationSpec(dataset=c.dataset if c.dataset not in (None, "auto") else self.default_dataset(obj), n_seq=c.n_seq, seq_len=c.seq_len,
-                               seed=c.seed, data_dir=self.data_dir, micro_batch=c.micro_batch)
+        seed = c.seed + (cell_seed if self.compare.calibration_seeds and cell_seed is not None else 0)
+        return CalibrationSpec(dataset=c.dataset if c.dataset not in (None, "auto") else self.default_dataset(obj),
+                               n_seq=c.n_seq, seq_len=c.seq_len, seed=seed, data_dir=self.data_dir,
+                               micro_batch=c.micro_batch)
 
-    def objective_spec(self, objective: str | None = None):
+    def objective_spec(self, objective: str | None = None, cell_seed: int | None = None):
         """The one ObjectiveSpec of ``objective`` (default: the run's): what the scorers prepare and
-        every cache and the ledger key by."""
+        every cache and the ledger key by (``cell_seed``: see calibration_spec)."""
         from ghostsearch.objectives import AwareSpec, ObjectiveSpec
 
         obj = objective or self.objective
         aware = None
         if self.search.recovery_aware:
             aware = AwareSpec(self.search.recovery_aware, self.search.aware_window, self.recovery.ridge)
-        return ObjectiveSpec.make(obj, self.calibration_spec(obj), self.objective_params, aware)
+        return ObjectiveSpec.make(obj, self.calibration_spec(obj, cell_seed), self.objective_params, aware)
 
     def fingerprint(self, keys: tuple[str, ...] = ("model", "revision", "dtype", "objective", "objective_params",
                                                    "calibration", "k", "searcher", "search", "seed", "compare")) -> str:

@@ -90,7 +90,7 @@ def run_cell(cfg: Config, broker, run_dir: Path, *, searcher: str, objective: st
     cell = cell_name(searcher, objective, k, seed)
     s = build_searcher(cfg, searcher, k, seed, n_blocks, run_dir, cell, matched=matched)
     ledger = Ledger(run_dir)
-    client = PoolClient(broker, cfg.objective_spec(objective), ledger, cell, seed, cfg.model, cfg.dtype, k=k,
+    client = PoolClient(broker, cfg.objective_spec(objective, seed), ledger, cell, seed, cfg.model, cfg.dtype, k=k,
                         sources={"perplexity": cfg.calibration_spec("perplexity")})  # text statistics (lorp)
     client.load_known(run_dir)
     if getattr(s.params, "warm_start", False):

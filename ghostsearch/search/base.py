@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import types as types_
+import typing
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, Sequence
 
@@ -109,15 +111,63 @@ def _fields(cls) -> dict[str, dataclasses.Field]:
     return {f.name: f for f in dataclasses.fields(cls)}
 
 
-class Searcher:
-    """Base class of every searcher. Subclasses set ``name``, ``Params`` (a dataclass of their
-    parameters with defaults) and implement ``ask``/``tell``.
+def _hints(cls) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(cls)
+    except Exception:  # an annotation that does not resolve: checked by Params alone
+        return {}
 
-    Resume: a searcher is a deterministic function of (seed, the values it was told). A resumed
-    run rebuilds it from scratch and replays the run's ledger: every candidate already scored is
-    answered from the ledger, so the searcher reaches the same state without a checkpoint."""
+
+_SIMPLE = {int, float, str, bool, dict, list, type(None)}
+
+
+def param_problem(value: Any, hint: Any, bounds: tuple[float, float]) -> str | None:
+    """Why ``value`` is not a valid value for a parameter annotated ``hint`` (int, float, str, bool,
+    dict, list, None or a union of them; anything else is left to the Params' own checks) with a
+    number in ``bounds`` (inclusive); None when it is valid. An int is a float; a bool is neither."""
+    types = set(typing.get_args(hint)) if typing.get_origin(hint) in (typing.Union, types_.UnionType) else {hint}
+    if not types <= _SIMPLE:
+        return None
+    ok = [t for t in types if (isinstance(value, t) and not (isinstance(value, bool) and t in (int, float)))
+          or (t is float and isinstance(value, int) and not isinstance(value, bool))]
+    if not ok:
+        return "has the wrong type: " + " or ".join(sorted("None" if t is type(None) else t.__name__ for t in types))
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        lo, hi = bounds
+        if not math.isfinite(value) or not lo <= value <= hi:
+            return f"is out of range: {lo:g}..{hi:g}"
+    return None
+
+
+class Searcher:
+    """Base class of every searcher. The contract (docs/architecture.md, "Where to add"):
+
+    * ``name``, a ``Params`` dataclass (every parameter with a default; parsed by ``parse_params``,
+      which refuses an unknown name, a value of the wrong type for its annotation, a non-finite
+      number and a number outside ``field(metadata={"range": (lo, hi)})``, default ``(0, inf)``;
+      ``__post_init__`` adds the searcher's own checks, raising ``ValueError``), ``ask`` and
+      ``tell`` (``super().tell`` first), ``done``.
+    * **Deterministic for a seed**: a searcher is a function of (seed, the values it was told); it
+      owns its random generators (``random.Random(seed)``, ``np.random.default_rng(seed)``) and never
+      draws from a global one.
+    * **Never asks the same set twice** at the same fidelity (a race's candidates count as full
+      fidelity): the loop refuses a repeat with an error naming the searcher (``check_fresh``).
+    * **A budget or an end**: ``ends_by_itself = True`` for a searcher that stops by itself
+      (greedy, beam, oneshot), or a ``default_budget`` for one that would search for ever (ga, bo,
+      cbo: ``default_search_budget``); ``make_searcher`` refuses a searcher with neither.
+      ``min_budget`` is the least budget that gives an answer; never ask for more than ``budget_left``.
+    * The helper bases in ``search/common.py`` do the plumbing: ``Memo`` (every value told, ``seen``,
+      ``affordable``, ``raced``, ``default_budget`` applied), ``Prior`` (the single-removal or Block
+      Influence prior, ``singles()`` first) and ``ModelBased`` (prior-guided, twice greedy's budget by
+      default, warm start). Most searchers subclass one of them, not ``Searcher`` itself.
+
+    Resume: a resumed run rebuilds the searcher from scratch and replays the run's ledger: every
+    candidate already scored is answered from the ledger, so the searcher reaches the same state
+    without a checkpoint. ``tests/search/test_search_conformance.py`` checks all of this for every
+    registered searcher."""
 
     name: ClassVar[str] = ""
+    ends_by_itself: ClassVar[bool] = False  # True: ``done`` comes without a budget (a finite procedure)
 
     @dataclass
     class Params:
@@ -134,6 +184,7 @@ class Searcher:
         self.best_value = math.inf
         self.history: list[tuple[float, float]] = []  # (used, best full-fidelity value so far)
         self.oracle: Oracle | None = None
+        self.told_keys: set[tuple[Removed, float]] = set()  # (set, fidelity) of every value told
 
     # ---------- parameters ----------
     @classmethod
@@ -144,10 +195,21 @@ class Searcher:
             raise GhostsearchError(
                 f"searcher '{cls.name}' has no parameter {unknown[0]!r}; known: {', '.join(sorted(known)) or '(none)'}"
             )
+        for name, value in params.items():
+            problem = param_problem(value, _hints(cls.Params).get(name), known[name].metadata.get("range", (0, math.inf)))
+            if problem:
+                raise GhostsearchError(f"searcher '{cls.name}': parameter {name}={value!r} {problem}; "
+                                       f"fix search.params.{cls.name}.{name}")
         try:
             return cls.Params(**params)
         except (TypeError, ValueError) as e:
             raise GhostsearchError(f"searcher '{cls.name}': bad parameters {params}: {e}") from None
+
+    @classmethod
+    def default_budget(cls, space: Space, params: Any) -> float | None:
+        """The evaluation budget used when the run sets none (None: the searcher ends by itself,
+        ``ends_by_itself``); ``Memo`` applies it."""
+        return None
 
     @classmethod
     def min_budget(cls, space: Space, params: Any) -> float:
@@ -162,6 +224,26 @@ class Searcher:
                 f"of {len(self.space.free)} free blocks, got {self.budget.evaluations:g}; raise search.budget"
             )
 
+    def check_ends(self) -> None:
+        """The contract's "a budget or an end", checked when the searcher is built."""
+        if not self.ends_by_itself and self.default_budget(self.space, self.params) is None:
+            raise GhostsearchError(
+                f"searcher '{self.name}' neither ends by itself nor has a default_budget, so a run without "
+                "search.budget would never end; give it a default_budget (search/common.py ModelBased) "
+                "or set ends_by_itself = True")
+
+    def check_fresh(self, candidates: Sequence[Candidate]) -> None:
+        """The contract's "never ask the same set twice": the loop calls it on every ask (a race's
+        candidates at full fidelity) before anything is evaluated."""
+        asked: set[tuple[Removed, float]] = set()
+        for c in candidates:
+            key = (c.removed, c.fidelity)
+            if key in self.told_keys or key in asked:
+                raise GhostsearchError(
+                    f"searcher '{self.name}' asked {list(c.removed)} at fidelity {c.fidelity:g} a second time; "
+                    "a searcher must never ask the same set twice (keep a memo: search/common.py Memo.seen)")
+            asked.add(key)
+
     # ---------- protocol ----------
     def setup(self, oracle: Oracle | None) -> None:
         """Called once before the first ask; may read dense statistics."""
@@ -175,6 +257,7 @@ class Searcher:
         for c, v in zip(candidates, values):
             self.used += c.fidelity
             self.n_told += 1
+            self.told_keys.add((c.removed, c.fidelity))
             if c.fidelity >= 1.0 and len(c.removed) == self.space.k and v < self.best_value:
                 self.best_value, self.best_removed = float(v), c.removed
             self.history.append((self.used, self.best_value))
@@ -189,6 +272,18 @@ class Searcher:
 
     def result(self) -> tuple[Removed | None, float]:
         return self.best_removed, self.best_value
+
+    def race_report(self) -> dict | None:
+        """Which scoring a searcher with a ``race`` parameter used: ``raced`` or ``exact`` (``auto``
+        races from 32 calibration rows), the rows, and how many candidates the ``cut`` heuristic
+        dropped without the bound (0 unless a searcher asks for it). None without a race parameter."""
+        racing = getattr(self, "racing", None)
+        if racing is None or not hasattr(self.params, "race"):
+            return None
+        rp = racing()
+        return {"setting": self.params.race if isinstance(self.params.race, (bool, str)) else "custom",
+                "used": "raced" if rp else "exact", "rows": self.rows, "cut": self.race_cut,
+                "bound": rp.bound if rp else None}
 
 
 # ---------------------------------------------------------------- registry
@@ -215,5 +310,6 @@ def get_searcher(name: str) -> type[Searcher]:
 def make_searcher(name: str, space: Space, *, seed: int = 0, budget: Budget | None = None,
                   params: dict | None = None) -> Searcher:
     s = get_searcher(name)(space, seed=seed, budget=budget, params=params)
+    s.check_ends()
     s.check_budget()
     return s

@@ -18,6 +18,7 @@ class Beam(Memo):
     (keeping ``width``) instead of scoring them all at full fidelity (search/racing.py)."""
 
     name = "beam"
+    ends_by_itself = True  # k rounds of width-limited expansion
 
     @dataclass
     class Params:

@@ -52,11 +52,6 @@ class Memo(Searcher):
         self.memo: dict[Removed, float] = {}
         self.partial: dict[Removed, float] = {}
 
-    @classmethod
-    def default_budget(cls, space: Space, params: Any) -> float | None:
-        """The evaluation budget used when the run sets none (None: the searcher ends by itself)."""
-        return None
-
     def tell(self, candidates: Sequence[Candidate], values: Sequence[float]) -> None:
         super().tell(candidates, values)
         for c, v in zip(candidates, values):

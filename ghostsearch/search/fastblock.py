@@ -23,6 +23,7 @@ class FastBlock(Memo):
     first), evaluate the ``n_rescore`` best windows, keep the best real value."""
 
     name = "fastblock"
+    ends_by_itself = True  # n_rescore windows
 
     @dataclass
     class Params:

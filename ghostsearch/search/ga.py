@@ -8,7 +8,7 @@ DEAP still gives the fitness, the individuals and ``selBest`` (which draws nothi
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from operator import attrgetter
 
 import numpy as np
@@ -17,6 +17,9 @@ from deap import base, tools
 from ghostsearch.search.base import Candidate, Removed, canonical
 from ghostsearch.search.common import ModelBased, prior_weights, require_ints, sample_unseen
 from ghostsearch.search.racing import race_params
+
+
+UNIT = {"range": (0, 1)}  # a probability or a fraction (Searcher.parse_params checks it)
 
 
 class FitnessMin(base.Fitness):
@@ -72,9 +75,9 @@ class GA(ModelBased):
         pop_size: int = 6
         offspring: int = 16
         promote: int = 3
-        screen: float = 0.25  # fidelity of the screening step; 1.0 = no screening
-        cx_prob: float = 0.7
-        mut_prob: float = 0.7
+        screen: float = field(default=0.25, metadata=UNIT)  # fidelity of the screening step; 1.0 = no screening
+        cx_prob: float = field(default=0.7, metadata=UNIT)
+        mut_prob: float = field(default=0.7, metadata=UNIT)
         tournament: int = 2
         temperature: float = 1.0  # of the prior weights; larger = closer to uniform
         race: bool | dict = True  # race each generation (and the prior); false: screen, then promote

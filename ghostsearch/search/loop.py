@@ -73,6 +73,7 @@ def run(searcher: Searcher, evaluator: Evaluator, *, oracle: Oracle | None = Non
             if searcher.done:
                 break
             raise RuntimeError(f"searcher {searcher.name} asked nothing but is not done")
+        searcher.check_fresh(asked.candidates if isinstance(asked, Race) else asked)  # never the same set twice
         cost = asked.cost if isinstance(asked, Race) else sum(c.fidelity for c in asked)
         if cost > searcher.budget_left + 1e-9:
             raise RuntimeError(f"searcher {searcher.name} asked {cost:g} evaluations with {searcher.budget_left:g} left")

@@ -90,6 +90,7 @@ class LoRP(Memo):
     ``self.n_clusters``, ``self.choice`` and ``self.similarity_from`` (where S came from) for reports."""
 
     name = "lorp"
+    ends_by_itself = True  # one allocation
 
     @dataclass
     class Params:

@@ -16,6 +16,7 @@ class OneShot(Prior):
     """
 
     name = "oneshot"
+    ends_by_itself = True  # the prior, then one k-set
 
     @dataclass
     class Params:

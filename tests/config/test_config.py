@@ -2,6 +2,7 @@
 from pathlib import Path
 
 import pytest
+import torch
 
 from ghostsearch.config import load_config
 from ghostsearch.errors import GhostsearchError
@@ -67,3 +68,19 @@ def test_replaceme_cosine_optimiser_from_the_config():
     assert (rec.variant, rec.steps, rec.lr, rec.seed) == ("cosine", 7, 0.01, 3)
     with pytest.raises(GhostsearchError, match="recovery.steps=0"):
         load_config(None, ["recovery.steps=0"])
+
+
+def test_calibration_seeds_draw_each_cells_sample_by_its_seed():
+    """compare.calibration_seeds: a cell's calibration draw is calibration.seed + the cell's seed, so
+    two seeds of a deterministic searcher see different calibration windows; off, every cell shares one."""
+    from ghostsearch.data import sample_windows
+
+    ids = torch.arange(10_000)
+    for on in (False, True):
+        cfg = load_config(None, ["calibration.seed=3", f"compare.calibration_seeds={str(on).lower()}"])
+        specs = [cfg.objective_spec("perplexity", s) for s in (0, 1)]
+        assert [c.calibration.seed for c in specs] == ([3, 4] if on else [3, 3])
+        assert (specs[0].key() != specs[1].key()) == on  # the pool's cache and the ledger key by it
+        w = [sample_windows(ids, 4, 32, c.calibration.seed) for c in specs]
+        assert torch.equal(w[0], w[1]) != on
+    assert cfg.objective_spec("perplexity").calibration.seed == 3  # `search` (no cell): calibration.seed
