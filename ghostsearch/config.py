@@ -104,6 +104,7 @@ class Eval:
     allocation: str = "equal"  # items across tasks under eval.max_items: equal, proportional (to the task's size) or neyman
     max_items: int | None = None  # items per model across the eight tasks (None: all; eval.limit still caps each task)
     neyman_from: str | None = None  # allocation neyman: a previous RUN_DIR or per-item Parquet giving per-task variances
+    neyman_shrink: float = 0.0  # neyman: move each task's variance this share (0-1) of the way to their mean
     exclude_from: str | None = None  # leave out the items of a previous RUN_DIR or per-item Parquet (task, doc)
     looks: list[int] | None = None  # adaptive: items per model at each look, e.g. [600, 1200, 2400] (needs compare.contrasts)
     spending: str = "obrien-fleming"  # adaptive: the alpha-spending rule over the looks: obrien-fleming or pocock
@@ -517,6 +518,8 @@ def _check_items(ev: Eval) -> None:
     if ev.neyman_from and ev.allocation != "neyman":
         raise GhostsearchError(f"eval.neyman_from is set but eval.allocation={ev.allocation}; set eval.allocation=neyman "
                                "or drop eval.neyman_from")
+    if not 0.0 <= ev.neyman_shrink <= 1.0 or (ev.neyman_shrink and ev.allocation != "neyman"):
+        raise GhostsearchError(f"eval.neyman_shrink={ev.neyman_shrink} needs eval.allocation=neyman and a share in [0, 1]")
     for key in ("neyman_from", "exclude_from"):
         p = getattr(ev, key)
         if p and not (Path(p).expanduser().is_dir() or (Path(p).expanduser().is_file() and str(p).endswith(".parquet"))):

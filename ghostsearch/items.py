@@ -156,7 +156,12 @@ def weights_for(cfg_eval, tasks, available: dict[str, int]) -> dict[str, float]:
         return {t: 1.0 for t in tasks}
     if cfg_eval.allocation == "proportional":
         return {t: float(available[t]) for t in tasks}
-    return task_sds(cfg_eval.neyman_from, tasks)
+    sds = task_sds(cfg_eval.neyman_from, tasks)
+    shrink = float(getattr(cfg_eval, "neyman_shrink", 0.0) or 0.0)
+    if shrink:  # each task's variance this share of the way to their mean (few items a task: noisy S_t)
+        mean_var = sum(v * v for v in sds.values()) / len(sds)
+        sds = {t: math.sqrt((1 - shrink) * v * v + shrink * mean_var) for t, v in sds.items()}
+    return sds
 
 
 def draw(cfg_eval, tasks=None, data_dir: str | None = None, held_out=()) -> Draw:
