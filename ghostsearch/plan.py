@@ -180,7 +180,9 @@ def format_plan(cfg, p: dict) -> str:
             f"{mem.parts['state_bytes'] / GiB:.2f} GiB), prefix runs {mem.parts['prefix_run_count']}"
             + (f", host {mem.host / GiB:.1f} GiB (cache.offload)" if mem.host else "")
             + ("" if mem.fits else "  DOES NOT FIT"),
-            "not counted: finalist evaluation (eval.*) and recovery fits; an estimate's cost depends on its answers"]
+            "kinds: exact (greedy); budget = at most that many (ga stops when its next generation does not fit "
+            "what is left); estimate = depends on the searcher's answers",
+            "not counted: finalist evaluation (eval.*) and recovery fits"]
     return "\n".join(out)
 
 

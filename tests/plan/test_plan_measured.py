@@ -1,0 +1,38 @@
+"""`plan` against measured runs: the evaluations it predicts are the ones a real search on the pool
+spends (a tiny random Llama of 12 blocks, one actor on a local Ray): greedy's exactly; a budget
+(ga, bo, cbo) at most, and within 10% (ga stops when its next screen-and-promote generation does
+not fit what is left: 45 of 46 here)."""
+from __future__ import annotations
+
+import pytest
+
+from ghostsearch.config import load_config
+from ghostsearch.plan import evaluations
+
+
+@pytest.mark.slow
+def test_planned_evaluations_equal_measured(smollm2_tokenizer_dir, ray_local, tmp_path):
+    from transformers import AutoTokenizer
+
+    from ghostsearch.runner import search
+    from tests.conftest import tiny_model
+
+    model_dir = tmp_path / "tiny12"  # 12 blocks: C(12, 2) = 66 sets, more than any budget below
+    tiny_model("llama", 12).save_pretrained(model_dir, safe_serialization=True)
+    AutoTokenizer.from_pretrained(smollm2_tokenizer_dir).save_pretrained(model_dir)
+    base = {"model": str(model_dir), "dtype": "fp32", "device": "cpu", "calibration.dataset": "lambada",
+            "calibration.n_seq": 4, "calibration.seq_len": 32, "k": 2, "pool.actors": 1, "pool.dashboard": False}
+    cases = [("greedy", {}, "exact"), ("ga", {}, "budget"), ("cbo", {"search.budget": 17}, "budget"),
+             ("bo", {"search.budget": 19}, "budget")]
+    for searcher, extra, kind in cases:
+        items = {**base, **extra, "searcher": searcher, "out": str(tmp_path / searcher)}
+        cfg = load_config(None, [f"{k}={v}" for k, v in items.items()])
+        planned, planned_kind = evaluations(cfg, searcher, 2, 12)
+        result = search(cfg, progress=False)
+        (cell,) = result["searchers"].values()
+        assert planned_kind == kind
+        used = cell["budget_used"]
+        if kind == "exact":  # greedy: exactly n + (n - 1) evaluations
+            assert used == planned == 12 + 11, (searcher, used, planned)
+        else:  # a budget is spent up to what its last generation / batch can afford, never over
+            assert 0.9 * planned <= used <= planned + 1e-9, (searcher, used, planned)
