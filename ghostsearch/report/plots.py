@@ -162,11 +162,19 @@ def plot_accuracy(rows, path, paired: list[dict] | None = None):
         ax.legend(fontsize=7, title="objective", title_fontsize=7)
     ax2 = axes[1]
     sub = [r for r in rows if r.get("mean_acc") is not None and r.get("calib_value") is not None]
+    at: dict[tuple, list[str]] = {}  # points that coincide share one label, not overprinted ones
     for r in sub:
         color = f"C{objs.index(r['objective']) % 10}" if r["objective"] in objs else "k"
         ax2.scatter([r["calib_value"]], [r["mean_acc"]], color=color)
-        ax2.annotate(f"{r['searcher']}, {r.get('recovery') or 'none'}", (r["calib_value"], r["mean_acc"]),
-                     fontsize=6, xytext=(3, 3), textcoords="offset points")
+        label = f"{r['searcher']}, {r.get('recovery') or 'none'}"
+        names = at.setdefault((round(r["calib_value"], 6), round(r["mean_acc"], 6)), [])
+        if label not in names:
+            names.append(label)
+    prev_y, flip = None, False
+    for (x, y), names in sorted(at.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        flip = (not flip) if y == prev_y else False  # neighbours on one accuracy level: labels above, below
+        prev_y = y
+        ax2.annotate("\n".join(names), (x, y), fontsize=6, xytext=(3, -10 if flip else 3), textcoords="offset points")
     ax2.set_xlabel("calibration value (lower is better; per objective scale)")
     ax2.set_ylabel("mean zero-shot accuracy")
     ax2.set_xscale("symlog")
@@ -181,7 +189,7 @@ def plot_correlations(rows, path):
     with its bootstrap 95% interval; conditions with fewer than 3 models are named, not drawn."""
     plt = _plt()
     cs = [c for c in correlations(rows) if not math.isnan(c["rho"]) and c["n"] >= 3]
-    fig, ax = plt.subplots(figsize=(7, 4.2))
+    fig, ax = plt.subplots(figsize=(max(7.0, 0.85 * len(cs)), 4.2))  # room for every condition's label
     if cs:
         ax.bar(range(len(cs)), [c["rho"] for c in cs], color=["C0" if c["rho"] < 0 else "C3" for c in cs])
         ax.errorbar(range(len(cs)), [c["rho"] for c in cs], fmt="none", ecolor="k", capsize=3,
