@@ -12,13 +12,28 @@ from ghostsearch.cli.main import COMMANDS, build_parser, main
 from tests.corpora import CALIB
 
 
-def test_every_command_listed_in_order(capsys):
+def test_every_command_module_is_listed_described_and_documented(capsys):
+    """A module of ghostsearch/cli/ with ``add`` and ``run`` is a command only once it is in COMMANDS:
+    none is forgotten, each has a one-line description in ``ghostsearch --help``, and README's
+    Commands block shows it."""
+    import importlib
+    import pkgutil
+    import re
+    from pathlib import Path
+
+    import ghostsearch.cli
+
+    modules = [importlib.import_module(f"ghostsearch.cli.{m.name}") for m in pkgutil.iter_modules(ghostsearch.cli.__path__)]
+    commands = {m for m in modules if hasattr(m, "add") and hasattr(m, "run")}
+    assert commands == set(COMMANDS.values())
     with pytest.raises(SystemExit) as e:
         main(["--help"])
     assert e.value.code == 0
     out = capsys.readouterr().out
-    assert list(COMMANDS) == ["score", "search", "compare", "pool", "recover", "export", "eval", "ledger"]
-    assert "{" + ",".join(COMMANDS) + "}" in out
+    assert [n for n in COMMANDS if not re.search(rf"^\s+{n}\s+\S", out, re.M)] == []
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = readme.split("## Commands", 1)[1].split("```", 2)[1]
+    assert [n for n in COMMANDS if not re.search(rf"^ghostsearch {n}\b", block, re.M)] == []
 
 
 @pytest.mark.parametrize("command", list(COMMANDS))

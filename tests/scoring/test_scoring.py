@@ -113,7 +113,12 @@ def test_row_losses_in_any_order_add_up_to_the_value(objective, dataset, smollm2
     by_row = dict(zip([5, 0, 3, 1, 4, 2], whole["sums"]))
     for rows, part in zip(([2], [4, 1], [0, 3, 5]), parts):
         assert part["sums"] == pytest.approx([by_row[r] for r in rows], rel=REL, abs=1e-6)
-    value = spec.build().value(sum(whole["sums"]), sum(whole["counts"]))
-    assert value == pytest.approx(sc.score(key, removed)["value"], rel=REL / 10, abs=1e-9)
-    assert sc.statistic(key, "row_counts") == sc.score_rows(key, (), range(6))["counts"]
+    value = spec.build().value(sum(whole["sums"]), sum(whole["counts"]))  # score_rows: Objective.row_losses
+    assert value == pytest.approx(sc.score(key, removed)["value"], rel=REL / 10, abs=1e-9)  # score: Objective.loss
     assert len(set(whole["sums"])) == 6  # rows differ: a per-row mix-up could not pass unnoticed
+    if objective == "perplexity":  # each row against the physically pruned model's own next-token NLL
+        ids = torch.cat([b.input_ids for b in sc.prepared[key].batches]).to(DEVICE)
+        lg = _ref_logits(model, removed, ids)
+        nll = F.cross_entropy(lg[:, :-1].transpose(1, 2), ids[:, 1:], reduction="none").sum(1)
+        assert by_row == pytest.approx({r: float(nll[r]) for r in range(6)}, rel=REL)
+        assert whole["counts"] == [ids.shape[1] - 1] * 6
