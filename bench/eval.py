@@ -58,7 +58,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     tasks = list(data.MC_TASKS) if args.tasks == "all" else args.tasks.split(",")
     cfg = load_config(None, ["model=smollm2-135m", "dtype=fp32", "recovery.n_seq=8", "recovery.seq_len=256",
-                             f"eval.tasks=[{','.join(tasks)}]", f"eval.limit={args.limit}",
+                             f"eval.tasks=[{','.join(tasks)}]", f"eval.limit={args.limit}", "eval.sample=first",
                              f"eval.batch_size={args.batch}"])
     model, tok = load_model(cfg.model, dtype=cfg.dtype)
     finalists = fit_finalists(model, tok, cfg, [(s, m) for s in SETS[:args.sets] for m in ("none", "ghosted")])
@@ -85,7 +85,7 @@ def main() -> None:
     one_mb = max(state_bytes(mb, stack, len({r[0] for r, _ in finalists})) for t in tasks
                  for mb in pack_docs(tok, task_docs(t, cfg.data_dir, args.limit), max_len, args.batch)[0])
     cap = max(st["cache_bytes_peak"] / 4, one_mb)  # a quarter, or one micro-batch where that is more
-    capped_cfg = load_config(None, [f"eval.tasks=[{','.join(tasks)}]", f"eval.limit={args.limit}",
+    capped_cfg = load_config(None, [f"eval.tasks=[{','.join(tasks)}]", f"eval.limit={args.limit}", "eval.sample=first",
                                     f"eval.batch_size={args.batch}", f"eval.cache_gib={cap / 2**30}"])
     st_cap: dict = {}
     (capped, _), t_capped = run(lambda: evaluate_finalists_native(model, tok, finalists, capped_cfg.eval, cfg.data_dir,

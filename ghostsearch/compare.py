@@ -92,9 +92,12 @@ def run_cells(cfg: Config, broker, run_dir: Path, cells: list[dict], n_blocks: i
     return sorted(done, key=lambda r: order.get(r["cell"], 1 << 30))
 
 
-EVAL_RESULT_KEYS = ("tasks", "perplexity", "limit", "ppl_seq_len", "ppl_max_seq", "protocol")
-# what a finalist's numbers depend on; eval.engine (native = lm-eval by the parity tests), batch_size
-# and cache_gib change only how fast they come, so changing them keeps every cached evaluation
+EVAL_RESULT_KEYS = ("tasks", "perplexity", "limit", "ppl_seq_len", "ppl_max_seq", "protocol",
+                    "seed", "sample", "allocation", "neyman_from", "exclude_from")
+# what a finalist's numbers depend on (the item draw's keys included: ghostsearch/items.py); eval.engine
+# (native = lm-eval by the parity tests), batch_size and cache_gib change only how fast they come, and
+# eval.max_items / eval.looks only how far down the same draw a model goes (a longer run extends the
+# cached rows), so changing them keeps every cached evaluation
 
 
 def eval_key(removed: list[int], method: str, cfg: Config, held_out=()) -> str:
@@ -132,78 +135,205 @@ def _shares(keys: list[str], todo: dict, n: int) -> list[list[str]]:
 
 
 def evaluate_finalists(cfg: Config, run_dir: Path, jobs: list[tuple[list[int], str]], held_out=(),
-                       progress: bool = True, broker=None) -> dict[str, dict]:
+                       progress: bool = True, broker=None, contrasts=None, on_look=None) -> dict[str, dict]:
     """Repair and evaluate each (removed, method) job downstream (``evaluate.evaluate_finalist_specs``:
-    finalists of one model together, over one dense prefix cache); cached per job under
-    RUN_DIR/evals/<eval_key>.json (+ .items.parquet, its per-item predictions), lm-eval's results
-    files under RUN_DIR/lm_eval, every job's items together in RUN_DIR/eval_items.parquet.
-    ``broker``: the pool's scorers evaluate them (Broker.with_model), in shares of at most SHARE
-    finalists, on the replicas that did the search; a share whose scorer died is run once more. Else here, on a
-    model loaded once."""
-    from tqdm.auto import tqdm
+    finalists of one model together, over one dense prefix cache) on the run's item draw
+    (``items.run_draw``: RUN_DIR/items.parquet, written before any evaluation, reused on resume);
+    cached per job under RUN_DIR/evals/<eval_key>.json (+ .items.parquet, its per-item predictions),
+    lm-eval's results files under RUN_DIR/lm_eval, every job's items together in
+    RUN_DIR/eval_items.parquet. ``broker``: the pool's scorers evaluate them (Broker.with_model), in
+    shares of at most SHARE finalists, on the replicas that did the search; a share whose scorer died
+    is run once more. Else here, on a model loaded once.
 
-    from ghostsearch.evaluate import evaluate_finalist_specs
-    from ghostsearch.evaluation_native import write_item_rows
+    ``contrasts`` (compare's pre-registered pairs: name, left_key, right_key, by eval_key) with
+    ``eval.looks``: adaptive evaluation (``looks.Design``): look by look, only the models of open
+    contrasts get the look's new items; the decisions go to RUN_DIR/looks.json and result.json
+    (``adaptive``). Every look resumes from the per-item rows: nothing already in a job's
+    .items.parquet is evaluated again. ``on_look(j, n)``: called after look j (0-based, n items per
+    model) is evaluated and tested, e.g. to commit a long run's data as it goes."""
+    from ghostsearch import items as item_draw
+    from ghostsearch.looks import Design, as_contrast
 
     out_dir = run_dir / "evals"
     out_dir.mkdir(exist_ok=True)
-    todo, out, keys = {}, {}, []
+    draw = item_draw.run_draw(cfg.eval, run_dir, cfg.eval.tasks, cfg.data_dir, held_out)
+    jobs_by_key: dict[str, tuple[list[int], str]] = {}
     for removed, method in jobs:
-        key = eval_key(removed, method, cfg, held_out)
-        keys.append(key)
-        f = out_dir / f"{key}.json"
-        if f.exists():
-            out[key] = json.loads(f.read_text())
-        else:
-            todo.setdefault(key, (list(removed), method))
-    bar = tqdm(total=len(todo) + len(out), initial=len(out), desc="downstream eval", unit="model",
-               disable=not progress)
+        jobs_by_key.setdefault(eval_key(removed, method, cfg, held_out), (list(removed), method))
+    keys = list(jobs_by_key)
+    contrasts = [as_contrast(c) for c in contrasts or [] if not getattr(c, "same", False)]  # same model: not tested
+    missing = sorted({k for c in contrasts for k in (c.left_key, c.right_key)} - set(keys))
+    if missing:
+        raise GhostsearchError(f"compare.contrasts name models that are not evaluated ({missing}); "
+                               "contrast finalists of this run")
+    adaptive = bool(contrasts) and cfg.eval.looks is not None
+    if adaptive:
+        from ghostsearch.evaluation_native import NATIVE_TASKS
 
-    def finish(share: list[str], res: tuple[list[dict], list[dict]]) -> None:
+        if cfg.eval.engine != "native" or any(t not in NATIVE_TASKS for t in cfg.eval.tasks):
+            raise GhostsearchError("eval.looks needs per-item rows of every task: eval.engine=native and only the "
+                                   "eight commonsense tasks in eval.tasks")
+        if cfg.eval.looks[-1] > len(draw):
+            raise GhostsearchError(f"eval.looks ends at {cfg.eval.looks[-1]} items but the draw has {len(draw)}; "
+                                   "set eval.max_items to the last look")
+    looks = list(cfg.eval.looks) if adaptive else [len(draw)]
+    design = Design(looks, contrasts, spending=cfg.eval.spending) if adaptive else None
+    run = _Evaluator(cfg, run_dir, jobs_by_key, held_out, progress, broker, draw)
+    for j, n in enumerate(looks):
+        todo = keys if j == 0 else sorted(design.open_keys())
+        run.extend(todo, n)
+        if design is not None:
+            design.test(j, {k: run.correct(k) for k in design.open_keys()}, draw.order[:n])
+        if on_look is not None:
+            on_look(j, n)
+        if design is not None and design.finished():
+            break
+    run.close()
+    if design is not None:
+        used = {k: run.items_used(k) for k in keys}
+        summary = {"looks": looks, "looks_run": j + 1, "spending": cfg.eval.spending, "alpha": design.alpha,
+                   "fixed_items_per_model": looks[-1], "items_per_model": used,
+                   "items_total": sum(used.values()), "fixed_items_total": looks[-1] * len(keys),
+                   "contrasts": design.table(used, j + 1)}
+        write_json_atomic(run_dir / "looks.json", summary)
+        res_path = run_dir / "result.json"
+        if res_path.exists():
+            write_json_atomic(res_path, {**json.loads(res_path.read_text()), "adaptive": summary})
+    _collect_items(run_dir, keys)
+    return {k: run.numbers[k] for k in keys}
+
+
+class _Evaluator:
+    """The per-job state of evaluate_finalists: numbers (evals/<key>.json), per-item rows
+    (evals/<key>.items.parquet); ``extend(keys, n)`` brings each of them to the first n items of the
+    draw, evaluating only what its rows lack (perplexities once)."""
+
+    def __init__(self, cfg, run_dir, jobs, held_out, progress, broker, draw):
+        import pyarrow.parquet as pq
+        from tqdm.auto import tqdm
+
+        self.cfg, self.run_dir, self.jobs, self.held_out, self.broker, self.draw = \
+            cfg, run_dir, jobs, held_out, broker, draw
+        self.numbers, self.rows, self.model = {}, {}, None
+        for key in jobs:
+            f, fi = run_dir / "evals" / f"{key}.json", run_dir / "evals" / f"{key}.items.parquet"
+            self.rows[key] = pq.read_table(fi).to_pylist() if fi.exists() else []
+            if f.exists():
+                self.numbers[key] = json.loads(f.read_text())
+        self.bar = tqdm(total=len(jobs), initial=len(self.numbers), desc="downstream eval", unit="model",
+                        disable=not progress)
+
+    def items_used(self, key: str) -> int:
+        return len({(r["task"], r["doc"]) for r in self.rows[key]})
+
+    def correct(self, key: str) -> dict:
+        return {(r["task"], r["doc"]): float(r["pred"] == r["gold"]) for r in self.rows[key]}
+
+    def extend(self, keys: list[str], n: int) -> None:
+        """Brings every job of ``keys`` to the first n items of the draw. Native-only runs evaluate only
+        the items a job's rows lack (zero-shot only); otherwise a job whose numbers are for fewer items
+        is evaluated again on all n."""
+        want = self.draw.first(n)
+        groups: dict[tuple, list[str]] = {}
+        for key in keys:
+            old = self.numbers.get(key)
+            if old is None or not self.native_only():
+                if old is not None and old.get("items_used") == n:
+                    continue
+                need, fresh = want, True
+            else:
+                have = {(r["task"], r["doc"]) for r in self.rows[key]}
+                need = {t: [d for d in ds if (t, d) not in have] for t, ds in want.items()}
+                fresh = False
+                if not any(need.values()):
+                    if old.get("items_used") != len(have):  # rows written, numbers not (interrupted)
+                        self.save(key, self.merged(key))
+                    continue
+            groups.setdefault((fresh, tuple((t, tuple(v)) for t, v in need.items())), []).append(key)
+        for (fresh, need), share_keys in groups.items():
+            self.evaluate(share_keys, {t: list(v) for t, v in need}, fresh)
+
+    def native_only(self) -> bool:
+        from ghostsearch.evaluation_native import NATIVE_TASKS
+
+        return self.cfg.eval.engine == "native" and all(t in NATIVE_TASKS for t in self.cfg.eval.tasks)
+
+    def evaluate(self, keys: list[str], items: dict[str, list[int]], fresh: bool) -> None:
+        from ghostsearch.evaluate import evaluate_finalist_specs
+
+        self.last_items = items
+        specs = {k: self.jobs[k] for k in keys}
+        if self.broker is not None:
+            n = len(ray.get(self.broker.status.remote())["actors"])
+            pending = {}
+
+            def submit(share, attempt):
+                ref = self.broker.with_model.remote(evaluate_finalist_specs, self.cfg, [specs[k] for k in share],
+                                                    list(self.held_out), False, items, fresh)
+                pending[ref] = (share, attempt)
+
+            for share in _shares(keys, specs, n):
+                submit(share, 1)
+            while pending:
+                ready, _ = ray.wait(list(pending), num_returns=1)
+                share, attempt = pending.pop(ready[0])
+                try:
+                    res = ray.get(ready[0])
+                except ray.exceptions.RayActorError:
+                    if attempt > 1:
+                        raise
+                    submit(share, attempt + 1)  # the scorer restarts (max_restarts=-1): its share once more
+                    continue
+                self.finish(share, res, fresh)
+        else:
+            if self.model is None:
+                from ghostsearch.models import load_model
+
+                c = self.cfg
+                self.model = load_model(c.model, dtype=c.dtype, device=c.resolved_device(),
+                                        trust_remote_code=c.trust_remote_code, revision=c.revision)
+            model, tok = self.model
+            self.finish(keys, evaluate_finalist_specs(model, tok, self.cfg, [specs[k] for k in keys], self.held_out,
+                                                      not self.bar.disable, items, fresh), fresh)
+
+    def finish(self, share: list[str], res: tuple[list[dict], list[dict]], fresh: bool) -> None:
+        from ghostsearch.evaluation_native import write_item_rows
+
         results, rows = res
         for i, key in enumerate(share):
-            removed, method = todo[key]
-            numbers = dict(results[i])
-            lmeval_results.write(run_dir / "lm_eval", numbers.pop("lm_eval", None),
-                                 lmeval_results.model_name(cfg.model, removed, method))
-            items = [dict(r, finalist=0, recovery=method, key=key) for r in rows if r["finalist"] == i]
-            write_item_rows(items, out_dir / f"{key}.items.parquet")
-            write_json_atomic(out_dir / f"{key}.json", numbers)  # last: it marks the job done
-            out[key] = numbers
-        bar.update(len(share))
-        bar.set_postfix(last=numbers.get("mean_acc", ""))
+            removed, method = self.jobs[key]
+            new = [dict(r, finalist=0, recovery=method, key=key) for r in rows if r["finalist"] == i]
+            self.rows[key] = new if fresh else self.rows[key] + new
+            write_item_rows(self.rows[key], self.run_dir / "evals" / f"{key}.items.parquet")
+            if fresh:
+                numbers = dict(results[i])
+                lmeval_results.write(self.run_dir / "lm_eval", numbers.pop("lm_eval", None),
+                                     lmeval_results.model_name(self.cfg.model, removed, method))
+                numbers["items_used"] = sum(len(v) for v in self.last_items.values())
+            else:
+                numbers = self.merged(key)
+            self.save(key, numbers)
+        self.bar.set_postfix(last=self.numbers[share[-1]].get("mean_acc", ""))
 
-    if broker is not None and todo:
-        n = len(ray.get(broker.status.remote())["actors"])
-        pending = {}
+    def save(self, key: str, numbers: dict) -> None:
+        if key not in self.numbers:
+            self.bar.update(1)
+        write_json_atomic(self.run_dir / "evals" / f"{key}.json", numbers)  # after the rows: marks the numbers
+        self.numbers[key] = numbers
 
-        def submit(share, attempt):
-            ref = broker.with_model.remote(evaluate_finalist_specs, cfg, [todo[k] for k in share], list(held_out))
-            pending[ref] = (share, attempt)
+    def merged(self, key: str) -> dict:
+        """The job's numbers over all its rows (perplexities as first measured)."""
+        from ghostsearch.evaluate import summarize
+        from ghostsearch.evaluation_native import accuracies
 
-        for share in _shares(list(todo), todo, n):
-            submit(share, 1)
-        while pending:
-            ready, _ = ray.wait(list(pending), num_returns=1)
-            share, attempt = pending.pop(ready[0])
-            try:
-                res = ray.get(ready[0])
-            except ray.exceptions.RayActorError:
-                if attempt > 1:
-                    raise
-                submit(share, attempt + 1)  # the scorer restarts (max_restarts=-1): its share once more
-                continue
-            finish(share, res)
-    elif todo:
-        from ghostsearch.models import load_model
+        old = self.numbers[key]
+        tasks = list(self.cfg.eval.tasks)
+        keep = {k: v for k, v in old.items() if not any(k.startswith(f"{t}_") for t in tasks)
+                and not k.startswith("mean_acc") and k != "items_used"}
+        return {**keep, **summarize(accuracies(self.rows[key], tasks), tasks), "items_used": self.items_used(key)}
 
-        model, tok = load_model(cfg.model, dtype=cfg.dtype, device=cfg.resolved_device(),
-                                trust_remote_code=cfg.trust_remote_code, revision=cfg.revision)
-        share = list(todo)
-        finish(share, evaluate_finalist_specs(model, tok, cfg, [todo[k] for k in share], held_out, progress))
-    bar.close()
-    _collect_items(run_dir, list(dict.fromkeys(keys)))
-    return out
+    def close(self) -> None:
+        self.bar.close()
 
 
 def _collect_items(run_dir: Path, keys: list[str]) -> None:
@@ -263,7 +393,11 @@ def compare(cfg: Config, address: str | None = None, progress: bool = True) -> P
                                                     "wall_seconds": time.monotonic() - t0,  # this invocation
                                                     "cells_resumed": resumed, "data": data_plan})
         # the finalists are evaluated on the same replicas, one share per scorer, before the pool goes
-        evals = evaluate_finalists(cfg, run_dir, finalist_jobs(cfg, results), held_out, progress, broker=broker)
+        from ghostsearch.contrasts import resolve_contrasts
+
+        pairs = resolve_contrasts(cfg, results, lambda removed, method: eval_key(removed, method, cfg, held_out))
+        evals = evaluate_finalists(cfg, run_dir, finalist_jobs(cfg, results), held_out, progress, broker=broker,
+                                   contrasts=pairs)
         release_pool(broker)
     except BaseException:
         outputs.close(ok=False)

@@ -293,9 +293,17 @@ def zero_shot(model, tokenizer, tasks, limit: int | float | None = None, batch_s
         from ghostsearch.items import positions
 
         samples = {t: positions(t, items.get(t, []), data_dir, "evaluation" if t in held_out else None) for t in mine}
-    res = simple_evaluate(model=lm, tasks=specs, task_manager=tm, limit=None if samples else limit,
-                          samples=samples, num_fewshot=0,
-                          bootstrap_iters=1, log_samples=False)  # >0: lm-eval's closed-form acc_stderr
+    def run(specs, limit, samples):
+        return simple_evaluate(model=lm, tasks=specs, task_manager=tm, limit=limit, samples=samples, num_fewshot=0,
+                               bootstrap_iters=1, log_samples=False)  # >0: lm-eval's closed-form acc_stderr
+
+    others = [s for t, s in zip(tasks, specs) if t not in data.MC_TASKS]
+    if samples and others and limit is not None:  # lm-eval takes samples or a limit: the others in a second call
+        res = run([s for t, s in zip(tasks, specs) if t in data.MC_TASKS], None, samples)
+        for k, v in run(others, limit, None).items():
+            res[k] = {**res.get(k, {}), **v} if isinstance(v, dict) and isinstance(res.get(k), dict) else res.get(k, v)
+    else:
+        res = run(specs, None if samples else limit, samples)
     if raw is not None:
         raw.update(res)
     out = {}

@@ -1,0 +1,95 @@
+"""Adaptive evaluation: items in looks, each contrast tested after every look, decided ones stop.
+
+A design is ``eval.looks`` (items per model at each look, prefixes of the run's draw,
+``ghostsearch.items``: look j's items contain look j-1's) and the run's pre-registered contrasts
+(``compare.contrasts``: pairs of evaluated models, by eval_key). After look j every contrast still
+open is tested on the items of look j (``stats.paired_test``: paired z of the macro mean over tasks,
+item variance within tasks), and the family is decided by ``stats.sequential_holm`` (Holm across
+the contrasts, Lan-DeMets ``eval.spending`` boundaries at the planned information fractions
+looks / looks[-1], levels recycled from rejected contrasts). A rejected contrast is decided and
+stops consuming items; a model stops when every contrast it is in is decided (models in no
+contrast get the first look); the run stops when every contrast is decided or the last look
+(``eval.max_items`` at most) has run. Without contrasts the design is fixed: every item of the draw.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ghostsearch import stats
+
+
+@dataclass
+class Contrast:
+    name: str
+    left_key: str
+    right_key: str
+
+
+@dataclass
+class Design:
+    looks: list[int]                 # items per model at each look
+    contrasts: list[Contrast]
+    alpha: float = stats.ALPHA
+    spending: str = "obrien-fleming"
+    z: list[list[float]] = field(default_factory=list)          # [contrast][look], NaN where not tested
+    estimate: list[list[float]] = field(default_factory=list)
+    decisions: list = field(default_factory=list)                # stats.SequentialDecision per contrast
+
+    def __post_init__(self):
+        self.z = self.z or [[math.nan] * len(self.looks) for _ in self.contrasts]
+        self.estimate = self.estimate or [[math.nan] * len(self.looks) for _ in self.contrasts]
+
+    @property
+    def fractions(self) -> list[float]:
+        return [n / self.looks[-1] for n in self.looks]
+
+    def decided(self) -> list[bool]:
+        return [bool(d.rejected) for d in self.decisions] if self.decisions else [False] * len(self.contrasts)
+
+    def open_keys(self) -> set[str]:
+        """Models in at least one contrast not yet decided."""
+        return {k for c, done in zip(self.contrasts, self.decided()) if not done for k in (c.left_key, c.right_key)}
+
+    def test(self, look: int, correct: dict[str, dict], items: list[tuple[str, int]]) -> None:
+        """Tests every open contrast on ``items`` (the look's (task, doc) keys) from ``correct``
+        ({eval_key: {(task, doc): 0/1}}), then decides the family on every look so far."""
+        strata = np.array([t for t, _ in items])
+        for i, (c, done) in enumerate(zip(self.contrasts, self.decided())):
+            if done:
+                continue
+            a = np.array([correct[c.left_key][it] for it in items], dtype=float)
+            b = np.array([correct[c.right_key][it] for it in items], dtype=float)
+            t = stats.paired_test(a, b, strata)
+            self.z[i][look], self.estimate[i][look] = t.z, t.estimate
+        zs = [[z if j <= look else math.nan for j, z in enumerate(row)] for row in self.z]
+        self.decisions = stats.sequential_holm(zs, self.fractions, self.alpha, self.spending)
+
+    def finished(self) -> bool:
+        return bool(self.contrasts) and all(self.decided())
+
+    def table(self, items_used: dict[str, int], looks_run: int) -> list[dict]:
+        """One row per contrast: the look (1-based) at which it was decided, its estimate and z there
+        (or at the last look run), the local level and bound, the items each side used."""
+        out = []
+        for i, c in enumerate(self.contrasts):
+            d = self.decisions[i] if self.decisions else None
+            at = d.look if d is not None and d.rejected else looks_run - 1
+            out.append({"contrast": c.name, "left_key": c.left_key, "right_key": c.right_key,
+                        "decided": bool(d and d.rejected), "decided_at_look": at + 1 if d and d.rejected else None,
+                        "look_items": self.looks[at], "estimate": self.estimate[i][at], "z": self.z[i][at],
+                        "level": d.alpha if d else math.nan, "bound": d.bound if d else math.nan,
+                        "sign": d.sign if d else 0, "z_by_look": self.z[i][:looks_run],
+                        "items_left": items_used.get(c.left_key), "items_right": items_used.get(c.right_key)})
+        return out
+
+
+def as_contrast(c) -> Contrast:
+    """A Contrast from compare's ContrastPair (name, left_key, right_key) or a 3-tuple."""
+    if isinstance(c, Contrast):
+        return c
+    if isinstance(c, (tuple, list)):
+        return Contrast(*c)
+    return Contrast(c.name, c.left_key, c.right_key)

@@ -1,0 +1,117 @@
+"""Adaptive evaluation (ghostsearch/looks.py, compare.evaluate_finalists with eval.looks): a large
+contrast is decided at the first look and its models stop, a null one runs on; over simulated null
+studies the family-wise error across all looks stays at alpha; a real run on a tiny model records
+the draw, the looks and the items per model, and a longer rerun evaluates only the items its
+per-item rows lack (a rerun of the same design: none)."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from ghostsearch.looks import Contrast, Design
+
+TASKS = ("arc_easy", "piqa")
+
+
+def items_of(n):
+    return [(TASKS[i % 2], i // 2) for i in range(n)]
+
+
+def bernoulli(rng, p, its):
+    return {it: float(rng.random() < p) for it in its}
+
+
+def test_a_large_contrast_stops_at_the_first_look_a_null_one_runs_on():
+    rng = np.random.default_rng(0)
+    its = items_of(600)
+    a = bernoulli(rng, 0.75, its)
+    ones, zeros = [it for it in its if a[it] == 1], [it for it in its if a[it] == 0]
+    flip = set(ones[::20][:12]) | set(zeros[::8][:12])  # 12 right answers made wrong and 12 wrong made right
+    correct = {"A": a, "B": bernoulli(rng, 0.35, its), "C": {it: 1 - v if it in flip else v for it, v in a.items()}}
+    d = Design([150, 300, 600], [Contrast("A - B", "A", "B"), Contrast("A - C", "A", "C")])
+    d.test(0, correct, its[:150])
+    assert d.decided() == [True, False] and d.open_keys() == {"A", "C"}  # B stops consuming items
+    d.test(1, correct, its[:300])
+    d.test(2, correct, its[:600])
+    rows = d.table({"A": 600, "B": 150, "C": 600}, 3)
+    assert rows[0]["decided_at_look"] == 1 and rows[0]["sign"] == 1 and rows[0]["look_items"] == 150
+    assert rows[1]["decided"] is False and rows[1]["decided_at_look"] is None and len(rows[1]["z_by_look"]) == 3
+    assert np.isnan(rows[0]["z_by_look"][1])  # a decided contrast is not tested again
+
+
+@pytest.mark.parametrize("spending", ["obrien-fleming", "pocock"])
+def test_family_wise_error_over_all_looks_is_at_most_alpha(spending):
+    """600 null studies (three models with equal accuracies, two contrasts, looks 100/200/400):
+    any rejection at any look counts; the rate is <= 0.05 plus two Monte-Carlo standard errors."""
+    rng = np.random.default_rng(1)
+    its = items_of(400)
+    n_sim, errors = 600, 0
+    for _ in range(n_sim):
+        c = {m: bernoulli(rng, 0.6, its) for m in "ABC"}
+        d = Design([100, 200, 400], [Contrast("A - B", "A", "B"), Contrast("A - C", "A", "C")], spending=spending)
+        for j, n in enumerate(d.looks):
+            d.test(j, c, its[:n])
+            if d.finished():
+                break
+        errors += any(d.decided())
+    assert errors / n_sim <= 0.05 + 2 * np.sqrt(0.05 * 0.95 / n_sim)
+
+
+def test_adaptive_run_records_its_looks_and_resumes_without_reevaluating(tmp_path, tiny_model_dir, data_dir,
+                                                                         monkeypatch):
+    import ghostsearch.evaluate as evaluate
+    from ghostsearch.compare import eval_key, evaluate_finalists
+    from ghostsearch.config import load_config
+
+    calls = []
+    real = evaluate.evaluate_finalist_specs
+
+    def counted(model, tok, cfg, specs, held_out=(), progress=False, items=None, perplexity=True):
+        calls.append((len(specs), sorted((t, d) for t, ds in (items or {}).items() for d in ds), perplexity))
+        return real(model, tok, cfg, specs, held_out, progress, items, perplexity)
+
+    monkeypatch.setattr(evaluate, "evaluate_finalist_specs", counted)
+
+    def cfg(looks):
+        return load_config(None, [f"model={tiny_model_dir}", "dtype=fp32", "device=cpu", "eval.tasks=[arc_easy,piqa]",
+                                  "eval.perplexity=[lambada]", "eval.ppl_seq_len=64", "eval.ppl_max_seq=1",
+                                  "eval.limit=4", "eval.batch_size=4", f"eval.looks={looks}", "eval.max_items=8"]
+                           + ([f"data_dir={data_dir}"] if data_dir else []))
+
+    short, full = cfg("[4]"), cfg("[4,8]")
+    jobs = [([], "none"), ([1, 2, 3], "none"), ([5], "none")]
+    keys = [eval_key(r, m, full) for r, m in jobs]
+    assert keys == [eval_key(r, m, short) for r, m in jobs]  # looks do not change what a number means
+    contrasts = [Contrast("dense - cut3", keys[0], keys[1]), Contrast("dense - cut1", keys[0], keys[2])]
+    first = evaluate_finalists(short, tmp_path, jobs, progress=False, contrasts=contrasts)
+    assert len(calls) == 1 and calls[0][0] == 3 and len(calls[0][1]) == 4 and calls[0][2]  # one pass: 3 models x 4
+    drawn = pq.read_table(tmp_path / "items.parquet").to_pylist()  # the draw, recorded: 8 items, random
+    assert [r["rank"] for r in drawn] == list(range(8))
+    assert sorted(calls[0][1]) == sorted((r["task"], r["doc"]) for r in drawn[:4])
+    looks = json.loads((tmp_path / "looks.json").read_text())
+    assert looks["looks_run"] == 1 and looks["items_per_model"] == {k: 4 for k in keys}
+    assert [c["contrast"] for c in looks["contrasts"]] == ["dense - cut3", "dense - cut1"]
+    # the longer design: only the second look's items, only for models of open contrasts, no perplexity again
+    calls.clear()
+    second = evaluate_finalists(full, tmp_path, jobs, progress=False, contrasts=contrasts)
+    looks = json.loads((tmp_path / "looks.json").read_text())
+    open_ = {k for c, row in zip(contrasts, looks["contrasts"]) if row["decided_at_look"] != 1
+             for k in (c.left_key, c.right_key)}
+    if open_:
+        assert len(calls) == 1 and calls[0][0] == len(open_) and not calls[0][2]
+        assert sorted(calls[0][1]) == sorted((r["task"], r["doc"]) for r in drawn[4:])
+    assert looks["items_per_model"] == {k: 8 if k in open_ else 4 for k in keys}
+    for k in keys:
+        rows = pq.read_table(tmp_path / "evals" / f"{k}.items.parquet").to_pylist()
+        assert len({(r["task"], r["doc"]) for r in rows}) == len(rows) == looks["items_per_model"][k]
+        assert second[k]["items_used"] == len(rows)
+        assert second[k]["lambada_acc"] == first[k]["lambada_acc"]
+        acc = np.mean([r["pred"] == r["gold"] for r in rows if r["task"] == "piqa"])
+        assert second[k]["piqa_acc"] == pytest.approx(acc)
+    # the same command again: nothing evaluated
+    calls.clear()
+    assert evaluate_finalists(full, tmp_path, jobs, progress=False, contrasts=contrasts) == second
+    assert calls == []
