@@ -21,9 +21,8 @@ import torch
 
 from ghostsearch.errors import GhostsearchError
 from ghostsearch.objectives import Objective, ObjectiveSpec
+from ghostsearch.search.base import Removed
 from ghostsearch.stack import Batch, Captured, Stack
-
-Removed = tuple[int, ...]
 Patches = dict[int, Callable[[torch.Tensor], torch.Tensor]]
 
 

@@ -35,7 +35,8 @@ class CalibrationSpec:
 @dataclass(frozen=True)
 class AwareSpec:
     """Recovery-aware scoring: values are those of the model AFTER this repair of every cut
-    (``search.recovery_aware``). ``max_window``: the longest cut whose operator is precomputed."""
+    (``search.recovery_aware``). ``max_window``: the longest cut whose operator is precomputed (the config
+    key ``search.aware_window``)."""
 
     method: str = "ghosted"
     max_window: int = 12

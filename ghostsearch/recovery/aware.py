@@ -1,6 +1,6 @@
 """Recovery-aware scoring: the value of a candidate AFTER ghosted (dense) recovery of every cut.
 
-Set by ``search.recovery_aware: ghosted`` (with ``search.aware.{max_window,ridge,solver}``); the
+Set by ``search.recovery_aware: ghosted`` (with ``search.aware_window``, ``AwareSpec.max_window`` here, and ``recovery.ridge``); the
 Scorer is given a ``GhostedAware`` provider (``scoring.PatchProvider``) when it prepares the
 objective. ``prepare`` makes one pass over the dense calibration states: for every boundary a it
 accumulates G_aa = X_a^T X_a and G_ab = X_a^T X_b for b in a+1..a+max_window (float64), and solves
@@ -28,7 +28,7 @@ class GhostedAware:
         if spec.method != "ghosted":
             raise GhostsearchError(f"search.recovery_aware={spec.method!r}; recovery-aware scoring supports ghosted")
         if spec.max_window < 1:
-            raise GhostsearchError(f"max_window={spec.max_window}; use 1 or more (the longest cut to cache)")
+            raise GhostsearchError(f"search.aware_window={spec.max_window}; use 1 or more (the longest cut to cache)")
         self.spec = spec
         self.mats: dict[tuple[int, int], torch.Tensor] = {}
 
@@ -53,7 +53,7 @@ class GhostedAware:
         for a, b in cuts(removed):
             m = self.mats.get((a, b))
             if m is None:
-                raise GhostsearchError(f"cut {a}..{b - 1} is longer than search.aware.max_window="
+                raise GhostsearchError(f"cut {a}..{b - 1} is longer than search.aware_window="
                                        f"{self.spec.max_window}; raise it")
             out[b] = residual_fn(m)
         return out

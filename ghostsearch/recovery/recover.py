@@ -61,15 +61,16 @@ def recover(run_dir, method: str | None = None, top: int | None = None, threads:
                      "seconds": time.perf_counter() - t0})
         if on_row is not None:
             on_row(rows[-1])
-    write_rows(run_dir / "recovery.parquet", rows)
+    merge_rows(rows, run_dir / "recovery.parquet")
     return rows
 
 
 KEY = ("finalist", "method", "variant")
 
 
-def write_rows(path: Path, rows: list[dict]) -> None:
-    """Merge ``rows`` into the Parquet file at ``path``: rows with the same KEY are replaced, the rest kept."""
+def merge_rows(rows: list[dict], path: Path) -> None:
+    """Merge ``rows`` into the Parquet file at ``path``: rows with the same KEY are replaced, the rest kept
+    (``evaluate.write_rows(rows, path)`` writes a file whole; both take the rows first)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 

@@ -71,7 +71,7 @@ def test_aware_score_equals_pruned_repaired_model(aware):
     logits = model(input_ids=ids).logits[:, :-1].float()
     nll = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
     assert aware == pytest.approx(math.exp(float(nll)), rel=1e-4)
-    with pytest.raises(GhostsearchError, match="max_window"):
+    with pytest.raises(GhostsearchError, match=r"longer than search.aware_window=\d+; raise it"):
         sc.score(calib, window(sc, calib, 6))
 
 
