@@ -91,7 +91,7 @@ class Eval:
     tasks: list[str] = field(default_factory=lambda: ["boolq", "piqa", "hellaswag", "winogrande", "arc_easy",
                                                        "arc_challenge", "openbookqa", "social_iqa"])  # lm-eval, 0-shot
     perplexity: list[str] = field(default_factory=lambda: ["wikitext2", "c4", "lambada"])  # perplexity corpora
-    limit: int | None = None  # documents per task and LAMBADA passages (None: all)
+    limit: int | None = None  # per task: at most this many items of the draw (eval.sample); LAMBADA: the first N passages (None: all)
     ppl_seq_len: int = 512  # tokens per perplexity window
     ppl_max_seq: int | None = 64  # perplexity windows per corpus (None: all)
     protocol: str = "quick"      # quick: ppl_max_seq windows of ppl_seq_len; paper: the whole set in
