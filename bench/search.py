@@ -75,9 +75,11 @@ def report(run_dir, objective="perplexity", k=6):
               f"{(f'{used:.1f}' if used else 'not reached'):>16s} {ratio:>7s}")
 
 
-MATCHED = [("greedy", {}), ("greedy+race", {"race": True}), ("beam", {"width": 2}), ("ga", {}),
-           ("bo", {}), ("cbo", {}), ("cbo+none", {"transform": "none"})]
-DETERMINISTIC = {"greedy", "greedy+race", "beam"}  # no seed enters them (the race's row order is fixed): run once
+MATCHED = [("greedy", {"race": False}), ("greedy+race", {"race": True}), ("ga", {}), ("bo", {}), ("cbo", {}),
+           ("beam+race", {"width": 2, "race": True}), ("beam", {"width": 2, "race": False}),
+           ("cbo+none", {"transform": "none"})]
+DEFAULT = ["greedy", "greedy+race", "ga", "bo", "cbo", "beam+race"]  # --searchers default
+DETERMINISTIC = {"greedy", "greedy+race", "beam", "beam+race"}  # no seed enters them (the race's row order is fixed): run once
 
 
 def improvements(history: list[dict]) -> list[dict]:
@@ -107,7 +109,7 @@ def matched(args):
 
     base = [f"out={args.out}", f"calibration.n_seq={args.n_seq}", f"calibration.seq_len={args.seq_len}",
             "search.protected=[0,-1]", f"pool.actors={args.actors}", "pool.threads=1", "pool.dashboard=false"]
-    labels = args.searchers.split(",") if args.searchers else [m[0] for m in MATCHED]
+    labels = args.searchers.split(",") if args.searchers else DEFAULT
     unknown = sorted(set(labels) - {m[0] for m in MATCHED})
     if unknown:
         raise SystemExit(f"--searchers: unknown {unknown}; choose from {[m[0] for m in MATCHED]}")
@@ -150,15 +152,21 @@ def matched(args):
                         at = reach(r["history"], greedy_best)
                         rows.append((objective, k, seed, label, r["value"], r["budget_used"], at, cost, r["wall_seconds"],
                                      r["removed"]))
+                        g = first.get("greedy")
+                        race = r.get("race") or {}
                         with open(os.path.join(args.out, "matched.jsonl"), "a") as f:  # --plot reads these
                             f.write(json.dumps({"objective": objective, "k": k, "seed": seed, "searcher": label,
                                                 "value": r["value"], "budget_used": r["budget_used"],
                                                 "greedy_cost": cost, "wall_seconds": r["wall_seconds"],
                                                 "removed": r["removed"], "history": improvements(r["history"]),
-                                                "n_seq": args.n_seq, "seq_len": args.seq_len}) + "\n")
+                                                "n_seq": args.n_seq, "seq_len": args.seq_len, "race": race,
+                                                "evaluations": r["evaluations"]}) + "\n")
                         print(f"{objective:10s} k={k} seed={seed} {label:12s} best {r['value']:10.4f} used {r['budget_used']:7.1f} "
                               f"reached greedy at {'-' if at is None else f'{at:.1f} ({at / cost:.2f}x)':>14s} "
-                              f"wall {r['wall_seconds']:7.1f}s {r['removed']}", flush=True)
+                              f"wall {r['wall_seconds']:7.1f}s {r['removed']} ({race.get('used', '-')})"
+                              + (f" | vs exact greedy: budget {r['budget_used'] / g['budget_used']:.2f}x, wall "
+                                 f"{r['wall_seconds'] / g['wall_seconds']:.2f}x, same set {sorted(r['removed']) == sorted(g['removed'])}"
+                                 if g is not None and label != "greedy" else ""), flush=True)
     finally:
         ray.shutdown()
     return rows

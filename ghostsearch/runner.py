@@ -118,7 +118,8 @@ def run_cell(cfg: Config, broker, run_dir: Path, *, searcher: str, objective: st
             "direction": "lower is better", "dense_value": dense,
             "relative_change": (value - dense) / abs(dense) if dense else None,
             "budget_mode": "matched" if matched else "own", "budget": s.budget.evaluations,
-            "warm_start": [list(w) for w in getattr(s, "warm", [])]}
+            "warm_start": [list(w) for w in getattr(s, "warm", [])],
+            "race": s.race_report()}  # raced or exact (race: auto), rows, candidates cut without the bound
 
 
 def search(cfg: Config, address: str | None = None, progress: bool = True) -> dict:

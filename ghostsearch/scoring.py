@@ -220,6 +220,61 @@ class Scorer:
         return {"sums": [out[int(r)][0] for r in rows], "counts": [out[int(r)][1] for r in rows],
                 "tokens": tokens, "seconds": time.perf_counter() - t0, "start": b}
 
+    @torch.no_grad()
+    def score_rows_many(self, key: str, items, rows) -> list[dict]:
+        """``score_rows`` of several candidates on the same rows (one look of a race): [(removed,
+        prefix)] -> one score_rows dict each. Per micro-batch, a block every candidate runs is run once
+        for all of them (their states stacked, at most a micro-batch's rows or the look's rows of
+        it at a time, so no more memory than exact scoring), the head per candidate; rows are
+        independent, so each value is that candidate's own. Recovery-aware scoring (patches) goes one
+        candidate at a time."""
+        t0 = time.perf_counter()
+        p = self.prepared[key]
+        begun = [self._begin(key, tuple(r), tuple(pre) if pre else None, None) for r, pre in items]
+        if any(patches for _, patches, _, _ in begun):
+            return [self.score_rows(key, r, rows, tuple(pre) if pre else None) for r, pre in items]
+        L, wanted = self.stack.n_blocks, sorted({int(r) for r in rows})
+        outs: list[dict[int, tuple[float, float]]] = [{} for _ in items]
+        tokens, offset = 0, 0
+        for mb, (batch, cap) in enumerate(zip(p.batches, p.caps)):
+            local = [r - offset for r in wanted if offset <= r < offset + batch.rows]
+            offset += batch.rows
+            if not local:
+                continue
+            idx, n = torch.tensor(local), len(local)
+            group = max(1, max(n, batch.rows) // n)  # candidates per forward
+            tokens += len(items) * (int(batch.weight[idx].sum()) if batch.weight is not None else n * batch.input_ids.shape[1])
+            for g in range(0, len(items), group):
+                part = list(range(g, min(g + group, len(items))))
+                caps = {}
+                h = {}
+                for c in part:
+                    _, _, b, src = begun[c]
+                    s = self._cached(p, src, b, mb)
+                    h[c] = s[idx.to(s.device)]
+                for i in range(min(begun[c][2] for c in part), L):
+                    active = [c for c in part if begun[c][2] <= i and i not in begun[c][0]]
+                    if not active:
+                        continue
+                    if len(active) not in caps:
+                        caps[len(active)] = Stack.slice(cap, idx.repeat(len(active)), batch.rows)
+                    x = torch.cat([h[c].to(h[active[0]].device) for c in active]) if len(active) > 1 else h[active[0]]
+                    y = self.stack.run(x, caps[len(active)], i, (), stop=i + 1)
+                    for c, part_y in zip(active, y.split(n)):
+                        h[c] = part_y
+                for c in part:
+                    x = self.stack.run(h[c], Stack.slice(cap, idx, batch.rows), L, ())  # to the head's device
+                    sums, counts = p.objective.row_losses(self.stack, x, batch, idx)
+                    outs[c].update({offset - batch.rows + r: (float(s), float(k)) for r, s, k in zip(local, sums, counts)})
+        seconds = (time.perf_counter() - t0) / max(1, len(items))
+        result = []
+        for (removed, _, b, _), out in zip(begun, outs):
+            if not all(math.isfinite(s) for s, _ in out.values()):
+                raise GhostsearchError(f"removing {removed} gives a non-finite loss; check the model dtype")
+            result.append({"sums": [out[int(r)][0] for r in rows], "counts": [out[int(r)][1] for r in rows],
+                           "tokens": tokens // max(1, len(items)), "seconds": seconds, "start": b})
+        return result
+
     def statistic(self, key: str, name: str):
         st = self.prepared[key].stats
         if name == "row_counts" and name not in st:  # per-row loss counts (racing): the dense model's

@@ -184,6 +184,8 @@ class Searcher:
         self.best_value = math.inf
         self.history: list[tuple[float, float]] = []  # (used, best full-fidelity value so far)
         self.oracle: Oracle | None = None
+        self.rows: int | None = None  # the evaluator's calibration rows (set by search.run; race: auto)
+        self.race_cut = 0  # candidates the race's ``cut`` heuristic dropped on partial means (no bound)
         self.told_keys: set[tuple[Removed, float]] = set()  # (set, fidelity) of every value told
 
     # ---------- parameters ----------
@@ -223,6 +225,12 @@ class Searcher:
                 f"searcher '{self.name}' needs a budget of at least {need:g} evaluations for k={self.space.k} "
                 f"of {len(self.space.free)} free blocks, got {self.budget.evaluations:g}; raise search.budget"
             )
+
+    @classmethod
+    def run_params(cls, params: dict, run_dir, cell: str) -> dict:
+        """The parameters a run gives this searcher once it has a run directory (files the searcher
+        keeps there, e.g. bo's Optuna journal); by default ``params`` unchanged."""
+        return params
 
     def check_ends(self) -> None:
         """The contract's "a budget or an end", checked when the searcher is built."""

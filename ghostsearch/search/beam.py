@@ -14,8 +14,9 @@ class Beam(Memo):
     """Step t (t = 1..k) asks R ∪ {j} for every kept set R of size t-1 and every free j not in R,
     each with R as its prefix hint; sets reached from two beams are asked once (the better-ranked
     parent is the hint). The ``width`` best sets of size t are kept (ties: the smaller tuple).
-    After k steps the best k-set is the answer. With ``race`` each step races its candidates
-    (keeping ``width``) instead of scoring them all at full fidelity (search/racing.py)."""
+    After k steps the best k-set is the answer. With ``race`` (``auto``, the default: when the
+    calibration has >= 32 rows) each step races its candidates (keeping ``width``) instead of
+    scoring them all at full fidelity (search/racing.py)."""
 
     name = "beam"
     ends_by_itself = True  # k rounds of width-limited expansion
@@ -23,7 +24,7 @@ class Beam(Memo):
     @dataclass
     class Params:
         width: int = 4
-        race: bool | dict = False  # true, or {delta: .., min_rows: .., growth: ..}
+        race: bool | str | dict = "auto"  # auto (>= 32 rows), true, false, or {delta: .., bound: ..}
 
         def __post_init__(self):
             require_ints(self, "width")
@@ -68,7 +69,7 @@ class Greedy(Beam):
 
     @dataclass
     class Params:  # greedy is beam search of width 1
-        race: bool | dict = False
+        race: bool | str | dict = "auto"
 
         def __post_init__(self):
             race_params(self.race)

@@ -35,12 +35,17 @@ class BO(ModelBased):
     file that ``optuna-dashboard`` opens; a fresh searcher starts the study afresh there (a resumed
     run rebuilds it by replay), so the sampler never sees a trial twice.
 
-    Racing (``race``, on by default): the starts and every ask's ``batch`` proposals are raced
-    (keeping 1, spending at most ``batch``), and the single-block prior too. A dropped proposal is
-    told to the study with its partial value (an estimate on the rows it saw); local moves start
-    from the best full-fidelity trial; a proposal the race could not afford to score is failed."""
+    Racing (``race``: ``auto``, the default, races when the calibration has >= 32 rows): the starts
+    and every ask's ``batch`` proposals (as many as the budget affords) are raced, keeping 1, and the
+    single-block prior too. A dropped proposal is told to the study with its partial value (an
+    estimate on the rows it saw); local moves start from the best full-fidelity trial."""
 
     name = "bo"
+
+    @classmethod
+    def run_params(cls, params: dict, run_dir, cell: str) -> dict:
+        """The study's journal lives in the run directory (RUN_DIR/optuna-<cell>.log) unless set."""
+        return {"storage": str(run_dir / f"optuna-{cell}.log"), **params}
 
     @dataclass
     class Params:
@@ -50,7 +55,7 @@ class BO(ModelBased):
         n_random: int = 0  # random trials after the starts before the model takes over
         temperature: float = 0.5  # of the prior weights; larger = closer to uniform
         batch: int = 8  # proposals per ask (raced; without racing each costs a full evaluation)
-        race: bool | dict = True
+        race: bool | str | dict = "auto"
         local_every: int = 3  # every local_every-th trial is a local move around the incumbent; 0: never
         storage: str | None = None  # JournalStorage file, e.g. RUN_DIR/optuna-<cell>.log
         study_name: str | None = None
@@ -163,18 +168,18 @@ class BO(ModelBased):
             self.study = self.open_study()
         todo = [s for s in self.starts() if not self.seen(s)]
         taken: set = set()
-        for s in todo[: len(todo) if race_params(self.params.race) else self.affordable(len(todo))]:
+        for s in todo[: self.affordable(len(todo))]:  # raced or not, what it asks it can afford
             self.study.enqueue_trial(self.encode(s))
             self.asked[self.study.ask(self.distributions).number] = s
             taken.add(s)
         if not taken:
             unseen = self.space.n_subsets() - self.n_seen()
-            n = self.params.batch if race_params(self.params.race) else self.affordable(self.params.batch)
+            n = self.affordable(self.params.batch)
             for _ in range(min(n, unseen)):
                 trial, s = self.ask_one(taken)
                 self.asked[trial.number] = s
                 taken.add(s)
-        return self.raced([Candidate(s) for s in self.asked.values()], cap=min(self.budget_left, len(self.asked)))
+        return self.raced([Candidate(s) for s in self.asked.values()])
 
     def n_seen(self) -> int:
         return sum(len(s) == self.space.k for s in {**self.memo, **self.partial})

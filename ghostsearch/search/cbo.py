@@ -116,9 +116,10 @@ class CBO(ModelBased):
     for real, refit, until the budget is spent. The best real value wins. Everything is a function
     of the values so far and the seed, so the memo is the whole state.
 
-    Racing (``race``, on by default): each round races the ``n_screen`` lowest-energy unseen sets
-    (the minimum and the excited states) keeping 1 and spending at most ``n_propose``; the
-    single-block prior is raced too. Dropped sets enter the fit with their partial values."""
+    Racing (``race``: ``auto``, the default, races when the calibration has >= 32 rows): each round
+    races the ``n_screen`` lowest-energy unseen sets (the minimum and the excited states; as many as
+    the budget affords, since a race of n costs at most n) keeping 1; the single-block prior is
+    raced too. Dropped sets enter the fit with their partial values."""
 
     name = "cbo"
 
@@ -129,7 +130,7 @@ class CBO(ModelBased):
         n_propose: int = 4
         temperature: float = 1.0  # of the prior weights for the random design
         enumerate_limit: float = 1e7
-        race: bool | dict = True
+        race: bool | str | dict = "auto"
         n_screen: int = 16  # sets raced per round when racing
         warm_start: bool = False  # the design begins with the shared cache's best k-sets
         warm_n: int = 4  # how many of them
@@ -190,9 +191,8 @@ class CBO(ModelBased):
         todo = [Candidate(s) for s in self.design() if not self.seen(s)][:max(0, room)]
         if todo:
             return todo
-        if race_params(self.params.race):
-            cap = min(self.budget_left, float(self.params.n_propose))
-            return self.raced([Candidate(s) for s in self.proposals(self.params.n_screen)], cap=cap)
+        if self.racing():  # a race of n sets costs at most n: as many as the budget affords
+            return self.raced([Candidate(s) for s in self.proposals(self.affordable(self.params.n_screen))])
         todo = [Candidate(s) for s in self.proposals(self.params.n_propose)]
         return todo[: self.affordable(len(todo))]
 

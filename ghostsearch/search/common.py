@@ -10,7 +10,7 @@ import numpy as np
 
 from ghostsearch.errors import GhostsearchError
 from ghostsearch.search.base import Budget, Candidate, Removed, Searcher, Space, canonical
-from ghostsearch.search.racing import Race, race_params
+from ghostsearch.search.racing import Race, RaceParams, race_params
 
 
 def greedy_cost(space: Space) -> int:
@@ -67,11 +67,15 @@ class Memo(Searcher):
         """The full value if known, else the partial one."""
         return self.memo[s] if s in self.memo else self.partial[s]
 
-    def raced(self, cands: list[Candidate], keep: int = 1, cap: float | None = None) -> list[Candidate] | Race:
-        """``cands`` as a race (keeping ``keep``, spending at most ``cap``) when the ``race`` parameter
-        is on and there is something to eliminate; else as they are."""
-        rp = race_params(getattr(self.params, "race", False))
-        return Race(cands, rp, keep=keep, cap=cap) if rp and len(cands) > keep else cands
+    def racing(self) -> RaceParams | None:
+        """The ``race`` parameter resolved ('auto': on when the evaluator has >= 32 calibration rows)."""
+        return race_params(getattr(self.params, "race", False), self.rows)
+
+    def raced(self, cands: list[Candidate], keep: int = 1) -> list[Candidate] | Race:
+        """``cands`` as a race (keeping ``keep``; it may cost up to ``len(cands)``, which the caller
+        must afford) when racing is on and there is something to eliminate; else as they are."""
+        rp = self.racing()
+        return Race(cands, rp, keep=keep) if rp and len(cands) > keep else cands
 
     def affordable(self, n: int, fidelity: float = 1.0) -> int:
         """How many of n evaluations at this fidelity the budget still allows."""

@@ -64,9 +64,9 @@ class GA(ModelBased):
     ``promote`` best are scored at full fidelity, and the next population is the best ``pop_size``
     of parents and promoted children (elitism). Only full-fidelity values rank individuals.
 
-    With ``race`` (the default) the screen/promote split is a race instead: each generation's
-    offspring are raced, the ``promote`` best end at full fidelity (search/racing.py), spending at
-    most ``offspring`` evaluations; ``screen`` is then unused. The single-block prior is raced too."""
+    With ``race`` (``auto``, the default: on when the calibration has >= 32 rows) the screen/promote
+    split is a race instead: each generation's affordable offspring are raced, the ``promote`` best
+    end at full fidelity (search/racing.py), spending at most one evaluation per offspring; ``screen`` is then unused. The single-block prior is raced too."""
 
     name = "ga"
 
@@ -80,7 +80,7 @@ class GA(ModelBased):
         mut_prob: float = field(default=0.7, metadata=UNIT)
         tournament: int = 2
         temperature: float = 1.0  # of the prior weights; larger = closer to uniform
-        race: bool | dict = True  # race each generation (and the prior); false: screen, then promote
+        race: bool | str | dict = "auto"  # race each generation (and the prior); false: screen, then promote
         warm_start: bool = False  # the first population starts with the shared cache's best k-sets
         warm_n: int = 4  # how many of them
 
@@ -132,7 +132,7 @@ class GA(ModelBased):
             return "singles"
         if self.population is None:
             return "init"
-        if race_params(self.params.race):
+        if self.racing():
             return "race"
         return "screen" if self.screened is None else "promote"
 
@@ -149,9 +149,8 @@ class GA(ModelBased):
         if phase == "singles":
             return self.ask_singles()
         if phase == "race":
-            keep = min(self.params.promote, self.affordable(self.params.promote))
-            cap = min(self.budget_left, float(self.params.offspring))
-            return self.raced([Candidate(s) for s in self.breed(self.params.offspring)], keep=keep, cap=cap)
+            n = self.affordable(self.params.offspring)  # a race of n costs at most n: one it can afford
+            return self.raced([Candidate(s) for s in self.breed(n)], keep=min(self.params.promote, n))
         if phase == "init":
             rng = np.random.default_rng([self.seed, 2**31])
             first = self.first(self.prior_topk())[: self.params.pop_size]

@@ -62,6 +62,8 @@ def run(searcher: Searcher, evaluator: Evaluator, *, oracle: Oracle | None = Non
         on_tell: Callable[[Searcher], None] | None = None, stop: Callable[[], bool] | None = None) -> Searcher:
     """Drive a searcher to completion: ask, evaluate (or race), tell, until done or out of time."""
     t0 = time.monotonic()
+    if getattr(getattr(searcher, "params", None), "race", False) not in (False, None) and hasattr(evaluator, "n_rows"):
+        searcher.rows = int(evaluator.n_rows())  # race: auto decides on it
     searcher.setup(oracle if oracle is not None else getattr(evaluator, "statistic", None) and evaluator)
     while not searcher.done:
         if searcher.budget.seconds is not None and time.monotonic() - t0 > searcher.budget.seconds:
@@ -79,6 +81,7 @@ def run(searcher: Searcher, evaluator: Evaluator, *, oracle: Oracle | None = Non
             raise RuntimeError(f"searcher {searcher.name} asked {cost:g} evaluations with {searcher.budget_left:g} left")
         if isinstance(asked, Race):
             out = race(asked, evaluator, searcher.name)
+            searcher.race_cut += len(out.cut)
             searcher.tell(out.told, out.values)
         else:
             searcher.tell(asked, evaluator.evaluate(asked, searcher.name))

@@ -1,29 +1,45 @@
 """Racing: paired successive elimination of a batch of candidates on calibration rows.
 
 Every candidate of a race is scored on the same calibration rows, in one fixed seeded order
-(``order``), look after look: rows [0, n_1), then [n_1, n_2), ... (``schedule``). After each look
-the per-row loss sums are compared in pairs: for candidates a and b on the n rows seen so far,
-d_r = loss_r(a) - loss_r(b), and a is *confidently worse* than b when
+(``order``), look after look: rows [0, n_1), then [n_1, n_2), ... (``schedule``); a row scored at one
+look is never scored again. After each look the per-row loss sums are compared in pairs: for
+candidates a and b on the n of N rows seen so far, d_r = loss_r(a) - loss_r(b), and a is
+*confidently worse* than b when ``mean(d) - radius > 0``. A candidate confidently worse than
+``keep`` others is dropped; survivors go on; every survivor ends at full fidelity, where the
+comparison is exact (n = N: the mean over all rows is the value's ordering itself).
 
-    mean(d) - t_{1-alpha, n-1} * sd(d) / sqrt(n) * sqrt(1 - n/N) > 0
+The radius (``bound``), both with the finite-population correction (the N calibration rows are
+the whole population and the race draws them without replacement in a random order):
 
-(a one-sided Student-t bound with the finite-population correction: the N calibration rows are
-the whole population, so at n = N the bound is the exact difference). A candidate that is
-confidently worse than ``keep`` others is dropped; survivors go on; every survivor ends at full
-fidelity. ``alpha = delta / (keep * (m - 1) * looks)`` (a union bound over the winners, their m - 1
-rivals and the looks), so a true top-``keep`` candidate is dropped with probability at most
-``delta`` when the mean of the paired differences is close to normal (a t-approximation, not a
-distribution-free guarantee).
+* ``t`` (default): ``t_{1-alpha, n-1} * sd(d) / sqrt(n) * sqrt(1 - n/N)``, a one-sided Student-t
+  bound: an approximation, accurate when the mean of the seen differences is close to normal.
+  Measured (tests/search/test_racing_bound.py): false drops <= delta for normal, t(2), t(3) and
+  near-tied differences at 8-128 rows. It cannot hold when a few rows decide the ordering and
+  none of them has been seen yet (the outlier-row case: the best loses slightly on 7 of 8 rows and
+  wins by a lot on the 8th). No rule that looks only at the rows seen can: a hidden row of any
+  size is possible, and it stays unseen with probability (N - n) / N.
+* ``serfling``: an empirical-Bernstein-Serfling bound (Bardenet & Maillard 2015, Theorem 3) or the
+  Hoeffding-Serfling bound, whichever is tighter, each at alpha / 2; valid whatever the
+  distribution of the differences, given ``range``: the width of an interval every per-row loss
+  difference lies in (in loss-sum units), which the user states. It holds in the outlier-row case
+  when ``range`` covers the outlier; its price is in docs/searchers.md (racing).
+
+``alpha = delta / (keep * (m - 1) * (looks - 1))``: a union bound over the winners, their m - 1
+rivals and the looks before the last (the last look is exact and spends nothing), so a true
+top-``keep`` candidate is dropped with probability at most ``delta`` under the bound's condition.
 
 The ranking of two candidates follows the sign of sum_r d_r when the objective's value is
 increasing in its loss sum at a fixed count and the per-row counts do not depend on the candidate
 (perplexity, margin and kl: they do not).
 
 Cost: a candidate scored on n of N rows costs n / N full-evaluation equivalents (fidelity n / N),
-so raced and exact scoring spend the same budget unit. A race never spends more than ``cap``: when
-the next look for every survivor would leave too little for ``keep`` survivors to finish, the
-survivors with the worst partial mean are dropped first (before any row when even the first look
-is unaffordable: those candidates are not scored and not told).
+so raced and exact scoring spend the same budget unit. A race costs at most its number of
+candidates (every one at full fidelity): a searcher asks for a race it can afford, and no
+candidate is dropped without the bound. ``cut`` (off unless a searcher names it) is a separate
+heuristic with no guarantee: spend at most ``cut``; when the next look for every survivor would
+leave too little for ``keep`` survivors to finish, the survivors with the worst partial mean are
+cut (before any row when even the first look is unaffordable: those are not scored). Cut
+candidates are listed in ``Outcome.cut``, counted in the result and ledgered with ``cut``.
 """
 from __future__ import annotations
 
@@ -37,20 +53,29 @@ from scipy import stats
 from ghostsearch.errors import GhostsearchError
 from ghostsearch.search.base import Candidate, Removed
 
+AUTO_ROWS = 32  # race: auto races when the calibration has at least this many rows, else scores exactly
+BOUNDS = ("t", "serfling")
+KAPPA = 7.0 / 3.0 + 3.0 / math.sqrt(2.0)  # the empirical-Bernstein-Serfling constant (Bardenet & Maillard 2015)
+
 
 @dataclass(frozen=True)
 class RaceParams:
-    """``race`` of a searcher's parameters: ``true`` or ``{delta: .., min_rows: .., growth: ..}``.
+    """``race`` of a searcher's parameters: ``auto`` (the default), ``true``, ``false`` or
+    ``{delta: .., min_rows: .., growth: .., bound: .., range: ..}``.
 
     delta:    the race's error probability (a true top-``keep`` candidate dropped), default 0.05.
     min_rows: rows every candidate is scored on before the first look (default 4; at least 2).
     growth:   each look multiplies the rows seen by this factor (default 2: looks at 4, 8, 16 ... rows).
-    order_seed: the seed of the row order (the same for every searcher, so races share the cache)."""
+    order_seed: the seed of the row order (the same for every searcher, so races share the cache).
+    bound:    't' (Student-t, an approximation) or 'serfling' (distribution-free given ``range``).
+    range:    serfling: the width of an interval every per-row loss difference lies in."""
 
     delta: float = 0.05
     min_rows: int = 4
     growth: float = 2.0
     order_seed: int = 0
+    bound: str = "t"
+    range: float | None = None
 
     def __post_init__(self):
         if not 0 < self.delta < 1:
@@ -59,6 +84,10 @@ class RaceParams:
             raise ValueError("race.min_rows must be an integer >= 2")
         if self.growth <= 1:
             raise ValueError("race.growth must be > 1")
+        if self.bound not in BOUNDS:
+            raise ValueError(f"race.bound must be one of {', '.join(BOUNDS)}")
+        if self.bound == "serfling" and not (self.range is not None and self.range > 0):
+            raise ValueError("race.bound 'serfling' needs race.range > 0 (the width of the per-row loss differences)")
 
     def schedule(self, n_rows: int) -> list[int]:
         """Rows seen at each look: min_rows, x growth ..., ending at n_rows."""
@@ -72,16 +101,20 @@ class RaceParams:
         return np.random.default_rng([self.order_seed, n_rows]).permutation(n_rows)
 
 
-def race_params(value: Any) -> RaceParams | None:
-    """A searcher's ``race`` parameter: False/None (off), True (defaults) or a dict of RaceParams."""
+def race_params(value: Any, n_rows: int | None = None) -> RaceParams | None:
+    """A searcher's ``race`` parameter: False/None (off), True (defaults), a dict of RaceParams, or
+    'auto': on (defaults) when the calibration has at least AUTO_ROWS rows (``n_rows``), else off
+    (and off when the evaluator gives no per-row losses: ``n_rows`` None)."""
     if value is None or value is False:
         return None
+    if value == "auto":
+        return RaceParams() if n_rows is not None and n_rows >= AUTO_ROWS else None
     if value is True:
         return RaceParams()
     if isinstance(value, RaceParams):
         return value
     if not isinstance(value, dict):
-        raise ValueError("race must be true, false or a mapping such as {delta: 0.05}")
+        raise ValueError("race must be auto, true, false or a mapping such as {delta: 0.05}")
     known = set(RaceParams.__dataclass_fields__)
     unknown = sorted(set(value) - known)
     if unknown:
@@ -92,18 +125,20 @@ def race_params(value: Any) -> RaceParams | None:
 @dataclass(frozen=True)
 class Race:
     """What a searcher's ``ask`` returns to race ``candidates`` instead of scoring them all: the
-    ``keep`` best end at full fidelity, spending at most ``cap`` full-evaluation equivalents
-    (default: every candidate at full fidelity). Candidates first in the list are kept first when
-    the cap forces a cut before any row is scored."""
+    ``keep`` best end at full fidelity. It costs at most ``len(candidates)`` (the searcher must
+    afford that), unless ``cut`` names the partial-mean heuristic's spending cap (no guarantee; see
+    the module docstring). Candidates first in the list are kept first when a cut comes before any
+    row is scored."""
 
     candidates: list[Candidate]
     params: RaceParams
     keep: int = 1
-    cap: float | None = None
+    cut: float | None = None
 
     @property
     def cost(self) -> float:
-        return float(len(self.candidates)) if self.cap is None else min(self.cap, float(len(self.candidates)))
+        """The most this race can spend."""
+        return float(len(self.candidates)) if self.cut is None else min(self.cut, float(len(self.candidates)))
 
 
 @dataclass(frozen=True)
@@ -124,36 +159,72 @@ class RowRequest:
 
 
 class RowEvaluator(Protocol):
-    """What racing scores through: per-row loss sums of blocks of calibration rows."""
+    """What racing scores through: per-row loss sums of blocks of calibration rows.
+    Optionally ``cut(candidates, values, searcher)``: ledger the candidates the ``cut`` heuristic cut."""
 
     def n_rows(self) -> int: ...
 
     def rows(self, requests: Sequence[RowRequest], searcher: str) -> list[tuple[list[float], list[float], float]]:
         """Per request: the per-row loss sums and counts of its rows (in order), and the candidate's
-        value on every row seen so far (its partial value; the full value once all rows are seen)."""
+        value on every row seen so far (its partial value; the full value once all rows are seen).
+        All requests of one look come in one call."""
         ...
 
 
 @dataclass
 class Outcome:
     """The race's result: every scored candidate at the fidelity it reached, and its value there
-    (partial below 1: flagged in the ledger, never an answer)."""
+    (partial below 1: flagged in the ledger, never an answer); ``cut``: those of them the ``cut``
+    heuristic dropped on their partial mean (never the bound's doing)."""
 
     told: list[Candidate] = field(default_factory=list)
     values: list[float] = field(default_factory=list)
     unscored: list[Candidate] = field(default_factory=list)
+    cut: list[Candidate] = field(default_factory=list)
 
 
-def confidently_worse(X: np.ndarray, n_total: int, alpha: float) -> np.ndarray:
-    """W[a, b] = True when a is confidently worse than b on the rows of X ([m, n] per-row sums)."""
-    m, n = X.shape
-    D = X[:, None, :] - X[None, :, :]
+def race_alpha(delta: float, keep: int, m: int, n_looks: int) -> float:
+    """Per comparison: delta split over the winners, their m - 1 rivals and the looks before the last."""
+    return delta / (keep * max(1, m - 1) * max(1, n_looks - 1))
+
+
+def radius(D: np.ndarray, n_total: int, alpha: float, params: RaceParams) -> np.ndarray:
+    """The bound's radius for the mean of the paired differences D [..., n] (n < n_total rows seen)."""
+    n = D.shape[-1]
+    if params.bound == "serfling":
+        rho = 1 - (n - 1) / n_total if n <= n_total / 2 else (1 - n / n_total) * (1 + 1 / n)
+        log = math.log(2 * 5 / alpha)  # Bernstein at alpha / 2 (its own log(5 / .)); Hoeffding at alpha / 2
+        bern = D.std(-1) * math.sqrt(2 * rho * log / n) + KAPPA * params.range * log / n
+        hoeff = params.range * math.sqrt(rho * math.log(2 / alpha) / (2 * n))
+        return np.minimum(bern, hoeff)
+    return stats.t.ppf(1 - alpha, n - 1) * D.std(-1, ddof=1) / math.sqrt(n) * math.sqrt(1 - n / n_total)
+
+
+def confidently_worse(X: np.ndarray, n_total: int, alpha: float, params: RaceParams | None = None) -> np.ndarray:
+    """W[..., a, b] = True when a is confidently worse than b on the rows of X ([..., m, n] per-row
+    sums; leading dimensions are independent races). Exact once every row is seen."""
+    n = X.shape[-1]
+    D = X[..., :, None, :] - X[..., None, :, :]
     mean = D.mean(-1)
     if n >= n_total:
         return mean > 0
-    sd = D.std(-1, ddof=1)
-    radius = stats.t.ppf(1 - alpha, n - 1) * sd / math.sqrt(n) * math.sqrt(1 - n / n_total)
-    return mean - radius > 1e-12 * (1 + np.abs(X).mean())
+    scale = 1e-12 * (1 + np.abs(X).mean(axis=(-2, -1)))[..., None, None]
+    return mean - radius(D, n_total, alpha, params or RaceParams()) > scale
+
+
+def simulate(X: np.ndarray, params: RaceParams, keep: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Run ``X.shape[0]`` races at once on given per-row losses X [races, m, N] (rows already in
+    race order), as ``run_race`` decides them: (alive [races, m] at the end, cost [races])."""
+    R, m, N = X.shape
+    looks = params.schedule(N)
+    alpha = race_alpha(params.delta, keep, m, len(looks))
+    alive, cost, prev = np.ones((R, m), bool), np.zeros(R), 0
+    for n in looks:
+        cost += alive.sum(1) * (n - prev) / N
+        prev = n
+        W = confidently_worse(X[..., :n], N, alpha, params) & alive[:, None, :]
+        alive &= W.sum(-1) < keep
+    return alive, cost
 
 
 def run_race(race: Race, evaluator: RowEvaluator, searcher: str) -> Outcome:
@@ -165,19 +236,21 @@ def run_race(race: Race, evaluator: RowEvaluator, searcher: str) -> Outcome:
     order, looks = p.order(N), p.schedule(N)
     keep = max(1, min(race.keep, len(cands)))
     if race.cost < keep - 1e-9:
-        raise RuntimeError(f"{searcher}: a race keeping {keep} needs a cap of at least {keep}, got {race.cost:g}")
-    alpha = p.delta / (keep * max(1, len(cands) - 1) * len(looks))
+        raise RuntimeError(f"{searcher}: a race keeping {keep} needs a cut of at least {keep}, got {race.cost:g}")
+    alpha = race_alpha(p.delta, keep, len(cands), len(looks))
     alive = list(range(len(cands)))
     rows: list[list[float]] = [[] for _ in cands]
     seen = [(0.0, 0.0)] * len(cands)  # per candidate: (loss sum, count) over its rows so far
     value = [math.nan] * len(cands)
+    cut: list[int] = []
     left, n = race.cost, 0
     for nxt in looks:
-        # afford this look for every survivor and leave enough for `keep` of them to finish
-        fit = max(1, int((left - keep * (N - nxt) / N) / ((nxt - n) / N) + 1e-9))
-        if len(alive) > fit:
-            alive = sorted(alive, key=lambda i: (np.mean(rows[i]) if rows[i] else 0.0, i))[:max(1, fit)]
-            alive.sort()
+        if race.cut is not None:  # the heuristic: afford this look and leave enough for `keep` to finish
+            fit = max(1, int((left - keep * (N - nxt) / N) / ((nxt - n) / N) + 1e-9))
+            if len(alive) > fit:
+                ranked = sorted(alive, key=lambda i: (np.mean(rows[i]) if rows[i] else 0.0, i))
+                cut += [i for i in ranked[fit:] if rows[i]]
+                alive = sorted(ranked[:fit])
         block = tuple(int(r) for r in order[n:nxt])
         reqs = [RowRequest(cands[i].removed, cands[i].prefix, block, n, seen[i]) for i in alive]
         for i, (sums, counts, v) in zip(alive, evaluator.rows(reqs, searcher)):
@@ -186,8 +259,7 @@ def run_race(race: Race, evaluator: RowEvaluator, searcher: str) -> Outcome:
             value[i] = float(v)
         left -= len(alive) * (nxt - n) / N
         n = nxt
-        X = np.array([rows[i] for i in alive])
-        worse = confidently_worse(X, N, alpha).sum(1)
+        worse = confidently_worse(np.array([rows[i] for i in alive]), N, alpha, p).sum(1)
         alive = [i for i, w in zip(alive, worse) if w < keep]
         if n == N:
             break
@@ -196,8 +268,12 @@ def run_race(race: Race, evaluator: RowEvaluator, searcher: str) -> Outcome:
         if rows[i]:
             out.told.append(Candidate(c.removed, fidelity=len(rows[i]) / N, prefix=c.prefix))
             out.values.append(value[i])
+            if i in cut:
+                out.cut.append(out.told[-1])
         else:
             out.unscored.append(c)
+    if out.cut and hasattr(evaluator, "cut"):
+        evaluator.cut(out.cut, [out.values[out.told.index(c)] for c in out.cut], searcher)
     return out
 
 
