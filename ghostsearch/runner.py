@@ -19,8 +19,7 @@ from ghostsearch.rundir import Ledger, cell_name
 
 def budget_driven(cls, space, params) -> bool:
     """A searcher that runs until its budget is spent (ga, bo, cbo), unlike one that ends by itself."""
-    default = getattr(cls, "default_budget", None)
-    return default is not None and default(space, cls.parse_params(params)) is not None
+    return cls.default_budget(space, cls.parse_params(params)) is not None
 
 
 def build_searcher(cfg: Config, name: str, k: int, seed: int, n_blocks: int, run_dir: Path | None = None,
@@ -33,8 +32,8 @@ def build_searcher(cfg: Config, name: str, k: int, seed: int, n_blocks: int, run
     params = dict(cfg.search.params.get(name) or {})
     budget = params.pop("budget", cfg.search.budget)  # search.params.<searcher>.budget overrides search.budget
     cls = get_searcher(name)
-    if run_dir is not None and "storage" in {f for f in getattr(cls.Params, "__dataclass_fields__", {})}:
-        params.setdefault("storage", str(run_dir / f"optuna-{cell or name}.log"))
+    if run_dir is not None:
+        params = cls.run_params(params, run_dir, cell or name)  # files the searcher keeps in RUN_DIR
     space = Space(n_blocks, k, protected_blocks(cfg, n_blocks))
     if matched and budget_driven(cls, space, params):
         if budget is not None:
