@@ -129,7 +129,6 @@ LAYERS: list[tuple[str, list[str]]] = [
 ALLOWED: dict[tuple[str, str], str] = {}
 
 # Not import-level, so not checked here; listed so the next reader knows (issue 26):
-# * runner.build_searcher knows bo's Optuna ``storage`` parameter (it fills RUN_DIR/optuna-<cell>.log);
 # * claims/report name searchers (greedy as the reference) in their rules;
 # * report's plots read search.lorp's clustering to draw it (a searcher's module, not search's API).
 
