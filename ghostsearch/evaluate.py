@@ -122,7 +122,7 @@ def perplexity_suite(model, tokenizer, datasets=("wikitext2", "c4", "lambada"), 
                      max_seq: int | None = 64, data_dir: str | None = None, limit: int | None = None,
                      batch_size: int = 8, protocol: str = "quick", held_out=()) -> dict:
     """{'ppl_<dataset>': window perplexity} per dataset (c4: its validation split), plus
-    'lambada_acc' and 'lambada_ppl' (last word, the first ``limit`` passages) when lambada is listed.
+    'lambada_acc' and 'lambada_lastword_ppl' (last word, the first ``limit`` passages) when lambada is listed.
     ``held_out``: sets this run calibrated on, read only in their evaluation half (data.part_of)."""
     seq_len, max_seq = protocol_windows(model, protocol, seq_len, max_seq)
     out = {}
@@ -130,7 +130,7 @@ def perplexity_suite(model, tokenizer, datasets=("wikitext2", "c4", "lambada"), 
         texts, ids = corpus(tokenizer, name, data_dir, held_out)
         out[f"ppl_{name}"] = window_perplexity(model, ids, seq_len, max_seq, batch_size)
         if name == "lambada":
-            out["lambada_acc"], out["lambada_ppl"] = lambada_last_word(model, tokenizer, texts[:limit], batch_size)
+            out["lambada_acc"], out["lambada_lastword_ppl"] = lambada_last_word(model, tokenizer, texts[:limit], batch_size)
     return out
 
 
@@ -164,7 +164,7 @@ def perplexity_finalists(model, tokenizer, finalists, cfg_eval, data_dir: str | 
             pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
             lls, greedy = loglikelihoods_finalists(stack, batches, n, finals, cap, pad_id=pad)
             for o, ll, g in zip(out, lls, greedy):
-                o["lambada_acc"], o["lambada_ppl"] = g.double().mean().item(), math.exp(-ll.mean().item())
+                o["lambada_acc"], o["lambada_lastword_ppl"] = g.double().mean().item(), math.exp(-ll.mean().item())
     return out
 
 
@@ -188,7 +188,7 @@ def evaluate_finalist_specs(model, tokenizer, cfg, specs, held_out=(), progress:
 
 # ---------------------------------------------------------------- zero-shot (lm-eval)
 def _local_tasks(data_dir: str | None) -> bool:
-    return data._offline() or data.data_root(data_dir) is not None
+    return data.offline() or data.data_root(data_dir) is not None
 
 
 def is_task_yaml(task: str) -> bool:

@@ -49,20 +49,28 @@ def build_searcher(cfg: Config, name: str, k: int, seed: int, n_blocks: int, run
 
 
 class Progress:
-    """A bar per searcher: evaluations done, best so far, rate."""
+    """A bar per searcher: evaluations done, rate, and the searcher's best so far (``told``: the
+    value its history records, so the bar and result.json's history agree). Each evaluation's
+    finishing time (seconds since the cell started) is kept by removed set for the history."""
 
     def __init__(self, total: float | None, desc: str, enabled: bool = True):
         from tqdm.auto import tqdm
 
         self.bar = tqdm(total=total, desc=desc, unit="eval", disable=not enabled, dynamic_ncols=True,
                         mininterval=0.5)
-        self.best = float("inf")
+        self.t0 = time.monotonic()
+        self.finished: dict[tuple[int, ...], float] = {}  # removed set -> seconds when its evaluation finished
+        self.best, self.cached = float("inf"), "n"
 
     def __call__(self, row: dict) -> None:
-        if row["fidelity"] >= 1.0 and row["value"] < self.best:
-            self.best = row["value"]
+        self.finished[tuple(row["removed"])] = time.monotonic() - self.t0
+        self.cached = "y" if row["cached"] else "n"
         self.bar.update(row.get("cost") or row["fidelity"])  # a race block costs its rows only
-        self.bar.set_postfix(best=f"{self.best:.4g}", cached="y" if row["cached"] else "n", refresh=False)
+        self.bar.set_postfix(best=f"{self.best:.4g}", cached=self.cached, refresh=False)
+
+    def told(self, best: float) -> None:
+        self.best = best
+        self.bar.set_postfix(best=f"{self.best:.4g}", cached=self.cached)
 
     def close(self):
         self.bar.close()
@@ -96,11 +104,16 @@ def run_cell(cfg: Config, broker, run_dir: Path, *, searcher: str, objective: st
         s.warm = warm_start(run_dir, cell, client, s.params.warm_n)
     bar = Progress(s.budget.evaluations, cell, enabled=progress)
     client.on_result = bar
-    t0 = time.monotonic()
-    stamps: list[float] = []  # wall seconds of each history entry (a tell adds one per candidate)
+    t0 = bar.t0
+    stamps: list[float] = []  # per history entry: when that candidate's own evaluation finished
+
+    def on_told(candidates) -> None:
+        now = time.monotonic() - t0
+        stamps.extend(bar.finished.get(tuple(c.removed), now) for c in candidates)
+        bar.told(s.best_value)
+
     try:
-        run(s, client, oracle=client,
-            on_tell=lambda sr: stamps.extend([time.monotonic() - t0] * (len(sr.history) - len(stamps))))
+        run(s, client, oracle=client, on_told=on_told)
         dense = client.dense_value()  # the reference, on the same calibration data
     finally:
         bar.close()

@@ -2,7 +2,8 @@
 
 TARGET is one of
 * a run directory (config.yaml + result.json): every cell's best removed set, one row each;
-* a model directory written by ``ghostsearch export`` (evaluated as it is);
+* a model directory written by ``ghostsearch export`` (evaluated as it is; the calibration data its
+  recovery.json records, the repair's and the search's, are held out like a run's);
 * a CONFIG file with ``--remove 3,4,5`` ('' = the dense model).
 Every removed set of a run or config is evaluated in one pass over the dense prefix cache
 (``evaluate.evaluate_finalist_specs``). Prints one JSON line per row; writes the rows to
@@ -53,6 +54,22 @@ def target(args):
                            "(config.json) nor a config file")
 
 
+def export_data(directory: Path) -> dict | None:
+    """What an export's recovery.json records of the data its repair and search read (None when
+    it records nothing)."""
+    import json
+
+    from ghostsearch.recovery.base import META_FILE
+
+    meta = directory / META_FILE
+    if not meta.exists():  # a model directory ghostsearch did not write: evaluated as it is
+        return None
+    try:
+        return json.loads(meta.read_text()).get("data")
+    except (ValueError, AttributeError):
+        raise GhostsearchError(f"{meta} is not a JSON object; re-export the model") from None
+
+
 def run(args) -> None:
     from ghostsearch.evaluate import check_tasks, evaluate_model, write_rows
 
@@ -66,25 +83,25 @@ def run(args) -> None:
     if args.tasks is not None:
         cfg.eval.tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
     check_tasks(cfg.eval.tasks, cfg.data_dir)  # every input error before the model loads
-    held_out = []
-    if jobs is not None:  # a run's (or config's) calibration data is held out of what is evaluated
-        from ghostsearch.dataplan import announce, plan
+    from ghostsearch.dataplan import announce, export_plan, plan
 
+    if jobs is not None:  # a run's (or config's) calibration data is held out of what is evaluated
         data_plan = plan(cfg, [cfg.objective], evaluate=True, repair=args.recovery != "none")
-        announce(data_plan)
-        held_out = data_plan["held_out"]
+    else:  # an export: the data its recovery.json says the repair (and the search) read
+        data_plan = export_plan(cfg, export_data(Path(args.target)))
+    announce(data_plan)
+    held_out = data_plan["held_out"]
     out = Path(args.out) if args.out else out
     rows, raw = [], {}  # raw: lm-eval's own output, written beside the rows as lm-eval's results file
     lm_dir = out.parent / "lm_eval" if out is not None else None
     if jobs is None:
-        from transformers import AutoTokenizer
-
-        from ghostsearch.recovery.export import load_pruned
+        from ghostsearch.recovery.export import load_pruned, load_tokenizer
 
         device = cfg.resolved_device()
         model = load_pruned(args.target, dtype=resolve_dtype(cfg.dtype, device), device=device)
-        rows.append({"model": str(args.target), **evaluate_model(model, AutoTokenizer.from_pretrained(args.target),
-                                                                  cfg.eval, cfg.data_dir, raw=raw)})
+        rows.append({"model": str(args.target), "held_out": ",".join(held_out),
+                     **evaluate_model(model, load_tokenizer(args.target), cfg.eval, cfg.data_dir,
+                                      held_out=held_out, raw=raw)})
         if lm_dir is not None:
             lmeval_results.write(lm_dir, raw, Path(args.target).name)
         print_json(rows[-1])

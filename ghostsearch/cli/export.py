@@ -38,10 +38,15 @@ def run(args) -> Path:
     if src.is_dir():
         cfg = run_config(src, args.overrides)
         removed = parse_remove(args.remove) if args.remove is not None else list(finalists(src)[0][1])
+        objectives = list(dict.fromkeys([cfg.objective] + list(cfg.compare.objectives or [])))
     else:
         if args.remove is None:
             raise GhostsearchError(f"export from a config file needs --remove, e.g. --remove 3,4,5 ({src} is not a run directory)")
         cfg, removed = load_config(str(src), args.overrides), parse_remove(args.remove)
+        objectives = []
+    from ghostsearch.dataplan import announce, plan
+
+    announce(plan(cfg, objectives, evaluate=False, repair=args.method != "none"))  # missing data: one line, now
     if args.threads:
         torch.set_num_threads(args.threads)
     bar = tqdm(total=3, desc="export: load model", unit="step", disable=not progress_enabled())
@@ -53,7 +58,7 @@ def run(args) -> Path:
     ops = fit(model, tok, removed, cfg, args.method)
     bar.update(1)
     bar.set_description(f"export: write {out}")
-    path = export(model, removed, args.method, ops, out, force=args.force, tokenizer=tok, info=card_info(cfg, args.method))
+    path = export(model, removed, args.method, ops, out, force=args.force, tokenizer=tok, info=card_info(cfg, args.method, objectives))
     bar.update(1)
     bar.close()
     print_json({"out": str(path), "method": args.method, "removed": list(removed),
@@ -61,14 +66,20 @@ def run(args) -> Path:
     return path
 
 
-def card_info(cfg, method: str) -> dict:
-    """What the model card says about where the export came from."""
-    from ghostsearch.recovery.repair import recovery_from_config
+def card_info(cfg, method: str, objectives=()) -> dict:
+    """What the model card and recovery.json say about where the export came from: the repair's
+    data and (from a run directory, ``objectives``) the search's calibration data."""
+    from ghostsearch.recovery.repair import recovery_from_config, repair_spec
     from ghostsearch.rundir.layout import ghostsearch_version
 
     rec = recovery_from_config(cfg, method)
-    r = cfg.recovery
-    calib = None if rec.identity else (f"{r.dataset or cfg.default_dataset('perplexity')}, {r.n_seq} sequences x "
-                                       f"{r.seq_len} tokens (seed {cfg.calibration.seed})")
+    spec = repair_spec(cfg)
+    calib = None if rec.identity else (f"{spec.dataset}, {spec.n_seq} sequences x "
+                                       f"{spec.seq_len} tokens (seed {spec.seed})")
+    fields = ("dataset", "n_seq", "seq_len", "seed")
+    data = {"repair": None if rec.identity else {f: getattr(spec, f) for f in fields},
+            "search": [{"objective": o, **{f: getattr(cfg.calibration_spec(o), f) for f in fields}}
+                       for o in objectives] if objectives else [],
+            "data_dir": cfg.data_dir}
     return {"base_model": cfg.model, "variant": None if rec.identity else rec.variant, "calibration": calib,
-            "version": ghostsearch_version()["version"]}
+            "version": ghostsearch_version()["version"], "data": data}

@@ -17,5 +17,7 @@ def run(args) -> None:
     cfg = load_config(args.config, args.overrides)
     res = search(cfg, address=args.address, progress=not args.no_progress)
     for cell, r in res["searchers"].items():
-        print_json({"cell": cell, "removed": r["removed"], "value": r["value"], "evaluations": r["evaluations"],
-                    "wall_seconds": round(r["wall_seconds"], 2), "out": cfg.out})
+        change = r.get("relative_change")
+        print_json({"cell": cell, "removed": r["removed"], "value": r["value"], "dense_value": r.get("dense_value"),
+                    "relative_change": None if change is None else round(change, 4),
+                    "evaluations": r["evaluations"], "wall_seconds": round(r["wall_seconds"], 2), "out": cfg.out})

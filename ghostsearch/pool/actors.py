@@ -85,6 +85,10 @@ class ScorerActor:
         r = self.scorer.score_rows(self._key(spec), tuple(removed), rows, tuple(prefix) if prefix else None)
         return self._count(spec, r)
 
+    def rows_many(self, spec: ObjectiveSpec, items: list, rows: tuple) -> list[dict]:
+        """``rows`` for several (removed, prefix) at once: one look of a race (Scorer.score_rows_many)."""
+        return [self._count(spec, r) for r in self.scorer.score_rows_many(self._key(spec), items, rows)]
+
     def statistic(self, spec: ObjectiveSpec, name: str):
         return self.scorer.statistic(self._key(spec), name)
 
@@ -135,7 +139,8 @@ class Broker:
     async def ready(self) -> list[dict]:
         return await asyncio.gather(*[a.info.remote() for a in self.actors])
 
-    async def _compute(self, spec: ObjectiveSpec, removed: tuple, fidelity: float, prefix, rows=None) -> dict:
+    async def _compute(self, spec: ObjectiveSpec, removed: tuple, fidelity: float, prefix, rows=None, items=None):
+        """One scorer call: score, rows, or (``items``: [(removed, prefix)]) rows_many, retried on a dead scorer."""
         idle = await self._idle()
         attempt = 0
         while True:
@@ -146,7 +151,8 @@ class Broker:
             self.m_queue.set(self.queue_depth)
             try:
                 r = await (self.actors[i].score.remote(spec, removed, fidelity, prefix) if rows is None else
-                           self.actors[i].rows.remote(spec, removed, rows, prefix))
+                           self.actors[i].rows.remote(spec, removed, rows, prefix) if items is None else
+                           self.actors[i].rows_many.remote(spec, items, rows))
                 idle.put_nowait(i)
                 return r
             except ray.exceptions.RayActorError:
@@ -223,6 +229,52 @@ class Broker:
                 self.m_best.set(r["value"], tags={"cell": cell, "searcher": searcher, "objective": spec.name,
                                                   "k": str(k)})
         return dict(r, cached=cached)
+
+    async def rows(self, spec: ObjectiveSpec, items: list, rows: tuple, searcher: str) -> list[dict]:
+        """One look of a race in one call: per-row loss sums of ``rows`` for every (removed, prefix) of
+        ``items``. Answered from the shared cache and in-flight requests where it can; the rest is
+        split into one share per scorer, each scored in one rows_many call (blocks shared by the
+        candidates of a share run once)."""
+        keys, todo, futs = [], [], {}
+        for removed, _ in items:
+            keys.append(f"{cache_key(self.cfg.model, self.cfg.dtype, spec, tuple(sorted(set(removed))), 0.0)}"
+                        f"|rows={','.join(map(str, rows))}")
+        loop = asyncio.get_running_loop()
+        for j, key in enumerate(keys):
+            if key not in self.cache and key not in self.inflight and key not in futs:
+                futs[key] = self.inflight[key] = loop.create_future()
+                todo.append(j)
+        shares = max(1, min(len(self.actors), len(todo)))
+        parts = [todo[s::shares] for s in range(shares)] if todo else []
+
+        async def share(part):
+            try:
+                rs = await self._compute(spec, None, 0.0, None, rows,
+                                         items=[(tuple(sorted(set(items[j][0]))), items[j][1]) for j in part])
+            except BaseException as e:
+                for j in part:
+                    futs[keys[j]].set_exception(e)
+                    futs[keys[j]].exception()  # mark retrieved
+                    self.inflight.pop(keys[j], None)
+                raise
+            for j, r in zip(part, rs):
+                r["cache_key"] = keys[j]
+                self.cache[keys[j]] = r
+                futs[keys[j]].set_result(r)
+                self.inflight.pop(keys[j], None)
+                self.m_seconds.observe(r["seconds"], tags={"objective": spec.name})
+
+        await asyncio.gather(*[share(part) for part in parts])
+        st, out = self.stats[searcher], []
+        for key in keys:
+            cached = key not in futs
+            r = self.cache[key] if key in self.cache else await asyncio.shield(self.inflight[key])
+            futs.pop(key, None)
+            st["requested"] += 1
+            st["cached" if cached else "computed"] += 1
+            self.m_evals.inc(1, tags={"searcher": searcher, "objective": spec.name, "cached": str(cached)})
+            out.append(dict(r, cached=cached))
+        return out
 
     async def best_known(self, spec: ObjectiveSpec, k: int, n: int) -> list[tuple[list[int], float]]:
         """The n best (lowest) full-fidelity values of k-sets in the shared cache for ``spec``, best

@@ -384,16 +384,22 @@ class PoolClient:
         ``row_losses``; ``cost``), written before the race sees it; a resumed run replays it."""
         N, value_of = self.n_rows(), self.spec.build().value
         out: list = [None] * len(requests)
-        pending, done, keys = {}, [], {}
+        todo, done, keys = [], [], {}
         for i, q in enumerate(requests):
             c = Candidate(q.removed, fidelity=q.seen / N, prefix=q.prefix)
             key = keys[i] = f"{cache_key(self.model, self.dtype, self.spec, c.removed, c.fidelity)}|block={len(q.rows)}"
             if key in self.known:  # resumed run: this block is in the run's own ledger
                 done.append((i, {**self.known[key], "sums": self.known[key]["row_losses"], "cached": True}))
             else:
-                pending[self.broker.evaluate.remote(self.spec, list(q.removed), 0.0, list(q.prefix) if q.prefix else None,
-                                                    searcher, self.cell, self.k, rows=tuple(q.rows))] = i
-        for i, r in [*done, *self._finished(pending)]:
+                todo.append(i)
+        if len({tuple(requests[i].rows) for i in todo}) > 1:
+            raise ValueError("one look scores the same rows for every survivor")
+        if todo:  # the look's rows for every survivor: one broker call
+            rs = ray.get(self.broker.rows.remote(self.spec, [(list(requests[i].removed), list(requests[i].prefix)
+                                                              if requests[i].prefix else None) for i in todo],
+                                                 tuple(requests[todo[0]].rows), searcher))
+            done += list(zip(todo, rs))
+        for i, r in done:
             q = requests[i]
             counts = [self.row_counts[j] for j in q.rows]
             v = value_of(q.before[0] + sum(r["sums"]), q.before[1] + sum(counts))

@@ -67,9 +67,14 @@ def check_target(out_dir, force: bool = False) -> Path:
 
 def model_card(info: dict, method: str, removed, n_blocks: int, hooked: bool) -> str:
     """README.md of an export: what it is, how it was made, how to load it."""
-    load = ("```python\nimport ghostsearch\nmodel = ghostsearch.load_pruned(\"PATH\")  # re-attaches the "
-            f"{method} operators\n```\n\nPlain `transformers.AutoModelForCausalLM` refuses this directory on "
-            "purpose: without the operators it would be the unrepaired model.") if hooked else (
+    load = ("```python\nimport ghostsearch\nfrom transformers import AutoTokenizer\n\n"
+            "model = ghostsearch.load_pruned(\"PATH\")  # re-attaches the "
+            f"{method} operators\ntokenizer = AutoTokenizer.from_pretrained(\"PATH\")\n```\n\n"
+            "Plain `transformers.AutoModelForCausalLM` refuses this directory on purpose: without the "
+            "operators it would be the unrepaired model. Its error (\"model type `ghostsearch_pruned` ... does "
+            "not recognize this architecture ... upgrade Transformers\") is not about the transformers version: "
+            "upgrading does not help; load it with `ghostsearch.load_pruned`. After `import ghostsearch` and a "
+            "`load_pruned`, AutoModelForCausalLM says so in one line.") if hooked else (
             "```python\nfrom transformers import AutoModelForCausalLM\nmodel = AutoModelForCausalLM.from_pretrained(\"PATH\")\n"
             "```\n\n(`ghostsearch.load_pruned(\"PATH\")` works too.)")
     lines = ["---", f"base_model: {info.get('base_model', 'unknown')}", "tags: [ghostsearch, depth-pruning]", "---",
@@ -95,7 +100,9 @@ def _mark_config(directory: Path) -> None:
 def export(model, removed, method: str, operators: Operators | None, out_dir, force: bool = False,
            tokenizer=None, info: dict | None = None) -> Path:
     """Write the pruned (and repaired) model to ``out_dir``; ``info`` feeds the model card
-    (base_model, calibration, variant, version)."""
+    (base_model, calibration, variant, version) and, under ``data``, recovery.json's record of the
+    data the repair and the search read (``{"repair": {dataset, ...} | None, "search": [...]}``):
+    ``ghostsearch eval DIR`` holds those out."""
     out = check_target(out_dir, force)
     removed = check_removed(removed, Stack(model).n_blocks)
     if operators is None:
@@ -114,6 +121,10 @@ def export(model, removed, method: str, operators: Operators | None, out_dir, fo
             tokenizer.save_pretrained(tmp)
         folded = getattr(recovery_for(operators), "folds", False)
         (dataclasses.replace(operators, mats={}) if folded else operators).save(tmp)
+        if (info or {}).get("data"):  # which data the repair (and the search) read: eval holds them out
+            meta = json.loads((tmp / META_FILE).read_text())
+            meta["data"] = info["data"]
+            (tmp / META_FILE).write_text(json.dumps(meta, indent=1))
         hooked = bool(operators.mats) and not folded
         if hooked:
             _mark_config(tmp)
@@ -145,10 +156,61 @@ def base_config(directory):
     return AutoConfig.for_model(**raw)
 
 
+PLAIN_TRANSFORMERS = ("{path} is a ghostsearch export with {method} repair operators (recovery.safetensors) that plain "
+                      "transformers cannot apply (it would be the unrepaired model): load it with "
+                      "ghostsearch.load_pruned({path!r})")
+_REGISTERED: list = []
+
+
+def register_auto() -> None:
+    """Teach transformers' Auto classes the operator export's model type, once per process:
+    AutoConfig (and so AutoTokenizer) then read an export without transformers' "You are using a
+    model of type ghostsearch_pruned to instantiate a model of type ..." warning, and
+    AutoModelForCausalLM refuses it with one line saying how to load it (PLAIN_TRANSFORMERS). A
+    process that never imports ghostsearch gets transformers' own "does not recognize this
+    architecture" error; the export's README.md says why."""
+    if _REGISTERED:
+        return
+    from transformers import AutoConfig, AutoModelForCausalLM, PretrainedConfig
+
+    class GhostsearchPrunedConfig(PretrainedConfig):
+        model_type = MODEL_TYPE
+
+    class GhostsearchPrunedForCausalLM:  # noqa: D401  (not a model: the one-line refusal)
+        config_class = GhostsearchPrunedConfig
+
+        @classmethod
+        def from_pretrained(cls, path, *args, **kwargs):
+            method = "operator"
+            try:
+                method = json.loads((Path(path) / META_FILE).read_text())["method"]
+            except (OSError, ValueError, KeyError, TypeError):
+                pass
+            raise GhostsearchError(PLAIN_TRANSFORMERS.format(path=str(path), method=method))
+
+        @classmethod
+        def from_config(cls, config, *args, **kwargs):
+            raise GhostsearchError(PLAIN_TRANSFORMERS.format(path="this export", method="operator"))
+
+    AutoConfig.register(MODEL_TYPE, GhostsearchPrunedConfig, exist_ok=True)
+    AutoModelForCausalLM.register(GhostsearchPrunedConfig, GhostsearchPrunedForCausalLM, exist_ok=True)
+    _REGISTERED.append(True)
+
+
+def load_tokenizer(directory):
+    """The tokenizer saved with an export (no transformers warning about its model type)."""
+    from transformers import AutoTokenizer
+
+    register_auto()
+    return AutoTokenizer.from_pretrained(Path(directory).expanduser())
+
+
 def load_pruned(directory, dtype=None, device: str = "cpu"):
-    """A model exported by ``export``, its recovery operators re-attached."""
+    """A model exported by ``export``, its recovery operators re-attached (and the export's model
+    type registered with transformers: ``register_auto``)."""
     from transformers import AutoModelForCausalLM
 
+    register_auto()
     d = Path(directory).expanduser()
     if not (d / "config.json").exists():
         raise GhostsearchError(f"{d} is not a model directory (no config.json); point at a ghostsearch export")

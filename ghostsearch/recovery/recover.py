@@ -1,16 +1,25 @@
-"""``ghostsearch recover RUN_DIR``: repair the best finalists of a run on the run's calibration
-data and re-score them with the run's objective, before and after (RUN_DIR/recovery.parquet)."""
+"""``ghostsearch recover RUN_DIR``: repair the best finalists of a run on the repair's calibration
+data (``recovery.dataset`` x ``recovery.n_seq`` x ``recovery.seq_len``, as ``export`` and ``eval
+--recovery`` fit) and re-score them with the run's objective on the run's calibration data, before
+and after (RUN_DIR/recovery.parquet). Both datasets are recorded in every row (``fit_data``,
+``score_data``), with the dense value on the scoring data; ``in_sample`` is true when both are the
+same corpus (the scored windows may be among the fitted ones: with equal seeds and lengths they
+are), and then a ``value_after`` below the dense value is said to be in-sample, not a result."""
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 
 from ghostsearch.errors import GhostsearchError
 from ghostsearch.io import write_parquet_atomic
 from ghostsearch.recovery.base import Activations
-from ghostsearch.recovery.repair import recovery_from_config
+from ghostsearch.recovery.repair import activations_from_config, captured_once, describe, recovery_from_config, repair_spec
 from ghostsearch.rundir import finalists, run_config
 from ghostsearch.stack import check_removed
+
+
+log = logging.getLogger(__name__)
 
 
 def mean(xs) -> float | None:
@@ -21,7 +30,8 @@ def mean(xs) -> float | None:
 def recover(run_dir, method: str | None = None, top: int | None = None, threads: int | None = None,
             on_row=None) -> list[dict]:
     """Rows (finalist, method, variant, removed, value_before, value_after, alignment_error(_before),
-    antisymmetric_share of M and _w of W = I + M, seconds), best finalist first; ``on_row(row)`` as each finishes.
+    antisymmetric_share of M and _w of W = I + M, dense_value, fit_data, score_data, in_sample,
+    seconds), best finalist first; ``on_row(row)`` as each finishes.
     RUN_DIR/recovery.parquet is keyed by (finalist, method, variant): these rows replace only the
     rows with their keys, so every method's rows stay side by side."""
     from tqdm.auto import tqdm
@@ -43,7 +53,14 @@ def recover(run_dir, method: str | None = None, top: int | None = None, threads:
 
         spec = dataclasses.replace(spec, aware=None)
     key = sc.prepare(spec)
-    data = Activations.from_scorer(sc, key)
+    fit_spec = repair_spec(cfg)
+    data = None if rec.identity else captured_once(activations_from_config(sc.stack, sc.tokenizer, cfg),
+                                                   cfg.eval.cache_gib * (1 << 30))
+    if data is None:
+        data = Activations.from_scorer(sc, key)  # ``none`` fits nothing: its report reads the scoring data
+        fit_spec = spec.calibration
+    in_sample = fit_spec.dataset == spec.calibration.dataset
+    dense = sc.score(key, [])["value"]
     rows = []
     for name, removed, _ in tqdm(todo, desc=f"recover ({rec.name})", unit="finalist", disable=not progress_enabled()):
         t0 = time.perf_counter()
@@ -58,7 +75,13 @@ def recover(run_dir, method: str | None = None, top: int | None = None, threads:
                      "alignment_error": mean(r["alignment_after"] for r in ops.report),
                      "antisymmetric_share": mean(r["antisymmetric_share"] for r in ops.report),
                      "antisymmetric_share_w": mean(r.get("antisymmetric_share_w") for r in ops.report),
-                     "seconds": time.perf_counter() - t0})
+                     "dense_value": dense, "fit_data": describe(fit_spec), "score_data": describe(spec.calibration),
+                     "in_sample": in_sample, "seconds": time.perf_counter() - t0})
+        if in_sample and after < dense:
+            log.warning(f"recover: {name}'s value_after {after:.4g} is below the dense model's {dense:.4g} on "
+                        f"{describe(spec.calibration)}, the corpus the repair was fit on ({describe(fit_spec)}): "
+                        "in-sample, not a result; `ghostsearch eval RUN_DIR --recovery "
+                        f"{rec.name}` reads held-out data")
         if on_row is not None:
             on_row(rows[-1])
     merge_rows(rows, run_dir / "recovery.parquet")

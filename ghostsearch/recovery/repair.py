@@ -21,18 +21,29 @@ def recovery_from_config(cfg, method: str | None = None) -> Recovery:
     return rec
 
 
-def activations_from_config(stack, tok, cfg) -> Activations:
-    """Recovery calibrates on text (recovery.dataset, n_seq x seq_len tokens, the calibration seed),
-    whatever objective the search used: the operators only need dense activations. Micro-batches
-    are captured lazily (one at a time)."""
-    from ghostsearch.objectives import OBJECTIVES, CalibrationSpec
+def repair_spec(cfg):
+    """The repair's calibration data: recovery.dataset (auto: the perplexity default, C4, or its
+    fallback where C4 is not available), recovery.n_seq x recovery.seq_len, the calibration seed."""
+    from ghostsearch.objectives import CalibrationSpec
 
     r = cfg.recovery
     dataset = r.dataset if r.dataset not in (None, "auto") else cfg.default_dataset("perplexity")
-    spec = CalibrationSpec(dataset=dataset, n_seq=r.n_seq,
-                           seq_len=r.seq_len, seed=cfg.calibration.seed, data_dir=cfg.data_dir,
-                           micro_batch=cfg.calibration.micro_batch)
-    return Activations(stack, OBJECTIVES.get("perplexity")(spec).build(tok, stack.dtype))
+    return CalibrationSpec(dataset=dataset, n_seq=r.n_seq, seq_len=r.seq_len, seed=cfg.calibration.seed,
+                           data_dir=cfg.data_dir, micro_batch=cfg.calibration.micro_batch)
+
+
+def describe(spec) -> str:
+    """'c4 32x256 seed 0': a calibration spec in words (recovery.parquet, recovery.json, model cards)."""
+    return f"{spec.dataset} {spec.n_seq}x{spec.seq_len} seed {spec.seed}"
+
+
+def activations_from_config(stack, tok, cfg) -> Activations:
+    """Recovery calibrates on text (``repair_spec``: recovery.dataset, n_seq x seq_len tokens, the
+    calibration seed), whatever objective the search used: the operators only need dense
+    activations. Micro-batches are captured lazily (one at a time)."""
+    from ghostsearch.objectives import OBJECTIVES
+
+    return Activations(stack, OBJECTIVES.get("perplexity")(repair_spec(cfg)).build(tok, stack.dtype))
 
 
 def captured_once(data: Activations, cap_bytes: float) -> Activations:

@@ -59,8 +59,11 @@ def race(r: Race, evaluator, searcher: str) -> Outcome:
 
 
 def run(searcher: Searcher, evaluator: Evaluator, *, oracle: Oracle | None = None,
-        on_tell: Callable[[Searcher], None] | None = None, stop: Callable[[], bool] | None = None) -> Searcher:
-    """Drive a searcher to completion: ask, evaluate (or race), tell, until done or out of time."""
+        on_tell: Callable[[Searcher], None] | None = None, stop: Callable[[], bool] | None = None,
+        on_told: Callable[[Sequence[Candidate]], None] | None = None) -> Searcher:
+    """Drive a searcher to completion: ask, evaluate (or race), tell, until done or out of time.
+    After each tell: ``on_told(candidates)`` with the candidates told, in the order they were added
+    to ``searcher.history`` (one entry each), then ``on_tell(searcher)``."""
     t0 = time.monotonic()
     if getattr(getattr(searcher, "params", None), "race", False) not in (False, None) and hasattr(evaluator, "n_rows"):
         searcher.rows = int(evaluator.n_rows())  # race: auto decides on it
@@ -82,9 +85,13 @@ def run(searcher: Searcher, evaluator: Evaluator, *, oracle: Oracle | None = Non
         if isinstance(asked, Race):
             out = race(asked, evaluator, searcher.name)
             searcher.race_cut += len(out.cut)
-            searcher.tell(out.told, out.values)
+            told = list(out.told)
+            searcher.tell(told, out.values)
         else:
-            searcher.tell(asked, evaluator.evaluate(asked, searcher.name))
+            told = list(asked)
+            searcher.tell(told, evaluator.evaluate(asked, searcher.name))
+        if on_told is not None:
+            on_told(told)
         if on_tell is not None:
             on_tell(searcher)
     return searcher

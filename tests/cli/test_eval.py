@@ -23,7 +23,7 @@ def _eval(*args):
 
 def _check(row):
     assert 0 <= row["arc_easy_acc"] <= 1 and 0 <= row["lambada_acc"] <= 1 and row["arc_easy_n"] == 3
-    assert row[f"ppl_{PROSE}"] > 1 and row["lambada_ppl"] > 1 and row["mean_acc"] == row["arc_easy_acc"]
+    assert row[f"ppl_{PROSE}"] > 1 and row["lambada_lastword_ppl"] > 1 and row["mean_acc"] == row["arc_easy_acc"]
 
 
 def test_parquet_types_of_a_dense_row(tmp_path):

@@ -12,7 +12,8 @@ pytestmark = pytest.mark.slow
 @pytest.fixture
 def run_dir(tmp_path, data_dir):
     cfg = {"model": "smollm2-135m", "dtype": "fp32", "data_dir": data_dir, "k": 2,
-           "calibration": {"n_seq": 4, "seq_len": 64}}   # 256 tokens < 576 channels: ridge fallback
+           "calibration": {"n_seq": 4, "seq_len": 64},
+           "recovery": {"n_seq": 32, "seq_len": 128}}   # 4,096 repair tokens (fewer overfit a 576 x 576 operator)
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
     cells = {"greedy/k2": {"removed": [20, 21], "value": 60.0}, "fastblock/k2": {"removed": [14, 15], "value": 55.0},
              "beam/k2": {"removed": [15, 14], "value": 56.0}}
@@ -31,13 +32,22 @@ def test_recover_and_export(run_dir, tmp_path_factory, capsys):
     for r in rows:
         assert r["method"] == "ghosted" and r["value_after"] < r["value_before"]
         assert r["alignment_error"] < r["alignment_error_before"] and 0 < r["antisymmetric_share"] < 1
+        # fitted on recovery.* (32 x 128), scored on the run's calibration data (4 x 64): both recorded
+        assert r["fit_data"].endswith("32x128 seed 0") and r["score_data"].endswith("4x64 seed 0")
+        assert r["in_sample"] == (r["fit_data"].split()[0] == r["score_data"].split()[0])
+        assert r["value_before"] > r["dense_value"] > 1
     out = tmp_path_factory.mktemp("exp") / "m"
     assert main(["export", str(run_dir), "--method", "ghosted", "--out", str(out)]) == 0
+    meta = json.loads((out / "recovery.json").read_text())
+    assert meta["data"]["repair"]["n_seq"] == 32 and meta["data"]["search"][0]["n_seq"] == 4
     assert load_pruned(out).config.num_hidden_layers == 28
     from transformers import AutoModelForCausalLM
 
-    with pytest.raises((ValueError, KeyError), match="ghostsearch_pruned"):  # never loads as if unrepaired
+    from ghostsearch.errors import GhostsearchError
+
+    with pytest.raises(GhostsearchError, match="load_pruned") as e:  # never loads as if unrepaired: one line
         AutoModelForCausalLM.from_pretrained(out)
+    assert "\n" not in str(e.value) and "ghosted" in str(e.value)
     card = (out / "README.md").read_text()
     assert "[14, 15]" in card and "ghosted" in card and "load_pruned" in card and "smollm2-135m" in card
     capsys.readouterr()

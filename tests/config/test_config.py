@@ -59,6 +59,17 @@ def test_calibration_per_objective_overrides_only_that_objective():
     assert cfg.fingerprint() != other.fingerprint()
 
 
+def test_per_objective_does_not_inherit_a_dataset_that_does_not_suit_it():
+    """calibration.dataset=lambada with a margin entry naming no dataset: margin gets its own default
+    (commonsense), perplexity keeps lambada; a dataset named in the entry itself is still checked."""
+    cfg = load_config(None, ["calibration.dataset=lambada", "compare.objectives=[perplexity,margin]",
+                             "calibration.per_objective={margin: {n_seq: 4}}"])
+    assert (cfg.calibration_spec("margin").dataset, cfg.calibration_spec("margin").n_seq) == ("commonsense", 4)
+    assert cfg.calibration_spec("perplexity").dataset == "lambada"
+    with pytest.raises(GhostsearchError, match="does not suit objective 'margin'"):  # no entry: not silently changed
+        load_config(None, ["calibration.dataset=lambada", "compare.objectives=[perplexity,margin]"])
+
+
 def test_replaceme_cosine_optimiser_from_the_config():
     from ghostsearch.recovery.repair import recovery_from_config
 

@@ -84,3 +84,60 @@ def test_commonsense_from_a_data_directory_has_six_parts(data_dir):
     piqa0 = json.loads((data.data_root(data_dir) / "llm_adapters/piqa/test.json").read_text())[0]
     row = next(r for r in data.task_rows("piqa", data_dir) if r["goal"].startswith("How do I ready a guinea pig cage"))
     assert data.render_commonsense("piqa", row) == piqa0
+
+
+def test_the_default_evaluation_falls_back_a_named_one_is_one_line(fresh_machine):
+    """Offline with no data directory: the default eval.perplexity keeps lambada and records the sets
+    left out; one named in eval.perplexity that is missing is one line naming data_dir."""
+    cfg = load_config(None, ["eval.tasks=[arc_easy]"])
+    p = plan(cfg, ["perplexity"], evaluate=True, repair=True)
+    assert cfg.eval.perplexity == ["lambada"]
+    fell = {e["set"] for e in p["evaluation"] if e.get("fallback")}
+    assert fell == {"wikitext2", "c4"}
+    assert {r["role"]: r["used"] for r in p["calibration"]} == {"calibration:perplexity": "lambada",
+                                                                "calibration:repair": "lambada"}
+    with pytest.raises(GhostsearchError, match="eval.perplexity names 'c4'.*data_dir=") as e:
+        plan(load_config(None, ["eval.tasks=[]", "eval.perplexity=[lambada,c4]"]), ["perplexity"], True, False)
+    assert "\n" not in str(e.value)
+
+
+def test_an_exports_recorded_data_is_held_out(fresh_machine):
+    """What an export's recovery.json records is held out like a run's calibration; nothing recorded,
+    nothing held out."""
+    from ghostsearch.dataplan import export_plan
+
+    recorded = {"repair": {"dataset": "lambada", "n_seq": 8, "seq_len": 64, "seed": 0},
+                "search": [{"objective": "margin", "dataset": "commonsense", "n_seq": 4, "seq_len": 64, "seed": 0}]}
+    p = export_plan(load_config(None, ["eval.tasks=[arc_easy]", "eval.perplexity=[lambada]"]), recorded)
+    assert "lambada" in p["held_out"] and "arc_easy" in p["held_out"]
+    assert {e["set"]: e["part"] for e in p["evaluation"]} == {"lambada": "evaluation half",
+                                                              "arc_easy": "evaluation half"}
+    bare = export_plan(load_config(None, ["eval.tasks=[arc_easy]", "eval.perplexity=[lambada]"]), None)
+    assert bare["held_out"] == [] and bare["calibration"] == []
+
+
+def test_the_hub_probe_is_one_short_connection(fresh_machine, monkeypatch):
+    """hub_reachable: a real TCP connection to HF_ENDPOINT's host, answered once per process; a
+    closed port is unreachable at once, a listening one reachable; HF_HUB_OFFLINE=1 skips the probe."""
+    import socket
+    import time
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]  # bound, never listening: refused
+        monkeypatch.setattr(data, "_HUB", {})
+        monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
+        t = time.monotonic()
+        assert not data.hub_reachable() and time.monotonic() - t < data.HUB_PROBE_SECONDS
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        monkeypatch.setattr(data, "_HUB", {})
+        monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.getsockname()[1]}")
+        assert data.hub_reachable() and data.text_available("c4")  # online: c4 comes from the hub
+        server.close()
+        assert data.hub_reachable()  # asked once per process: no second probe
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert not data.hub_reachable()

@@ -31,7 +31,7 @@ def test_wikitext_perplexity_plausible_and_rises_when_pruned(smollm2, data_dir, 
 
 
 def test_lambada_equals_lm_eval_lambada_openai(smollm2, data_dir, tmp_path):
-    """lambada_acc / lambada_ppl equal lm-eval's lambada_openai (same prompt and metrics) on the same passages."""
+    """lambada_acc / lambada_lastword_ppl equal lm-eval's lambada_openai (same prompt and metrics) on the same passages."""
     from lm_eval import simple_evaluate
     from lm_eval.models.huggingface import HFLM
     from lm_eval.tasks import TaskManager
@@ -50,8 +50,8 @@ def test_lambada_equals_lm_eval_lambada_openai(smollm2, data_dir, tmp_path):
                           task_manager=TaskManager(include_defaults=False), bootstrap_iters=0,
                           log_samples=False)["results"]["lambada_local"]
     assert ours["lambada_acc"] == pytest.approx(res["acc,none"], abs=1e-9)
-    assert ours["lambada_ppl"] == pytest.approx(res["perplexity,none"], rel=1e-4)
-    assert 0 < ours["lambada_acc"] < 1 and 1 < ours["lambada_ppl"] < 1000
+    assert ours["lambada_lastword_ppl"] == pytest.approx(res["perplexity,none"], rel=1e-4)
+    assert 0 < ours["lambada_acc"] < 1 and 1 < ours["lambada_lastword_ppl"] < 1000
 
 
 def test_zero_shot_small_limit(smollm2, data_dir):
