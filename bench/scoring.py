@@ -150,20 +150,54 @@ def greedy_candidates(sc, key, L, steps=3):
 class Rows:
     """In-process racing evaluator over the Scorer (what PoolClient.rows does through the pool)."""
 
-    def __init__(self, sc, key, spec):
-        self.sc, self.key, self.value_of = sc, key, spec.build().value
+    def __init__(self, sc, key, spec, many=True):
+        self.sc, self.key, self.value_of, self.many = sc, key, spec.build().value, many
         self.counts = sc.statistic(key, "row_counts")
+        self.looks: list[tuple[int, int, float]] = []  # per look: survivors, rows, seconds
 
     def n_rows(self):
         return len(self.counts)
 
     def rows(self, requests, searcher=""):
+        t0 = time.perf_counter()
+        if self.many:  # one look, every survivor at once (what the pool's Broker.rows does)
+            rs = self.sc.score_rows_many(self.key, [(q.removed, q.prefix) for q in requests], requests[0].rows)
+        else:
+            rs = [self.sc.score_rows(self.key, q.removed, q.rows, q.prefix) for q in requests]
+        self.looks.append((len(requests), len(requests[0].rows), time.perf_counter() - t0))
         out = []
-        for q in requests:
-            r = self.sc.score_rows(self.key, q.removed, q.rows, q.prefix)
+        for q, r in zip(requests, rs):
             counts = [self.counts[i] for i in q.rows]
             out.append((r["sums"], counts, self.value_of(q.before[0] + sum(r["sums"]), q.before[1] + sum(counts))))
         return out
+
+
+def look_overhead(sc, key, spec, L):
+    """The per-look overhead: greedy's first-step candidates scored on a look's rows (the race order's
+    first n rows: scattered over the micro-batches), one at a time (score_rows) and all at once
+    (score_rows_many), against one exact evaluation of the same number of rows (score at fidelity
+    n/N: whole micro-batches), same candidates, same run. Ratios > 1 are what a look costs beyond the
+    exact scoring of its rows."""
+    from ghostsearch.search import RaceParams
+
+    N = sc.prepared[key].n_rows
+    cands = [(j,) for j in range(L)]
+    order = RaceParams().order(N)
+    for n in RaceParams().schedule(N)[:-1]:
+        rows = tuple(int(r) for r in order[:n])
+        t0 = time.perf_counter()
+        for c in cands:
+            sc.score(key, c, fidelity=n / N)
+        exact = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        for c in cands:
+            sc.score_rows(key, c, rows)
+        alone = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        sc.score_rows_many(key, [(c, None) for c in cands], rows)
+        many = time.perf_counter() - t0
+        print(f"  look of {n:3d} of {N} rows, {len(cands)} candidates: exact {exact:6.2f}s | one at a time "
+              f"{alone:6.2f}s ({alone / exact:.2f}x exact) | all at once {many:6.2f}s ({many / exact:.2f}x exact)", flush=True)
 
 
 def raced_steps(sc, key, spec, L, steps, model, batches, naive_every):
@@ -215,7 +249,7 @@ def main():
     ap.add_argument("--items", type=int, default=16)
     ap.add_argument("--naive-every", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--workloads", default="abc", help="which of a b c d to run")
+    ap.add_argument("--workloads", default="abc", help="which of a b c d o to run (o: per-look overhead)")
     ap.add_argument("--race-steps", type=int, default=1, help="greedy steps of workload (d)")
     ap.add_argument("--data-dir", default=os.environ.get("GHOSTSEARCH_DATA_DIR"))
     args = ap.parse_args()
@@ -234,6 +268,8 @@ def main():
     spec = ObjectiveSpec.make("perplexity", CalibrationSpec(dataset, args.n_seq, args.seq_len, 0, args.data_dir))
     key = sc.prepare(spec)
     batches = sc.prepared[key].batches
+    if "o" in args.workloads:
+        look_overhead(sc, key, spec, L)
     if "d" in args.workloads:
         raced_steps(sc, key, spec, L, args.race_steps, model, batches, args.naive_every)
 
