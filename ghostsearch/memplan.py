@@ -11,8 +11,9 @@ exact for any family, no weights) and the run's config, the peak memory per acto
 - preparation: one micro-batch's full state list (L + 1 states) while it is captured;
 - activations of one block on one micro-batch (hidden, q/k/v/o, the MLP's intermediate, and the
   attention scores where the attention kernel materialises them: on CPU, not on CUDA);
-- the LM-head chunk: ``objective_params.head_chunk`` tokens x vocabulary fp32 logits (x3: logits,
-  log-softmax, the loss's gradient-free copy).
+- the LM-head chunk: ``objective_params.head_chunk`` tokens x vocabulary fp32 logits, x2.5: the
+  logits, their log-softmax, and what the allocator still holds between chunks (fitted to the
+  measured peaks of SmolLM2 and of Gemma-3-270M's shape on CPU, tests/plan/test_memplan.py).
 
 ``check_fit`` fails in one line, before loading, when the peak is above ``pool.memory_share`` of
 a device, naming the numbers and the fixes; it resolves ``cache.every: auto`` to the densest cache
@@ -227,7 +228,7 @@ def plan_memory(cfg, shape: Shape, every: int | None = None, objective: str | No
     block_act = (m * T * (4 * C + (shape.heads + 2 * shape.kv_heads) * shape.head_dim + 3 * shape.intermediate) * b
                  + attn_scores)
     chunk = int((cfg.objective_params or {}).get("head_chunk", 1024))
-    head_act = min(chunk, m * T) * shape.vocab * 4 * 3
+    head_act = min(chunk, m * T) * shape.vocab * 4 * 2.5  # logits, log-softmax, allocator slack between chunks
     stats = (L + 1) * 512 * C * 4 * 2 + (L + 1) ** 2 * 512 * 4 * 3
     full_mb = {d: sum(mbstate for i in range(L + 1) if dev_of[i] == d) for d in labels}
     per_device, working_total = {}, 0.0

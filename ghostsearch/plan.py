@@ -148,12 +148,18 @@ def plan_run(cfg, model_config: str | None = None, measure: bool = False) -> dic
                 for seed in (cfg.compare.seeds or [cfg.seed]):
                     cells.append(Cell(s, obj, k, seed, n, kind, tokens, run, fl))
     total_flops = sum(c.evaluations * c.flops for c in cells)
+    # every actor prepares every objective once (one dense forward of its calibration, in parallel)
+    prepare_flops = 0.0
+    for obj in (cfg.compare.objectives or [cfg.objective]):
+        cal = cfg.calibration.for_objective(obj)
+        prepare_flops += cal.n_seq * cal.seq_len * (L * flops_per_token_block(shape, cal.seq_len) + 2.0 * shape.head_weight)
     devices_per_actor = max(1, per_actor)
     # a split actor runs its blocks one device after another: one device's rate per actor
-    wall = total_flops / (flop_rate * cfg.pool.actors)
+    wall = prepare_flops / flop_rate + total_flops / (flop_rate * cfg.pool.actors)
     return {"model": model_config or cfg.model, "shape": shape, "cells": cells, "memory": mem,
             "fits": mem.fits, "rate": flop_rate, "rate_note": rate_note, "total_flops": total_flops,
             "evaluations": sum(c.evaluations for c in cells), "wall_s": wall,
+            "prepare_s": prepare_flops / flop_rate, "scoring_s": total_flops / (flop_rate * cfg.pool.actors),
             "device_hours": wall * cfg.pool.actors * devices_per_actor / 3600 if on_gpu else 0.0,
             "actors": cfg.pool.actors, "devices_per_actor": devices_per_actor, "on_gpu": on_gpu}
 
@@ -175,6 +181,7 @@ def format_plan(cfg, p: dict) -> str:
             f"total: {p['evaluations']:,.0f} evaluations, {p['total_flops'] / 1e15:,.0f} PFLOP, wall "
             f"{p['wall_s'] / 3600:.2f} h ({p['wall_s']:.0f} s) on {p['actors']} actor(s) x {p['devices_per_actor']} device(s)"
             + (f", {p['device_hours']:.1f} GPU-hours" if p["on_gpu"] else ""),
+            f"time: preparing {p['prepare_s']:,.0f} s (every actor, once per objective) + scoring {p['scoring_s']:,.0f} s; "
             f"rate: {p['rate'] / 1e12:.3g} TFLOP/s per actor ({p['rate_note']})",
             f"memory per actor: {mem.line()}; cache.every={mem.every} ({mem.parts['kept_boundaries']} boundaries of "
             f"{mem.parts['state_bytes'] / GiB:.2f} GiB), prefix runs {mem.parts['prefix_run_count']}"
