@@ -90,7 +90,61 @@ def connect(address: str | None = None, dashboard: bool = True, num_cpus: int | 
                      num_cpus=num_cpus, log_to_driver=True, configure_logging=False)  # workers inherit this env
     finally:
         interrupts.reinstall()
+    reap_with_driver()
     return True
+
+
+# The watcher of reap_with_driver, run as `python -c REAPER DRIVER_PID RAY_PACKAGE_DIR`: while its
+# stdin (a pipe only the driver writes to) is open, it notes every Ray process below the driver once
+# a second; when the pipe closes (the driver ended, in any way) it waits 3 s, then kills those still
+# running (psutil checks the pid still names the same process: same start time).
+REAPER = """
+import os, select, signal, sys, time
+import psutil
+driver, RAY_DIR = psutil.Process(int(sys.argv[1])), sys.argv[2]
+known = {}
+def note():
+    try:
+        for p in driver.children(recursive=True):
+            if p.pid != os.getpid() and (p.name().startswith("ray::") or any(
+                    a.startswith(RAY_DIR) for a in p.cmdline()[:3])):
+                known[p.pid] = p
+    except psutil.Error:
+        pass
+while True:
+    note()
+    ready, _, _ = select.select([sys.stdin], [], [], 1.0)
+    if ready and not os.read(sys.stdin.fileno(), 4096):
+        break
+time.sleep(3)  # a clean shutdown (ray.shutdown) ends them itself
+for p in known.values():
+    try:
+        if p.is_running():
+            p.kill()
+    except psutil.Error:
+        pass
+"""
+
+
+def reap_with_driver() -> None:
+    """Ray's agents (ray::DashboardAgent, ray::RuntimeEnvAgent) outlive a SIGKILLed driver by about
+    64 s (docs/reliability.md: they report the raylet's death to the dead GCS with a 60 s timeout).
+    A watcher process in its own session ends every process of the local Ray this driver started
+    within about 4 s of the driver's end, however it ended."""
+    import subprocess
+    import sys
+
+    if _REAPER_PIPE:  # one watcher per driver: it follows every local Ray this process starts
+        return
+    read, write = os.pipe()
+    subprocess.Popen([sys.executable, "-c", REAPER, str(os.getpid()), os.path.dirname(ray.__file__)], stdin=read,
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+    os.close(read)
+    os.set_inheritable(write, False)
+    _REAPER_PIPE.append(write)  # held open for the driver's lifetime; the kernel closes it when the driver dies
+
+
+_REAPER_PIPE: list = []
 
 
 LOOPBACK_VAR = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
