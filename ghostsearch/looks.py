@@ -21,6 +21,9 @@ import numpy as np
 from ghostsearch import stats
 
 
+MIN_ITEMS_PER_TASK = 2  # a look whose items give some task fewer is not tested (its z is NaN: not decided)
+
+
 @dataclass
 class Contrast:
     name: str
@@ -57,13 +60,17 @@ class Design:
         """Tests every open contrast on ``items`` (the look's (task, doc) keys) from ``correct``
         ({eval_key: {(task, doc): 0/1}}), then decides the family on every look so far."""
         strata = np.array([t for t, _ in items])
+        # a task with one item has no variance estimate (stats.stratified_var counts it as 0), and a
+        # zero standard error turns any difference into |z| = inf: such a look tests nothing
+        testable = len(items) > 0 and np.unique(strata, return_counts=True)[1].min() >= MIN_ITEMS_PER_TASK
         for i, (c, done) in enumerate(zip(self.contrasts, self.decided())):
             if done:
                 continue
             a = np.array([correct[c.left_key][it] for it in items], dtype=float)
             b = np.array([correct[c.right_key][it] for it in items], dtype=float)
             t = stats.paired_test(a, b, strata)
-            self.z[i][look], self.estimate[i][look] = t.z, t.estimate
+            self.z[i][look] = t.z if testable and t.se > 0 else math.nan
+            self.estimate[i][look] = t.estimate
         zs = [[z if j <= look else math.nan for j, z in enumerate(row)] for row in self.z]
         self.decisions = stats.sequential_holm(zs, self.fractions, self.alpha, self.spending)
 

@@ -6,6 +6,7 @@ per-item rows lack (a rerun of the same design: none)."""
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -115,3 +116,24 @@ def test_adaptive_run_records_its_looks_and_resumes_without_reevaluating(tmp_pat
     calls.clear()
     assert evaluate_finalists(full, tmp_path, jobs, progress=False, contrasts=contrasts) == second
     assert calls == []
+
+
+def test_a_look_with_one_item_in_a_task_decides_nothing():
+    """One item per task leaves no within-task variance: the stratified standard error is 0 and any
+    difference would be |z| = inf. Such a look is not tested (study 2's smoke run decided LoRP -
+    ShortGPT at its first look of 8 items, one a task, before this guard)."""
+    from ghostsearch.looks import Contrast, Design
+
+    tasks = [f"t{i}" for i in range(8)]
+    one = [(t, 0) for t in tasks]
+    two = one + [(t, 1) for t in tasks]
+    correct = {"L": {it: 0.0 for it in two}, "R": {it: 1.0 for it in two}}  # R right everywhere, L never
+    d = Design([8, 16], [Contrast("L - R", "L", "R")])
+    d.test(0, correct, one)
+    assert math.isnan(d.z[0][0]) and not d.decided()[0]
+    d.test(1, correct, two)  # two items a task, every difference -1: se is still 0, so still untested
+    assert math.isnan(d.z[0][1]) and not d.decided()[0]
+    correct["L"][("t0", 1)] = 1.0  # one agreement: a finite z, far beyond any bound
+    d2 = Design([8, 16], [Contrast("L - R", "L", "R")])
+    d2.test(1, correct, two)
+    assert d2.z[0][1] < -5 and d2.decided()[0]
