@@ -84,7 +84,7 @@ def report(run_dir: Path, keys: dict[str, str]) -> str:
         if f.exists():
             t = pq.read_table(f, columns=["task", "doc", "gold", "pred"]).to_pylist()
             rows[m] = {(r["task"], r["doc"]): float(r["pred"] == r["gold"]) for r in t}
-    order = [tuple(x) for x in pq.read_table(run_dir / "items.parquet").select(["task", "doc"]).to_pylist()] \
+    order = [(r["task"], r["doc"]) for r in pq.read_table(run_dir / "items.parquet").sort_by("rank").to_pylist()] \
         if (run_dir / "items.parquet").exists() else []
     numbers = {m: json.loads((run_dir / "evals" / f"{k}.json").read_text())
                for m, k in keys.items() if (run_dir / "evals" / f"{k}.json").exists()}
@@ -92,7 +92,7 @@ def report(run_dir: Path, keys: dict[str, str]) -> str:
              f"per model); items evaluated in all: {looks['items_total']:,} of the fixed design's "
              f"{looks['fixed_items_total']:,}; rule: Holm at {looks['alpha']} over the seven contrasts, "
              f"{looks['spending']} spending.", "",
-             "| contrast | left - right | estimate | interval at its level | level | look | items | verdict | "
+             "| contrast | left - right | estimate | interval at its level | confidence | look | items | verdict | "
              "WikiText-2 ppl (left / right) |", "|---|---|---|---|---|---|---|---|---|"]
     for cid, question, left, right in CONTRASTS:
         c = by_name.get(f"{cid} {question}")
