@@ -158,6 +158,8 @@ def perplexity_finalists(model, tokenizer, finalists, cfg_eval, data_dir: str | 
         lls, _ = loglikelihoods_finalists(stack, batches, len(windows), finals, cap)
         for o, ll in zip(out, lls):
             o[f"ppl_{name}"] = math.exp(-ll.sum().item() / (len(windows) * (seq_len - 1)))
+            # each window's mean NLL, in window order: paired intervals over windows between models
+            o[f"ppl_{name}_window_nll"] = [round(v, 6) for v in (-ll.double() / (seq_len - 1)).tolist()]
         if name == "lambada":
             docs = [Doc((r,), (0,), 0) for r in lambada_requests(texts[:cfg_eval.limit])]
             batches, n = pack_docs(tokenizer, docs, resolve_max_length(model, tokenizer), bs)

@@ -5,6 +5,7 @@ eval.cache_gib, per-item rows to Parquet; and parity with lm-eval's HFLM on all 
 random Llama and SmolLM2, each dense, pruned and pruned + ghosted."""
 from __future__ import annotations
 
+import math
 import pytest
 import torch
 
@@ -215,9 +216,12 @@ def test_finalist_perplexities_equal_perplexity_suite(tiny, data_dir):
     for (removed, ops), got in zip(finalists, ours):
         ref = perplexity_suite(reference_model(model, removed, ops), tok, tuple(sorted({PROSE, "lambada"})), 64, 5, data_dir,
                                limit=6, batch_size=4)
+        windows = {k: got.pop(k) for k in list(got) if k.endswith("_window_nll")}
         assert got.keys() == ref.keys()
         for k in ref:
             assert got[k] == pytest.approx(ref[k], rel=1e-5), (k, removed, ops is not None)
+        for k, nll in windows.items():  # each window's mean NLL: their mean is the perplexity's log
+            assert len(nll) == 5 and got[k.removesuffix("_window_nll")] == pytest.approx(math.exp(sum(nll) / 5), rel=1e-5)
 
 
 @pytest.mark.slow
