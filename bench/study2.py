@@ -93,7 +93,7 @@ def report(run_dir: Path, keys: dict[str, str]) -> str:
              f"{looks['fixed_items_total']:,}; rule: Holm at {looks['alpha']} over the seven contrasts, "
              f"{looks['spending']} spending.", "",
              "| contrast | left - right | estimate | interval at its level | confidence | look | items | verdict | "
-             "WikiText-2 ppl (left / right) |", "|---|---|---|---|---|---|---|---|---|"]
+             "WikiText-2 ppl (left / right; log ratio, 95% interval over windows) |", "|---|---|---|---|---|---|---|---|---|"]
     for cid, question, left, right in CONTRASTS:
         c = by_name.get(f"{cid} {question}")
         if c is None:
@@ -109,6 +109,10 @@ def report(run_dir: Path, keys: dict[str, str]) -> str:
             else "not decided"
         ppl = " / ".join(f"{numbers[m].get('ppl_wikitext2', float('nan')):.1f}" if m in numbers else "-"
                          for m in (left, right))
+        wl, wr = (numbers.get(m, {}).get("ppl_wikitext2_window_nll") for m in (left, right))
+        if wl and wr and len(wl) == len(wr):  # log-perplexity difference, paired over the same windows
+            w = stats.paired_diff_ci(np.array(wl), np.array(wr), seed=0)
+            ppl += f"; log ratio {w.estimate:+.3f} [{w.lo:+.3f}, {w.hi:+.3f}] over {len(wl)} windows"
         interval = f"[{ci.lo:+.3f}, {ci.hi:+.3f}]" if ci else "-"
         lines.append(f"| {cid} {question} | {left} - {right} | {c['estimate']:+.3f} | {interval} | "
                      f"{level:.4f} | {c['decided_at_look'] or looks['looks_run']} | {n} | {verdict} | {ppl} |")
