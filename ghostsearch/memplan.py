@@ -292,7 +292,15 @@ def check_fit(cfg, shape: Shape | None = None) -> int:
     """One line, before loading, when an actor of ``cfg`` cannot fit its device; else the
     cache.every to use (``auto`` resolved)."""
     if shape is None:
-        shape = shape_of(read_config(cfg.model, cfg.trust_remote_code))
+        config = read_config(cfg.model, cfg.trust_remote_code)
+        try:
+            shape = shape_of(config)
+        except Exception as e:  # noqa: BLE001  (a family that cannot be built on the meta device: no plan)
+            import logging
+
+            logging.getLogger("ghostsearch").warning("no memory plan for %s (%s); loading without one",
+                                                     cfg.model, str(e).splitlines()[0][:120] if str(e) else type(e).__name__)
+            return 1 if cfg.cache.every == "auto" else int(cfg.cache.every)
     plan = resolve_every(cfg, shape)
     if not plan.fits:
         raise GhostsearchError(f"this run does not fit: one scorer needs {plan.line()}; fix: {fixes(cfg, shape, plan)} "
