@@ -291,7 +291,8 @@ class _Evaluator:
 
                 c = self.cfg
                 self.model = load_model(c.model, dtype=c.dtype, device=c.resolved_device(),
-                                        trust_remote_code=c.trust_remote_code, revision=c.revision)
+                                        trust_remote_code=c.trust_remote_code, revision=c.revision,
+                                        device_map=c.device_map())  # split like the scorers (placement)
             model, tok = self.model
             self.finish(keys, evaluate_finalist_specs(model, tok, self.cfg, [specs[k] for k in keys], self.held_out,
                                                       not self.bar.disable, items, fresh), fresh)

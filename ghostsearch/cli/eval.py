@@ -111,7 +111,8 @@ def run(args) -> None:
         from ghostsearch.stack import Stack, check_removed
 
         model, tok = load_model(cfg.model, dtype=cfg.dtype, device=cfg.resolved_device(),
-                                trust_remote_code=cfg.trust_remote_code, revision=cfg.revision)
+                                trust_remote_code=cfg.trust_remote_code, revision=cfg.revision,
+                                device_map=cfg.device_map())
         n_blocks = Stack(model).n_blocks
         sets = [list(check_removed(removed, n_blocks)) for _, removed, _ in jobs]
         specs = list(dict.fromkeys((tuple(r), args.recovery) for r in sets))  # each distinct set once

@@ -51,7 +51,8 @@ def run(args) -> Path:
         torch.set_num_threads(args.threads)
     bar = tqdm(total=3, desc="export: load model", unit="step", disable=not progress_enabled())
     model, tok = load_model(cfg.model, dtype=cfg.dtype, device=cfg.resolved_device(),
-                            trust_remote_code=cfg.trust_remote_code, revision=cfg.revision)
+                            trust_remote_code=cfg.trust_remote_code, revision=cfg.revision,
+                            device_map=cfg.device_map())
     removed = check_removed(removed, Stack(model).n_blocks)
     bar.update(1)
     bar.set_description(f"export: fit {args.method}")

@@ -194,3 +194,29 @@ def test_split_balances_parameters_and_rejects_bad_maps():
     assert devices_for("cuda", 2, None) == ["cuda:0", "cuda:1"]
     assert devices_for("cuda", 0.5, None) is None
     assert devices_for("cpu", None, ["cuda:0", "cpu"]) == ["cuda:0", "cpu"]
+
+
+def test_native_evaluation_and_repair_on_a_split_model_equal_one_device(smollm2_tokenizer_dir, data_dir):
+    """The native evaluation engine (packed items over a dense prefix cache) and a ghosted repair fit
+    on a split model: the same per-item log-likelihoods as on one device."""
+    from transformers import AutoTokenizer
+
+    from ghostsearch.config import Config
+    from ghostsearch.evaluation_native import evaluate_finalists_native
+    from ghostsearch.recovery.repair import fit
+
+    tok = AutoTokenizer.from_pretrained(smollm2_tokenizer_dir)
+    model = tiny_model("llama", 6)
+    m2 = copy.deepcopy(model)
+    Stack(m2).place(DEVICE_MAP)
+    cfg = Config(data_dir=data_dir)
+    cfg.recovery.n_seq, cfg.recovery.seq_len = 4, 32
+    cfg.eval.tasks, cfg.eval.limit, cfg.eval.batch_size, cfg.eval.sample = ["arc_easy"], 4, 4, "first"
+    rows = []
+    for m in (model, m2):
+        finalists = [((2,), None), ((3, 4), fit(m, tok, [3, 4], cfg, "ghosted"))]
+        rows.append(evaluate_finalists_native(m, tok, finalists, cfg.eval, data_dir, progress=False)[1])
+    assert len(rows[0]) == len(rows[1]) > 0
+    for a, b in zip(*rows):  # same items, predictions and per-choice log-likelihoods
+        assert {k: v for k, v in a.items() if k != "lls"} == {k: v for k, v in b.items() if k != "lls"}
+        assert len(a["lls"]) > 1 and b["lls"] == pytest.approx(a["lls"], rel=1e-5, abs=1e-6)
