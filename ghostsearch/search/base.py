@@ -232,12 +232,6 @@ class Searcher:
         keeps there, e.g. bo's Optuna journal); by default ``params`` unchanged."""
         return params
 
-    @classmethod
-    def run_params(cls, params: dict, run_dir, cell: str) -> dict:
-        """The parameters a run gives this searcher once it has a run directory (files the searcher
-        keeps there, e.g. bo's Optuna journal); by default ``params`` unchanged."""
-        return params
-
     def check_ends(self) -> None:
         """The contract's "a budget or an end", checked when the searcher is built."""
         if not self.ends_by_itself and self.default_budget(self.space, self.params) is None:

@@ -47,11 +47,6 @@ class BO(ModelBased):
         """The study's journal lives in the run directory (RUN_DIR/optuna-<cell>.log) unless set."""
         return {"storage": str(run_dir / f"optuna-{cell}.log"), **params}
 
-    @classmethod
-    def run_params(cls, params: dict, run_dir, cell: str) -> dict:
-        """The study's journal lives in the run directory (RUN_DIR/optuna-<cell>.log) unless set."""
-        return {"storage": str(run_dir / f"optuna-{cell}.log"), **params}
-
     @dataclass
     class Params:
         sampler: str = "gp"  # 'gp' | 'tpe'
