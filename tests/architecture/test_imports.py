@@ -192,10 +192,7 @@ def private_attributes(name: str, path: Path, known: dict) -> list[str]:
 
 
 # private names used through a module object that stay for now, each with why (the list only shrinks)
-PRIVATE_ALLOWED = {
-    "ghostsearch.evaluate uses ghostsearch.data._offline": "renamed data.offline() by the data work in progress "
-                                                           "(issue 22); drop this entry once that lands",
-}
+PRIVATE_ALLOWED: dict[str, str] = {}  # empty: evaluate's data._offline() became data.offline()
 
 
 def test_no_private_attributes_of_other_modules():
