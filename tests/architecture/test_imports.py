@@ -116,10 +116,10 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("config", ["config"]),                   # a Config names searchers, objectives, repairs; nothing below reads one
     ("rundir", ["rundir", "dataplan", "outputs"]),
     ("pool", ["pool"]),
-    ("runner", ["runner", "plan"]),
+    ("runner", ["runner"]),
     ("recover", ["recovery.recover"]),
     ("evaluation", ["evaluate", "evaluation_native"]),
-    ("compare", ["compare", "report", "claims"]),
+    ("compare", ["compare", "report", "claims", "plan"]),  # plan: what a whole run (search, compare, eval) costs
     ("cli", ["cli", "configdoc", "__main__", ""]),  # "": the package itself (ghostsearch/__init__.py, the API)
 ]
 
