@@ -19,7 +19,7 @@ import math
 import types as types_
 import typing
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol, Sequence
+from typing import Any, ClassVar, Iterable, Protocol, Sequence
 
 from ghostsearch.errors import GhostsearchError
 from ghostsearch.registry import Registry
@@ -27,7 +27,7 @@ from ghostsearch.registry import Registry
 Removed = tuple[int, ...]
 
 
-def canonical(removed: Sequence[int]) -> Removed:
+def canonical(removed: Iterable[int]) -> Removed:
     """A removed set as ghostsearch stores it: a sorted tuple of unique 0-based block indices."""
     return tuple(sorted({int(i) for i in removed}))
 
