@@ -98,6 +98,12 @@ class Scorer:
         self.prepared[key] = Prepared(obj, batches, caps, dense, stats=acc.result(), aware=aware)
         return key
 
+    def calibration(self, key: str) -> tuple[list[Batch], list[Captured]]:
+        """The calibration micro-batches of a prepared key and their captured block arguments
+        (what a repair fits on, and what identifies the data), without reaching into ``prepared``."""
+        p = self.prepared[key]
+        return p.batches, p.caps
+
     def dense_states(self, key: str) -> list[list[torch.Tensor]] | None:
         """Per micro-batch, the dense states entering every block 0..L (None unless every
         boundary is cached, i.e. cache.every=1)."""

@@ -66,7 +66,7 @@ class ScorerActor:
         import hashlib
 
         h = hashlib.sha256()
-        for b in self.scorer.prepared[self._key(spec)].batches:
+        for b in self.scorer.calibration(self._key(spec))[0]:
             h.update(str(tuple(b.input_ids.shape)).encode())
             h.update(b.input_ids.cpu().numpy().tobytes())
         return h.hexdigest()

@@ -87,11 +87,11 @@ class Activations:
     @classmethod
     def from_scorer(cls, scorer, key: str) -> "Activations":
         """The calibration data of a prepared scorer key (its cached dense states when it kept all)."""
-        p = scorer.prepared[key]
+        batches, caps = scorer.calibration(key)
         states = scorer.dense_states(key)
         if states is not None:
-            return cls(scorer.stack, p.batches, p.caps, states)
-        return cls(scorer.stack, p.batches)
+            return cls(scorer.stack, batches, caps, states)
+        return cls(scorer.stack, batches)
 
     def __iter__(self) -> Iterator[tuple[Captured, torch.Tensor | None]]:
         for mb, batch in enumerate(self.batches):
