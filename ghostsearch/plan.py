@@ -121,6 +121,31 @@ def measure_rate(cfg, shape_: Shape, repeats: int = 3) -> float:
     return flops / dt
 
 
+def evaluation_items(cfg) -> dict:
+    """The downstream evaluation one model gets: items and requests per task (from the data, no
+    tokenizer: tokens estimated as characters / 4, the context once per item as the native engine
+    packs it) and the perplexity windows. ``None`` for a task whose data is not here."""
+    from ghostsearch.evaluation_native import task_docs
+
+    tasks = {}
+    for t in cfg.eval.tasks:
+        try:
+            docs = task_docs(t, cfg.data_dir, cfg.eval.limit)
+        except Exception:  # noqa: BLE001  (a task without data here: not counted, said so)
+            tasks[t] = None
+            continue
+        if cfg.eval.max_items is not None:
+            docs = docs[:max(1, cfg.eval.max_items // max(1, len(cfg.eval.tasks)))]
+        chars = sum(len(d.requests[0][0]) + sum(len(c) for _, c in d.requests) for d in docs)
+        tasks[t] = {"items": len(docs), "requests": sum(len(d.requests) for d in docs), "tokens": chars / 4}
+    ppl = {c: ("the whole test set in 2048-token windows" if cfg.eval.protocol == "paper" else
+               f"{cfg.eval.ppl_max_seq} x {cfg.eval.ppl_seq_len} tokens") for c in cfg.eval.perplexity}
+    models = 1 + len({(s, o, k, sd) for s in (cfg.compare.searchers or [cfg.searcher])
+                      for o in (cfg.compare.objectives or [cfg.objective]) for k in (cfg.compare.ks or [cfg.k])
+                      for sd in (cfg.compare.seeds or [cfg.seed])}) * len(cfg.compare.recovery)
+    return {"tasks": tasks, "perplexity": ppl, "models": models}
+
+
 def plan_run(cfg, model_config: str | None = None, measure: bool = False) -> dict:
     """Everything ``plan`` prints, as a dict (cells, totals, memory, assumptions)."""
     shape = shape_of(read_config(model_config or cfg.model, cfg.trust_remote_code))
@@ -156,7 +181,11 @@ def plan_run(cfg, model_config: str | None = None, measure: bool = False) -> dic
     devices_per_actor = max(1, per_actor)
     # a split actor runs its blocks one device after another: one device's rate per actor
     wall = prepare_flops / flop_rate + total_flops / (flop_rate * cfg.pool.actors)
-    return {"model": model_config or cfg.model, "shape": shape, "cells": cells, "memory": mem,
+    ev = evaluation_items(cfg)
+    ev_tokens = sum(t["tokens"] for t in ev["tasks"].values() if t)
+    # finalists start at their first removed block over the dense model's cached states: half the depth
+    ev["seconds"] = ev["models"] * ev_tokens * (L / 2) * flops_per_token_block(shape, 512) / (flop_rate * cfg.pool.actors)
+    return {"model": model_config or cfg.model, "shape": shape, "cells": cells, "memory": mem, "evaluation": ev,
             "fits": mem.fits, "rate": flop_rate, "rate_note": rate_note, "total_flops": total_flops,
             "evaluations": sum(c.evaluations for c in cells), "wall_s": wall,
             "prepare_s": prepare_flops / flop_rate, "scoring_s": total_flops / (flop_rate * cfg.pool.actors),
@@ -187,10 +216,20 @@ def format_plan(cfg, p: dict) -> str:
             f"{mem.parts['state_bytes'] / GiB:.2f} GiB), prefix runs {mem.parts['prefix_run_count']}"
             + (f", host {mem.host / GiB:.1f} GiB (cache.offload)" if mem.host else "")
             + ("" if mem.fits else "  DOES NOT FIT"),
+            evaluation_line(p["evaluation"]),
             "kinds: exact (greedy); budget = at most that many (ga stops when its next generation does not fit "
             "what is left); estimate = depends on the searcher's answers",
-            "not counted: finalist evaluation (eval.*) and recovery fits"]
+            "not counted in the wall time: finalist evaluation (the estimate above) and recovery fits"]
     return "\n".join(out)
+
+
+def evaluation_line(ev: dict) -> str:
+    parts = [f"{t} {v['items']:,} items ({v['requests']:,} requests, ~{v['tokens'] / 1e6:.2f}M tokens)" if v
+             else f"{t} (no data here)" for t, v in ev["tasks"].items()]
+    ppl = "; ".join(f"{c}: {w}" for c, w in ev["perplexity"].items())
+    return (f"evaluation per model: {', '.join(parts) or 'no tasks'}; perplexity {ppl}; up to {ev['models']} models "
+            f"(cells x compare.recovery + dense; a set found twice is evaluated once): ~{ev['seconds'] / 3600:.2f} h "
+            "of task items at the rate (tokens ~ characters / 4; perplexity windows not timed)")
 
 
 __all__ = ["plan_run", "format_plan", "evaluations", "blocks_run", "measure_rate", "plan_memory"]
