@@ -140,16 +140,17 @@ class Plan:
 
 
 def device_memory(cfg) -> float:
-    """Bytes of one device: pool.device_memory_gib, the GPU's, or on CPU this machine's RAM shared
-    by the pool's local actors."""
+    """Bytes of one device: pool.device_memory_gib, the GPU's (times pool.gpus_per_actor when it is a
+    fraction), or on CPU this machine's RAM shared by the pool's local actors."""
     if cfg.pool.device_memory_gib:
         return cfg.pool.device_memory_gib * GiB
     dev = cfg.resolved_device()
     if dev.startswith("cuda"):
         import torch
 
-        if torch.cuda.is_available():
-            return float(torch.cuda.get_device_properties(0).total_memory)
+        if torch.cuda.is_available():  # actors sharing a GPU (pool.gpus_per_actor < 1) get their share of it
+            g = cfg.pool.gpus_per_actor
+            return float(torch.cuda.get_device_properties(0).total_memory) * (g if g and g < 1 else 1.0)
         raise GhostsearchError("device=cuda but no GPU is visible here; set pool.device_memory_gib to plan for one")
     ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     return ram / max(1, cfg.pool.actors)
