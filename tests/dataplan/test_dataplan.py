@@ -141,3 +141,16 @@ def test_the_hub_probe_is_one_short_connection(fresh_machine, monkeypatch):
         assert data.hub_reachable()  # asked once per process: no second probe
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     assert not data.hub_reachable()
+
+
+def test_default_scored_windows_are_among_the_repair_windows():
+    """Why recover labels a run's calibration data in-sample when the repair fits on the same corpus:
+    with the defaults (calibration 8 x 256, repair 32 x 256, one seed) every scored window is a
+    fitted window; a different seed draws mostly others."""
+    import torch
+
+    ids = torch.arange(200 * 256)
+    scored, fitted = data.sample_windows(ids, 8, 256, 0), data.sample_windows(ids, 32, 256, 0)
+    assert {tuple(w[:2].tolist()) for w in scored} <= {tuple(w[:2].tolist()) for w in fitted}
+    other = data.sample_windows(ids, 8, 256, 1)
+    assert not {tuple(w[:2].tolist()) for w in other} <= {tuple(w[:2].tolist()) for w in fitted}
