@@ -281,12 +281,15 @@ def fixes(cfg, shape: Shape, plan: Plan) -> str:
         out.append("cache.offload=true")
     if plan.parts["prefix_run_count"] and trial(cache={"prefix_runs": 1}):
         out.append("cache.prefix_runs=1")
+    chunk = int((cfg.objective_params or {}).get("head_chunk", 1024))
+    if chunk > 128 and trial(objective_params={**(cfg.objective_params or {}), "head_chunk": 128}):
+        out.append("objective_params.head_chunk=128")
     mb = cfg.calibration.micro_batch
     if mb > 1:
         calib = dataclasses.replace(cfg.calibration, micro_batch=max(1, mb // 4))
         if trial(calibration=calib):
             out.append(f"calibration.micro_batch={max(1, mb // 4)}")
-    return ", ".join(out) or "more GPUs per actor (pool.gpus_per_actor) with cache.offload=true, or a smaller calibration"
+    return " or ".join(out) or "more GPUs per actor (pool.gpus_per_actor) with cache.offload=true, or a smaller calibration"
 
 
 def check_fit(cfg, shape: Shape | None = None) -> int:
