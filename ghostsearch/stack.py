@@ -262,6 +262,11 @@ def physically_prune(model: nn.Module, removed: Sequence[int], copy_model: bool 
             setattr(inner, name, new_blocks)
     for cfg in {id(m.config): m.config, id(inner.config): inner.config}.values():
         prune_config_lists(cfg, keep)
+    placed = getattr(m, ATTR, None)
+    if placed is not None:  # a split model: the kept blocks keep their devices (and their moving hooks)
+        placed = copy.copy(placed)
+        placed.blocks = tuple(placed.blocks[i] for i in keep)
+        setattr(m, ATTR, placed)
     return m
 
 

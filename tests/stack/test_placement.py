@@ -88,6 +88,11 @@ def test_every_tensor_reaching_block_i_is_on_its_device(family):
     assert {i: rec[i].ghost_label for i in rec} == {1: "a", 2: "b", 3: "b", 4: "c", 5: "c", 6: "c"}
     stack.token_logprobs(h.reshape(-1, h.shape[-1]), ids.reshape(-1))
     assert seen[-2:] == ["norm", "head"]
+    pruned = Stack(physically_prune(model, [1, 2]))  # the kept blocks keep their labels
+    assert pruned.placement.blocks == ("a", "b", "c", "c")
+    seen.clear()
+    pruned.model(ids)
+    assert seen == ["block0", "block3", "block4", "block5", "norm", "head"]
 
 
 def test_a_block_given_a_tensor_of_another_device_fails_the_check():
