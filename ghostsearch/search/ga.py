@@ -110,7 +110,7 @@ class GA(ModelBased):
         toolbox.register("select", select_tournament, rng, tournsize=p.tournament)
         toolbox.register("mate", cx_subset, k=k, rng=rng)
         toolbox.register("mutate", mut_swap, free=self.space.free, weight=w, rng=rng)
-        pop = [Individual(s, self.memo[s]) for s in self.population]
+        pop = [Individual(s, self.memo[s]) for s in (self.population or [])]
         out: list[Removed] = []
         for _ in range(50 * n):
             if len(out) == n:
@@ -122,8 +122,8 @@ class GA(ModelBased):
             if not self.seen(child) and child not in out:
                 out.append(child)
         if len(out) < n:  # the population has converged: explore with the prior
-            rng = np.random.default_rng([self.seed, self.generation])
-            out += sample_unseen(rng, self.space, np.array(list(w.values())), set(self.memo) | set(self.partial) | set(out),
+            np_rng = np.random.default_rng([self.seed, self.generation])
+            out += sample_unseen(np_rng, self.space, np.array(list(w.values())), set(self.memo) | set(self.partial) | set(out),
                                  n - len(out))
         return out
 
@@ -159,7 +159,8 @@ class GA(ModelBased):
             return [Candidate(s) for s in first[: self.affordable(len(first))]]
         if phase == "screen":
             return [Candidate(s, fidelity=self.params.screen) for s in self.breed(self.plan())]
-        best = sorted(self.screened, key=lambda s: (self.screened[s], s))
+        screened = self.screened or {}  # the promote phase comes only after a screen
+        best = sorted(screened, key=lambda s: (screened[s], s))
         return [Candidate(s) for s in best[: self.affordable(self.params.promote)]]
 
     def tell(self, candidates, values) -> None:
@@ -171,7 +172,7 @@ class GA(ModelBased):
             self.screened = {c.removed: float(v) for c, v in zip(candidates, values)}
         elif phase != "singles":  # promoted children, race winners, or full-fidelity offspring when screen == 1
             children = [c.removed for c in candidates if c.fidelity >= 1.0]
-            pop = [Individual(s, self.memo[s]) for s in self.population + children]
+            pop = [Individual(s, self.memo[s]) for s in (self.population or []) + children]
             self.population = [canonical(i) for i in tools.selBest(sorted(pop), self.params.pop_size)]
             self.generation += 1
             self.screened = None
