@@ -85,13 +85,17 @@ def test_offline_is_detected_in_seconds(home):
 
 
 def test_a_named_dataset_missing_offline_is_one_line_before_model_work(home, tmp_path):
-    """calibration.dataset=c4 with no data directory and no hub: exit 2, one line naming data_dir, no
-    run directory, and no longer than a plain validation error plus a few seconds (no retries)."""
-    _, baseline = ghostsearch("search", QUICK, "k=0", f"out={tmp_path / 'a'}", cwd=home, ok=False)
-    p, seconds = ghostsearch("search", QUICK, "calibration.dataset=c4", f"out={tmp_path / 'b'}", cwd=home, ok=False)
+    """calibration.dataset=c4 with no data directory and no hub: the data plan refuses it within 5 s
+    (no hub retries), and the command exits 2 with one line naming data_dir, leaving no run directory."""
+    p = python("import time\nfrom ghostsearch.config import load_config\nfrom ghostsearch.dataplan import plan\n"
+               "from ghostsearch.errors import GhostsearchError\ncfg = load_config(None, ['calibration.dataset=c4'])\n"
+               "t = time.monotonic()\ntry:\n    plan(cfg, ['perplexity'], evaluate=False, repair=True)\n"
+               "except GhostsearchError as e:\n    print(round(time.monotonic() - t, 3), e)\n", home)
+    seconds, message = p.stdout.split(" ", 1)
+    assert float(seconds) < 5.0 and "'c4' is not available" in message, p.stdout + p.stderr
+    p, _ = ghostsearch("search", QUICK, "calibration.dataset=c4", f"out={tmp_path / 'b'}", cwd=home, ok=False)
     assert "'c4' is not available" in p.stderr and "data_dir" in p.stderr
     assert not (tmp_path / "b").exists()
-    assert seconds < baseline + 5.0, (seconds, baseline)
     p, _ = ghostsearch("eval", QUICK, "--remove", "3", "eval.perplexity=[wikitext2]", cwd=home, ok=False)
     assert "eval.perplexity names 'wikitext2'" in p.stderr and "data_dir" in p.stderr
 
