@@ -35,7 +35,6 @@ def main() -> None:
     ap.add_argument("--out", default="runs/bench-adaptive")
     args = ap.parse_args()
 
-    import numpy as np
     import torch
 
     from ghostsearch import stats

@@ -13,7 +13,6 @@ import argparse
 import glob
 
 import benchenv  # noqa: F401
-
 import numpy as np
 from scipy.stats import spearmanr
 

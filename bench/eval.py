@@ -47,8 +47,14 @@ def main() -> None:
     from ghostsearch import data
     from ghostsearch.config import load_config
     from ghostsearch.evaluate import zero_shot
-    from ghostsearch.evaluation_native import (evaluate_finalists_native, fit_finalists, pack_docs, resolve_max_length,
-                                               state_bytes, task_docs)
+    from ghostsearch.evaluation_native import (
+        evaluate_finalists_native,
+        fit_finalists,
+        pack_docs,
+        resolve_max_length,
+        state_bytes,
+        task_docs,
+    )
     from ghostsearch.logs import quiet_libraries
     from ghostsearch.models import load_model
     from ghostsearch.recovery.export import pruned_model

@@ -155,8 +155,8 @@ def main() -> None:
     from ghostsearch.io import write_parquet_atomic
     from ghostsearch.models import load_model
     from ghostsearch.recovery.repair import activations_from_config, captured_once, fit, recovery_from_config
-    from ghostsearch.stack import Stack
     from ghostsearch.rundir.layout import run_config
+    from ghostsearch.stack import Stack
 
     torch.set_num_threads(args.threads)
     run_dir = Path(args.run_dir)

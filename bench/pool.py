@@ -14,16 +14,14 @@ import argparse
 import os
 import random
 import statistics
-import sys
 import time
 
 import benchenv  # noqa: E402,F401  (the repository on sys.path, offline HF, ../shared/data as the data directory)
-
 import ray  # noqa: E402
 
 from ghostsearch.config import load_config  # noqa: E402
-from ghostsearch.rundir.ledger import Ledger  # noqa: E402
 from ghostsearch.pool.pool import PoolClient, connect, start_pool  # noqa: E402
+from ghostsearch.rundir.ledger import Ledger  # noqa: E402
 from ghostsearch.search import Candidate  # noqa: E402
 
 

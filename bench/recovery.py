@@ -17,20 +17,18 @@ from __future__ import annotations
 import argparse
 import ctypes
 import os
-import sys
 import threading
 import time
 
+import benchenv  # noqa: E402,F401  (the repository on sys.path, offline HF, ../shared/data as the data directory)
 import psutil
 import torch
 
-import benchenv  # noqa: E402,F401  (the repository on sys.path, offline HF, ../shared/data as the data directory)
-
 from ghostsearch.models import load_model  # noqa: E402
+from ghostsearch.objectives import CalibrationSpec  # noqa: E402
+from ghostsearch.objectives.perplexity import text_windows  # noqa: E402
 from ghostsearch.recovery.gram import GramLS  # noqa: E402
 from ghostsearch.stack import Batch, Stack, physically_prune  # noqa: E402
-from ghostsearch.objectives.perplexity import text_windows  # noqa: E402
-from ghostsearch.objectives import CalibrationSpec  # noqa: E402
 
 
 def trim() -> None:

@@ -24,18 +24,15 @@ import argparse
 import math
 import os
 import random
-import sys
 import time
 
+import benchenv  # noqa: E402,F401  (the repository on sys.path, offline HF, ../shared/data as the data directory)
 import torch
 import torch.nn.functional as F
 
-import benchenv  # noqa: E402,F401  (the repository on sys.path, offline HF, ../shared/data as the data directory)
-
+from ghostsearch.objectives import CalibrationSpec, ObjectiveSpec  # noqa: E402
 from ghostsearch.scoring import Scorer  # noqa: E402
 from ghostsearch.stack import Stack, physically_prune  # noqa: E402
-from ghostsearch.objectives import CalibrationSpec, ObjectiveSpec  # noqa: E402
-
 
 SHAPES = {  # random-weight Llamas: Llama-3-8B itself, and its proportions at a CPU's width
     "llama3-8b-random": dict(vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,

@@ -20,7 +20,6 @@ import argparse
 import json
 import math
 import os
-import sys
 
 import benchenv  # noqa: E402,F401  (the repository on sys.path, offline HF, ../shared/data as the data directory)
 
@@ -265,13 +264,13 @@ def main():
     if args.matched:
         matched(args)
         return
+    import ray
+
     from ghostsearch.compare import grid, run_cells
     from ghostsearch.config import load_config
-    from ghostsearch.pool.pool import connect, start_pool
     from ghostsearch.models import model_depth
+    from ghostsearch.pool.pool import connect, start_pool
     from ghostsearch.rundir import open_run_dir
-
-    import ray
 
     cfg = load_config(None, [f"k={args.k}", f"objective={args.objective}", f"out={args.out}",
                              f"calibration.n_seq={args.n_seq}", f"calibration.seq_len={args.seq_len}",

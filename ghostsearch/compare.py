@@ -17,10 +17,10 @@ from pathlib import Path
 
 import ray
 
+from ghostsearch import lmeval_results
 from ghostsearch.config import Config
 from ghostsearch.errors import GhostsearchError
 from ghostsearch.io import write_json_atomic, write_parquet_atomic
-from ghostsearch import lmeval_results
 from ghostsearch.outputs import RunOutputs
 from ghostsearch.rundir import Ledger, cell_name
 from ghostsearch.runner import build_searcher, run_cell
@@ -350,13 +350,12 @@ def _collect_items(run_dir: Path, keys: list[str]) -> None:
 
 
 def compare(cfg: Config, address: str | None = None, progress: bool = True) -> Path:
-    from ghostsearch.evaluate import check_tasks
     from ghostsearch.config import check_model_fit
-    from ghostsearch.pool.pool import check_local_capacity, connect, find_pool, pool_identity, release_pool, start_pool
-    from ghostsearch.rundir.layout import check_identity, check_run_dir, close_run_dir
-    from ghostsearch.report import comparison_table, write_report
-
     from ghostsearch.dataplan import announce, plan
+    from ghostsearch.evaluate import check_tasks
+    from ghostsearch.pool.pool import check_local_capacity, connect, find_pool, pool_identity, release_pool, start_pool
+    from ghostsearch.report import comparison_table, write_report
+    from ghostsearch.rundir.layout import check_identity, check_run_dir, close_run_dir
 
     cells = grid(cfg)
     n_blocks = check_model_fit(cfg)

@@ -16,11 +16,11 @@ the run calibrated on reads only the ``evaluation`` half. Every resolved dataset
 """
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import hashlib
 import json
 import os
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 

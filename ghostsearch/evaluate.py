@@ -145,8 +145,15 @@ def perplexity_finalists(model, tokenizer, finalists, cfg_eval, data_dir: str | 
     """``perplexity_suite``'s numbers for finalists, (removed, Operators or None) of the UNPRUNED
     ``model``, over the native engine's dense prefix cache: each window and LAMBADA passage runs
     densely once, every finalist from its start (evaluation_native.run_finalists)."""
-    from ghostsearch.evaluation_native import (GIB, Doc, loglikelihoods_finalists, pack_docs, plans,
-                                               resolve_max_length, window_items)
+    from ghostsearch.evaluation_native import (
+        GIB,
+        Doc,
+        loglikelihoods_finalists,
+        pack_docs,
+        plans,
+        resolve_max_length,
+        window_items,
+    )
 
     stack, bs = Stack(model), max(1, cfg_eval.batch_size)
     finals, cap, out = plans(stack, finalists), cfg_eval.cache_gib * GIB, [{} for _ in finalists]

@@ -20,7 +20,6 @@ import numpy as np
 
 from ghostsearch import stats
 
-
 MIN_ITEMS_PER_TASK = 2  # a look whose items give some task fewer is not tested (its z is NaN: not decided)
 
 

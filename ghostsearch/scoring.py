@@ -23,6 +23,7 @@ from ghostsearch.errors import GhostsearchError
 from ghostsearch.objectives import Objective, ObjectiveSpec
 from ghostsearch.search.base import Removed
 from ghostsearch.stack import Batch, Captured, Stack
+
 Patches = dict[int, Callable[[torch.Tensor], torch.Tensor]]
 
 

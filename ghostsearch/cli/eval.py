@@ -71,9 +71,8 @@ def export_data(directory: Path) -> dict | None:
 
 
 def run(args) -> None:
-    from ghostsearch.evaluate import check_tasks, evaluate_model, write_rows
-
     from ghostsearch import lmeval_results
+    from ghostsearch.evaluate import check_tasks, evaluate_model, write_rows
     from ghostsearch.logs import progress_enabled
     from ghostsearch.models import load_model, resolve_dtype
 

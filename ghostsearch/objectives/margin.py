@@ -16,8 +16,8 @@ import torch
 
 from ghostsearch import data
 from ghostsearch.errors import GhostsearchError
-from ghostsearch.stack import Batch, Stack
 from ghostsearch.objectives.base import Objective
+from ghostsearch.stack import Batch, Stack
 
 
 def tokenize_item(tokenizer, item: data.MCItem) -> tuple[list[int], list[list[int]]]:

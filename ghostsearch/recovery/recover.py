@@ -14,10 +14,15 @@ from pathlib import Path
 from ghostsearch.errors import GhostsearchError
 from ghostsearch.io import write_parquet_atomic
 from ghostsearch.recovery.base import Activations
-from ghostsearch.recovery.repair import activations_from_config, captured_once, describe, recovery_from_config, repair_spec
+from ghostsearch.recovery.repair import (
+    activations_from_config,
+    captured_once,
+    describe,
+    recovery_from_config,
+    repair_spec,
+)
 from ghostsearch.rundir import finalists, run_config
 from ghostsearch.stack import check_removed
-
 
 log = logging.getLogger(__name__)
 

@@ -27,9 +27,9 @@ import torch
 
 from ghostsearch.errors import GhostsearchError
 from ghostsearch.recovery.base import Activations, Recovery, cuts, new_index
-from ghostsearch.stack import check_removed
 from ghostsearch.recovery.ghosted import CutStats, cut_report
 from ghostsearch.recovery.gram import finite_rows
+from ghostsearch.stack import check_removed
 
 
 def down_proj(block) -> torch.nn.Linear:

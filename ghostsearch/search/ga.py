@@ -18,7 +18,6 @@ from ghostsearch.search.base import Candidate, Removed, canonical
 from ghostsearch.search.common import ModelBased, prior_weights, require_ints, sample_unseen
 from ghostsearch.search.racing import race_params
 
-
 UNIT = {"range": (0, 1)}  # a probability or a fraction (Searcher.parse_params checks it)
 
 

@@ -17,7 +17,6 @@ from ghostsearch.errors import GhostsearchError
 from ghostsearch.search.base import Candidate, Removed, canonical
 from ghostsearch.search.common import Memo, require_ints, statistic
 
-
 SOURCES = ("perplexity", "objective")
 
 

@@ -9,10 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import cluster_checks as M
 import pytest
 import yaml
-
-import cluster_checks as M
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -18,10 +18,9 @@ import sys
 import time
 from pathlib import Path
 
+import cluster_checks as manifests
 import pytest
 import yaml
-
-import cluster_checks as manifests
 from localcluster import (
     HEAD_NODE_IP,
     WORKER_IP,

@@ -6,20 +6,28 @@ random Llama and SmolLM2, each dense, pruned and pruned + ghosted."""
 from __future__ import annotations
 
 import math
+
 import pytest
 import torch
 
-from tests.corpora import PROSE
 from ghostsearch import data
 from ghostsearch.config import Config
 from ghostsearch.errors import GhostsearchError
 from ghostsearch.evaluate import loglikelihoods, task_config, zero_shot_finalists
-from ghostsearch.evaluation_native import (evaluate_finalists_native, pack_doc, pack_docs, resolve_max_length,
-                                           state_bytes, task_docs, write_item_rows)
+from ghostsearch.evaluation_native import (
+    evaluate_finalists_native,
+    pack_doc,
+    pack_docs,
+    resolve_max_length,
+    state_bytes,
+    task_docs,
+    write_item_rows,
+)
 from ghostsearch.recovery.export import pruned_model
 from ghostsearch.recovery.repair import fit
 from ghostsearch.stack import Stack, physically_prune
 from tests.conftest import tiny_model
+from tests.corpora import PROSE
 
 TASKS = list(data.MC_TASKS)
 

@@ -38,7 +38,7 @@ def test_llama_weights_and_cache_by_hand(model, dims, published):
     n = _hand_params(*dims)
     assert shape.params == n
     assert abs(n - published) / published < 0.001
-    V, C, L = dims[0], dims[1], dims[2]
+    C, L = dims[1], dims[2]
     cfg = _cfg(model, "cache.every=4", "pool.device_memory_gib=1000")
     p = plan_memory(cfg, shape)
     assert p.parts["weights"] == n * 2                                     # bf16: 2 bytes a parameter

@@ -189,8 +189,8 @@ def test_two_drivers_on_one_run_dir(tiny_model_dir, tmp_path, reference):
 
 
 def test_two_searchers_share_computation(tiny_model_dir, tmp_path, ray_local):
-    from ghostsearch.rundir.ledger import Ledger
     from ghostsearch.pool.pool import PoolClient, start_pool
+    from ghostsearch.rundir.ledger import Ledger
     from ghostsearch.search.base import Candidate
 
     cfg = _cfg(tiny_model_dir, tmp_path / "run")

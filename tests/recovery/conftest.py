@@ -9,9 +9,9 @@ from tests.corpora import CALIB, PROSE
 
 @pytest.fixture(scope="session")
 def smol(smollm2, data_dir):
+    from ghostsearch.objectives import CalibrationSpec, ObjectiveSpec
     from ghostsearch.scoring import Scorer
     from ghostsearch.stack import Stack
-    from ghostsearch.objectives import CalibrationSpec, ObjectiveSpec
 
     sc = Scorer(Stack(smollm2[0]), smollm2[1])
     calib = sc.prepare(ObjectiveSpec.make("perplexity", CalibrationSpec(CALIB, 32, 128, 0, data_dir, micro_batch=16)))
@@ -21,10 +21,10 @@ def smol(smollm2, data_dir):
 
 @pytest.fixture(scope="session")
 def aware(smollm2, data_dir):
-    from ghostsearch.scoring import Scorer
-    from ghostsearch.stack import Stack
     from ghostsearch.objectives import AwareSpec, CalibrationSpec, ObjectiveSpec
     from ghostsearch.recovery.aware import prepare
+    from ghostsearch.scoring import Scorer
+    from ghostsearch.stack import Stack
 
     sc = Scorer(Stack(smollm2[0]), smollm2[1])
     return sc, prepare(sc, ObjectiveSpec.make("perplexity", CalibrationSpec(CALIB, 8, 128, 1, data_dir), aware=AwareSpec("ghosted", 4)))

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ghostsearch.evaluate import binomial_stderr
 from ghostsearch.claims import family
+from ghostsearch.evaluate import binomial_stderr
 from ghostsearch.report import comparison_table, correlations, rank, spearman, spearman_ci, spread, summary
 
 

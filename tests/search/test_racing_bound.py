@@ -9,8 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from ghostsearch.search import Budget, Candidate, Race, RaceParams, Space, make_searcher, run
-from ghostsearch.search import loop
+from ghostsearch.search import Budget, Candidate, Race, RaceParams, Space, loop, make_searcher, run
 from ghostsearch.search.racing import AUTO_ROWS, race_alpha, race_params, run_race, simulate
 
 RACES, M, DELTA = 2000, 4, 0.05

@@ -5,13 +5,12 @@ An in-process evaluator over the real Scorer with a shared cache stands in for t
 """
 from __future__ import annotations
 
-
 import pytest
 
+from ghostsearch.objectives import CalibrationSpec, ObjectiveSpec
 from ghostsearch.scoring import Scorer
 from ghostsearch.search import SEARCHERS, Budget, Space, make_searcher, run
 from ghostsearch.stack import Stack
-from ghostsearch.objectives import CalibrationSpec, ObjectiveSpec
 
 pytestmark = pytest.mark.slow
 
