@@ -132,9 +132,12 @@ class BO(ModelBased):
         swaps = sorted((keys[self.keys_name(i)] - keys[self.keys_name(j)], i, j)
                        for i in s for j in self.space.free if j not in s)
         for _, i, j in swaps:
-            if canonical(set(s) - {i} | {j}) not in self.memo.keys() | self.partial.keys() | taken:
+            t = canonical(set(s) - {i} | {j})
+            if t not in self.memo.keys() | self.partial.keys() | taken:
                 ki, kj = self.keys_name(i), self.keys_name(j)
-                return {**keys, ki: keys[kj], kj: keys[ki]}
+                swapped = {**keys, ki: keys[kj], kj: keys[ki]}
+                # tied keys (a GP proposal at the bounds) swap into the same set: ask for t itself
+                return swapped if self.decode(swapped) == t else self.encode(t)
         return None
 
     def ask_one(self, taken: set) -> tuple[optuna.Trial, Removed]:
