@@ -474,46 +474,6 @@ def validate(cfg: Config) -> None:
         raise GhostsearchError(f"data_dir={cfg.data_dir} does not exist; point it at a folder laid out like ../shared/data")
 
 
-# the built-in objectives' parameters (objective_params): name -> (type, lowest value or None)
-OBJECTIVE_PARAMS = {"perplexity": {"head_chunk": (int, 1)},
-                    "kl": {"top_k": (int, 1), "head_chunk": (int, 1)},
-                    "margin": {"normalize": (str, None), "max_prompt": (int, 1)}}
-
-
-def _check_objective_params(cfg: Config, objectives: list[str]) -> None:
-    """objective_params: single values (a deep key like a.b.c is refused, not ignored), the known
-    ones of the run's built-in objectives typed and in range, an unknown one refused unless a plug-in
-    objective (module:Class) may take it."""
-    known = {name: spec for o in objectives for name, spec in OBJECTIVE_PARAMS.get(o, {}).items()}
-    plugin = any(o not in OBJECTIVE_PARAMS for o in objectives)
-    for key, value in cfg.objective_params.items():
-        if isinstance(value, dict):
-            raise GhostsearchError(f"objective_params.{key} is a mapping ({short(value, 40)}); objective parameters "
-                                   f"are single values, e.g. objective_params.head_chunk=512")
-        if key not in known:
-            if plugin or key == "recovery":
-                continue
-            close = difflib.get_close_matches(str(key), list(known), n=1)
-            hint = f"did you mean objective_params.{close[0]}?" if close else \
-                f"known: {', '.join(sorted(known)) or '(none)'}"
-            raise GhostsearchError(f"objective {'/'.join(objectives)} has no parameter {key!r}; {hint}")
-        tp, low = known[key]
-        if not _type_ok(value, tp) or (low is not None and value < low):
-            raise GhostsearchError(f"objective_params.{key}={short(value)} must be "
-                                   f"{'an integer >= ' + str(low) if tp is int else 'a string'}")
-
-
-def _check_finite(cfg, prefix: str = "") -> None:
-    """NaN or infinity in any number of the config is one line (``.nan`` would pass every range check)."""
-    for f in dataclasses.fields(cfg):
-        value = getattr(cfg, f.name)
-        if dataclasses.is_dataclass(value):
-            _check_finite(value, f"{prefix}{f.name}.")
-        elif isinstance(value, float) and not math.isfinite(value):
-            raise GhostsearchError(f"{prefix}{f.name}={value} is not a finite number; give a number "
-                                   "(or leave the key unset for its default)")
-
-
 def _check_items(ev: Eval) -> None:
     """The item draw's keys (ghostsearch/items.py), one line each."""
     if ev.sample not in ("random", "first"):
