@@ -30,6 +30,7 @@ COMPLEX = ("ga", "bo", "cbo", "beam")
 SIMPLE = ("oneshot", "fastblock")
 SMALL_GAP = 0.03  # "1-3 percentage points", "marginal gains"
 NO_ITEMS = "no per-item data"
+NO_SPLIT = "too few items to cross-fit (every task needs 2 or more shared items)"
 
 
 def verdict(lo, hi, threshold: float, direction: str) -> str:
@@ -249,6 +250,10 @@ class ItemMatrix:
         used, task_of = np.unique(self.task_of[items], return_inverse=True)
         return ItemMatrix(self.keys, tuple(self.tasks[t] for t in used), task_of.ravel(), self.docs[items],
                           self.correct[:, items])
+
+    def splittable(self) -> bool:
+        """Every task has 2 or more items, so both halves of :meth:`split` keep every task."""
+        return self.n_items > 0 and min(len(idx) for idx in self.task_items()) >= 2
 
     def split(self, seed: int = 0) -> tuple[ItemMatrix, ItemMatrix]:
         """Two disjoint halves of the items, stratified by task (each task's items in a seeded random
@@ -529,6 +534,9 @@ def objective_beats_search(rows: list[dict], matrix: ItemMatrix | None, n_boot: 
         if _n_distinct(cells) < MIN_MODELS:
             out.append(_no_verdict(*BEATS, cond, _n_distinct(cells)))
             continue
+        if not matrix.splittable():
+            out.append(_not_computed(*BEATS, cond, 0.0, ">", NO_SPLIT))
+            continue
         per_obj = [[r for r in cells if r["objective"] == o] for o in objs]
 
         def stat(acc_a, acc_b, pairs=pairs, per_obj=per_obj):
@@ -563,6 +571,9 @@ def search_spread(rows: list[dict], matrix: ItemMatrix | None, n_boot: int = 200
             continue
         if _n_distinct(cells) < MIN_MODELS:
             out.append(_no_verdict(*SPREAD, cond, _n_distinct(cells)))
+            continue
+        if not matrix.splittable():
+            out.append(_not_computed(*SPREAD, cond, SMALL_GAP, "<", NO_SPLIT))
             continue
         full = {r["eval_key"]: matrix.mean_acc(r["eval_key"]) for r in cells}
         in_sample = _gap(full, _best_worst(full, cells), cells)
@@ -653,9 +664,10 @@ def cost_of_search(rows: list[dict], matrix: ItemMatrix | None, n_boot: int = 20
         cells = _with_items(g, matrix)
         cx = list(dict.fromkeys(r["eval_key"] for r in cells if r["searcher"] in COMPLEX))
         sm = list(dict.fromkeys(r["eval_key"] for r in cells if r["searcher"] in SIMPLE))
-        if matrix is None or not cx or not sm:
+        if matrix is None or not cx or not sm or not matrix.splittable():
             out.append(_not_computed(COST[0] + ": accuracy gain", COST[1], cond, SMALL_GAP, "<",
-                                     NO_ITEMS if matrix is None else "needs complex and simple cells"))
+                                     NO_ITEMS if matrix is None else "needs complex and simple cells" if not (cx and sm)
+                                     else NO_SPLIT))
             continue
 
         def stat(acc_a, acc_b, cx=cx, sm=sm):

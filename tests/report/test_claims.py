@@ -434,3 +434,20 @@ def test_split_halves_are_disjoint_stratified_and_seeded():
     pa_ = set(zip(np.array(a.tasks)[a.task_of], a.docs))
     assert not pa_ & set(zip(np.array(b.tasks)[b.task_of], b.docs))
     assert np.array_equal(m.split(3)[0].docs, a.docs) and not np.array_equal(m.split(4)[0].docs, a.docs)
+
+
+def test_cross_fitted_claims_with_one_item_a_task_are_not_computed():
+    """One item a task cannot be split in halves that both keep the task (a compare with
+    eval.max_items=8 over the eight tasks raised ZeroDivisionError in the report): the cross-fitted
+    claims say so instead of failing or deciding."""
+    from ghostsearch.claims import NO_SPLIT, cost_of_search
+
+    half = np.tile(np.arange(N_DOC) % 2 == 0, len(TASKS))
+    rows, m = synthetic(lambda *a: half, searchers=("ga", "bo", "fastblock"))
+    first = np.array([idx[0] for idx in m.task_items()])
+    small = m.subset(first)
+    assert not small.splittable() and m.splittable()
+    for claims in (objective_beats_search(rows, small, n_boot=50), search_spread(rows, small, n_boot=50),
+                   cost_of_search(rows, small, n_boot=50)):
+        tested = [c for c in claims if c.get("note") == NO_SPLIT]
+        assert tested and all(c["verdict"] not in ("holds", "does not hold") for c in claims)
