@@ -45,3 +45,13 @@ def test_results_doc_quotes_the_computed_claims():
         rows = _table_rows(out.getvalue())[2:]
         missing = [r for r in rows if r not in doc]
         assert not missing, f"{len(missing)} Ghosted claim rows are not in docs/results.md, e.g. {missing[0]}"
+
+
+def test_results_doc_quotes_study_2s_s1():
+    """Study 2's S1 section is what bench/study2.py --s1 prints from the committed compare
+    (docs/results/study-cpu-2/s1: every cell's removed set, the Jaccard gap, the exact p)."""
+    study2 = _bench("study2")
+    printed = study2.s1(ROOT / "docs" / "results" / "study-cpu-2" / "s1")
+    doc = (ROOT / "docs" / "results.md").read_text()
+    assert printed in doc
+    assert "exact permutation p = 0.0286 over 70 relabellings" in printed
