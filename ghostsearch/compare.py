@@ -369,9 +369,21 @@ def compare(cfg: Config, address: str | None = None, progress: bool = True) -> P
     data_plan = plan(cfg, [c["objective"] for c in cells], evaluate=True,
                      repair=any(m != "none" for m in cfg.compare.recovery))
     announce(data_plan)
+    if cfg.compare.contrasts:  # what this size can decide, said before any model work
+        import logging
+
+        from ghostsearch.contrasts import power_lines
+
+        n_items = cfg.eval.looks[-1] if cfg.eval.looks else cfg.eval.max_items
+        for line in power_lines(cfg, n_items):
+            logging.getLogger(__name__).info(line)
     held_out = data_plan["held_out"]
     outputs = RunOutputs(cfg, "compare")  # RUN_DIR (staged when out= is s3:// or gs://) and the trackers
     run_dir = outputs.dir
+    if cfg.compare.contrasts and not (run_dir / "result.json").exists():
+        # the pre-registered contrasts go into result.json first, before any cell runs
+        write_json_atomic(run_dir / "result.json", {"contrasts": list(cfg.compare.contrasts), "searchers": {},
+                                                    "data": data_plan})
     started = connect(address or cfg.pool.address, dashboard=cfg.pool.dashboard)
     t0 = time.monotonic()
     try:
@@ -389,7 +401,8 @@ def compare(cfg: Config, address: str | None = None, progress: bool = True) -> P
         Ledger(run_dir).compact()
         if resumed < len(cells) or not (run_dir / "pool.json").exists():  # keep the pool that did the work
             write_json_atomic(run_dir / "pool.json", pool_status)
-        write_json_atomic(run_dir / "result.json", {"searchers": {r["cell"]: r for r in results},
+        write_json_atomic(run_dir / "result.json", {"contrasts": list(cfg.compare.contrasts),
+                                                    "searchers": {r["cell"]: r for r in results},
                                                     "wall_seconds": time.monotonic() - t0,  # this invocation
                                                     "cells_resumed": resumed, "data": data_plan})
         # the finalists are evaluated on the same replicas, one share per scorer, before the pool goes

@@ -19,9 +19,13 @@ pytestmark = pytest.mark.slow
 def test_compare_end_to_end(tmp_path):
     out = tmp_path / "cmp"
     cmd = [sys.executable, "-m", "ghostsearch", "compare", str(ROOT / "configs" / "compare-quick.yaml"),
-           f"out={out}", "--limit", "8", "--no-progress"]
+           f"out={out}", "--limit", "8", "--no-progress",
+           'compare.contrasts=["ghosted - none | searcher=fastblock, objective=perplexity"]']
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=1500, cwd=ROOT)
     assert r.returncode == 0, r.stderr[-3000:]
+    # the pre-registered contrast: its power said before any model work, first in result.json
+    assert "ghosted - none | searcher=fastblock, objective=perplexity': 1,422 items per model would detect" in r.stderr
+    assert list(json.loads((out / "result.json").read_text()))[0] == "contrasts"
     t = pq.read_table(out / "comparison.parquet")
     assert t.num_rows == 1 + 4 * 2  # the dense model, then every cell unrepaired and Ghosted-repaired
     for col in ("cell", "searcher", "objective", "k", "seed", "removed", "calib_value", "dense_calib_value",
