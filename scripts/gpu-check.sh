@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# One prepared check for a GPU machine; every step has its own timeout: at most 17.5 minutes in all,
-# 7.5 of them the placement and plan steps (issue 25); far less when every step passes quickly:
+# One prepared check for a GPU machine; every step has its own timeout: at most 11.5 minutes on one GPU
+# (13 with two), inside the 15 minutes a lent device gives a session, start-up included; far less when
+# every step passes quickly:
 #   1. the exactness tests (prefix-cached scoring == the physically pruned model; per-row losses)
 #      with device=cuda, in fp32 and bf16;
 #   2. bench/scoring.py --device cuda --model llama3-8b-random (per-candidate seconds, the FLOP-floor
@@ -32,24 +33,24 @@ step() {  # name seconds command...
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$OUT/gpu.txt" 2>&1
 
 for dt in float32 bfloat16; do
-    step "exactness-$dt" 120 env GHOSTSEARCH_TEST_DEVICE=cuda GHOSTSEARCH_TEST_DTYPE=$dt \
+    step "exactness-$dt" 90 env GHOSTSEARCH_TEST_DEVICE=cuda GHOSTSEARCH_TEST_DTYPE=$dt \
         "$PY" -m pytest tests/scoring/test_scoring.py -q -x -k "prefix_runs or row_losses"
 done
-step bench-scoring 240 "$PY" bench/scoring.py --device cuda --dtype bf16 --model llama3-8b-random \
+step bench-scoring 180 "$PY" bench/scoring.py --device cuda --dtype bf16 --model llama3-8b-random \
     --n-seq 16 --seq-len 256 --workloads ad --race-steps 1 --naive-every 4 --threads 4
-step search-2actors 120 "$PY" -m ghostsearch search configs/smollm2-quick.yaml device=cuda pool.actors=2 \
+step search-2actors 90 "$PY" -m ghostsearch search configs/smollm2-quick.yaml device=cuda pool.actors=2 \
     pool.gpus_per_actor=0.5 out="$OUT/search" search.params.greedy.race=true searcher=greedy
 
-step split-cuda-cpu 120 env GHOSTSEARCH_TEST_DEVICE_MAP=cuda:0,cpu "$PY" -m pytest tests/stack/test_placement.py -q -x \
+step split-cuda-cpu 90 env GHOSTSEARCH_TEST_DEVICE_MAP=cuda:0,cpu "$PY" -m pytest tests/stack/test_placement.py -q -x \
     -k "values_of_one_device or split_model"
 NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
 if [ "$NGPU" -ge 2 ]; then
-    step split-2gpus 120 env GHOSTSEARCH_TEST_DEVICE_MAP=cuda:0,cuda:1 "$PY" -m pytest tests/stack/test_placement.py -q -x \
+    step split-2gpus 90 env GHOSTSEARCH_TEST_DEVICE_MAP=cuda:0,cuda:1 "$PY" -m pytest tests/stack/test_placement.py -q -x \
         -k "values_of_one_device or split_model"
 fi
 PLAN_ARGS="configs/smollm2-quick.yaml device=cuda dtype=bf16 pool.actors=1 pool.gpus_per_actor=1 searcher=greedy k=2 calibration.n_seq=16 calibration.seq_len=256 compare.searchers=null"
-step plan-measure 90 "$PY" -m ghostsearch plan $PLAN_ARGS --measure
-step plan-run 120 "$PY" -m ghostsearch search $PLAN_ARGS out="$OUT/plan-run"
+step plan-measure 60 "$PY" -m ghostsearch plan $PLAN_ARGS --measure
+step plan-run 90 "$PY" -m ghostsearch search $PLAN_ARGS out="$OUT/plan-run"
 "$PY" - "$OUT" <<'PYEOF' | tee -a "$OUT/summary.txt" > "$OUT/plan-vs-run.log"
 import json, re, sys
 out = sys.argv[1]
