@@ -38,16 +38,19 @@ class Cell:
     flops: float
 
 
-def evaluations(cfg, searcher: str, k: int, n_blocks: int) -> tuple[float, str]:
-    """(evaluations, exact | budget | estimate) of one cell."""
+def evaluations(cfg, searcher: str, k: int, n_blocks: int, rows: int | None = None) -> tuple[float, str]:
+    """(evaluations, exact | budget | estimate) of one cell; ``rows``: the calibration rows, which
+    decide whether ``race: auto`` (the default) races greedy (then its exact cost is an upper bound)."""
     from ghostsearch.config import protected_blocks
     from ghostsearch.search.base import Space
     from ghostsearch.search.common import default_search_budget, greedy_cost
+    from ghostsearch.search.racing import race_params
 
     space = Space(n_blocks, k, protected_blocks(cfg, n_blocks))
     params = cfg.search.params.get(searcher) or {}
-    if searcher == "greedy" and not params.get("race"):
-        return float(greedy_cost(space)), EXACT
+    if searcher == "greedy":
+        raced = race_params(params.get("race", "auto"), rows) is not None
+        return float(greedy_cost(space)), BUDGET if raced else EXACT
     if searcher in ("ga", "bo", "cbo"):
         if cfg.compare.searchers and cfg.compare.budget == "matched":
             return float(greedy_cost(space)), BUDGET
@@ -167,7 +170,7 @@ def plan_run(cfg, model_config: str | None = None, measure: bool = False) -> dic
         tokens = cal.n_seq * cal.seq_len
         for s in (cfg.compare.searchers or [cfg.searcher]):
             for k in (cfg.compare.ks or [cfg.k]):
-                n, kind = evaluations(cfg, s, k, L)
+                n, kind = evaluations(cfg, s, k, L, rows=cal.n_seq)
                 run = blocks_run(s, k, L)
                 fl = tokens * (run * flops_per_token_block(shape, cal.seq_len) + 2.0 * shape.head_weight)
                 for seed in (cfg.compare.seeds or [cfg.seed]):
@@ -217,8 +220,9 @@ def format_plan(cfg, p: dict) -> str:
             + (f", host {mem.host / GiB:.1f} GiB (cache.offload)" if mem.host else "")
             + ("" if mem.fits else "  DOES NOT FIT"),
             evaluation_line(p["evaluation"]),
-            "kinds: exact (greedy); budget = at most that many (ga stops when its next generation does not fit "
-            "what is left); estimate = depends on the searcher's answers",
+            "kinds: exact (greedy, not raced); budget = at most that many (raced greedy: race auto from 32 "
+            "calibration rows; ga stops when its next generation does not fit what is left); estimate = depends on "
+            "the searcher's answers",
             "not counted in the wall time: finalist evaluation (the estimate above) and recovery fits"]
     return "\n".join(out)
 

@@ -20,6 +20,11 @@ def test_evaluations_by_hand():
     cfg = load_config(str(ROOT / "configs/llama3.1-8b-paper.yaml"))
     # 32 blocks, 0 and 31 protected: 30 free; greedy at k=8 scores 30 + 29 + ... + 23
     assert evaluations(cfg, "greedy", 8, 32) == (sum(range(23, 31)), "exact")
+    # race: auto (the default) races greedy from 32 calibration rows: its exact cost is then at most
+    assert evaluations(cfg, "greedy", 8, 32, rows=32) == (sum(range(23, 31)), "budget")
+    assert evaluations(cfg, "greedy", 8, 32, rows=16) == (sum(range(23, 31)), "exact")
+    exact = load_config(str(ROOT / "configs/llama3.1-8b-paper.yaml"), ["search.params.greedy.race=false"])
+    assert evaluations(exact, "greedy", 8, 32, rows=32) == (sum(range(23, 31)), "exact")
     assert evaluations(cfg, "cbo", 8, 32) == (212.0, "budget")           # compare.budget: matched
     single = load_config(None, ["searcher=ga", "search.budget=50"])
     assert evaluations(single, "ga", 6, 30) == (50.0, "budget")
@@ -50,7 +55,7 @@ def test_paper_plan_prints_a_table():
                           "--model-config", M8], cwd=ROOT, env=dict(os.environ, HF_HUB_OFFLINE="1"),
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-1000:]
-    assert "greedy     perplexity    8    0          212 exact" in out.stdout
+    assert "greedy     perplexity    8    0          212 budget" in out.stdout  # 32 rows: race: auto races it
     assert "GPU-hours" in out.stdout and "memory per actor" in out.stdout
 
 
