@@ -234,7 +234,7 @@ def test_runtime_env_file_provides_project_deps(cluster):
     wrong = {n: (v, version(n)) for n, v in pinned.items() if version(n).split("+")[0] != v}
     assert not wrong, f"runtime_env pins differ from this environment: {wrong}"
     renv = runtime_env_for_tests()
-    mods = {"scikit-learn": "sklearn", "pyyaml": "yaml", "lm-eval": "lm_eval"}
+    mods = {"scikit-learn": "sklearn", "pyyaml": "yaml", "lm-eval": "lm_eval", "markdown-it-py": "markdown_it"}
     deps = [mods.get(n, n.replace("-", "_")) for n in manifests.project_deps(REPO_ROOT)]
     code = ("import importlib, os, sys; "
             f"[importlib.import_module(m) for m in {deps!r}]; "
