@@ -38,7 +38,10 @@ def test_search_tracked_by_mlflow_tensorboard_wandb(tiny_model_dir, tmp_path, ra
     hist = res["history"]
     assert hist and set(hist[0]) == {"budget_used", "seconds", "best_value"}
     assert hist[-1]["best_value"] == res["value"] and hist[-1]["budget_used"] == res["budget_used"]
-    assert all(a["seconds"] <= b["seconds"] for a, b in zip(hist, hist[1:]))
+    # each entry's seconds is when its own evaluation finished (a step's candidates finish in the scorer's
+    # order, not the history's, so they need not increase): within the cell's time, and not one stamp for all
+    assert all(0 <= h["seconds"] <= res["wall_seconds"] + 1e-6 for h in hist)
+    assert len(hist) == 1 or len({h["seconds"] for h in hist}) > 1
     curve = [h["best_value"] for h in hist if h["best_value"] is not None]
 
     client = MlflowClient(f"sqlite:///{out / 'mlflow.db'}")
