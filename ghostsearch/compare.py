@@ -177,7 +177,7 @@ def evaluate_finalists(cfg: Config, run_dir: Path, jobs: list[tuple[list[int], s
             raise GhostsearchError(f"eval.looks ends at {cfg.eval.looks[-1]} items but the draw has {len(draw)}; "
                                    "set eval.max_items to the last look")
     looks = list(cfg.eval.looks) if adaptive else [len(draw)]
-    design = Design(looks, contrasts, spending=cfg.eval.spending) if adaptive else None
+    design = Design(looks, contrasts, spending=cfg.eval.spending, margin=cfg.eval.margin) if adaptive else None
     run = _Evaluator(cfg, run_dir, jobs_by_key, held_out, progress, broker, draw)
     for j, n in enumerate(looks):
         todo = keys if j == 0 else sorted(design.open_keys())
@@ -192,6 +192,7 @@ def evaluate_finalists(cfg: Config, run_dir: Path, jobs: list[tuple[list[int], s
     if design is not None:
         used = {k: run.items_used(k) for k in keys}
         summary = {"looks": looks, "looks_run": j + 1, "spending": cfg.eval.spending, "alpha": design.alpha,
+                   "margin": design.margin,
                    "fixed_items_per_model": looks[-1], "items_per_model": used,
                    "items_total": sum(used.values()), "fixed_items_total": looks[-1] * len(keys),
                    "contrasts": design.table(used, j + 1)}

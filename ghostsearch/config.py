@@ -118,6 +118,8 @@ class Eval:
     exclude_from: str | None = None  # leave out the items of a previous RUN_DIR or per-item Parquet (task, doc)
     looks: list[int] | None = None  # adaptive: items per model at each look, e.g. [600, 1200, 2400] (needs compare.contrasts)
     spending: str = "obrien-fleming"  # adaptive: the alpha-spending rule over the looks: obrien-fleming or pocock
+    margin: float | None = None  # adaptive: the smallest difference that matters; a contrast whose repeated interval
+    #                              lies within +-margin is decided "within margin" and stops (None: only "differs")
 
 
 @dataclass
@@ -502,6 +504,9 @@ def _check_items(ev: Eval) -> None:
                                    "end the looks at eval.max_items or raise it")
     if ev.spending not in ("obrien-fleming", "pocock"):
         raise GhostsearchError(f"eval.spending={ev.spending!r}; use obrien-fleming or pocock")
+    if ev.margin is not None and not (isinstance(ev.margin, (int, float)) and 0 < ev.margin < 1):
+        raise GhostsearchError(f"eval.margin={ev.margin!r}; give the smallest difference in mean accuracy that "
+                               "matters, between 0 and 1 (e.g. 0.04), or null")
 
 
 # the built-in objectives' parameters (objective_params): name -> (type, lowest value or None)

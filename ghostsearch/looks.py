@@ -10,6 +10,15 @@ looks / looks[-1], levels recycled from rejected contrasts). A rejected contrast
 stops consuming items; a model stops when every contrast it is in is decided (models in no
 contrast get the first look); the run stops when every contrast is decided or the last look
 (``eval.max_items`` at most) has run. Without contrasts the design is fixed: every item of the draw.
+
+A contrast can also be decided the other way, with a margin (``eval.margin``, delta: the smallest
+difference in mean accuracy that matters, stated before the run). After look j a contrast still open
+is decided "within +-delta" when its repeated confidence interval, estimate +- c_j * se with c_j the
+look's boundary at the Bonferroni level alpha / m (m contrasts; Jennison & Turnbull's RCIs, which
+cover the true difference at every look at once), lies inside (-delta, +delta). The family-wise rate
+of a false "within" (a contrast whose true |difference| >= delta) is then at most alpha. The stop is
+non-binding: it only removes chances to reject, so the rejection rule keeps its alpha; a "within"
+passes no level on. Without a margin only rejections decide.
 """
 from __future__ import annotations
 
@@ -36,20 +45,37 @@ class Design:
     contrasts: list[Contrast]
     alpha: float = stats.ALPHA
     spending: str = "obrien-fleming"
+    margin: float | None = None      # eval.margin: "within +-margin" decides a contrast too (None: never)
     z: list[list[float]] = field(default_factory=list)          # [contrast][look], NaN where not tested
     estimate: list[list[float]] = field(default_factory=list)
+    se: list[list[float]] = field(default_factory=list)
     decisions: list = field(default_factory=list)                # stats.SequentialDecision per contrast
+    within_at: list = field(default_factory=list)                # per contrast: the look (0-based) it was
+                                                                 # decided within +-margin, else None
 
     def __post_init__(self):
         self.z = self.z or [[math.nan] * len(self.looks) for _ in self.contrasts]
         self.estimate = self.estimate or [[math.nan] * len(self.looks) for _ in self.contrasts]
+        self.se = self.se or [[math.nan] * len(self.looks) for _ in self.contrasts]
+        self.within_at = self.within_at or [None] * len(self.contrasts)
+        if self.margin is not None and not 0 < self.margin < 1:
+            raise ValueError(f"margin={self.margin}: a difference in mean accuracy, between 0 and 1")
 
     @property
     def fractions(self) -> list[float]:
         return [n / self.looks[-1] for n in self.looks]
 
-    def decided(self) -> list[bool]:
+    def rejected(self) -> list[bool]:
+        """Contrasts decided to differ (the sequential Holm rule)."""
         return [bool(d.rejected) for d in self.decisions] if self.decisions else [False] * len(self.contrasts)
+
+    def decided(self) -> list[bool]:
+        """Contrasts decided either way: they differ, or lie within +-margin."""
+        return [r or w is not None for r, w in zip(self.rejected(), self.within_at)]
+
+    def rci_bounds(self) -> list[float]:
+        """c_j of every look for the repeated confidence intervals of the margin rule (level alpha / m)."""
+        return list(stats.spending_bounds(self.fractions, self.alpha / max(len(self.contrasts), 1), self.spending))
 
     def open_keys(self) -> set[str]:
         """Models in at least one contrast not yet decided."""
@@ -70,8 +96,15 @@ class Design:
             t = stats.paired_test(a, b, strata)
             self.z[i][look] = t.z if testable and t.se > 0 else math.nan
             self.estimate[i][look] = t.estimate
+            self.se[i][look] = t.se
         zs = [[z if j <= look else math.nan for j, z in enumerate(row)] for row in self.z]
         self.decisions = stats.sequential_holm(zs, self.fractions, self.alpha, self.spending)
+        if self.margin is not None:
+            c = self.rci_bounds()[look]
+            for i, done in enumerate(self.decided()):
+                z, est, se = self.z[i][look], self.estimate[i][look], self.se[i][look]
+                if not done and not math.isnan(z) and abs(est) + c * se < self.margin:
+                    self.within_at[i] = look
 
     def finished(self) -> bool:
         return bool(self.contrasts) and all(self.decided())
@@ -80,14 +113,21 @@ class Design:
         """One row per contrast: the look (1-based) at which it was decided, its estimate and z there
         (or at the last look run), the local level and bound, the items each side used."""
         out = []
+        rci = self.rci_bounds() if self.margin is not None else []
         for i, c in enumerate(self.contrasts):
             d = self.decisions[i] if self.decisions else None
-            at = d.look if d is not None and d.rejected else looks_run - 1
+            rejected, w = bool(d and d.rejected), self.within_at[i]
+            at = d.look if rejected else w if w is not None else looks_run - 1
+            half = rci[at] * self.se[i][at] if rci else math.nan
             out.append({"contrast": c.name, "left_key": c.left_key, "right_key": c.right_key,
-                        "decided": bool(d and d.rejected), "decided_at_look": at + 1 if d and d.rejected else None,
+                        "decided": rejected or w is not None,
+                        "verdict": "differs" if rejected else "within margin" if w is not None else "open",
+                        "decided_at_look": at + 1 if rejected or w is not None else None,
                         "look_items": self.looks[at], "estimate": self.estimate[i][at], "z": self.z[i][at],
-                        "level": d.alpha if d else math.nan, "bound": d.bound if d else math.nan,
-                        "sign": d.sign if d else 0, "z_by_look": self.z[i][:looks_run],
+                        "se": self.se[i][at], "level": d.alpha if d else math.nan, "bound": d.bound if d else math.nan,
+                        "sign": d.sign if rejected else 0, "z_by_look": self.z[i][:looks_run],
+                        "margin": self.margin, "rci": [self.estimate[i][at] - half, self.estimate[i][at] + half],
+                        "rci_level": 1 - self.alpha / len(self.contrasts) if rci else None,
                         "items_left": items_used.get(c.left_key), "items_right": items_used.get(c.right_key)})
         return out
 

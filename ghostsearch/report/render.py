@@ -32,7 +32,13 @@ def sequential_rows(looks: list[dict]) -> list[dict]:
                 f"{c.get('bound', math.nan):.2f} at level {c.get('level', math.nan):.4g}" if decided else
                 f"undecided after {c.get('look_items')} items per model (bound {c.get('bound', math.nan):.2f} at level "
                 f"{c.get('level', math.nan):.4g})")
-        verdict = ("holds" if (c.get("sign") or (est or 0)) > 0 else "does not hold") if decided else "within noise"
+        within = c.get("verdict") == "within margin"
+        if within:
+            lo, hi = c.get("rci") or (math.nan, math.nan)
+            note = (f"decided at look {at} ({c.get('look_items')} items per model): within +-{c.get('margin')}, "
+                    f"repeated interval [{lo:+.3f}, {hi:+.3f}] at level {c.get('rci_level', math.nan):.4g}")
+        verdict = ("within margin" if within else
+                   ("holds" if (c.get("sign") or (est or 0)) > 0 else "does not hold") if decided else "within noise")
         out.append({"claim": c.get("contrast", ""), "condition": f"{c.get('left_key')} - {c.get('right_key')}",
                     "paper": "pre-registered; sequential Holm over the looks", "ours": est, "lo": None, "hi": None,
                     "rule": "stats.sequential_holm", "verdict": verdict, "note": note})

@@ -128,8 +128,12 @@ def summary(rows: list[dict], verdicts: list[dict] | None = None, matrix: ItemMa
         return lines
     decided = [v for v in verdicts if v["verdict"] in ("holds", "does not hold")]
     for v in decided:
-        lines.append(f"{v['claim']} ({v['condition']}): {v['verdict']}; estimate {v['ours']:+.3f}, "
-                     f"adjusted p {v['p_adj']:.3g}.")
+        adj = f"adjusted p {v['p_adj']:.3g}" if v.get("p_adj") is not None else v.get("note", "")
+        lines.append(f"{v['claim']} ({v['condition']}): {v['verdict']}; estimate {v['ours']:+.3f}, {adj}.")
+    for v in verdicts:
+        if v["verdict"] == "within margin":
+            lines.append(f"{v['claim']} ({v['condition']}): no difference that matters; estimate {v['ours']:+.3f}, "
+                         f"{v.get('note', '')}.")
     noise = [v for v in verdicts if v["verdict"] == "within noise"]
     if noise:
         lines.append(f"{len(noise)} of {len(tested)} tested rows are within noise: this run cannot tell. "
@@ -138,7 +142,7 @@ def summary(rows: list[dict], verdicts: list[dict] | None = None, matrix: ItemMa
         lines.append("No row could be tested. " + size_note(matrix, 1))
     other = defaultdict(int)
     for v in verdicts:
-        if v["verdict"] not in ("holds", "does not hold", "within noise"):
+        if v["verdict"] not in ("holds", "does not hold", "within noise", "within margin"):
             other[v["verdict"]] += 1
     if other:
         lines.append("Rows without a test: " + ", ".join(f"{n} {k}" for k, n in sorted(other.items())) + "."

@@ -137,3 +137,80 @@ def test_a_look_with_one_item_in_a_task_decides_nothing():
     d2 = Design([8, 16], [Contrast("L - R", "L", "R")])
     d2.test(1, correct, two)
     assert d2.z[0][1] < -5 and d2.decided()[0]
+
+
+def paired(rng, its, p10, p01, p_both=0.5):
+    """Two models' correctness on ``its``: left right and right wrong with probability p10, the
+    reverse with p01, both right with p_both, else both wrong; the true difference is p10 - p01."""
+    u = rng.random(len(its))
+    a = (u < p10) | ((u >= p10 + p01) & (u < p10 + p01 + p_both))
+    b = ((u >= p10) & (u < p10 + p01)) | ((u >= p10 + p01) & (u < p10 + p01 + p_both))
+    return dict(zip(its, a.astype(float))), dict(zip(its, b.astype(float)))
+
+
+def run_design(d, correct, its):
+    for j, n in enumerate(d.looks):
+        d.test(j, correct, its[:n])
+        if d.finished():
+            break
+    return d
+
+
+@pytest.mark.parametrize("spending", ["obrien-fleming", "pocock"])
+def test_margin_false_within_rate_at_the_margin_is_at_most_alpha(spending):
+    """eval.margin's rule (repeated intervals at alpha / m inside +-margin) where it is most often
+    wrong: both contrasts' true differences sit exactly on the margin (+0.04 and -0.04), so every
+    "within margin" is an error. Over 500 simulated studies the family-wise rate of any such error
+    is <= 0.05 plus two Monte-Carlo standard errors; a margin rule that used the unadjusted 95%
+    interval at every look would break it (checked: its rate is reported in the assertion)."""
+    rng = np.random.default_rng(7)
+    its = items_of(1600)
+    n_sim, errors, naive = 500, 0, 0
+    for _ in range(n_sim):
+        a, b = paired(rng, its, 0.07, 0.03)       # a - b = +0.04
+        c, e = paired(rng, its, 0.03, 0.07)       # c - e = -0.04
+        correct = {"A": a, "B": b, "C": c, "E": e}
+        d = run_design(Design([400, 800, 1600], [Contrast("A - B", "A", "B"), Contrast("C - E", "C", "E")],
+                              spending=spending, margin=0.04), correct, its)
+        errors += any(w is not None for w in d.within_at)
+        naive += any(abs(d.estimate[i][j]) + 1.96 * d.se[i][j] < 0.04
+                     for i in range(2) for j in range(3) if not math.isnan(d.z[i][j]))
+    rate = errors / n_sim
+    assert rate <= 0.05 + 2 * np.sqrt(0.05 * 0.95 / n_sim), (rate, naive / n_sim)
+
+
+def test_margin_decides_a_near_null_contrast_early_and_never_a_large_one():
+    """Two near-identical models (they disagree on 2% of items, true difference 0) are decided
+    "within margin" at the first look and stop; a large contrast (+0.2) is decided "differs" at the
+    first look; a medium one (+0.06, over the margin) is never "within margin" in 200 studies.
+    Without a margin the near-null contrast runs to the last look."""
+    rng = np.random.default_rng(3)
+    its = items_of(1600)
+    looks, within_early, medium_within = [400, 800, 1600], 0, 0
+    for _ in range(200):
+        a, b = paired(rng, its, 0.01, 0.01)
+        c, e = paired(rng, its, 0.25, 0.05)
+        f, g = paired(rng, its, 0.16, 0.10)
+        correct = {"A": a, "B": b, "C": c, "E": e, "F": f, "G": g}
+        cs = [Contrast("A - B", "A", "B"), Contrast("C - E", "C", "E"), Contrast("F - G", "F", "G")]
+        d = run_design(Design(looks, cs, spending="pocock", margin=0.04), correct, its)
+        within_early += d.within_at[0] == 0
+        medium_within += d.within_at[2] is not None
+        assert d.rejected()[1] and d.decisions[1].look == 0 and d.within_at[1] is None
+    assert within_early >= 190 and medium_within == 0
+    d = Design(looks, cs, spending="pocock")
+    d.test(0, correct, its[:400])
+    assert d.decided()[1] and not d.decided()[0] and {"A", "B"} <= d.open_keys()
+    rows = run_design(Design(looks, cs, spending="pocock", margin=0.04), correct, its).table(
+        {k: 400 for k in correct}, 1)
+    assert rows[0]["verdict"] == "within margin" and rows[0]["decided_at_look"] == 1
+    assert -0.04 < rows[0]["rci"][0] < rows[0]["rci"][1] < 0.04 and rows[1]["verdict"] == "differs"
+
+
+def test_margin_is_checked_by_the_config():
+    from ghostsearch.config import load_config
+    from ghostsearch.errors import GhostsearchError
+
+    assert load_config(None, ["eval.margin=0.04"]).eval.margin == 0.04
+    with pytest.raises(GhostsearchError, match="eval.margin"):
+        load_config(None, ["eval.margin=4"])
