@@ -121,16 +121,13 @@ def finalist_jobs(cfg: Config, results: list[dict]) -> list[tuple[list[int], str
     return jobs
 
 
-SHARE = 8  # finalists per share at most: the progress bar moves and the scorers balance, for one
-#            extra dense pass per share (about 1/SHARE of the share's work)
-
-
-def _shares(keys: list[str], todo: dict, n: int) -> list[list[str]]:
-    """``keys`` in at least n shares (one per scorer) of at most SHARE, each spanning first cuts
-    early to late (sorted by first removed block, dealt round-robin) so that every share's dense
-    prefix cache is used alike."""
+def _shares(keys: list[str], todo: dict, n: int, size: int) -> list[list[str]]:
+    """``keys`` in at least n shares (one per scorer) of at most ``size`` (eval.share: the progress
+    bar moves, the scorers balance and a share's rows are saved when it ends, for one extra dense
+    pass per share), each spanning first cuts early to late (sorted by first removed block, dealt
+    round-robin) so that every share's dense prefix cache is used alike."""
     keys = sorted(keys, key=lambda k: (min(todo[k][0], default=-1), todo[k][1]))
-    n = max(n, -(-len(keys) // SHARE))
+    n = max(n, -(-len(keys) // size))
     return [s for s in (keys[i::n] for i in range(n)) if s]
 
 
@@ -141,9 +138,10 @@ def evaluate_finalists(cfg: Config, run_dir: Path, jobs: list[tuple[list[int], s
     (``items.run_draw``: RUN_DIR/items.parquet, written before any evaluation, reused on resume);
     cached per job under RUN_DIR/evals/<eval_key>.json (+ .items.parquet, its per-item predictions),
     lm-eval's results files under RUN_DIR/lm_eval, every job's items together in
-    RUN_DIR/eval_items.parquet. ``broker``: the pool's scorers evaluate them (Broker.with_model), in
-    shares of at most SHARE finalists, on the replicas that did the search; a share whose scorer died
-    is run once more. Else here, on a model loaded once.
+    RUN_DIR/eval_items.parquet. Finalists are evaluated in shares of at most ``eval.share``, each
+    share's rows saved when it ends (a killed run keeps every finished share). ``broker``: the pool's
+    scorers evaluate the shares (Broker.with_model), on the replicas that did the search; a share
+    whose scorer died is run once more. Else here, on a model loaded once.
 
     ``contrasts`` (compare's pre-registered pairs: name, left_key, right_key, by eval_key) with
     ``eval.looks``: adaptive evaluation (``looks.Design``): look by look, only the models of open
@@ -273,7 +271,7 @@ class _Evaluator:
                                                     list(self.held_out), False, items, fresh)
                 pending[ref] = (share, attempt)
 
-            for share in _shares(keys, specs, n):
+            for share in _shares(keys, specs, n, self.cfg.eval.share):
                 submit(share, 1)
             while pending:
                 ready, _ = ray.wait(list(pending), num_returns=1)
@@ -295,8 +293,9 @@ class _Evaluator:
                                         trust_remote_code=c.trust_remote_code, revision=c.revision,
                                         device_map=c.device_map())  # split like the scorers (placement)
             model, tok = self.model
-            self.finish(keys, evaluate_finalist_specs(model, tok, self.cfg, [specs[k] for k in keys], self.held_out,
-                                                      not self.bar.disable, items, fresh), fresh)
+            for share in _shares(keys, specs, 1, self.cfg.eval.share):
+                self.finish(share, evaluate_finalist_specs(model, tok, self.cfg, [specs[k] for k in share],
+                                                           self.held_out, not self.bar.disable, items, fresh), fresh)
 
     def finish(self, share: list[str], res: tuple[list[dict], list[dict]], fresh: bool) -> None:
         from ghostsearch.evaluation_native import write_item_rows

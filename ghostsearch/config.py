@@ -108,6 +108,8 @@ class Eval:
     #                              non-overlapping windows of min(2048, the model's context) (SLEB/ShortGPT)
     batch_size: int = 16  # sequences per forward pass
     engine: str = "native"  # native: the eight commonsense tasks packed, finalists over a dense prefix cache; lm-eval: HFLM
+    share: int = 8  # finalists evaluated together over one dense prefix cache at most; each share's rows are saved
+    #                 when it ends (smaller: a long run killed midway keeps more, for one dense pass per share)
     cache_gib: float = 4.0  # native: at most this many GiB of cached dense states (chunks of items)
     seed: int = 0  # the seeded draw of the eight tasks' items, the same for every model of a run (ghostsearch/items.py)
     sample: str = "random"  # random: a seeded random draw of each task's items; first: its first items (lm-eval's limit)
@@ -504,6 +506,8 @@ def _check_items(ev: Eval) -> None:
                                    "end the looks at eval.max_items or raise it")
     if ev.spending not in ("obrien-fleming", "pocock"):
         raise GhostsearchError(f"eval.spending={ev.spending!r}; use obrien-fleming or pocock")
+    if not isinstance(ev.share, int) or ev.share < 1:
+        raise GhostsearchError(f"eval.share={ev.share!r}; give the finalists to evaluate together, 1 or more (default 8)")
     if ev.margin is not None and not (isinstance(ev.margin, (int, float)) and 0 < ev.margin < 1):
         raise GhostsearchError(f"eval.margin={ev.margin!r}; give the smallest difference in mean accuracy that "
                                "matters, between 0 and 1 (e.g. 0.04), or null")

@@ -214,3 +214,36 @@ def test_margin_is_checked_by_the_config():
     assert load_config(None, ["eval.margin=0.04"]).eval.margin == 0.04
     with pytest.raises(GhostsearchError, match="eval.margin"):
         load_config(None, ["eval.margin=4"])
+
+
+def test_eval_share_saves_each_share_and_gives_the_same_numbers(tmp_path, tiny_model_dir, data_dir, monkeypatch):
+    """eval.share=1: one evaluate_finalist_specs call per model, each model's rows on disk as soon as
+    its share ends (a run killed midway keeps them), and the same numbers and rows as one share."""
+    import ghostsearch.evaluate as evaluate
+    from ghostsearch.compare import evaluate_finalists
+    from ghostsearch.config import load_config
+
+    def cfg(share):
+        return load_config(None, [f"model={tiny_model_dir}", "dtype=fp32", "device=cpu", "eval.tasks=[arc_easy,piqa]",
+                                  "eval.perplexity=[]", "eval.limit=4", "eval.batch_size=4", "eval.max_items=6",
+                                  f"eval.share={share}"] + ([f"data_dir={data_dir}"] if data_dir else []))
+
+    jobs = [([], "none"), ([1, 2], "none"), ([4], "none")]
+    real, seen = evaluate.evaluate_finalist_specs, []
+
+    def spy(model, tok, cfg_, specs, *a, **kw):
+        seen.append((len(specs), sorted(p.name for p in (tmp_path / "one" / "evals").glob("*.items.parquet"))))
+        return real(model, tok, cfg_, specs, *a, **kw)
+
+    monkeypatch.setattr(evaluate, "evaluate_finalist_specs", spy)
+    (tmp_path / "one").mkdir()
+    (tmp_path / "all").mkdir()
+    one = evaluate_finalists(cfg(1), tmp_path / "one", jobs, progress=False)
+    assert [n for n, _ in seen] == [1, 1, 1] and [len(files) for _, files in seen] == [0, 1, 2]
+    together = evaluate_finalists(cfg(8), tmp_path / "all", jobs, progress=False)
+    assert len(seen) == 4 and seen[-1][0] == 3
+    assert {k: v["mean_acc"] for k, v in one.items()} == {k: v["mean_acc"] for k, v in together.items()}
+    for k in one:
+        rows = [pq.read_table(tmp_path / d / "evals" / f"{k}.items.parquet").to_pylist() for d in ("one", "all")]
+        assert sorted((r["task"], r["doc"], r["pred"]) for r in rows[0]) == \
+            sorted((r["task"], r["doc"], r["pred"]) for r in rows[1])
