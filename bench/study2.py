@@ -8,8 +8,8 @@ evaluation: ``compare.evaluate_finalists`` with contrasts, ``looks.Design``).
 Resumable: the run directory (``out``, default docs/results/study-cpu-2, in the repository so that a
 later session continues from it) keeps the draw (items.parquet) and every model's per-item rows
 (evals/<key>.items.parquet); rerun the same command and nothing evaluated is evaluated again.
-``--commit`` commits the run directory after every look (``git commit -- DIR``), so a long run
-survives the session that started it. Writes DIR/study2.md (the contrasts' table) at the end, or
+``--commit`` commits the run directory after every model's share (``eval.share``) and every look
+(``git commit -- DIR``), so a long run survives the session that started it. Writes DIR/study2.md (the contrasts' table) at the end, or
 at once with ``--report-only``.
 """
 from __future__ import annotations
@@ -61,9 +61,13 @@ def design(cfg, held_out) -> tuple[dict[str, str], list[tuple[list[int], str]], 
 
 def commit(run_dir: Path, message: str) -> None:
     """Commits the run directory alone (by path), so other work in the tree is left as it is."""
-    subprocess.run(["git", "add", "--", str(run_dir)], check=True)
-    r = subprocess.run(["git", "commit", "-q", "-m", message, "--", str(run_dir)], capture_output=True, text=True)
-    print("committed:" if r.returncode == 0 else "nothing to commit:", message)
+    for attempt in range(6):  # another git command in the same checkout holds the index lock: wait and retry
+        a = subprocess.run(["git", "add", "--", str(run_dir)], capture_output=True, text=True)
+        r = subprocess.run(["git", "commit", "-q", "-m", message, "--", str(run_dir)], capture_output=True, text=True)
+        if a.returncode == 0 and (r.returncode == 0 or "index.lock" not in r.stderr + r.stdout):
+            break
+        time.sleep(5 * (attempt + 1))
+    print("committed:" if r.returncode == 0 else "nothing to commit:", message, flush=True)
 
 
 def report(run_dir: Path, keys: dict[str, str]) -> str:
@@ -199,7 +203,16 @@ def main() -> None:
             if args.commit:
                 commit(run_dir, f"study 2 (issue 24): look {j + 1} ({n} items per model) evaluated; data under {run_dir}")
 
-        evaluate_finalists(cfg, run_dir, jobs, held_out, progress=True, contrasts=pairs, on_look=on_look)
+        names = {v: m for m, v in keys.items()}
+
+        def on_share(share: list[str]) -> None:
+            done = ", ".join(names.get(k, k) for k in share)
+            print(f"saved: {done}, {time.monotonic() - t0:.0f} s", flush=True)
+            if args.commit:
+                commit(run_dir, f"study 2 (issue 24): {done} evaluated (rows saved); data under {run_dir}")
+
+        evaluate_finalists(cfg, run_dir, jobs, held_out, progress=True, contrasts=pairs, on_look=on_look,
+                           on_share=on_share)
     text = report(run_dir, keys)
     (run_dir / "study2.md").write_text(text)
     print(text)

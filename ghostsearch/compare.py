@@ -132,7 +132,8 @@ def _shares(keys: list[str], todo: dict, n: int, size: int) -> list[list[str]]:
 
 
 def evaluate_finalists(cfg: Config, run_dir: Path, jobs: list[tuple[list[int], str]], held_out=(),
-                       progress: bool = True, broker=None, contrasts=None, on_look=None) -> dict[str, dict]:
+                       progress: bool = True, broker=None, contrasts=None, on_look=None,
+                       on_share=None) -> dict[str, dict]:
     """Repair and evaluate each (removed, method) job downstream (``evaluate.evaluate_finalist_specs``:
     finalists of one model together, over one dense prefix cache) on the run's item draw
     (``items.run_draw``: RUN_DIR/items.parquet, written before any evaluation, reused on resume);
@@ -148,7 +149,8 @@ def evaluate_finalists(cfg: Config, run_dir: Path, jobs: list[tuple[list[int], s
     contrasts get the look's new items; the decisions go to RUN_DIR/looks.json and result.json
     (``adaptive``). Every look resumes from the per-item rows: nothing already in a job's
     .items.parquet is evaluated again. ``on_look(j, n)``: called after look j (0-based, n items per
-    model) is evaluated and tested, e.g. to commit a long run's data as it goes."""
+    model) is evaluated and tested, e.g. to commit a long run's data as it goes; ``on_share(keys)``:
+    called after each share's rows and numbers are saved."""
     from ghostsearch import items as item_draw
     from ghostsearch.looks import Design, as_contrast
 
@@ -176,7 +178,7 @@ def evaluate_finalists(cfg: Config, run_dir: Path, jobs: list[tuple[list[int], s
                                    "set eval.max_items to the last look")
     looks = list(cfg.eval.looks) if adaptive else [len(draw)]
     design = Design(looks, contrasts, spending=cfg.eval.spending, margin=cfg.eval.margin) if adaptive else None
-    run = _Evaluator(cfg, run_dir, jobs_by_key, held_out, progress, broker, draw)
+    run = _Evaluator(cfg, run_dir, jobs_by_key, held_out, progress, broker, draw, on_share)
     for j, n in enumerate(looks):
         todo = keys if j == 0 else sorted(design.open_keys())
         run.extend(todo, n)
@@ -207,13 +209,13 @@ class _Evaluator:
     (evals/<key>.items.parquet); ``extend(keys, n)`` brings each of them to the first n items of the
     draw, evaluating only what its rows lack (perplexities once)."""
 
-    def __init__(self, cfg, run_dir, jobs, held_out, progress, broker, draw):
+    def __init__(self, cfg, run_dir, jobs, held_out, progress, broker, draw, on_share=None):
         import pyarrow.parquet as pq
         from tqdm.auto import tqdm
 
         self.cfg, self.run_dir, self.jobs, self.held_out, self.broker, self.draw = \
             cfg, run_dir, jobs, held_out, broker, draw
-        self.numbers, self.rows, self.model = {}, {}, None
+        self.numbers, self.rows, self.model, self.on_share = {}, {}, None, on_share
         for key in jobs:
             f, fi = run_dir / "evals" / f"{key}.json", run_dir / "evals" / f"{key}.items.parquet"
             self.rows[key] = pq.read_table(fi).to_pylist() if fi.exists() else []
@@ -315,6 +317,8 @@ class _Evaluator:
                 numbers = self.merged(key)
             self.save(key, numbers)
         self.bar.set_postfix(last=self.numbers[share[-1]].get("mean_acc", ""))
+        if self.on_share is not None:
+            self.on_share(list(share))
 
     def save(self, key: str, numbers: dict) -> None:
         if key not in self.numbers:
