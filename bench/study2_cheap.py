@@ -1,0 +1,494 @@
+"""Study 2's cheap claims S2-S4 (docs/results.md, "Pre-registration: study 2", 2026-12-01, and its
+amendments): Ghosted's calibration saturation (S2), C4 against WikiText-2 as its calibration (S3)
+and the antisymmetric share of W* = I + M (S4), measured in held-out WikiText-2 test and C4
+validation perplexity; S1's p is read from its run (docs/results/study-cpu-2/s1) and the family
+S1-S3 is decided by Holm at 0.05 (``ghostsearch.stats.holm``).
+
+  python bench/study2_cheap.py [--config configs/study2-smollm2.yaml] [--out docs/results/study-cpu-2/cheap]
+                               [--s1 docs/results/study-cpu-2/s1] [--commit] [--report-only] [key=value ...]
+
+What is pre-registered (not changed here): the fastblock set {12, ..., 19} of the study's model
+(configs/study2-smollm2.yaml: SmolLM2-135M, fp32), repaired by Ghosted (dense variant), fitted on
+C4 train at 8, 16, 32 and 64 sequences x 256 tokens, calibration seed 0 (S2), and on the tokenized
+WikiText-2 validation split (wikitext-2-v1, ``data.CALIBRATION_SPLIT``: already the repair
+calibration ``recovery.dataset=wikitext2`` reads; no change to ghostsearch/data.py was needed) at
+32 x 256 (S3); held out: WikiText-2 test under the paper protocol (every non-overlapping 2048-token
+window) and the 30 documents of C4 validation, with 95% intervals over windows; S2: log-perplexity
+at 64 minus at 32 within +-1% (|d| < log 1.01), two one-sided tests; S3: WikiText-2-calibrated
+minus C4-calibrated (both 32 x 256) within +-1% on each held-out corpus, the larger p of the two;
+S4: ||(W - W^T)/2||_F / ||W||_F of W* = I + M per cut, reported only.
+
+Choices made here where the pre-registration is silent (fixed before any of these models ran):
+
+* C4 validation's windows: 256 tokens, every non-overlapping one (47 windows of its 12,054
+  SmolLM2 tokens). The paper protocol's 2048-token windows would leave 5 windows, too few for an
+  interval or a test over windows; 256 is also the repairs' calibration length. WikiText-2 test
+  keeps the paper protocol (``eval.protocol=paper``: 148 windows of 2048 tokens).
+* S2 is tested on both held-out corpora, like S3: its p is the larger of the two corpora's TOST p
+  (an intersection-union test: "within" only where both are within).
+* The two one-sided tests use the study's paired z statistic over windows
+  (``stats.paired_test``: the mean of the per-window differences in mean NLL, its standard error
+  from their sample variance): p = max(Phi((d - delta) / se), Phi((-delta - d) / se)), delta =
+  log 1.01 (the margin is on the log-perplexity scale: a ratio of perplexities within 1.01).
+  The 95% intervals are the paired percentile bootstrap over windows (``stats.paired_diff_ci``,
+  2,000 resamples, seed 0; the same resample for both models), as the pre-registration's
+  perplexity section says. Every window has the same number of tokens, so the mean over windows
+  of their mean NLL is the corpus's log-perplexity.
+* The family: Holm over S1, S2, S3 (m = 3); nothing is decided while S2 or S3 has not run.
+  A claim is decided ("S1: the objectives shape the set", "S2/S3: within +-1%") when its Holm-
+  adjusted p is at most 0.05, else "not decided". S4 and the 8- and 16-sequence models'
+  differences to 32 are reported with their intervals, not tested.
+* Order of work: the models S2 and S3 decide on first (G32, G64, W32), then G8 and G16, so an
+  interrupted run has decided what it can.
+
+Outputs (``--out``, default docs/results/study-cpu-2/cheap, in the repository so a later session
+resumes from it): per model ``<id>.json`` (what was fitted and evaluated, the fit's per-cut report
+with the antisymmetric shares, perplexities, seconds) and ``<id>.parquet`` (one row per held-out
+window: model, corpus, window, tokens, nll = the window's mean NLL per token as
+``evaluate.perplexity_finalists`` records it, nll_sum = nll x tokens), written as soon as that model
+finishes; a rerun skips every model whose Parquet is there (and refuses one written under other
+settings). ``--commit`` commits the directory after each model (``git add -- DIR && git commit
+-- DIR``, retried while another git command holds the index lock). At the end, or at once with
+``--report-only``, the table is printed and written to DIR/cheap.md (and its numbers to
+DIR/cheap.json).
+
+Cost (estimated from the code and the study's unit costs, not timed: the CPU is busy with the main
+study). Each model is one repair fit and one evaluation over the dense prefix cache
+(``evaluate.perplexity_finalists``, one finalist a call so each model is saved when it ends):
+blocks 0-11 densely, then blocks 20-29 and the LM head, i.e. about 22/30 of a dense forward, on
+303,415 WikiText-2 tokens (148 x 2048) plus 12,054 C4 tokens (47 x 256). At the pre-registration's
+~15 CPU-minutes per dense paper-protocol WikiText-2 pass that is ~11-12 minutes, plus ~0.5 for
+C4 and 0.2-1 for the fit (a dense capture of 2k-16k calibration tokens, a 576 x 576 solve): about
+12-14 CPU-minutes per model, ~65-70 in all for the five models (under the pre-registration's
+"S2-S4 under 1 CPU-hour" by a little more than its margin; evaluating all five in one call would
+share the dense prefix and save ~40%, at the price of saving nothing until all five are done).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import benchenv  # noqa: F401  (repository on sys.path, offline HF, ../shared/data)
+
+ROOT = Path(__file__).resolve().parents[1]
+DELTA = math.log(1.01)       # the pre-registered margin: +-1% in perplexity, on the log scale
+N_BOOT, BOOT_SEED = 2000, 0  # the windows' paired bootstrap (stats.paired_diff_ci)
+S1_DIR = "docs/results/study-cpu-2/s1"
+
+
+@dataclass(frozen=True)
+class Model:
+    id: str
+    dataset: str  # the repair's calibration: c4 (train) or wikitext2 (the tokenized validation split)
+    n_seq: int    # calibration sequences (of Design.seq_len tokens)
+    method: str = "ghosted"
+    variant: str = "dense"
+
+    def label(self, seq_len: int) -> str:
+        name = {"c4": "C4 train", "wikitext2": "WikiText-2 validation (tokenized)"}.get(self.dataset, self.dataset)
+        return f"{self.method} ({self.variant}), {name} {self.n_seq} x {seq_len}"
+
+
+@dataclass(frozen=True)
+class Corpus:
+    name: str                # an evaluate.PPL_SPLIT corpus: wikitext2 (test), c4 (validation)
+    window: int | None       # tokens per window; None: the paper protocol (min(2048, the model's context))
+    max_windows: int | None  # None: every window
+
+
+@dataclass(frozen=True)
+class Claim:
+    id: str
+    left: str   # model ids: left - right
+    right: str
+    question: str
+    tested: bool = True  # False: reported with its interval only
+
+
+@dataclass(frozen=True)
+class Design:
+    removed: tuple[int, ...] = tuple(range(12, 20))  # the fastblock set (M3-M6 of study 2)
+    seq_len: int = 256                               # calibration tokens per sequence
+    seed: int = 0                                    # calibration seed
+    models: tuple[Model, ...] = (Model("G32", "c4", 32), Model("G64", "c4", 64), Model("W32", "wikitext2", 32),
+                                 Model("G8", "c4", 8), Model("G16", "c4", 16))
+    corpora: tuple[Corpus, ...] = (Corpus("wikitext2", None, None), Corpus("c4", 256, None))
+    claims: tuple[Claim, ...] = (
+        Claim("S2", "G64", "G32", "Ghosted's calibration saturation: 64 minus 32 C4 sequences"),
+        Claim("S3", "W32", "G32", "calibration text: WikiText-2 validation minus C4 train (32 x 256)"),
+        Claim("S2'", "G8", "G32", "8 minus 32 C4 sequences", tested=False),
+        Claim("S2'", "G16", "G32", "16 minus 32 C4 sequences", tested=False),
+    )
+
+
+CORPUS_NAME = {"wikitext2": "WikiText-2 test", "c4": "C4 validation"}
+
+
+# ---------------------------------------------------------------- statistics
+def tost(a, b, delta: float = DELTA) -> dict:
+    """Two one-sided tests of |mean(a - b)| < delta over paired windows, with the study's paired z
+    statistic (``stats.paired_test``): p_low tests H0 d <= -delta, p_high H0 d >= delta; p is the
+    larger (reject both, at level alpha, and the difference is within +-delta). A zero standard
+    error gives p = 0 when |d| < delta, else 1."""
+    from ghostsearch import stats
+
+    t = stats.paired_test(a, b)
+    if t.se == 0:
+        p_low = p_high = 0.0 if abs(t.estimate) < delta else 1.0
+    else:
+        p_low = float(stats.norm_sf((t.estimate + delta) / t.se))
+        p_high = float(stats.norm_sf((delta - t.estimate) / t.se))
+    return {"estimate": t.estimate, "se": t.se, "p_low": p_low, "p_high": p_high, "p": max(p_low, p_high)}
+
+
+def s1_p(run_dir: Path) -> float:
+    """S1's exact permutation p, recomputed from its run's result.json as ``bench/study2.py``'s
+    ``s1`` computes it (same statistic and test; that function returns only its printed text)."""
+    import itertools
+
+    import numpy as np
+
+    from ghostsearch import stats
+
+    res = json.loads((run_dir / "result.json").read_text())
+    cells = res.get("cells") or res["searchers"]
+    rows = sorted((c["objective"], c["seed"], tuple(c["removed"])) for c in cells.values() if c["searcher"] == "greedy")
+    sets = [set(r[2]) for r in rows]
+    labels = np.array([r[0] for r in rows])
+    jac = np.array([[len(a & b) / len(a | b) for b in sets] for a in sets])
+    pairs = list(itertools.combinations(range(len(sets)), 2))
+
+    def gap(lab) -> float:
+        same = [jac[i, j] for i, j in pairs if lab[i] == lab[j]]
+        cross = [jac[i, j] for i, j in pairs if lab[i] != lab[j]]
+        return float(np.mean(same) - np.mean(cross))
+
+    return float(stats.permutation_test(gap, labels, alternative="greater").p)
+
+
+# ---------------------------------------------------------------- running the models
+def model_config(cfg, design: Design, m: Model):
+    """The study's config with this model's repair: method, variant, calibration data and size, seed."""
+    rec = dataclasses.replace(cfg.recovery, method=m.method, variant=m.variant, dataset=m.dataset, n_seq=m.n_seq,
+                              seq_len=design.seq_len)
+    return dataclasses.replace(cfg, recovery=rec, calibration=dataclasses.replace(cfg.calibration, seed=design.seed))
+
+
+def spec(cfg, design: Design, m: Model) -> dict:
+    """Everything a model's numbers depend on: a rerun under other settings is refused."""
+    return {"model": cfg.model, "dtype": cfg.dtype, "removed": list(design.removed), "method": m.method,
+            "variant": m.variant, "ridge": cfg.recovery.ridge, "calibration": m.dataset, "n_seq": m.n_seq,
+            "seq_len": design.seq_len, "seed": design.seed,
+            "corpora": [dataclasses.asdict(c) for c in design.corpora]}
+
+
+def corpus_eval(cfg, c: Corpus):
+    """cfg.eval set to evaluate one corpus: the paper protocol, or windows of ``c.window`` tokens."""
+    if c.window is None:
+        return dataclasses.replace(cfg.eval, perplexity=[c.name], protocol="paper")
+    return dataclasses.replace(cfg.eval, perplexity=[c.name], protocol="quick", ppl_seq_len=c.window,
+                               ppl_max_seq=c.max_windows)
+
+
+def check_data(cfg, design: Design) -> list[dict]:
+    """Each calibration checked disjoint from the held-out corpora (``dataplan.plan``); held_out
+    must come out empty (C4 train and WikiText-2 validation are not evaluation sets)."""
+    from ghostsearch.dataplan import plan
+
+    plans = []
+    for ds in dict.fromkeys(m.dataset for m in design.models):
+        m = next(x for x in design.models if x.dataset == ds)
+        c = model_config(cfg, design, m)
+        c = dataclasses.replace(c, eval=dataclasses.replace(c.eval, tasks=[],
+                                                            perplexity=[x.name for x in design.corpora]))
+        p = plan(c, [], evaluate=True, repair=True)
+        if p["held_out"]:
+            raise SystemExit(f"calibration {ds} draws from evaluation sets {p['held_out']}: not this design")
+        plans.append(p)
+    return plans
+
+
+def evaluate_one(model, tok, cfg, design: Design, m: Model) -> tuple[list[dict], dict]:
+    """Fit one model's repair and evaluate it on every held-out corpus: (per-window rows, summary)."""
+    from ghostsearch.evaluate import perplexity_finalists
+    from ghostsearch.recovery.repair import fit
+
+    mcfg = model_config(cfg, design, m)
+    t0 = time.monotonic()
+    ops = fit(model, tok, list(design.removed), mcfg, m.method)
+    seconds = {"fit": time.monotonic() - t0}
+    rows, ppl = [], {}
+    for c in design.corpora:
+        t1 = time.monotonic()
+        out = perplexity_finalists(model, tok, [(tuple(design.removed), ops)], corpus_eval(mcfg, c), cfg.data_dir)[0]
+        seconds[c.name] = time.monotonic() - t1
+        nll = out[f"ppl_{c.name}_window_nll"]
+        tokens = window_tokens(model, c)
+        ppl[c.name] = out[f"ppl_{c.name}"]
+        rows += [{"model": m.id, "corpus": c.name, "window": i, "tokens": tokens, "nll": float(v),
+                  "nll_sum": float(v) * tokens} for i, v in enumerate(nll)]
+    seconds["total"] = time.monotonic() - t0
+    cuts = [{k: r[k] for k in ("cut", "tokens", "alignment_before", "alignment_after", "antisymmetric_share",
+                               "antisymmetric_share_w") if k in r} for r in (ops.report if ops is not None else [])]
+    return rows, {"id": m.id, "label": m.label(design.seq_len), "spec": spec(cfg, design, m), "ppl": ppl,
+                  "windows": {c.name: sum(r["corpus"] == c.name for r in rows) for c in design.corpora},
+                  "cuts": cuts, "seconds": seconds}
+
+
+def window_tokens(model, c: Corpus) -> int:
+    """Tokens each window predicts (its length - 1), as evaluate.perplexity_finalists counts them."""
+    from ghostsearch.evaluate import protocol_windows
+
+    seq_len, _ = protocol_windows(model, "paper" if c.window is None else "quick", c.window or 0, c.max_windows)
+    return seq_len - 1
+
+
+def write_rows(rows: list[dict], path: Path) -> None:
+    import pyarrow as pa
+
+    from ghostsearch.io import write_parquet_atomic
+
+    schema = pa.schema([("model", pa.string()), ("corpus", pa.string()), ("window", pa.int64()),
+                        ("tokens", pa.int64()), ("nll", pa.float64()), ("nll_sum", pa.float64())])
+    write_parquet_atomic(path, pa.Table.from_pylist(rows, schema=schema))
+
+
+def finished(out: Path, cfg, design: Design, m: Model) -> bool:
+    """Whether ``m`` has run under these settings (its Parquet, written last, is there); one that
+    ran under other settings stops the run rather than mixing numbers."""
+    if not (out / f"{m.id}.parquet").exists():
+        return False
+    old = json.loads((out / f"{m.id}.json").read_text())["spec"]
+    if old != spec(cfg, design, m):
+        raise SystemExit(f"{out / m.id}.json was written under other settings ({old}); use another --out or "
+                         f"remove {m.id}.json and {m.id}.parquet to evaluate it again")
+    return True
+
+
+def run(model, tok, cfg, out: Path, design: Design = Design(), on_model=None) -> list[str]:
+    """Evaluate every model of ``design`` not yet in ``out``; returns the ids evaluated now.
+    ``on_model(id, summary)`` is called after each model's files are written."""
+    from ghostsearch.io import write_json_atomic
+
+    out.mkdir(parents=True, exist_ok=True)
+    done = []
+    for m in design.models:
+        if finished(out, cfg, design, m):
+            print(f"{m.id}: already evaluated, skipped", flush=True)
+            continue
+        rows, summary = evaluate_one(model, tok, cfg, design, m)
+        write_json_atomic(out / f"{m.id}.json", summary)
+        write_rows(rows, out / f"{m.id}.parquet")  # last: the model counts as finished once this exists
+        s = summary["seconds"]
+        print(f"{m.id} ({summary['label']}): " + ", ".join(
+            f"{CORPUS_NAME.get(c, c)} ppl {summary['ppl'][c]:.3f} over {summary['windows'][c]} windows in {s[c]:.0f} s"
+            for c in summary["ppl"]) + f"; fit {s['fit']:.0f} s; {s['total']:.0f} s in all", flush=True)
+        done.append(m.id)
+        if on_model is not None:
+            on_model(m.id, summary)
+    return done
+
+
+# ---------------------------------------------------------------- the table
+def load_rows(out: Path, design: Design) -> dict[str, dict[str, list[dict]]]:
+    """{model id: {corpus: rows in window order}} of every finished model."""
+    import pyarrow.parquet as pq
+
+    res: dict[str, dict[str, list[dict]]] = {}
+    for m in design.models:
+        f = out / f"{m.id}.parquet"
+        if f.exists():
+            for r in sorted(pq.read_table(f).to_pylist(), key=lambda r: (r["corpus"], r["window"])):
+                res.setdefault(m.id, {}).setdefault(r["corpus"], []).append(r)
+    return res
+
+
+def contrast(rows: dict, left: str, right: str, corpus: str) -> dict | None:
+    """The paired difference in log-perplexity, left - right, over the same windows: estimate, 95%
+    bootstrap interval, TOST; None while either model has not run."""
+    import numpy as np
+
+    from ghostsearch import stats
+
+    a, b = rows.get(left, {}).get(corpus), rows.get(right, {}).get(corpus)
+    if not a or not b:
+        return None
+    if [(r["window"], r["tokens"]) for r in a] != [(r["window"], r["tokens"]) for r in b]:
+        raise SystemExit(f"{left} and {right} were evaluated on different {corpus} windows; they cannot be paired")
+    x, y = np.array([r["nll"] for r in a]), np.array([r["nll"] for r in b])
+    ci = stats.paired_diff_ci(x, y, n_boot=N_BOOT, seed=BOOT_SEED)
+    return {"windows": len(x), "estimate": ci.estimate, "lo": ci.lo, "hi": ci.hi, **tost(x, y)}
+
+
+def log_ppl(rs: list[dict]) -> float:
+    return sum(r["nll_sum"] for r in rs) / sum(r["tokens"] for r in rs)
+
+
+def numbers(out: Path, design: Design, s1_dir: Path | None) -> dict:
+    """Every number of the table, computed from the per-window rows (and S1's run)."""
+    from ghostsearch import stats
+
+    rows = load_rows(out, design)
+    summaries = {m.id: json.loads((out / f"{m.id}.json").read_text()) for m in design.models if m.id in rows}
+    models = []
+    for m in design.models:
+        s = summaries.get(m.id)
+        models.append({"id": m.id, "label": m.label(design.seq_len), "run": s is not None,
+                       "ppl": {c.name: math.exp(log_ppl(rows[m.id][c.name])) for c in design.corpora} if s else {},
+                       "windows": {c.name: len(rows[m.id][c.name]) for c in design.corpora} if s else {},
+                       "cuts": s["cuts"] if s else [], "seconds": s["seconds"]["total"] if s else None})
+    claims = []
+    for cl in design.claims:
+        per = {c.name: contrast(rows, cl.left, cl.right, c.name) for c in design.corpora}
+        done = all(v is not None for v in per.values())
+        claims.append({"id": cl.id, "left": cl.left, "right": cl.right, "question": cl.question, "tested": cl.tested,
+                       "corpora": per, "p": max(v["p"] for v in per.values()) if done and cl.tested else math.nan})
+    s1 = s1_p(s1_dir) if s1_dir is not None and (s1_dir / "result.json").exists() else math.nan
+    family = [("S1", s1)] + [(c["id"], c["p"]) for c in claims if c["tested"]]
+    complete = not any(math.isnan(p) for _, p in family)
+    adj = stats.holm([p for _, p in family]) if complete else [math.nan] * len(family)
+    decisions = {cid: {"p": p, "p_holm": float(a), "decided": bool(complete and a <= stats.ALPHA)}
+                 for (cid, p), a in zip(family, adj)}
+    return {"delta": DELTA, "alpha": stats.ALPHA, "n_boot": N_BOOT, "boot_seed": BOOT_SEED,
+            "removed": list(design.removed), "models": models, "claims": claims, "family": decisions,
+            "complete": complete}
+
+
+VERDICT = {"S1": "the objectives shape the removed set", "S2": "saturated: within +-1%", "S3": "within +-1%"}
+
+
+def fmt_p(p: float) -> str:
+    return "-" if math.isnan(p) else f"{p:.4f}" if p >= 1e-4 else f"{p:.1e}"
+
+
+def render(nums: dict, design: Design) -> str:
+    corpora = [c.name for c in design.corpora]
+    win = {c.name: "paper protocol" if c.window is None else f"{c.window}-token windows" for c in design.corpora}
+    lines = [f"Fastblock set {' '.join(map(str, nums['removed']))} repaired by Ghosted; held out: "
+             + ", ".join(f"{CORPUS_NAME.get(c, c)} ({win[c]})" for c in corpora)
+             + f". Margin +-1% in perplexity (delta = log 1.01 = {nums['delta']:.5f} in log-perplexity); "
+             f"differences are left - right in log-perplexity (mean NLL per token), paired over windows, 95% "
+             f"intervals from {nums['n_boot']:,} bootstrap resamples of the windows.", "",
+             "| model | repair calibration | " + " | ".join(f"{CORPUS_NAME.get(c, c)} ppl (windows)" for c in corpora)
+             + " | S4: antisymmetric share of W* = I + M, per cut | seconds |",
+             "|---|---|" + "---|" * len(corpora) + "---|---|"]
+    for m in nums["models"]:
+        if not m["run"]:
+            lines.append(f"| {m['id']} | {m['label']} | " + " | ".join("not run" for _ in corpora) + " | - | - |")
+            continue
+        shares = ", ".join(f"{a}-{b}: {c['antisymmetric_share_w']:.4f}" for c in m["cuts"]
+                           for a, b in [c["cut"]]) or "-"
+        lines.append(f"| {m['id']} | {m['label']} | " + " | ".join(f"{m['ppl'][c]:.3f} ({m['windows'][c]})"
+                                                                   for c in corpora)
+                     + f" | {shares} | {m['seconds']:.0f} |")
+    lines += ["", "| claim | left - right | held out | windows | difference | 95% interval | TOST p | claim p | "
+              "Holm-adjusted p | verdict |", "|---|---|---|---|---|---|---|---|---|---|"]
+    fam = nums["family"]
+    s1 = fam["S1"]
+    lines.append(f"| S1 objectives shape the removed set | - | - | - | - | - | - | {fmt_p(s1['p'])} | "
+                 f"{fmt_p(s1['p_holm'])} | {verdict('S1', fam, nums['complete'])} |")
+    for cl in nums["claims"]:
+        for c in corpora:
+            v = cl["corpora"][c]
+            head = f"| {cl['id']} {cl['question']} | {cl['left']} - {cl['right']} | {CORPUS_NAME.get(c, c)} |"
+            if v is None:
+                lines.append(head + " - | not run | - | - | - | - | pending |")
+                continue
+            tail = (f" {fmt_p(cl['p'])} | {fmt_p(fam[cl['id']]['p_holm'])} | {verdict(cl['id'], fam, nums['complete'])} |"
+                    if cl["tested"] else " - | - | reported |")
+            lines.append(head + f" {v['windows']} | {v['estimate']:+.5f} | [{v['lo']:+.5f}, {v['hi']:+.5f}] | "
+                         f"{fmt_p(v['p']) if cl['tested'] else '-'} |" + tail)
+    lines += ["", f"Rule: Holm at {nums['alpha']} over S1-S3 (S1's exact permutation p from its run; S2 and S3: the "
+              "larger of the two held-out corpora's TOST p, each the larger of two one-sided paired z tests over "
+              "windows against +-delta). A claim is decided when its Holm-adjusted p is at most "
+              f"{nums['alpha']}; nothing is decided until S2 and S3 have run. S4 and the S2' rows are reported only."]
+    return "\n".join(lines) + "\n"
+
+
+def verdict(cid: str, fam: dict, complete: bool) -> str:
+    if not complete:
+        return "pending (S2 and S3 not all run)"
+    return VERDICT[cid] if fam[cid]["decided"] else "not decided"
+
+
+def report(out: Path, design: Design = Design(), s1_dir: Path | None = None) -> str:
+    """Writes out/cheap.md and out/cheap.json from what has run; returns the table."""
+    from ghostsearch.io import write_json_atomic
+
+    nums = numbers(out, design, s1_dir)
+    text = render(nums, design)
+    (out / "cheap.md").write_text(text)
+    write_json_atomic(out / "cheap.json", nums)
+    return text
+
+
+def commit(out: Path, message: str) -> None:
+    """Commits ``out`` alone (by path), so other work in the checkout is left as it is; retried
+    while another git command holds the index lock."""
+    r = None
+    for attempt in range(8):
+        a = subprocess.run(["git", "add", "--", str(out)], capture_output=True, text=True, cwd=ROOT)
+        r = subprocess.run(["git", "commit", "-q", "-m", message, "--", str(out)], capture_output=True, text=True,
+                           cwd=ROOT)
+        locked = "index.lock" in a.stderr + r.stderr + r.stdout
+        if not locked:
+            break
+        time.sleep(5 * (attempt + 1))
+    print("committed:" if r.returncode == 0 else "not committed (nothing new, or git refused):", message, flush=True)
+
+
+def _rel(p: Path) -> str:
+    return str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else str(p)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--config", default="configs/study2-smollm2.yaml", help="the study's model, dtype, device")
+    ap.add_argument("--out", default="docs/results/study-cpu-2/cheap")
+    ap.add_argument("--s1", default=S1_DIR, help="S1's run directory (its result.json)")
+    ap.add_argument("--commit", action="store_true", help="commit --out after every model and the report")
+    ap.add_argument("--report-only", action="store_true", help="write cheap.md from what has run")
+    ap.add_argument("overrides", nargs="*", help="key=value config overrides (e.g. pool.threads=2)")
+    args = ap.parse_args()
+    out, s1_dir = Path(args.out), Path(args.s1)
+    if not out.is_absolute():
+        out = ROOT / out
+    if not s1_dir.is_absolute():
+        s1_dir = ROOT / s1_dir
+    design = Design()
+    if not args.report_only:
+        import torch
+
+        from ghostsearch.config import load_config
+        from ghostsearch.models import load_model
+
+        cfg = load_config(str(ROOT / args.config) if not Path(args.config).is_absolute() else args.config,
+                          args.overrides)
+        torch.set_num_threads(max(1, cfg.pool.threads))
+        check_data(cfg, design)
+        todo = [m.id for m in design.models if not finished(out, cfg, design, m)]
+        print(f"to evaluate: {', '.join(todo) or 'nothing'}", flush=True)
+        if todo:
+            model, tok = load_model(cfg.model, dtype=cfg.dtype, device=cfg.resolved_device())
+
+            def on_model(mid: str, summary: dict) -> None:
+                if args.commit:
+                    commit(out, f"study 2 (issue 24): cheap claims, model {mid} ({summary['label']}) evaluated in "
+                                f"{summary['seconds']['total']:.0f} s; rows under {_rel(out)}")
+
+            run(model, tok, cfg, out, design, on_model)
+    out.mkdir(parents=True, exist_ok=True)
+    text = report(out, design, s1_dir)
+    print(text)
+    if args.commit:
+        commit(out, f"study 2 (issue 24): cheap claims S1-S4 table {_rel(out)}/cheap.md")
+
+
+if __name__ == "__main__":
+    main()
