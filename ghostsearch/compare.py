@@ -386,7 +386,7 @@ def compare(cfg: Config, address: str | None = None, progress: bool = True) -> P
     run_dir = outputs.dir
     if cfg.compare.contrasts and not (run_dir / "result.json").exists():
         # the pre-registered contrasts go into result.json first, before any cell runs
-        write_json_atomic(run_dir / "result.json", {"contrasts": list(cfg.compare.contrasts), "searchers": {},
+        write_json_atomic(run_dir / "result.json", {"contrasts": list(cfg.compare.contrasts), "cells": {},
                                                     "data": data_plan})
     started = connect(address or cfg.pool.address, dashboard=cfg.pool.dashboard)
     t0 = time.monotonic()
@@ -406,7 +406,7 @@ def compare(cfg: Config, address: str | None = None, progress: bool = True) -> P
         if resumed < len(cells) or not (run_dir / "pool.json").exists():  # keep the pool that did the work
             write_json_atomic(run_dir / "pool.json", pool_status)
         write_json_atomic(run_dir / "result.json", {"contrasts": list(cfg.compare.contrasts),
-                                                    "searchers": {r["cell"]: r for r in results},
+                                                    "cells": {r["cell"]: r for r in results},
                                                     "wall_seconds": time.monotonic() - t0,  # this invocation
                                                     "cells_resumed": resumed, "data": data_plan})
         # the finalists are evaluated on the same replicas, one share per scorer, before the pool goes

@@ -161,7 +161,7 @@ def search(cfg: Config, address: str | None = None, progress: bool = True) -> di
                        seed=cfg.seed, n_blocks=n_blocks, progress=progress)
         outputs.cell(res)
         write_json_atomic(run_dir / "pool.json", ray.get(broker.status.remote()))
-        result = {"searchers": {res["cell"]: res}, "data": data_plan}
+        result = {"cells": {res["cell"]: res}, "data": data_plan}
         write_json_atomic(run_dir / "result.json", result)
         Ledger(run_dir).compact()
         ok = True

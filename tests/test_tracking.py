@@ -34,7 +34,7 @@ def test_search_tracked_by_mlflow_tensorboard_wandb(tiny_model_dir, tmp_path, ra
              "calibration.n_seq": 4, "calibration.seq_len": 32, "k": 2, "searcher": "greedy", "out": str(out),
              "pool.actors": 1, "pool.dashboard": False, "tracking": "[mlflow,tensorboard,wandb]"}
     search(load_config(None, [f"{k}={v}" for k, v in items.items()]), progress=False)
-    (cell, res), = json.loads((out / "result.json").read_text())["searchers"].items()
+    (cell, res), = json.loads((out / "result.json").read_text())["cells"].items()
     hist = res["history"]
     assert hist and set(hist[0]) == {"budget_used", "seconds", "best_value"}
     assert hist[-1]["best_value"] == res["value"] and hist[-1]["budget_used"] == res["budget_used"]

@@ -16,7 +16,7 @@ def run(args) -> None:
 
     cfg = load_config(args.config, args.overrides)
     res = search(cfg, address=args.address, progress=not args.no_progress)
-    for cell, r in res["searchers"].items():
+    for cell, r in res["cells"].items():
         change = r.get("relative_change")
         print_json({"cell": cell, "removed": r["removed"], "value": r["value"], "dense_value": r.get("dense_value"),
                     "relative_change": None if change is None else round(change, 4),

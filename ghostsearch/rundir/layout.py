@@ -2,10 +2,11 @@
 
 RUN_DIR/config.yaml (resolved config) · env.json (machine, versions) · identity.json (what
 determines a value: model content, resolved dtype and device, calibration token ids) · ledger/
-(every evaluation) · result.json (one entry per cell) · .lock (the driver holding it) · compare
-adds cells/, evals/, comparison.parquet, report.*. A run directory is opened once per run
-(``open_run_dir``, after validation and once the pool has its resources); rerunning the same
-config resumes it.
+(every evaluation) · result.json (``cells``: one entry per cell, by cell name) · .lock (the driver
+holding it) · compare adds cells/, evals/, comparison.parquet, report.*. A run directory is
+opened once per run (``open_run_dir``, after validation and once the pool has its resources);
+rerunning the same config resumes it. ``result_cells`` reads result.json's cells, also from a run
+directory written before ``searchers`` was renamed ``cells``.
 """
 from __future__ import annotations
 
@@ -174,12 +175,18 @@ def cells(run_dir: Path) -> list[tuple[str, tuple[int, ...], float]]:
         raise GhostsearchError(f"{path} does not exist; run `ghostsearch search` into {run_dir} first")
     try:
         out = [(name, tuple(sorted(c["removed"])), float(c["value"]))
-               for name, c in json.loads(path.read_text())["searchers"].items()]
+               for name, c in result_cells(json.loads(path.read_text())).items()]
     except (ValueError, KeyError, TypeError, AttributeError) as e:
         raise GhostsearchError(f"{path} is not a ghostsearch result ({e}); re-run the search") from None
     if not out:
         raise GhostsearchError(f"{path} has no searcher results; finish the search first")
     return out
+
+
+def result_cells(result: dict) -> dict:
+    """result.json's cells by cell name: key ``cells``, or ``searchers`` in a run directory written
+    before the rename (the committed ones under docs/results/ among them)."""
+    return result["cells"] if "cells" in result else result["searchers"]
 
 
 def finalists(run_dir: Path) -> list[tuple[str, tuple[int, ...], float]]:

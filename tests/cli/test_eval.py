@@ -54,7 +54,7 @@ def test_run_dir_every_cell(tmp_path, tiny_model_dir):
     cells = {"greedy|perplexity|k2|s0": {"removed": [3, 4], "value": 9.5},
              "beam|perplexity|k2|s0": {"removed": [0, 5], "value": 9.7},
              "greedy|perplexity|k2|s1": {"removed": [3, 4], "value": 9.5}}
-    (run / "result.json").write_text(json.dumps({"searchers": cells}))
+    (run / "result.json").write_text(json.dumps({"cells": cells}))
     rows = _eval(run)
     assert [(r["cell"], r["removed"], r["value"]) for r in rows] == [(c, v["removed"], v["value"])
                                                                      for c, v in cells.items()]

@@ -109,7 +109,7 @@ def test_first_hour(home):
     final = lines(p.stdout)[-1]
     assert final["dense_value"] > 1 and final["value"] > final["dense_value"]
     assert final["relative_change"] == pytest.approx(final["value"] / final["dense_value"] - 1, abs=1e-4)
-    cell = json.loads((run / "result.json").read_text())["searchers"][final["cell"]]
+    cell = json.loads((run / "result.json").read_text())["cells"][final["cell"]]
     assert cell["history"][-1]["best_value"] == final["value"]  # the bar's best is the history's
     assert f"best={final['value']:.4g}" in p.stderr
     # 2. recover: fitted on recovery.* data, scored on the run's; an in-sample win over dense is labelled

@@ -29,7 +29,7 @@ def test_planned_evaluations_equal_measured(smollm2_tokenizer_dir, ray_local, tm
         cfg = load_config(None, [f"{k}={v}" for k, v in items.items()])
         planned, planned_kind = evaluations(cfg, searcher, 2, 12)
         result = search(cfg, progress=False)
-        (cell,) = result["searchers"].values()
+        (cell,) = result["cells"].values()
         assert planned_kind == kind
         used = cell["budget_used"]
         if kind == "exact":  # greedy: exactly n + (n - 1) evaluations

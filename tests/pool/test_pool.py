@@ -67,9 +67,9 @@ def _check_same(run_dir, ref_dir, ref_result, result):
     assert set(computed) == set(ref_computed)
     assert all(n == 1 for n in computed.values()), "a candidate was computed twice"
     assert values == ref_values  # scoring is deterministic: identical values
-    (cell,) = result["searchers"]
-    assert result["searchers"][cell]["removed"] == ref_result["searchers"][cell]["removed"]
-    assert result["searchers"][cell]["value"] == ref_result["searchers"][cell]["value"]
+    (cell,) = result["cells"]
+    assert result["cells"][cell]["removed"] == ref_result["cells"][cell]["removed"]
+    assert result["cells"][cell]["value"] == ref_result["cells"][cell]["value"]
 
 
 @pytest.fixture(scope="module")

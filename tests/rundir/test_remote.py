@@ -86,14 +86,14 @@ def test_search_to_s3_and_resume_without_staging(bucket, tiny_model_dir, ray_loc
     assert {"config.yaml", "env.json", "result.json", "pool.json"} <= remote
     assert any(k.startswith("ledger/") and k.endswith(".parquet") for k in remote)
     body = client.get_object(Bucket=name, Key="runs/quick/result.json")["Body"].read()
-    assert json.loads(body)["searchers"] == json.loads(json.dumps(first["searchers"]))
+    assert json.loads(body)["cells"] == json.loads(json.dumps(first["cells"]))
 
     staging = Staged(uri).local
     computed = sum(not r["cached"] for r in read_ledger(staging).to_pylist())
     shutil.rmtree(staging)  # a new pod: nothing local
     again = search(cfg, progress=False)
-    (cell,) = again["searchers"]
-    assert again["searchers"][cell]["removed"] == first["searchers"][cell]["removed"]
-    assert again["searchers"][cell]["value"] == first["searchers"][cell]["value"]
+    (cell,) = again["cells"]
+    assert again["cells"][cell]["removed"] == first["cells"][cell]["removed"]
+    assert again["cells"][cell]["value"] == first["cells"][cell]["value"]
     rows = read_ledger(Staged(uri).local).to_pylist()
     assert sum(not r["cached"] for r in rows) == computed  # the rerun scored nothing: answered from the bucket

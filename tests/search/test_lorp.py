@@ -103,7 +103,7 @@ def test_margin_run_clusters_on_the_perplexity_text(tiny_model_dir, data_dir, tm
     assert np.abs(S["perplexity"] - S["margin"]).max() > 1e-3
     want = run(make_searcher("lorp", Space(6, 2), seed=0), FunctionEvaluator(lambda r, f: 0.0,
                                                                           statistics={"similarity": S["perplexity"]}))
-    (cell,) = got["searchers"].values()
+    (cell,) = got["cells"].values()
     assert tuple(cell["removed"]) == want.choice
     broker = start_pool(cfg)
     client = PoolClient(broker, cfg.objective_spec(), Ledger(tmp_path / "client"), "c", 0, cfg.model, cfg.dtype,
