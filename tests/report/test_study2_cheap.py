@@ -1,0 +1,186 @@
+"""bench/study2_cheap.py (study 2's cheap claims S2-S4) end to end on a tiny random Llama, offline:
+a design of three models on a couple of windows of WikiText-2 test and C4 validation. Checks that a
+rerun evaluates nothing, that the table's numbers are what the written per-window rows give, and
+that the two one-sided tests decide "within" for two identical models and not for two very
+different ones; and that the default design is the pre-registered one."""
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from ghostsearch import stats
+
+ROOT = Path(__file__).resolve().parents[2]
+S1 = ROOT / "docs" / "results" / "study-cpu-2" / "s1"
+
+
+def _bench(name: str):
+    if str(ROOT / "bench") not in sys.path:
+        sys.path.insert(0, str(ROOT / "bench"))  # bench scripts import bench/benchenv.py
+    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod  # its dataclasses look their module up there
+    spec.loader.exec_module(mod)
+    return mod
+
+
+sc = _bench("study2_cheap")
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def test_default_design_is_the_preregistered_one():
+    d = sc.Design()
+    assert d.removed == tuple(range(12, 20)) and d.seq_len == 256 and d.seed == 0
+    assert {(m.id, m.dataset, m.n_seq, m.method, m.variant) for m in d.models} == {
+        ("G8", "c4", 8, "ghosted", "dense"), ("G16", "c4", 16, "ghosted", "dense"),
+        ("G32", "c4", 32, "ghosted", "dense"), ("G64", "c4", 64, "ghosted", "dense"),
+        ("W32", "wikitext2", 32, "ghosted", "dense")}
+    tested = {c.id: (c.left, c.right) for c in d.claims if c.tested}
+    assert tested == {"S2": ("G64", "G32"), "S3": ("W32", "G32")}
+    assert [(c.name, c.window, c.max_windows) for c in d.corpora] == [("wikitext2", None, None), ("c4", 256, None)]
+    assert sc.DELTA == pytest.approx(math.log(1.01))
+    # the paper protocol: SmolLM2's context is 8192, so every window is 2048 tokens (2047 predicted)
+    from ghostsearch.config import load_config
+
+    cfg = load_config(str(ROOT / "configs" / "study2-smollm2.yaml"), [])
+    ev = sc.corpus_eval(cfg, d.corpora[0])
+    assert ev.protocol == "paper" and ev.perplexity == ["wikitext2"]
+
+    class Smol:  # model.config is all protocol_windows reads
+        config = type("C", (), {"max_position_embeddings": 8192})()
+
+    assert sc.window_tokens(Smol(), d.corpora[0]) == 2047 and sc.window_tokens(Smol(), d.corpora[1]) == 255
+
+
+def test_tost_within_for_identical_and_not_for_very_different():
+    rng = np.random.default_rng(0)
+    a = 3.0 + rng.normal(0, 0.3, 150)
+    assert sc.tost(a, a)["p"] == 0.0                                 # identical: within at any level
+    near = a + 0.001 + rng.normal(0, 0.002, 150)
+    assert sc.tost(near, a)["p"] < 1e-6                              # 0.1% apart, precisely: within
+    far = a + 0.05 + rng.normal(0, 0.002, 150)
+    assert sc.tost(far, a)["p"] > 0.99 and sc.tost(a, far)["p"] > 0.99  # 5% apart: not within, either sign
+    noisy = a + rng.normal(0, 0.2, 150)
+    assert sc.tost(noisy, a)["p"] > 0.05                             # too noisy to say
+
+
+def test_s1_p_is_study2s(monkeypatch):
+    if not (S1 / "result.json").exists():
+        pytest.skip("no committed S1 run")
+    p = sc.s1_p(S1)
+    assert p == pytest.approx(2 / 70)
+    assert f"exact permutation p = {p:.4f}" in _bench("study2").s1(S1)
+
+
+def test_driver_end_to_end_resumes_and_reports_its_rows(tmp_path, tiny_model_dir, data_dir, monkeypatch):
+    import ghostsearch.evaluate as evaluate
+    import ghostsearch.recovery.repair as repair
+    from ghostsearch import data
+    from ghostsearch.config import load_config
+    from ghostsearch.models import load_model
+
+    cfg = load_config(None, [f"model={tiny_model_dir}", "dtype=fp32", "device=cpu", "eval.batch_size=4"]
+                      + ([f"data_dir={data_dir}"] if data_dir else []))
+    if not all(data.text_available(n, s, cfg.data_dir)
+               for n, s in (("wikitext2", "test"), ("c4", "validation"), ("c4", "train"))):
+        pytest.skip("no data directory with WikiText-2 and C4")
+    # S2's two models are the same repair (identical numbers); S3's right model is unrepaired with four
+    # of six blocks gone against a repaired one (very different)
+    design = sc.Design(
+        removed=(1, 2, 3, 4), seq_len=32, seed=0,
+        models=(sc.Model("G32", "c4", 4), sc.Model("G64", "c4", 4), sc.Model("W32", "c4", 4, method="none")),
+        corpora=(sc.Corpus("wikitext2", 64, 3), sc.Corpus("c4", 64, 3)),
+        claims=(sc.Claim("S2", "G64", "G32", "identical"), sc.Claim("S3", "W32", "G32", "very different"),
+                sc.Claim("S2'", "W32", "G64", "reported", tested=False)))
+    sc.check_data(cfg, design)
+    calls = {"fit": 0, "ppl": 0}
+    real_fit, real_ppl = repair.fit, evaluate.perplexity_finalists
+
+    def fit(*a, **k):
+        calls["fit"] += 1
+        return real_fit(*a, **k)
+
+    def ppl(*a, **k):
+        calls["ppl"] += 1
+        return real_ppl(*a, **k)
+
+    monkeypatch.setattr(repair, "fit", fit)
+    monkeypatch.setattr(evaluate, "perplexity_finalists", ppl)
+    model, tok = load_model(cfg.model, dtype="fp32")
+    saved = []
+    assert sc.run(model, tok, cfg, tmp_path, design, on_model=lambda m, s: saved.append(m)) == ["G32", "G64", "W32"]
+    assert saved == ["G32", "G64", "W32"] and calls == {"fit": 3, "ppl": 6}
+    # resumable: a second run evaluates nothing
+    assert sc.run(model, tok, cfg, tmp_path, design) == [] and calls == {"fit": 3, "ppl": 6}
+    with pytest.raises(SystemExit, match="other settings"):  # a finished model under other settings is refused
+        sc.run(model, tok, cfg, tmp_path, dataclasses.replace(design, seed=1))
+
+    text = sc.report(tmp_path, design, S1)
+    assert (tmp_path / "cheap.md").read_text() == text
+    rows = {m: pq.read_table(tmp_path / f"{m}.parquet").to_pylist() for m in ("G32", "G64", "W32")}
+    by = {m: {c: sorted((r for r in rs if r["corpus"] == c), key=lambda r: r["window"]) for c in ("wikitext2", "c4")}
+          for m, rs in rows.items()}
+    for m, rs in rows.items():
+        assert len(rs) == 6 and all(r["tokens"] == 63 and r["nll_sum"] == pytest.approx(r["nll"] * 63) for r in rs)
+        summary = json.loads((tmp_path / f"{m}.json").read_text())
+        for c in ("wikitext2", "c4"):  # the rows give the perplexity the evaluation computed
+            lp = sum(r["nll_sum"] for r in by[m][c]) / sum(r["tokens"] for r in by[m][c])
+            assert math.exp(lp) == pytest.approx(summary["ppl"][c], rel=1e-5)
+    assert by["G32"] == {c: [{**r, "model": "G32"} for r in by["G64"][c]] for c in by["G64"]}  # identical models
+    ops_cut = json.loads((tmp_path / "G32.json").read_text())["cuts"]
+    assert [c["cut"] for c in ops_cut] == [[1, 5]] and 0 <= ops_cut[0]["antisymmetric_share_w"] <= 1
+    assert json.loads((tmp_path / "W32.json").read_text())["cuts"] == []  # unrepaired: no operator
+
+    lines = text.splitlines()
+    name = {"wikitext2": "WikiText-2 test", "c4": "C4 validation"}
+    # the models' table: perplexities from the rows
+    for m in ("G32", "G64", "W32"):
+        cells = _cells(next(x for x in lines if x.startswith(f"| {m} |")))
+        for i, c in enumerate(("wikitext2", "c4")):
+            lp = sum(r["nll_sum"] for r in by[m][c]) / sum(r["tokens"] for r in by[m][c])
+            assert cells[2 + i] == f"{math.exp(lp):.3f} (3)"
+    # the claims' table: recomputed here from the rows, independently of the driver's helpers
+    delta, p_claim = math.log(1.01), {}
+    for cid, left, right in (("S2", "G64", "G32"), ("S3", "W32", "G32"), ("S2'", "W32", "G64")):
+        ps = []
+        for c in ("wikitext2", "c4"):
+            a = np.array([r["nll"] for r in by[left][c]])
+            b = np.array([r["nll"] for r in by[right][c]])
+            d = a - b
+            est, se = d.mean(), d.std(ddof=1) / math.sqrt(len(d))
+            p = (0.0 if abs(est) < delta else 1.0) if se == 0 else \
+                max(0.5 * math.erfc((est + delta) / se / math.sqrt(2)), 0.5 * math.erfc((delta - est) / se / math.sqrt(2)))
+            ps.append(p)
+            ci = stats.paired_diff_ci(a, b, n_boot=2000, seed=0)
+            row = next(x for x in lines if x.startswith(f"| {cid} ") and f"| {left} - {right} | {name[c]} |" in x)
+            cells = _cells(row)
+            assert cells[3:6] == ["3", f"{est:+.5f}", f"[{ci.lo:+.5f}, {ci.hi:+.5f}]"], row
+            if cid != "S2'":
+                assert cells[6] == sc.fmt_p(p), row
+        p_claim[cid] = max(ps)
+    p1 = sc.s1_p(S1) if (S1 / "result.json").exists() else math.nan
+    nums = json.loads((tmp_path / "cheap.json").read_text())
+    assert nums["family"]["S2"]["p"] == 0.0 == p_claim["S2"]   # identical: within
+    assert p_claim["S3"] > 0.5 and nums["family"]["S3"]["p"] == pytest.approx(p_claim["S3"])  # very different: not
+    s2_row = next(x for x in lines if x.startswith("| S2 ") and "WikiText-2" in x)
+    s3_row = next(x for x in lines if x.startswith("| S3 ") and "WikiText-2" in x)
+    if math.isnan(p1):
+        assert "pending" in s2_row
+    else:
+        adj = stats.holm([p1, p_claim["S2"], p_claim["S3"]])
+        assert _cells(s2_row)[8] == sc.fmt_p(adj[1]) and _cells(s3_row)[8] == sc.fmt_p(adj[2])
+        assert _cells(s2_row)[9] == "saturated: within +-1%" and _cells(s3_row)[9] == "not decided"
+        s1_row = _cells(next(x for x in lines if x.startswith("| S1 ")))
+        assert s1_row[7:9] == [sc.fmt_p(p1), sc.fmt_p(adj[0])]
+        assert s1_row[9] == ("the objectives shape the removed set" if adj[0] <= 0.05 else "not decided")
