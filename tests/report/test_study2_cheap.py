@@ -116,6 +116,15 @@ def test_driver_end_to_end_resumes_and_reports_its_rows(tmp_path, tiny_model_dir
         return real_ppl(*a, **k)
 
     monkeypatch.setattr(repair, "fit", fit)
+    memo, real_tokenize = {}, data.tokenize_corpus
+
+    def tokenize(tokenizer, docs, sep="\n\n"):  # each corpus tokenized once for the whole test (time only)
+        key = (id(tokenizer), sep, hash(tuple(docs)))
+        if key not in memo:
+            memo[key] = real_tokenize(tokenizer, docs, sep)
+        return memo[key]
+
+    monkeypatch.setattr(data, "tokenize_corpus", tokenize)
     monkeypatch.setattr(evaluate, "perplexity_finalists", ppl)
     model, tok = load_model(cfg.model, dtype="fp32")
     saved = []
