@@ -12,13 +12,32 @@ per-searcher accounting and exports metrics through ``ray.util.metrics``.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections import defaultdict
+from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 import ray
 
 from ghostsearch.objectives import ObjectiveSpec
+from ghostsearch.pool.keys import CacheKey
+from ghostsearch.scoring import RowScore, Score
 
 NAMESPACE = "ghostsearch"
+
+S = TypeVar("S", Score, RowScore)
+
+
+@dataclass(frozen=True)
+class Served(Generic[S]):
+    """A scorer's answer as the pool hands it out: the ``Score`` (or, racing, the ``RowScore``), the
+    scorer and node that computed it, and whether this request was answered from the broker's
+    shared cache (or an identical request in flight) instead of being computed for it."""
+
+    score: S
+    actor: str
+    node: str
+    cached: bool = False
 
 
 @ray.remote(max_restarts=-1, max_task_retries=0)
@@ -44,12 +63,11 @@ class ScorerActor:
         self.m_busy = metrics.Counter("ghostsearch_scorer_busy_seconds", "seconds this scorer spent scoring",
                                       tag_keys=("objective", "actor"))
 
-    def _count(self, spec: ObjectiveSpec, r: dict) -> dict:
+    def _count(self, spec: ObjectiveSpec, r: S) -> Served[S]:
         tags = {"objective": spec.name, "actor": self.name}
         self.m_scored.inc(1, tags=tags)
-        self.m_busy.inc(r["seconds"], tags=tags)
-        r.update(actor=self.name, node=self.node)
-        return r
+        self.m_busy.inc(r.seconds, tags=tags)
+        return Served(r, actor=self.name, node=self.node)
 
     def info(self) -> dict:
         return {"name": self.name, "node": self.node, "pid": self.pid, "n_blocks": self.scorer.stack.n_blocks,
@@ -76,16 +94,16 @@ class ScorerActor:
 
         return prepare(self.scorer, spec)
 
-    def score(self, spec: ObjectiveSpec, removed: tuple, fidelity: float, prefix) -> dict:
+    def score(self, spec: ObjectiveSpec, removed: tuple, fidelity: float, prefix) -> Served[Score]:
         r = self.scorer.score(self._key(spec), tuple(removed), fidelity, tuple(prefix) if prefix else None)
         return self._count(spec, r)
 
-    def rows(self, spec: ObjectiveSpec, removed: tuple, rows: tuple, prefix) -> dict:
+    def rows(self, spec: ObjectiveSpec, removed: tuple, rows: tuple, prefix) -> Served[RowScore]:
         """Per-row loss sums and counts of calibration rows ``rows`` (racing)."""
         r = self.scorer.score_rows(self._key(spec), tuple(removed), rows, tuple(prefix) if prefix else None)
         return self._count(spec, r)
 
-    def rows_many(self, spec: ObjectiveSpec, items: list, rows: tuple) -> list[dict]:
+    def rows_many(self, spec: ObjectiveSpec, items: list, rows: tuple) -> list[Served[RowScore]]:
         """``rows`` for several (removed, prefix) at once: one look of a race (Scorer.score_rows_many)."""
         return [self._count(spec, r) for r in self.scorer.score_rows_many(self._key(spec), items, rows)]
 
@@ -99,10 +117,6 @@ class ScorerActor:
         return fn(self.scorer.stack.model, self.scorer.tokenizer, *args, **kwargs)
 
 
-def cache_key(model: str, dtype: str, spec: ObjectiveSpec, removed: tuple, fidelity: float) -> str:
-    return f"{model}|{dtype}|{spec.key()}|f={fidelity:.6g}|{','.join(map(str, removed))}"
-
-
 @ray.remote(max_restarts=0)
 class Broker:
     """Async actor; every method is a coroutine, so thousands of requests wait cheaply."""
@@ -112,8 +126,9 @@ class Broker:
         self.names = actor_names
         self.actors = list(actors)  # handles (borrowed references keep non-detached scorers alive)
         self.idle: asyncio.Queue | None = None
-        self.cache: dict[str, dict] = {}
-        self.inflight: dict[str, asyncio.Future] = {}
+        self.cache: dict[CacheKey, Served] = {}
+        self.inflight: dict[CacheKey, asyncio.Future] = {}
+        self.statistics: dict[tuple[str, str], object] = {}  # (objective key, name) -> a dense statistic
         self.stats = defaultdict(lambda: {"requested": 0, "computed": 0, "cached": 0})
         self.cells: dict[str, dict] = {}   # per cell: its searcher, objective, k and best value of a k-set
         self.queue_depth = 0
@@ -190,12 +205,12 @@ class Broker:
                 "calibration": {s.key(): d for s, d in zip(specs, digests)}}
 
     async def evaluate(self, spec: ObjectiveSpec, removed: list, fidelity: float, prefix, searcher: str,
-                       cell: str | None = None, k: int | None = None, rows: tuple | None = None) -> dict:
+                       cell: str | None = None, k: int | None = None, rows: tuple | None = None) -> Served:
         """``rows``: per-row loss sums of those calibration rows instead of a value (racing; no best)."""
         removed = tuple(sorted({int(i) for i in removed}))
-        key = cache_key(self.cfg.model, self.cfg.dtype, spec, removed, fidelity)
+        key = CacheKey.of(self.cfg.model, self.cfg.dtype, spec, removed, fidelity, rows)
         if rows is not None:
-            key, fidelity = f"{key}|rows={','.join(map(str, rows))}", 0.0
+            fidelity = 0.0
         st = self.stats[searcher]
         st["requested"] += 1
         cached = True
@@ -209,7 +224,6 @@ class Broker:
             self.inflight[key] = fut
             try:
                 r = await self._compute(spec, removed, fidelity, prefix, rows)
-                r["cache_key"] = key
                 self.cache[key] = r
                 fut.set_result(r)
             except BaseException as e:
@@ -218,27 +232,26 @@ class Broker:
                 raise
             finally:
                 self.inflight.pop(key, None)
-            self.m_seconds.observe(r["seconds"], tags={"objective": spec.name})
+            self.m_seconds.observe(r.score.seconds, tags={"objective": spec.name})
         st["cached" if cached else "computed"] += 1
         self.m_evals.inc(1, tags={"searcher": searcher, "objective": spec.name, "cached": str(cached)})
         if cell is not None:
             c = self.cells.setdefault(cell, {"searcher": searcher, "objective": spec.name, "k": k, "best": None,
                                              "best_removed": None})
-            if fidelity >= 1.0 and len(removed) == k and (c["best"] is None or r["value"] < c["best"]):
-                c["best"], c["best_removed"] = r["value"], list(removed)   # only sets of the cell's k
-                self.m_best.set(r["value"], tags={"cell": cell, "searcher": searcher, "objective": spec.name,
-                                                  "k": str(k)})
-        return dict(r, cached=cached)
+            if fidelity >= 1.0 and len(removed) == k and (c["best"] is None or r.score.value < c["best"]):
+                c["best"], c["best_removed"] = r.score.value, list(removed)   # only sets of the cell's k
+                self.m_best.set(r.score.value, tags={"cell": cell, "searcher": searcher, "objective": spec.name,
+                                                     "k": str(k)})
+        return dataclasses.replace(r, cached=cached)
 
-    async def rows(self, spec: ObjectiveSpec, items: list, rows: tuple, searcher: str) -> list[dict]:
+    async def rows(self, spec: ObjectiveSpec, items: list, rows: tuple, searcher: str) -> list[Served[RowScore]]:
         """One look of a race in one call: per-row loss sums of ``rows`` for every (removed, prefix) of
         ``items``. Answered from the shared cache and in-flight requests where it can; the rest is
         split into one share per scorer, each scored in one rows_many call (blocks shared by the
         candidates of a share run once)."""
-        keys, todo, futs = [], [], {}
-        for removed, _ in items:
-            keys.append(f"{cache_key(self.cfg.model, self.cfg.dtype, spec, tuple(sorted(set(removed))), 0.0)}"
-                        f"|rows={','.join(map(str, rows))}")
+        keys = [CacheKey.of(self.cfg.model, self.cfg.dtype, spec, removed, 0.0, rows) for removed, _ in items]
+        todo: list[int] = []
+        futs: dict[CacheKey, asyncio.Future] = {}
         loop = asyncio.get_running_loop()
         for j, key in enumerate(keys):
             if key not in self.cache and key not in self.inflight and key not in futs:
@@ -258,11 +271,10 @@ class Broker:
                     self.inflight.pop(keys[j], None)
                 raise
             for j, r in zip(part, rs):
-                r["cache_key"] = keys[j]
                 self.cache[keys[j]] = r
                 futs[keys[j]].set_result(r)
                 self.inflight.pop(keys[j], None)
-                self.m_seconds.observe(r["seconds"], tags={"objective": spec.name})
+                self.m_seconds.observe(r.score.seconds, tags={"objective": spec.name})
 
         await asyncio.gather(*[share(part) for part in parts])
         st, out = self.stats[searcher], []
@@ -273,27 +285,24 @@ class Broker:
             st["requested"] += 1
             st["cached" if cached else "computed"] += 1
             self.m_evals.inc(1, tags={"searcher": searcher, "objective": spec.name, "cached": str(cached)})
-            out.append(dict(r, cached=cached))
+            out.append(dataclasses.replace(r, cached=cached))
         return out
 
     async def best_known(self, spec: ObjectiveSpec, k: int, n: int) -> list[tuple[list[int], float]]:
         """The n best (lowest) full-fidelity values of k-sets in the shared cache for ``spec``, best
         first, ties by set: what ``search.params.<s>.warm_start`` starts from."""
-        head = cache_key(self.cfg.model, self.cfg.dtype, spec, (), 1.0)
         found = []
         for key, r in self.cache.items():
-            tail = key[len(head):]
-            if key.startswith(head) and tail and "|" not in tail:
-                removed = [int(i) for i in tail.split(",")]
-                if len(removed) == k:
-                    found.append((float(r["value"]), removed))
+            if (key.model, key.dtype, key.objective) == (self.cfg.model, self.cfg.dtype, spec.key()) and \
+                    key.fidelity == 1.0 and not key.is_block and key.removed and len(key.removed) == k:
+                found.append((float(r.score.value), list(key.removed)))
         return [(removed, v) for v, removed in sorted(found)[:n]]
 
     async def statistic(self, spec: ObjectiveSpec, name: str):
-        key = f"stat|{spec.key()}|{name}"
-        if key not in self.cache:
-            self.cache[key] = await self.actors[0].statistic.remote(spec, name)
-        return self.cache[key]
+        key = (spec.key(), name)
+        if key not in self.statistics:
+            self.statistics[key] = await self.actors[0].statistic.remote(spec, name)
+        return self.statistics[key]
 
     async def with_model(self, fn, *args, **kwargs):
         """fn(model, tokenizer, *args, **kwargs) on the next idle scorer (ScorerActor.with_model), in
@@ -309,6 +318,6 @@ class Broker:
         total = sum(s["requested"] for s in self.stats.values())
         hits = sum(s["cached"] for s in self.stats.values())
         return {"actors": self.names, "queue": self.queue_depth, "inflight": len(self.inflight),
-                "cache_size": len(self.cache), "hit_rate": hits / total if total else 0.0,
+                "cache_size": len(self.cache) + len(self.statistics), "hit_rate": hits / total if total else 0.0,
                 "retries": self.retries, "searchers": {k: dict(v) for k, v in self.stats.items()},
                 "cells": {k: dict(v) for k, v in self.cells.items()}}

@@ -15,7 +15,7 @@ import os
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 import ray
 
@@ -23,9 +23,12 @@ from ghostsearch import interrupts
 from ghostsearch.config import Config
 from ghostsearch.errors import GhostsearchError
 from ghostsearch.objectives import ObjectiveSpec
-from ghostsearch.pool.actors import NAMESPACE, Broker, ScorerActor, cache_key
-from ghostsearch.rundir.ledger import Ledger, read_ledger
+from ghostsearch.pool.actors import NAMESPACE, Broker, ScorerActor, Served
+from ghostsearch.pool.blocks import RaceBlocks
+from ghostsearch.pool.resume import Entry, Resume, entry_of
+from ghostsearch.rundir.ledger import Ledger, LedgerRow
 from ghostsearch.search import Candidate
+from ghostsearch.search.racing import RowRequest
 
 
 def check_address(address: str | None) -> None:
@@ -239,7 +242,8 @@ def start_pool(cfg: Config, name: str | None = None, detached: bool = False, wai
     cpus, gpus = resources(cfg)
     prefix = name or f"ghostsearch-{uuid.uuid4().hex[:6]}"
     lifetime = "detached" if detached else None
-    opts, pg = {}, None
+    opts: Any = {}
+    pg = None
     if cfg.pool.spread:
         from ray.util.placement_group import placement_group
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
@@ -261,9 +265,9 @@ def start_pool(cfg: Config, name: str | None = None, detached: bool = False, wai
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     here = ray.get_runtime_context().get_node_id()
-    broker = Broker.options(name=f"{prefix}-broker" if name else None, namespace=NAMESPACE, lifetime=lifetime,
-                            num_cpus=0, max_concurrency=10000,
-                            scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False)).remote(
+    broker = Broker.options(  # type: ignore[attr-defined]  # a Ray actor class
+        name=f"{prefix}-broker" if name else None, namespace=NAMESPACE, lifetime=lifetime, num_cpus=0,
+        max_concurrency=10000, scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False)).remote(
         cfg, names, scorers)
     _KEEP.append((broker, scorers, pg))
     if wait:
@@ -350,9 +354,11 @@ def stop_pool(name: str) -> list[str]:
 
 @dataclass
 class PoolClient:
-    """The Evaluator and Oracle of one searcher (one cell of a run)."""
+    """The Evaluator and Oracle of one searcher (one cell of a run): the transport to the pool's
+    broker. What a resumed run reads back from its ledger is ``Resume`` (resume.py); how a race block
+    becomes a value and a ledger row's numbers is ``RaceBlocks`` (blocks.py)."""
 
-    broker: object
+    broker: Any                                 # the Broker's actor handle
     spec: ObjectiveSpec
     ledger: Ledger
     cell: str
@@ -360,65 +366,69 @@ class PoolClient:
     model: str
     dtype: str
     k: int | None = None                        # the cell's k: its best value counts only k-sets
-    known: dict = field(default_factory=dict)   # cache_key -> ledger row (resume)
-    on_result: object = None                    # callback(row) for progress
+    on_result: Callable[[LedgerRow], None] | None = None  # called with each row for progress
     evaluations: int = 0
     cache_hits: int = 0
-    row_counts: list | None = None              # per calibration row: its loss count (racing)
     sources: dict = field(default_factory=dict)  # objective name -> CalibrationSpec statistics may come from
-    replays: dict = field(default_factory=dict)  # key -> rows of this cell the ledger holds not yet replayed
+    resume: Resume = field(init=False)
+    blocks: RaceBlocks | None = field(default=None, init=False)   # racing: known once n_rows is asked
+
+    def __post_init__(self) -> None:
+        self.resume = Resume(self.spec.key(), self.cell)
 
     def load_known(self, run_dir) -> int:
-        """Resume: every value this run's ledger holds for the cell's objective, and how many rows
-        this cell already has per candidate (a replay answered from the ledger adds no row until
-        the cell asks a candidate more often than its ledger records)."""
-        t = read_ledger(run_dir)
-        for row in t.to_pylist():
-            if row["objective_key"] != self.spec.key():
-                continue
-            key = cache_key(self.model, self.dtype, self.spec, tuple(row["removed"]), row["fidelity"])
-            key = key if row.get("row_losses") is None else f"{key}|block={len(row['row_losses'])}"
-            if not row["cached"]:
-                self.known[key] = row
-            if row["cell"] == self.cell:
-                self.replays[key] = self.replays.get(key, 0) + 1
-        return len(self.known)
+        """Resume: every value this run's ledger holds for the cell's objective (see Resume)."""
+        return self.resume.load(run_dir)
 
-    def _append_new(self, key: str, row: dict) -> None:
+    def _append_new(self, key: Entry, row: LedgerRow) -> None:
         """Ledger a resumed cell's answer unless the ledger already has this cell's row for it."""
-        if self.replays.get(key, 0) > 0:
-            self.replays[key] -= 1
-            return
-        self.ledger.append(row)
+        if self.resume.is_new(key):
+            self.ledger.append(row)
 
-    def _row(self, c: Candidate, searcher: str, r: dict, cached: bool) -> dict:
-        return {"cell": self.cell, "searcher": searcher, "objective": self.spec.name,
-                "objective_key": self.spec.key(), "removed": list(c.removed), "k": len(c.removed),
-                "fidelity": c.fidelity, "value": r["value"], "tokens": r.get("tokens", 0),
-                "seconds": r.get("seconds", 0.0), "cached": cached, "actor": r.get("actor", ""),
-                "node": r.get("node", ""), "time": time.time(), "seed": self.seed}
+    def _row(self, c: Candidate, searcher: str, value: float, cached: bool, source: Served | LedgerRow,
+             **race) -> LedgerRow:
+        """The ledger row of ``c``'s answer: scored now (``source``: what the pool served) or replayed
+        from the ledger (``source``: the row that holds it); ``race``: a block's cost, partial, row_losses."""
+        tokens: int | None
+        seconds: float | None
+        actor: str | None
+        node: str | None
+        if isinstance(source, Served):
+            tokens, seconds, actor, node = source.score.tokens, source.score.seconds, source.actor, source.node
+        else:
+            tokens, seconds, actor, node = source.tokens, source.seconds, source.actor, source.node
+        return LedgerRow(cell=self.cell, searcher=searcher, objective=self.spec.name, objective_key=self.spec.key(),
+                         removed=list(c.removed), k=len(c.removed), fidelity=c.fidelity, value=value, tokens=tokens,
+                         seconds=seconds, cached=cached, actor=actor, node=node, time=time.time(), seed=self.seed,
+                         **race)
 
     def evaluate(self, candidates: Sequence[Candidate], searcher: str) -> list[float]:
         values: list[float | None] = [None] * len(candidates)
-        pending, keys = {}, {}
+        pending = {}
         for i, c in enumerate(candidates):
-            key = keys[i] = cache_key(self.model, self.dtype, self.spec, c.removed, c.fidelity)
-            if key in self.known:  # resumed run: answered from this run's own ledger
-                row = self._row(c, searcher, self.known[key], cached=True)
-                self._append_new(key, row)
-                values[i] = row["value"]
-                self._done(row)
+            known = self.resume.value(c.removed, c.fidelity)
+            if known is not None:  # resumed run: answered from this run's own ledger
+                row = self._row(c, searcher, known.value, True, known)
+                self._answer(entry_of(c.removed, c.fidelity), row)
+                values[i] = row.value
             else:
                 ref = self.broker.evaluate.remote(self.spec, list(c.removed), c.fidelity,
                                                   list(c.prefix) if c.prefix else None, searcher, self.cell,
                                                   self.k)
                 pending[ref] = i
         for i, r in self._finished(pending):
-            row = self._row(candidates[i], searcher, r, cached=bool(r.get("cached")))
-            self._append_new(keys[i], row)  # durable before the searcher sees the value
-            values[i] = row["value"]
-            self._done(row)
+            c = candidates[i]
+            row = self._row(c, searcher, r.score.value, r.cached, r)
+            self._answer(entry_of(c.removed, c.fidelity), row)  # durable before the searcher sees the value
+            values[i] = row.value
         return values  # type: ignore[return-value]
+
+    def _answer(self, key: Entry, row: LedgerRow) -> None:
+        self._append_new(key, row)
+        self.evaluations += 1
+        self.cache_hits += int(row.cached)
+        if self.on_result is not None:
+            self.on_result(row)
 
     @staticmethod
     def _finished(pending: dict):
@@ -428,48 +438,43 @@ class PoolClient:
             yield pending.pop(ready[0]), ray.get(ready[0])
 
     def n_rows(self) -> int:
-        if self.row_counts is None:
-            self.row_counts = [float(n) for n in self.statistic("row_counts")]
-        return len(self.row_counts)
+        return self._blocks().n_rows
 
-    def rows(self, requests: Sequence, searcher: str) -> list[tuple[list[float], list[float], float]]:
+    def _blocks(self) -> RaceBlocks:
+        if self.blocks is None:
+            self.blocks = RaceBlocks.of(self.spec, self.statistic("row_counts"))
+        return self.blocks
+
+    def rows(self, requests: Sequence[RowRequest], searcher: str) -> list[tuple[list[float], list[float], float]]:
         """Racing (search/racing.py): per-row loss sums of blocks of calibration rows. Each block is a
         ledger row (fidelity: rows seen / all rows; value: on those rows, ``partial`` below 1;
         ``row_losses``; ``cost``), written before the race sees it; a resumed run replays it."""
-        N, value_of = self.n_rows(), self.spec.build().value
+        blocks = self._blocks()
         out: list = [None] * len(requests)
-        todo, done, keys = [], [], {}
+        todo: list[int] = []
+        done: list[tuple[int, list[float], bool, Served | LedgerRow]] = []  # (request, sums, cached, source)
         for i, q in enumerate(requests):
-            c = Candidate(q.removed, fidelity=q.seen / N, prefix=q.prefix)
-            key = keys[i] = f"{cache_key(self.model, self.dtype, self.spec, c.removed, c.fidelity)}|block={len(q.rows)}"
-            if key in self.known:  # resumed run: this block is in the run's own ledger
-                done.append((i, {**self.known[key], "sums": self.known[key]["row_losses"], "cached": True}))
+            c = blocks.candidate(q)
+            known = self.resume.block(c.removed, c.fidelity, len(q.rows))
+            if known is not None and known.row_losses is not None:  # resumed run: in the run's own ledger
+                done.append((i, list(known.row_losses), True, known))
             else:
                 todo.append(i)
         if len({tuple(requests[i].rows) for i in todo}) > 1:
             raise ValueError("one look scores the same rows for every survivor")
         if todo:  # the look's rows for every survivor: one broker call
-            rs = ray.get(self.broker.rows.remote(self.spec, [(list(requests[i].removed), list(requests[i].prefix)
-                                                              if requests[i].prefix else None) for i in todo],
-                                                 tuple(requests[todo[0]].rows), searcher))
-            done += list(zip(todo, rs))
-        for i, r in done:
+            items = [(list(q.removed), list(q.prefix) if q.prefix else None) for q in (requests[i] for i in todo)]
+            rs = ray.get(self.broker.rows.remote(self.spec, items, tuple(requests[todo[0]].rows), searcher))
+            done += [(i, list(r.score.sums), r.cached, r) for i, r in zip(todo, rs)]
+        for i, sums, cached, source in done:
             q = requests[i]
-            counts = [self.row_counts[j] for j in q.rows]
-            v = value_of(q.before[0] + sum(r["sums"]), q.before[1] + sum(counts))
-            c = Candidate(q.removed, fidelity=q.seen / N, prefix=q.prefix)
-            row = {**self._row(c, searcher, {**r, "value": v}, cached=bool(r.get("cached"))),
-                   "cost": len(q.rows) / N, "partial": q.seen < N, "row_losses": list(r["sums"])}
-            self._append_new(keys[i], row)  # durable before the race sees it
-            out[i] = (list(r["sums"]), counts, v)
-            self._done(row)
+            v = blocks.value(q, sums)
+            c = blocks.candidate(q)
+            row = self._row(c, searcher, v, cached, source, cost=blocks.cost(q), partial=blocks.partial(q),
+                            row_losses=sums)
+            self._answer(entry_of(c.removed, c.fidelity, len(q.rows)), row)  # durable before the race sees it
+            out[i] = (list(sums), blocks.counts(q), v)
         return out
-
-    def _done(self, row: dict) -> None:
-        self.evaluations += 1
-        self.cache_hits += int(row["cached"])
-        if self.on_result is not None:
-            self.on_result(row)
 
     def statistic(self, name: str, source: str | None = None):
         """A dense statistic of this cell's calibration data or, with ``source`` (an objective name
@@ -488,4 +493,4 @@ class PoolClient:
 
     def dense_value(self) -> float:
         """The dense model's value on this objective (the reference; no ledger row, not charged)."""
-        return ray.get(self.broker.evaluate.remote(self.spec, [], 1.0, None, "dense"))["value"]
+        return ray.get(self.broker.evaluate.remote(self.spec, [], 1.0, None, "dense")).score.value

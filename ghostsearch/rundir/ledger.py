@@ -33,7 +33,9 @@ import shutil
 import threading
 import time
 import uuid
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
+from typing import Any, Mapping, TextIO
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -42,30 +44,72 @@ from ghostsearch.io import fsync_dir, write_parquet_atomic
 
 log = logging.getLogger("ghostsearch.ledger")
 
-SCHEMA = pa.schema([
-    ("eval_id", pa.string()),
-    ("cell", pa.string()),
-    ("searcher", pa.string()),
-    ("objective", pa.string()),
-    ("objective_key", pa.string()),
-    ("removed", pa.list_(pa.int32())),
-    ("k", pa.int32()),
-    ("fidelity", pa.float64()),
-    ("value", pa.float64()),
-    ("tokens", pa.int64()),
-    ("seconds", pa.float64()),
-    ("cached", pa.bool_()),
-    ("actor", pa.string()),
-    ("node", pa.string()),
-    ("time", pa.float64()),
-    ("seed", pa.int64()),
+def _column(arrow: pa.DataType, default: Any = MISSING) -> Any:
+    """A LedgerRow field and its Parquet column type (SCHEMA is built from these)."""
+    return field(default=default, metadata={"arrow": arrow})
+
+
+@dataclass(frozen=True, kw_only=True)
+class LedgerRow:
+    """One evaluation, as the ledger records it; the Parquet schema (``SCHEMA``) is derived from these
+    fields, in this order. Fields without a default are required; the others are null when not given
+    (``eval_id`` and ``time`` are filled in by ``Ledger.append``)."""
+
+    eval_id: str | None = _column(pa.string(), None)        # unique; duplicates left by a crash are dropped
+    cell: str = _column(pa.string())
+    searcher: str = _column(pa.string())
+    objective: str = _column(pa.string())                   # the objective's name
+    objective_key: str = _column(pa.string())               # ObjectiveSpec.key(): what the value depends on
+    removed: list[int] = _column(pa.list_(pa.int32()))
+    k: int = _column(pa.int32())
+    fidelity: float = _column(pa.float64())
+    value: float = _column(pa.float64())
+    tokens: int | None = _column(pa.int64(), None)
+    seconds: float | None = _column(pa.float64(), None)
+    cached: bool = _column(pa.bool_())                      # answered from a cache or the ledger, not computed
+    actor: str | None = _column(pa.string(), None)
+    node: str | None = _column(pa.string(), None)
+    time: float | None = _column(pa.float64(), None)
+    seed: int | None = _column(pa.int64(), None)
     # racing (search/racing.py): full-evaluation equivalents this row charged (None: its fidelity);
     # partial: a race block below full fidelity (a value on the rows seen so far, never an answer);
     # row_losses: the per-row loss sums of the block's rows, which a resumed race replays
-    ("cost", pa.float64()),
-    ("partial", pa.bool_()),
-    ("row_losses", pa.list_(pa.float64())),
-])
+    cost: float | None = _column(pa.float64(), None)
+    partial: bool | None = _column(pa.bool_(), None)
+    row_losses: list[float] | None = _column(pa.list_(pa.float64()), None)
+
+    @classmethod
+    def from_dict(cls, row: Mapping[str, Any]) -> LedgerRow:
+        """A row given as a mapping (one read back from the ledger, or written by hand); ValueError
+        naming every unknown and every missing required field."""
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(row) - names)
+        missing = [f.name for f in fields(cls) if f.default is MISSING and f.name not in row]
+        if unknown or missing:
+            raise ValueError("ledger row: " + "; ".join(
+                ([f"unknown field(s) {', '.join(map(repr, unknown))}"] if unknown else [])
+                + ([f"missing required field(s) {', '.join(map(repr, missing))}"] if missing else []))
+                + f" (the fields are: {', '.join(f.name for f in fields(cls))})")
+        return cls(**row)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The row as the journal writes it: every column, in SCHEMA's order."""
+        return asdict(self)
+
+    def __getitem__(self, name: str) -> Any:
+        """``row["value"]`` is ``row.value``, for readers by name (runner's progress bar); a name
+        that is not a field is a KeyError at once, never a null."""
+        if name not in self.__dataclass_fields__:
+            raise KeyError(f"a ledger row has no field {name!r}; its fields: {', '.join(SCHEMA.names)}")
+        return getattr(self, name)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """``row[name]``, or ``default`` where the field is null; a name that is not a field is a KeyError."""
+        v = self[name]
+        return default if v is None else v
+
+
+SCHEMA = pa.schema([(f.name, f.metadata["arrow"]) for f in fields(LedgerRow)])
 JOURNALS, QUARANTINE = "_journal", "_quarantine"
 
 
@@ -76,7 +120,7 @@ class Ledger:
         self.writer = f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}"
         self.fsync_seconds, self.checkpoint_seconds = fsync_seconds, checkpoint_seconds
         self.journal = self._new_journal()
-        self._file = None
+        self._file: TextIO | None = None
         self._rows: list[dict] = []          # rows in the current journal, not yet in a part
         self._synced = self._checkpointed = time.monotonic()
         self._lock = threading.Lock()
@@ -84,17 +128,19 @@ class Ledger:
     def _new_journal(self) -> Path:
         return self.dir / JOURNALS / f"journal-{self.writer}-{time.time_ns():020d}.jsonl"
 
-    def append(self, row: dict) -> None:
-        row = {name: row.get(name) for name in SCHEMA.names}
-        row["eval_id"] = row["eval_id"] or uuid.uuid4().hex
-        row["time"] = row["time"] or time.time()
-        line = json.dumps(row) + "\n"
+    def append(self, row: LedgerRow | Mapping[str, Any]) -> None:
+        """Record one evaluation (a LedgerRow, or a mapping of its fields: an unknown or missing
+        required field is a ValueError, nothing written)."""
+        rec = row if isinstance(row, LedgerRow) else LedgerRow.from_dict(row)
+        rec = replace(rec, eval_id=rec.eval_id or uuid.uuid4().hex, time=rec.time or time.time())
+        d = rec.to_dict()
+        line = json.dumps(d) + "\n"
         with self._lock:
             if self._file is None:
                 self._file = open(self.journal, "a", encoding="utf-8")
             self._file.write(line)
             self._file.flush()  # in the OS now: a crash of this process loses nothing
-            self._rows.append(row)
+            self._rows.append(d)
             now = time.monotonic()
             if now - self._synced >= self.fsync_seconds:
                 os.fsync(self._file.fileno())
@@ -142,8 +188,10 @@ def _files(d: Path) -> tuple[list[Path], list[Path]]:
     return sorted(d.glob("part-*.parquet")), journals
 
 
-_REQUIRED = {"eval_id": str, "cell": str, "objective_key": str, "removed": list, "fidelity": (int, float),
-             "value": (int, float), "cached": bool}
+# what a row read back must hold to be used (a row of another shape is quarantined, not read)
+_REQUIRED: dict[str, type | tuple[type, ...]] = {
+    "eval_id": str, "cell": str, "objective_key": str, "removed": list, "fidelity": (int, float),
+    "value": (int, float), "cached": bool}
 
 
 def _row_ok(row) -> bool:

@@ -36,9 +36,10 @@ def test_race_auto_through_the_pool(tiny_model_dir, tmp_path, ray_local):
     # a look's block, scored by the broker for many candidates at once, equals each candidate alone
     block = next(r for r in rows if r["partial"])
     spec = cfg.objective_spec()
-    alone = ray_local.get(broker.evaluate.remote(spec, [], 0.0, None, "check", rows=(0, 1, 2, 3)))["sums"]
-    many = ray_local.get(broker.rows.remote(spec, [([], None), (block["removed"], None)], (0, 1, 2, 3), "check"))
-    assert many[0]["sums"] == pytest.approx(alone, rel=1e-5) and many[1]["sums"] != many[0]["sums"]
+    alone = ray_local.get(broker.evaluate.remote(spec, [], 0.0, None, "check", rows=(0, 1, 2, 3))).score.sums
+    many = [r.score.sums for r in ray_local.get(broker.rows.remote(spec, [([], None), (block["removed"], None)],
+                                                                   (0, 1, 2, 3), "check"))]
+    assert many[0] == pytest.approx(alone, rel=1e-5) and many[1] != many[0]
     exact_cfg = _cfg(tiny_model_dir, tmp_path / "run", 32, **{"search.params.greedy.race": "false"})
     exact = run_cell(exact_cfg, broker, run_dir, searcher="greedy", objective="perplexity", k=2, seed=1, n_blocks=n,
                      progress=False)

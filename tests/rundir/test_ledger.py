@@ -120,3 +120,70 @@ def test_zero_byte_part_and_wrong_typed_row_are_quarantined(tmp_path, caplog):
     bad = [json.loads(line) for f in q.glob("rows-*.jsonl") for line in f.read_text().splitlines()]
     assert sorted(json.loads(b["line"])["eval_id"] for b in bad) == ["bad", "bad2"]
     assert len(read_ledger(tmp_path)) == 6 and len(os.listdir(tmp_path / "ledger")) == 3  # part, _journal, _quarantine
+
+
+# ---------------------------------------------------------------- the row record (issue 26)
+# The on-disk format: every run directory written so far has these columns, in this order.
+# SCHEMA is derived from LedgerRow; this literal pins it, so that a field added, renamed or
+# retyped in LedgerRow fails here instead of silently changing what old run directories read.
+HISTORICAL = [("eval_id", "string"), ("cell", "string"), ("searcher", "string"), ("objective", "string"),
+              ("objective_key", "string"), ("removed", "list<item: int32>"), ("k", "int32"), ("fidelity", "double"),
+              ("value", "double"), ("tokens", "int64"), ("seconds", "double"), ("cached", "bool"),
+              ("actor", "string"), ("node", "string"), ("time", "double"), ("seed", "int64"), ("cost", "double"),
+              ("partial", "bool"), ("row_losses", "list<item: double>")]
+
+
+def test_schema_is_derived_from_the_row_and_unchanged():
+    from dataclasses import fields
+
+    from ghostsearch.rundir.ledger import LedgerRow
+
+    assert [(f.name, str(f.type)) for f in SCHEMA] == HISTORICAL
+    assert SCHEMA.names == [f.name for f in fields(LedgerRow)]
+    assert all(f.nullable for f in SCHEMA)
+
+
+def test_append_refuses_a_misspelt_or_missing_field_and_writes_nothing(tmp_path):
+    import pytest
+
+    w = Ledger(tmp_path, checkpoint_seconds=3600)
+    bad = {k: v for k, v in _row(1).items() if k != "value"}
+    with pytest.raises(ValueError, match=r"unknown field\(s\) 'valeu'.*missing required field\(s\) 'value'"):
+        w.append({**bad, "valeu": 3.0})
+    with pytest.raises(ValueError, match=r"missing required field\(s\) 'cached'"):
+        w.append({k: v for k, v in _row(1).items() if k != "cached"})
+    assert len(read_ledger(tmp_path)) == 0
+    w.append(_row(1))  # optional fields (time, eval_id, cost ...) may be left out: null, or filled in
+    (r,) = read_ledger(tmp_path).to_pylist()
+    assert r["eval_id"] and r["time"] > 0 and r["cost"] is None and r["row_losses"] is None
+
+
+def test_a_typed_row_and_its_mapping_write_the_same_line(tmp_path):
+    from ghostsearch.rundir.ledger import LedgerRow
+
+    row = LedgerRow(**_row(3, eval_id="e3", time=5.0, cost=0.25, partial=True, row_losses=[1.5, 2.5]))
+    a, b = Ledger(tmp_path / "a", checkpoint_seconds=3600), Ledger(tmp_path / "b", checkpoint_seconds=3600)
+    a.append(row)
+    b.append(row.to_dict())
+    assert a.journal.read_text() == b.journal.read_text()
+    line = json.loads(a.journal.read_text())
+    assert list(line) == SCHEMA.names and line["row_losses"] == [1.5, 2.5]
+    assert read_ledger(tmp_path / "a").to_pylist() == [row.to_dict()]
+
+
+def test_reading_a_row_by_a_name_that_is_no_field_fails():
+    import pytest
+
+    from ghostsearch.rundir.ledger import LedgerRow
+
+    row = LedgerRow(**_row(2))
+    assert row["value"] == row.value and row.get("cost", 0.0) == 0.0 and row.get("fidelity") == 1.0
+    for name in ("valeu", "costs"):
+        with pytest.raises(KeyError, match=name):
+            row[name]
+        with pytest.raises(KeyError, match=name):
+            row.get(name)
+    with pytest.raises(AttributeError):
+        row.valeu  # type: ignore[attr-defined]
+    with pytest.raises(Exception):  # frozen
+        row.value = 1.0  # type: ignore[misc]

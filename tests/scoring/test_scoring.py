@@ -122,3 +122,19 @@ def test_row_losses_in_any_order_add_up_to_the_value(objective, dataset, smollm2
         nll = F.cross_entropy(lg[:, :-1].transpose(1, 2), ids[:, 1:], reduction="none").sum(1)
         assert by_row == pytest.approx({r: float(nll[r]) for r in range(6)}, rel=REL)
         assert whole["counts"] == [ids.shape[1] - 1] * 6
+
+
+def test_a_score_is_a_record_whose_misspelt_field_fails():
+    from ghostsearch.scoring import RowScore, Score
+
+    s = Score(value=2.5, tokens=64, seconds=0.1, start=3)
+    assert s["value"] == s.value == 2.5 and s["start"] == 3
+    with pytest.raises(KeyError, match="valeu"):
+        s["valeu"]
+    with pytest.raises(AttributeError):
+        s.get("value")  # type: ignore[attr-defined]  (no silent default: a record, not a dict)
+    with pytest.raises(Exception):
+        s.value = 1.0  # type: ignore[misc]  (frozen)
+    r = RowScore(sums=[1.0], counts=[2.0], tokens=2, seconds=0.1, start=0)
+    with pytest.raises(KeyError, match="value"):
+        r["value"]  # a row score has no value: the race computes it from the sums
