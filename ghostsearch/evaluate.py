@@ -17,13 +17,13 @@ import math
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 import yaml
 
 from ghostsearch import data
 from ghostsearch.errors import GhostsearchError
 from ghostsearch.evaluation_native import encode_pair  # noqa: F401 (lm-eval's tokenisation; re-exported)
 from ghostsearch.stack import Stack
+from ghostsearch.stats import z_of_level
 
 TASKS_DIR = Path(__file__).parent / "tasks"  # lm-eval task YAMLs (package data)
 PPL_SPLIT = {"c4": "validation", "wikitext2": "test", "lambada": "test"}
@@ -34,18 +34,6 @@ def _hidden(stack: Stack, ids: torch.Tensor) -> torch.Tensor:
     """Final hidden states (after the final norm and any repair hooks) [b, T, C]. Rows may be padded
     on the right: under causal attention no real token sees the padding."""
     return stack.inner(input_ids=ids.to(stack.device), use_cache=False).last_hidden_state
-
-
-def _logprobs(stack: Stack, x: torch.Tensor, targets: torch.Tensor,
-              chunk: int = 1024) -> tuple[torch.Tensor, torch.Tensor]:
-    """log p(target) and whether it is the argmax, for normed rows x [n, C], ``chunk`` rows of logits at a time."""
-    lp, top = torch.empty(len(x)), torch.empty(len(x), dtype=torch.bool)
-    targets = targets.to(x.device)
-    for s in range(0, len(x), chunk):
-        lg = stack.logits(x[s:s + chunk], normed=True)
-        lp[s:s + chunk] = -F.cross_entropy(lg, targets[s:s + chunk], reduction="none").cpu()
-        top[s:s + chunk] = (lg.argmax(-1) == targets[s:s + chunk]).cpu()
-    return lp, top
 
 
 def eval_windows(ids: torch.Tensor, seq_len: int, max_seq: int | None) -> torch.Tensor:
@@ -65,7 +53,7 @@ def window_perplexity(model, ids: torch.Tensor, seq_len: int = 512, max_seq: int
     stack, nll = Stack(model), 0.0
     for w in windows.split(batch_size):
         x = _hidden(stack, w)[:, :-1]
-        lp, _ = _logprobs(stack, x.reshape(-1, x.shape[-1]), w[:, 1:].reshape(-1))
+        lp = stack.token_logprobs(x.reshape(-1, x.shape[-1]), w[:, 1:].reshape(-1), normed=True).cpu()
         nll -= lp.double().sum().item()
     return math.exp(nll / (len(windows) * (seq_len - 1)))
 
@@ -87,7 +75,8 @@ def loglikelihoods(model, tokenizer, requests: list[tuple[str, str]], batch_size
         rows = torch.tensor([r for r, (_, w) in enumerate(chunk) for _ in w])
         pos = torch.tensor([len(c) - 1 + j for c, w in chunk for j in range(len(w))])
         targets = torch.tensor([t for _, w in chunk for t in w])
-        lp, top = _logprobs(stack, h[rows.to(h.device), pos.to(h.device)], targets)
+        lp, top = stack.token_logprobs_top(h[rows.to(h.device), pos.to(h.device)], targets, normed=True)
+        lp, top = lp.cpu(), top.cpu()
         out += [(lp[rows == r].double().sum().item(), bool(top[rows == r].all())) for r in range(len(chunk))]
     return out
 
@@ -335,8 +324,9 @@ def summarize(out: dict, tasks) -> dict:
         return out
     out["mean_acc"] = sum(out[f"{t}_acc"] for t in tasks) / len(tasks)
     out["mean_acc_stderr"] = math.sqrt(sum(out[f"{t}_acc_stderr"] ** 2 for t in tasks)) / len(tasks)
-    out["mean_acc_lo"] = out["mean_acc"] - 1.96 * out["mean_acc_stderr"]
-    out["mean_acc_hi"] = out["mean_acc"] + 1.96 * out["mean_acc_stderr"]
+    z = z_of_level()  # the run's one level (stats.LEVEL, 95%)
+    out["mean_acc_lo"] = out["mean_acc"] - z * out["mean_acc_stderr"]
+    out["mean_acc_hi"] = out["mean_acc"] + z * out["mean_acc_stderr"]
     return out
 
 

@@ -39,7 +39,7 @@ import yaml
 
 from ghostsearch import data
 from ghostsearch.errors import GhostsearchError
-from ghostsearch.stack import Batch, Stack, check_removed
+from ghostsearch.stack import Batch, Stack, check_removed, run_start
 
 NATIVE_TASKS = data.MC_TASKS
 GIB = 1 << 30
@@ -198,9 +198,9 @@ def plans(stack: Stack, finalists) -> list[Plan]:
         if ops is not None and tuple(ops.removed) != removed:
             raise GhostsearchError(f"repair operators are for {tuple(ops.removed)}, not for the finalist {removed}; "
                                    "fit them for this removed set")
-        plan = Plan(removed, ops, removed[0] if removed else L)
+        plan = Plan(removed, ops, L)  # its start set below, once its patches are known
         with plan.patches(stack) as p:
-            plan.start = min([plan.start] + [max(0, b - 1) for b in p])
+            plan.start = run_start(removed, p, L)
         out.append(plan)
     return out
 
@@ -294,12 +294,9 @@ def loglikelihoods_finalists(stack: Stack, batches: list[list[Packed]], n_req: i
 
     def consume(f: int, batch: Batch, h: torch.Tensor) -> None:
         e = batch.extra
-        x, tgt = h.reshape(-1, h.shape[-1])[e["pred"].to(h.device)], e["target"].to(h.device)
-        for s in range(0, len(x), 1024):  # [tokens x vocab] logits a chunk at a time
-            lg = stack.logits(x[s:s + 1024])
-            lp = -torch.nn.functional.cross_entropy(lg, tgt[s:s + 1024], reduction="none")
-            lls[f].index_add_(0, e["req"][s:s + 1024], lp.double().cpu())
-            missed[f].index_add_(0, e["req"][s:s + 1024], (lg.argmax(-1) != tgt[s:s + 1024]).long().cpu())
+        lp, top = stack.token_logprobs_top(h.reshape(-1, h.shape[-1])[e["pred"].to(h.device)], e["target"])
+        lls[f].index_add_(0, e["req"], lp.double().cpu())
+        missed[f].index_add_(0, e["req"], (~top).long().cpu())
 
     run_finalists(stack, batches, finals, consume, cap_bytes, offload, stats, on_step, pad_id)
     return lls, missed == 0

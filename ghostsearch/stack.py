@@ -218,15 +218,38 @@ class Stack:
             out = torch.tanh(out / self.softcap) * self.softcap
         return out
 
-    def token_logprobs(self, x: torch.Tensor, targets: torch.Tensor, chunk: int = 1024) -> torch.Tensor:
-        """log p(target) for rows of x [n, C] (before the final norm), in chunks of ``chunk`` tokens so
-        [n x vocab] logits are never materialised at once."""
+    def token_logprobs(self, x: torch.Tensor, targets: torch.Tensor, chunk: int = 1024,
+                       normed: bool = False) -> torch.Tensor:
+        """log p(target) (fp32, on the head's device) for rows of x [n, C] (``normed``: after the final
+        norm), in chunks of ``chunk`` tokens so [n x vocab] logits are never materialised at once."""
+        return self._head(x, targets, chunk, normed, top=False)[0]
+
+    def token_logprobs_top(self, x: torch.Tensor, targets: torch.Tensor, chunk: int = 1024,
+                           normed: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """``token_logprobs`` and whether each target is the greedy choice (the argmax of its logits)."""
+        lp, top = self._head(x, targets, chunk, normed, top=True)
+        assert top is not None
+        return lp, top
+
+    def _head(self, x: torch.Tensor, targets: torch.Tensor, chunk: int, normed: bool,
+              top: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The one chunked LM-head loop (scoring, perplexity and zero-shot evaluation all go through it)."""
         x, targets = self._at(x, self.n_blocks), self._at(targets, self.n_blocks)
         out = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)
+        hit = torch.empty(x.shape[0], dtype=torch.bool, device=x.device) if top else None
         for s in range(0, x.shape[0], chunk):
-            lg = self.logits(x[s:s + chunk])
+            lg = self.logits(x[s:s + chunk], normed=normed)
             out[s:s + chunk] = -F.cross_entropy(lg, targets[s:s + chunk], reduction="none")
-        return out
+            if hit is not None:
+                hit[s:s + chunk] = lg.argmax(-1) == targets[s:s + chunk]
+        return out, hit
+
+
+def run_start(removed: Sequence[int], patches, n_blocks: int) -> int:
+    """The boundary a run of ``removed`` must start from: its first removed block (``n_blocks`` when
+    none), or earlier where a repair patch at boundary b reads what block b-1 computed (``patches``:
+    the boundaries of the run's patches, a {boundary: fn} dict or None)."""
+    return min([min(removed, default=n_blocks)] + [max(0, b - 1) for b in (patches or ())])
 
 
 # ---------------------------------------------------------------- physical pruning
@@ -245,12 +268,8 @@ def physically_prune(model: nn.Module, removed: Sequence[int], copy_model: bool 
     m = copy.deepcopy(model) if copy_model else model
     _, blocks = _find_decoder(m)
     L = len(blocks)
-    removed = sorted(set(removed))
-    if any(not 0 <= i < L for i in removed):
-        raise GhostsearchError(f"removed blocks {removed} out of range 0..{L - 1}")
+    removed = list(check_removed(set(removed), L, what="the pruned set"))
     keep = [i for i in range(L) if i not in set(removed)]
-    if not keep:
-        raise GhostsearchError(f"removing {removed} leaves no block; remove fewer blocks")
     new_blocks = nn.ModuleList([blocks[i] for i in keep])
     for new_idx, blk in enumerate(new_blocks):
         for mod in blk.modules():
@@ -270,15 +289,17 @@ def physically_prune(model: nn.Module, removed: Sequence[int], copy_model: bool 
     return m
 
 
-def check_removed(removed, n_blocks: int) -> tuple[int, ...]:
-    """Validate a user-given removed set: one clear line for every way it can be wrong."""
+def check_removed(removed, n_blocks: int, what: str = "--remove") -> tuple[int, ...]:
+    """A removed set checked, as a sorted tuple: one clear line, naming ``what``, for every way it can
+    be wrong. The one removed-set check (the CLI's --remove, finalists, repairs, scoring, physical
+    pruning); a caller that lets a block be named twice passes ``set(removed)``."""
     r = list(removed)
     if len(set(r)) != len(r):
         dup = sorted({i for i in r if r.count(i) > 1})
-        raise GhostsearchError(f"--remove repeats block(s) {dup}; list each block once")
+        raise GhostsearchError(f"{what} repeats block(s) {dup}; list each block once")
     bad = [i for i in r if not 0 <= i < n_blocks]
     if bad:
-        raise GhostsearchError(f"--remove has block(s) {bad} out of range; this model has blocks 0..{n_blocks - 1}")
+        raise GhostsearchError(f"{what} has block(s) {bad} out of range; this model has blocks 0..{n_blocks - 1}")
     if len(r) >= n_blocks:
-        raise GhostsearchError(f"--remove removes all {n_blocks} blocks; leave at least one")
+        raise GhostsearchError(f"{what} removes all {n_blocks} blocks; leave at least one")
     return tuple(sorted(r))

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from ghostsearch.errors import GhostsearchError
-from ghostsearch.stack import Batch, Stack, physically_prune
+from ghostsearch.stack import Batch, Stack, check_removed, physically_prune, run_start
 from tests.conftest import FAMILIES, tiny_model
 
 
@@ -40,3 +40,45 @@ def test_no_block_list_is_a_clear_error():
     m = BertModel(BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32))
     with pytest.raises(GhostsearchError, match="no decoder block list"):
         Stack(m)
+
+
+def test_the_chunked_head_equals_one_pass():
+    """Stack.token_logprobs(_top), the one LM-head loop of scoring and evaluation: any chunk size gives
+    log_softmax(logits)[target] and the argmax test of one pass over all rows; ``normed`` skips the norm."""
+    stack = Stack(tiny_model("llama", n_layers=2, vocab=512))
+    g = torch.Generator().manual_seed(0)
+    x, t = torch.randn(50, 64, generator=g), torch.randint(0, 512, (50,), generator=g)
+    with torch.no_grad():
+        full = stack.logits(x)
+        want = full.log_softmax(-1).gather(1, t[:, None])[:, 0]
+        for chunk in (1, 7, 50, 1024):
+            lp, top = stack.token_logprobs_top(x, t, chunk=chunk)
+            torch.testing.assert_close(lp, want, rtol=1e-5, atol=1e-5)
+            assert torch.equal(top, full.argmax(-1) == t)
+            assert torch.equal(stack.token_logprobs(x, t, chunk=chunk), lp)
+        t[:5] = full[:5].argmax(-1)  # some greedy targets, so the test sees both answers
+        assert stack.token_logprobs_top(x, t, chunk=3)[1][:5].all()
+        assert torch.equal(stack.token_logprobs(stack.norm(x), t, chunk=7, normed=True),
+                           stack.token_logprobs(x, t, chunk=7))
+
+
+def test_run_start_is_the_first_removed_block_or_before_a_patch():
+    assert run_start((3, 5), None, 8) == 3
+    assert run_start((), {}, 8) == 8
+    assert run_start((3, 5), {6: abs}, 8) == 3   # a patch after the first cut changes nothing
+    assert run_start((3, 5), {3: abs}, 8) == 2   # a patch at boundary 3 reads block 2's output
+    assert run_start((), {0: abs}, 8) == 0       # never before the first block
+    assert run_start((5, 3), {}, 8) == 3         # in any order
+
+
+def test_removed_sets_are_checked_once():
+    """check_removed: the one removed-set check (the CLI, finalists, scoring and pruning use it)."""
+    assert check_removed([5, 1], 6) == (1, 5)
+    assert check_removed({1, 5}, 6, what="the scored set") == (1, 5)
+    with pytest.raises(GhostsearchError, match=r"^--remove repeats block\(s\) \[1\]"):
+        check_removed([1, 1], 6)
+    with pytest.raises(GhostsearchError, match=r"^the scored set has block\(s\) \[-1, 6\] out of range; .* 0\.\.5"):
+        check_removed([-1, 2, 6], 6, what="the scored set")
+    with pytest.raises(GhostsearchError, match="^the pruned set removes all 2 blocks"):
+        physically_prune(tiny_model("llama", n_layers=2, vocab=512), [0, 1, 1])
+    assert len(physically_prune(tiny_model("llama", n_layers=3, vocab=512), [2, 2]).model.layers) == 2
