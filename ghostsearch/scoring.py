@@ -14,7 +14,7 @@ import math
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Callable, ClassVar, Protocol
 
 import numpy as np
 import torch
@@ -36,6 +36,44 @@ class PatchProvider(Protocol):
     def prepare(self, stack: Stack, batches: list[Batch], states: list[list[torch.Tensor]]) -> None: ...
 
     def patches(self, removed: Removed) -> Patches: ...
+
+
+class ByName:
+    """Read access by field name for callers not yet moved to attributes: ``r["value"]`` is
+    ``r.value``. A name that is not a field raises KeyError at once; there is no ``get`` and no
+    default, so a misspelt field cannot pass as a null."""
+
+    __dataclass_fields__: ClassVar[dict]
+
+    def __getitem__(self, name: str):
+        if name not in self.__dataclass_fields__:
+            raise KeyError(f"{type(self).__name__} has no field {name!r}; its fields: "
+                           f"{', '.join(self.__dataclass_fields__)}")
+        return getattr(self, name)
+
+
+@dataclass(frozen=True)
+class Score(ByName):
+    """What ``Scorer.score`` returns: the objective's value of the model with ``removed`` removed
+    on the fidelity's rows, the tokens it was computed on, the seconds it took, and the boundary
+    the run started from (its cached prefix)."""
+
+    value: float
+    tokens: int
+    seconds: float
+    start: int
+
+
+@dataclass(frozen=True)
+class RowScore(ByName):
+    """What ``Scorer.score_rows`` returns (racing): per requested row, in the order asked, its loss
+    sum and count; the tokens scored, the seconds it took, and the boundary the run started from."""
+
+    sums: list[float]
+    counts: list[float]
+    tokens: int
+    seconds: float
+    start: int
 
 
 @dataclass
@@ -159,7 +197,7 @@ class Scorer:
     # ------------------------------------------------------------ scoring
     @torch.no_grad()
     def score(self, key: str, removed: Removed, fidelity: float = 1.0, prefix: Removed | None = None,
-              patches: dict | None = None) -> dict:
+              patches: dict | None = None) -> Score:
         """``patches``: {boundary b: fn(h) -> h} (recovery operators, see Stack.run); a patch at b may
         read what block b-1 computed, so the run starts at or before b-1."""
         t0 = time.perf_counter()
@@ -182,7 +220,7 @@ class Scorer:
         value = p.objective.value(total, count)
         if not math.isfinite(value):
             raise GhostsearchError(f"removing {removed} gives a non-finite loss ({value}); check the model dtype")
-        return {"value": value, "tokens": tokens, "seconds": time.perf_counter() - t0, "start": b}
+        return Score(value=value, tokens=tokens, seconds=time.perf_counter() - t0, start=b)
 
     def _begin(self, key: str, removed: Removed, prefix: Removed | None, patches: dict | None):
         """Validate ``removed``; its patches (recovery-aware); the boundary b to start from and whose
@@ -200,7 +238,7 @@ class Scorer:
         return removed, patches, *self._start(p, removed)
 
     @torch.no_grad()
-    def score_rows(self, key: str, removed: Removed, rows, prefix: Removed | None = None) -> dict:
+    def score_rows(self, key: str, removed: Removed, rows, prefix: Removed | None = None) -> RowScore:
         """Per-row loss sums and counts of the calibration rows ``rows`` (global indices: micro-batch
         after micro-batch), in the order given, for racing. Only those rows run."""
         t0 = time.perf_counter()
@@ -222,13 +260,13 @@ class Scorer:
             offset += batch.rows
         if not all(math.isfinite(s) for s, _ in out.values()):
             raise GhostsearchError(f"removing {removed} gives a non-finite loss; check the model dtype")
-        return {"sums": [out[int(r)][0] for r in rows], "counts": [out[int(r)][1] for r in rows],
-                "tokens": tokens, "seconds": time.perf_counter() - t0, "start": b}
+        return RowScore(sums=[out[int(r)][0] for r in rows], counts=[out[int(r)][1] for r in rows],
+                        tokens=tokens, seconds=time.perf_counter() - t0, start=b)
 
     @torch.no_grad()
-    def score_rows_many(self, key: str, items, rows) -> list[dict]:
+    def score_rows_many(self, key: str, items, rows) -> list[RowScore]:
         """``score_rows`` of several candidates on the same rows (one look of a race): [(removed,
-        prefix)] -> one score_rows dict each. Per micro-batch, a block every candidate runs is run once
+        prefix)] -> one RowScore each. Per micro-batch, a block every candidate runs is run once
         for all of them (their states stacked, at most a micro-batch's rows or the look's rows of
         it at a time, so no more memory than exact scoring), the head per candidate; rows are
         independent, so each value is that candidate's own. Recovery-aware scoring (patches) goes one
@@ -276,14 +314,14 @@ class Scorer:
         for (removed, _, b, _), out in zip(begun, outs):
             if not all(math.isfinite(s) for s, _ in out.values()):
                 raise GhostsearchError(f"removing {removed} gives a non-finite loss; check the model dtype")
-            result.append({"sums": [out[int(r)][0] for r in rows], "counts": [out[int(r)][1] for r in rows],
-                           "tokens": tokens // max(1, len(items)), "seconds": seconds, "start": b})
+            result.append(RowScore(sums=[out[int(r)][0] for r in rows], counts=[out[int(r)][1] for r in rows],
+                                   tokens=tokens // max(1, len(items)), seconds=seconds, start=b))
         return result
 
     def statistic(self, key: str, name: str):
         st = self.prepared[key].stats
         if name == "row_counts" and name not in st:  # per-row loss counts (racing): the dense model's
-            st[name] = self.score_rows(key, (), range(self.prepared[key].n_rows))["counts"]
+            st[name] = self.score_rows(key, (), range(self.prepared[key].n_rows)).counts
         if name not in st:
             raise GhostsearchError(f"unknown statistic {name!r}; choose one of: {', '.join(st)}")
         return st[name]
