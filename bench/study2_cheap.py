@@ -5,7 +5,8 @@ validation perplexity; S1's p is read from its run (docs/results/study-cpu-2/s1)
 S1-S3 is decided by Holm at 0.05 (``ghostsearch.stats.holm``).
 
   python bench/study2_cheap.py [--config configs/study2-smollm2.yaml] [--out docs/results/study-cpu-2/cheap]
-                               [--s1 docs/results/study-cpu-2/s1] [--commit] [--report-only] [key=value ...]
+                               [--s1 docs/results/study-cpu-2/s1] [--share N] [--commit] [--report-only]
+                               [key=value ...]
 
 What is pre-registered (not changed here): the fastblock set {12, ..., 19} of the study's model
 (configs/study2-smollm2.yaml: SmolLM2-135M, fp32), repaired by Ghosted (dense variant), fitted on
@@ -46,22 +47,25 @@ resumes from it): per model ``<id>.json`` (what was fitted and evaluated, the fi
 with the antisymmetric shares, perplexities, seconds) and ``<id>.parquet`` (one row per held-out
 window: model, corpus, window, tokens, nll = the window's mean NLL per token as
 ``evaluate.perplexity_finalists`` records it, nll_sum = nll x tokens), written as soon as that model
-finishes; a rerun skips every model whose Parquet is there (and refuses one written under other
+finishes (``--share N``: N models evaluated together, each written when the group ends); a rerun
+skips every model whose Parquet is there (and refuses one written under other
 settings). ``--commit`` commits the directory after each model (``git add -- DIR && git commit
 -- DIR``, retried while another git command holds the index lock). At the end, or at once with
 ``--report-only``, the table is printed and written to DIR/cheap.md (and its numbers to
 DIR/cheap.json).
 
-Cost (estimated from the code and the study's unit costs, not timed: the CPU is busy with the main
-study). Each model is one repair fit and one evaluation over the dense prefix cache
-(``evaluate.perplexity_finalists``, one finalist a call so each model is saved when it ends):
-blocks 0-11 densely, then blocks 20-29 and the LM head, i.e. about 22/30 of a dense forward, on
-303,415 WikiText-2 tokens (148 x 2048) plus 12,054 C4 tokens (47 x 256). At the pre-registration's
-~15 CPU-minutes per dense paper-protocol WikiText-2 pass that is ~11-12 minutes, plus ~0.5 for
-C4 and 0.2-1 for the fit (a dense capture of 2k-16k calibration tokens, a 576 x 576 solve): about
-12-14 CPU-minutes per model, ~65-70 in all for the five models (under the pre-registration's
-"S2-S4 under 1 CPU-hour" by a little more than its margin; evaluating all five in one call would
-share the dense prefix and save ~40%, at the price of saving nothing until all five are done).
+Cost. Measured here on SmolLM2 (fp32, one thread, CPU time of two 2048-token WikiText-2 windows
+through ``evaluate.perplexity_finalists``, taken while the main study shared the CPU, so if
+anything high): a dense window 8.2 CPU-s; the fastblock finalist 10 CPU-s a window, because
+``evaluation_native.run_finalists`` runs every window through all 30 blocks densely (~7 s,
+keeping the state at block 12) and then the finalist's blocks 20-29 and the LM head (~3.5 s).
+Per model (``--share 1``, the default): WikiText-2 148 x 10 s = ~25 CPU-minutes, C4 ~1, the fit
+(one dense pass over 2k-16k calibration tokens, a 576 x 576 solve) under 1: ~26 CPU-minutes a
+model, ~2.2 CPU-hours for the five (wall clock about the same at one thread on an idle core; two
+threads, ``pool.threads=2``, shorten the wall clock, not the CPU time). ``--share 3`` (G32, G64 and
+W32 together, then G8 and G16) shares the dense pass: ~1.4 CPU-hours; ``--share 5``: ~1.1. The
+pre-registration's "S2-S4 under 1 CPU-hour" holds only roughly, with ``--share 5``.
+
 """
 from __future__ import annotations
 
@@ -214,31 +218,39 @@ def check_data(cfg, design: Design) -> list[dict]:
     return plans
 
 
-def evaluate_one(model, tok, cfg, design: Design, m: Model) -> tuple[list[dict], dict]:
-    """Fit one model's repair and evaluate it on every held-out corpus: (per-window rows, summary)."""
+def evaluate_group(model, tok, cfg, design: Design, group: list[Model]) -> list[tuple[list[dict], dict]]:
+    """Fit each model's repair, then evaluate the group together on every held-out corpus (one
+    ``evaluate.perplexity_finalists`` call a corpus: one dense pass over its windows, then every model
+    from its first removed block): per model (per-window rows, summary)."""
     from ghostsearch.evaluate import perplexity_finalists
     from ghostsearch.recovery.repair import fit
 
-    mcfg = model_config(cfg, design, m)
-    t0 = time.monotonic()
-    ops = fit(model, tok, list(design.removed), mcfg, m.method)
-    seconds = {"fit": time.monotonic() - t0}
-    rows, ppl = [], {}
+    ops, fit_s = [], []
+    for m in group:
+        t0 = time.monotonic()
+        ops.append(None if m.method == "none" else fit(model, tok, list(design.removed), model_config(cfg, design, m),
+                                                       m.method))
+        fit_s.append(time.monotonic() - t0)
+    finalists = [(tuple(design.removed), o) for o in ops]
+    results = [([], {"ppl": {}, "windows": {}, "seconds": {"fit": f}}) for f in fit_s]
     for c in design.corpora:
         t1 = time.monotonic()
-        out = perplexity_finalists(model, tok, [(tuple(design.removed), ops)], corpus_eval(mcfg, c), cfg.data_dir)[0]
-        seconds[c.name] = time.monotonic() - t1
-        nll = out[f"ppl_{c.name}_window_nll"]
+        outs = perplexity_finalists(model, tok, finalists, corpus_eval(cfg, c), cfg.data_dir)
+        seconds = time.monotonic() - t1
         tokens = window_tokens(model, c)
-        ppl[c.name] = out[f"ppl_{c.name}"]
-        rows += [{"model": m.id, "corpus": c.name, "window": i, "tokens": tokens, "nll": float(v),
-                  "nll_sum": float(v) * tokens} for i, v in enumerate(nll)]
-    seconds["total"] = time.monotonic() - t0
-    cuts = [{k: r[k] for k in ("cut", "tokens", "alignment_before", "alignment_after", "antisymmetric_share",
-                               "antisymmetric_share_w") if k in r} for r in (ops.report if ops is not None else [])]
-    return rows, {"id": m.id, "label": m.label(design.seq_len), "spec": spec(cfg, design, m), "ppl": ppl,
-                  "windows": {c.name: sum(r["corpus"] == c.name for r in rows) for c in design.corpora},
-                  "cuts": cuts, "seconds": seconds}
+        for m, out, (rows, summary) in zip(group, outs, results):
+            nll = out[f"ppl_{c.name}_window_nll"]
+            rows += [{"model": m.id, "corpus": c.name, "window": i, "tokens": tokens, "nll": float(v),
+                      "nll_sum": float(v) * tokens} for i, v in enumerate(nll)]
+            summary["ppl"][c.name], summary["windows"][c.name] = out[f"ppl_{c.name}"], len(nll)
+            summary["seconds"][c.name] = seconds
+    for m, o, (_, summary) in zip(group, ops, results):
+        summary["seconds"]["total"] = summary["seconds"]["fit"] + sum(summary["seconds"][c.name] for c in design.corpora)
+        cuts = [{k: r[k] for k in ("cut", "tokens", "alignment_before", "alignment_after", "antisymmetric_share",
+                                   "antisymmetric_share_w") if k in r} for r in (o.report if o is not None else [])]
+        summary.update({"id": m.id, "label": m.label(design.seq_len), "spec": spec(cfg, design, m), "cuts": cuts,
+                        "evaluated_with": [x.id for x in group]})  # the seconds of a corpus are the group's
+    return results
 
 
 def window_tokens(model, c: Corpus) -> int:
@@ -271,27 +283,34 @@ def finished(out: Path, cfg, design: Design, m: Model) -> bool:
     return True
 
 
-def run(model, tok, cfg, out: Path, design: Design = Design(), on_model=None) -> list[str]:
-    """Evaluate every model of ``design`` not yet in ``out``; returns the ids evaluated now.
-    ``on_model(id, summary)`` is called after each model's files are written."""
+def run(model, tok, cfg, out: Path, design: Design = Design(), on_model=None, share: int = 1) -> list[str]:
+    """Evaluate every model of ``design`` not yet in ``out``, ``share`` at a time (in the design's
+    order; 1: each model saved as soon as it ends); returns the ids evaluated now. ``on_model(id,
+    summary)`` is called after each model's files are written."""
     from ghostsearch.io import write_json_atomic
 
     out.mkdir(parents=True, exist_ok=True)
-    done = []
+    todo = []
     for m in design.models:
         if finished(out, cfg, design, m):
             print(f"{m.id}: already evaluated, skipped", flush=True)
-            continue
-        rows, summary = evaluate_one(model, tok, cfg, design, m)
-        write_json_atomic(out / f"{m.id}.json", summary)
-        write_rows(rows, out / f"{m.id}.parquet")  # last: the model counts as finished once this exists
-        s = summary["seconds"]
-        print(f"{m.id} ({summary['label']}): " + ", ".join(
-            f"{CORPUS_NAME.get(c, c)} ppl {summary['ppl'][c]:.3f} over {summary['windows'][c]} windows in {s[c]:.0f} s"
-            for c in summary["ppl"]) + f"; fit {s['fit']:.0f} s; {s['total']:.0f} s in all", flush=True)
-        done.append(m.id)
-        if on_model is not None:
-            on_model(m.id, summary)
+        else:
+            todo.append(m)
+    done = []
+    for i in range(0, len(todo), max(1, share)):
+        group = todo[i:i + max(1, share)]
+        for m, (rows, summary) in zip(group, evaluate_group(model, tok, cfg, design, group)):
+            write_json_atomic(out / f"{m.id}.json", summary)
+            write_rows(rows, out / f"{m.id}.parquet")  # last: the model counts as finished once this exists
+            s = summary["seconds"]
+            print(f"{m.id} ({summary['label']}): " + ", ".join(
+                f"{CORPUS_NAME.get(c, c)} ppl {summary['ppl'][c]:.3f} over {summary['windows'][c]} windows in "
+                f"{s[c]:.0f} s" for c in summary["ppl"]) + f"; fit {s['fit']:.0f} s; {s['total']:.0f} s in all"
+                + (f" (evaluated together with {', '.join(x.id for x in group if x is not m)})" if len(group) > 1
+                   else ""), flush=True)
+            done.append(m.id)
+            if on_model is not None:
+                on_model(m.id, summary)
     return done
 
 
@@ -454,6 +473,8 @@ def main() -> None:
     ap.add_argument("--s1", default=S1_DIR, help="S1's run directory (its result.json)")
     ap.add_argument("--commit", action="store_true", help="commit --out after every model and the report")
     ap.add_argument("--report-only", action="store_true", help="write cheap.md from what has run")
+    ap.add_argument("--share", type=int, default=1, help="models evaluated together over one dense pass "
+                    "(default 1: each saved as it ends; 3: G32, G64, W32 then G8, G16; 5: all, ~half the CPU)")
     ap.add_argument("overrides", nargs="*", help="key=value config overrides (e.g. pool.threads=2)")
     args = ap.parse_args()
     out, s1_dir = Path(args.out), Path(args.s1)
@@ -468,8 +489,9 @@ def main() -> None:
         from ghostsearch.config import load_config
         from ghostsearch.models import load_model
 
+        # fp32 as pre-registered (the config's dtype auto would give bf16 on a CPU with native bf16)
         cfg = load_config(str(ROOT / args.config) if not Path(args.config).is_absolute() else args.config,
-                          args.overrides)
+                          ["dtype=fp32", *args.overrides])
         torch.set_num_threads(max(1, cfg.pool.threads))
         check_data(cfg, design)
         todo = [m.id for m in design.models if not finished(out, cfg, design, m)]
@@ -482,7 +504,7 @@ def main() -> None:
                     commit(out, f"study 2 (issue 24): cheap claims, model {mid} ({summary['label']}) evaluated in "
                                 f"{summary['seconds']['total']:.0f} s; rows under {_rel(out)}")
 
-            run(model, tok, cfg, out, design, on_model)
+            run(model, tok, cfg, out, design, on_model, args.share)
     out.mkdir(parents=True, exist_ok=True)
     text = report(out, design, s1_dir)
     print(text)

@@ -128,10 +128,12 @@ def test_driver_end_to_end_resumes_and_reports_its_rows(tmp_path, tiny_model_dir
     monkeypatch.setattr(evaluate, "perplexity_finalists", ppl)
     model, tok = load_model(cfg.model, dtype="fp32")
     saved = []
-    assert sc.run(model, tok, cfg, tmp_path, design, on_model=lambda m, s: saved.append(m)) == ["G32", "G64", "W32"]
-    assert saved == ["G32", "G64", "W32"] and calls == {"fit": 3, "ppl": 6}
+    # two at a time: G32 and G64 over one dense pass, then W32 (unrepaired: nothing to fit)
+    assert sc.run(model, tok, cfg, tmp_path, design, on_model=lambda m, s: saved.append(m), share=2) == \
+        ["G32", "G64", "W32"]
+    assert saved == ["G32", "G64", "W32"] and calls == {"fit": 2, "ppl": 4}
     # resumable: a second run evaluates nothing
-    assert sc.run(model, tok, cfg, tmp_path, design) == [] and calls == {"fit": 3, "ppl": 6}
+    assert sc.run(model, tok, cfg, tmp_path, design) == [] and calls == {"fit": 2, "ppl": 4}
     with pytest.raises(SystemExit, match="other settings"):  # a finished model under other settings is refused
         sc.run(model, tok, cfg, tmp_path, dataclasses.replace(design, seed=1))
 
@@ -147,6 +149,8 @@ def test_driver_end_to_end_resumes_and_reports_its_rows(tmp_path, tiny_model_dir
             lp = sum(r["nll_sum"] for r in by[m][c]) / sum(r["tokens"] for r in by[m][c])
             assert math.exp(lp) == pytest.approx(summary["ppl"][c], rel=1e-5)
     assert by["G32"] == {c: [{**r, "model": "G32"} for r in by["G64"][c]] for c in by["G64"]}  # identical models
+    alone, _ = sc.evaluate_group(model, tok, cfg, design, [design.models[0]])[0]  # one at a time: the same rows
+    assert sorted(alone, key=lambda r: (r["corpus"], r["window"])) == by["G32"]["c4"] + by["G32"]["wikitext2"]
     ops_cut = json.loads((tmp_path / "G32.json").read_text())["cuts"]
     assert [c["cut"] for c in ops_cut] == [[1, 5]] and 0 <= ops_cut[0]["antisymmetric_share_w"] <= 1
     assert json.loads((tmp_path / "W32.json").read_text())["cuts"] == []  # unrepaired: no operator
