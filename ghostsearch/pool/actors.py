@@ -22,6 +22,7 @@ import ray
 from ghostsearch.objectives import ObjectiveSpec
 from ghostsearch.pool.keys import CacheKey
 from ghostsearch.scoring import RowScore, Score
+from ghostsearch.search.base import new_best
 
 NAMESPACE = "ghostsearch"
 
@@ -238,7 +239,7 @@ class Broker:
         if cell is not None:
             c = self.cells.setdefault(cell, {"searcher": searcher, "objective": spec.name, "k": k, "best": None,
                                              "best_removed": None})
-            if fidelity >= 1.0 and len(removed) == k and (c["best"] is None or r.score.value < c["best"]):
+            if new_best(removed, fidelity, r.score.value, k, c["best"]):
                 c["best"], c["best_removed"] = r.score.value, list(removed)   # only sets of the cell's k
                 self.m_best.set(r.score.value, tags={"cell": cell, "searcher": searcher, "objective": spec.name,
                                                      "k": str(k)})

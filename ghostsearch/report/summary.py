@@ -11,6 +11,7 @@ import numpy as np
 from ghostsearch import stats
 from ghostsearch.claims import MIN_MODELS, SMALL_GAP, ItemMatrix, distinct, finalists
 from ghostsearch.rundir.ledger import read_ledger
+from ghostsearch.search.base import new_best
 from ghostsearch.stats import spearman, spearman_ci
 
 VAR_DIFF_PILOT = 0.163  # variance of a paired per-item accuracy difference in the pilot (issue 23)
@@ -166,7 +167,7 @@ def best_so_far(run_dir) -> dict[str, dict[str, list]]:
         ev, sec, val = [], [], []
         for r in rs:
             used += r.get("cost") or r["fidelity"]  # a race block (racing) costs its own rows
-            if r["fidelity"] >= 1.0 and len(r["removed"]) == k and r["value"] < best:
+            if new_best(r["removed"], r["fidelity"], r["value"], k, best):
                 best = r["value"]
             if best < math.inf:
                 ev.append(used)

@@ -32,6 +32,15 @@ def canonical(removed: Iterable[int]) -> Removed:
     return tuple(sorted({int(i) for i in removed}))
 
 
+def new_best(removed: Sequence[int], fidelity: float, value: float, k: int, best: float | None) -> bool:
+    """The rule for "the best full-fidelity k-set", written once: the searcher's answer and history
+    (and so the progress bar), the broker's per-cell best and gauge, the report's best-so-far curves.
+    A value counts only at full fidelity (not a screened one), only for a set of exactly ``k`` blocks
+    (greedy and beam also score smaller sets on the way), and only if lower than ``best`` (None or
+    inf: none yet)."""
+    return fidelity >= 1.0 and len(removed) == k and (best is None or value < best)
+
+
 @dataclass(frozen=True)
 class Candidate:
     """One evaluation request.
@@ -266,7 +275,7 @@ class Searcher:
             self.used += c.fidelity
             self.n_told += 1
             self.told_keys.add((c.removed, c.fidelity))
-            if c.fidelity >= 1.0 and len(c.removed) == self.space.k and v < self.best_value:
+            if new_best(c.removed, c.fidelity, v, self.space.k, self.best_value):
                 self.best_value, self.best_removed = float(v), c.removed
             self.history.append((self.used, self.best_value))
 
