@@ -162,7 +162,7 @@ class Scorer:
     def _start(self, p: Prepared, removed: Removed) -> tuple[int, Removed | None]:
         """The deepest boundary b with a cached state valid for ``removed``; and whose (None = dense)."""
         L = self.stack.n_blocks
-        first = removed[0] if removed else L
+        first = run_start(removed, None, L)
         best_b = max(b for b in p.dense[0] if b <= first)
         best_src = None
         for R, (start, states) in p.runs.items():
