@@ -21,9 +21,8 @@ from ghostsearch import lmeval_results
 from ghostsearch.config import Config
 from ghostsearch.errors import GhostsearchError
 from ghostsearch.io import write_json_atomic, write_parquet_atomic
-from ghostsearch.outputs import RunOutputs
-from ghostsearch.rundir import Ledger, cell_name
-from ghostsearch.runner import build_searcher, run_cell
+from ghostsearch.rundir import cell_name
+from ghostsearch.runner import Run, run_cell
 
 
 def grid(cfg: Config) -> list[dict]:
@@ -119,6 +118,18 @@ def finalist_jobs(cfg: Config, results: list[dict]) -> list[tuple[list[int], str
             if (list(r["removed"]), method) not in jobs:
                 jobs.append((list(r["removed"]), method))
     return jobs
+
+
+def finalist_numbers(cfg: Config, lm_dir: Path | None, removed, method: str, result: dict) -> dict:
+    """One finalist's numbers as ``evaluate_finalist_specs`` gives them, less lm-eval's own output
+    (``lm_eval``), which goes to lm-eval's results file under ``lm_dir`` (None: not written), named
+    for the pruned model (``lmeval_results.model_name``): ``ghostsearch eval``'s per-finalist writing
+    (``_Evaluator.finish`` still writes the same file inline)."""
+    numbers = dict(result)
+    raw = numbers.pop("lm_eval", None)
+    if lm_dir is not None:
+        lmeval_results.write(lm_dir, raw, lmeval_results.model_name(cfg.model, removed, method))
+    return numbers
 
 
 def _shares(keys: list[str], todo: dict, n: int, size: int) -> list[list[str]]:
@@ -354,25 +365,21 @@ def _collect_items(run_dir: Path, keys: list[str]) -> None:
 
 
 def compare(cfg: Config, address: str | None = None, progress: bool = True) -> Path:
-    from ghostsearch.config import check_model_fit
-    from ghostsearch.dataplan import announce, plan
+    """`ghostsearch compare`: the grid's cells on one pool (``runner.Run``: checks, data plan, RUN_DIR,
+    pool, identity, result.json, cleanup), then the finalists evaluated on the pool's scorers, then
+    comparison.parquet and the report."""
+    from ghostsearch.contrasts import resolve_contrasts
     from ghostsearch.evaluate import check_tasks
-    from ghostsearch.pool.pool import check_local_capacity, connect, find_pool, pool_identity, release_pool, start_pool
+    from ghostsearch.pool.pool import release_pool
     from ghostsearch.report import comparison_table, write_report
-    from ghostsearch.rundir.layout import check_identity, check_run_dir, close_run_dir
 
     cells = grid(cfg)
-    n_blocks = check_model_fit(cfg)
-    matched = cfg.compare.budget == "matched"
-    for c in cells:  # every config error before the first evaluation
-        build_searcher(cfg, c["searcher"], c["k"], c["seed"], n_blocks, matched=matched)
-    check_tasks(cfg.eval.tasks, cfg.data_dir)
-    check_run_dir(cfg)
-    check_local_capacity(cfg, address or cfg.pool.address)  # no run directory for a local pool that cannot start
-    # every dataset resolved, evaluation sets present and disjoint from calibration, before an hour of searching
-    data_plan = plan(cfg, [c["objective"] for c in cells], evaluate=True,
-                     repair=any(m != "none" for m in cfg.compare.recovery))
-    announce(data_plan)
+    # every config error, every dataset resolved, evaluation sets present and disjoint from calibration,
+    # before an hour of searching
+    run = Run(cfg, "compare", cells, address=address, matched=cfg.compare.budget == "matched", evaluate=True,
+              repair=any(m != "none" for m in cfg.compare.recovery),
+              check=lambda: check_tasks(cfg.eval.tasks, cfg.data_dir), contrasts=list(cfg.compare.contrasts))
+    data_plan = run.data_plan
     if cfg.compare.contrasts:  # what this size can decide, said before any model work
         import logging
 
@@ -382,58 +389,30 @@ def compare(cfg: Config, address: str | None = None, progress: bool = True) -> P
         for line in power_lines(cfg, n_items):
             logging.getLogger(__name__).info(line)
     held_out = data_plan["held_out"]
-    outputs = RunOutputs(cfg, "compare")  # RUN_DIR (staged when out= is s3:// or gs://) and the trackers
-    run_dir = outputs.dir
-    if cfg.compare.contrasts and not (run_dir / "result.json").exists():
-        # the pre-registered contrasts go into result.json first, before any cell runs
-        write_json_atomic(run_dir / "result.json", {"contrasts": list(cfg.compare.contrasts), "cells": {},
-                                                    "data": data_plan})
-    started = connect(address or cfg.pool.address, dashboard=cfg.pool.dashboard)
-    t0 = time.monotonic()
-    try:
-        broker = find_pool(cfg.pool.name) if cfg.pool.name else start_pool(cfg)
-        specs = {}  # one per objective (and per cell seed with compare.calibration_seeds), in grid order
-        for c in cells:
-            spec = cfg.objective_spec(c["objective"], c["seed"])
-            specs.setdefault(spec.key(), spec)
-        check_identity(run_dir, pool_identity(broker, cfg, list(specs.values())))
+    with run:  # the pre-registered contrasts go into result.json first, before any cell runs
+        broker, run_dir = run.broker, run.dir
         resumed = sum((run_dir / "cells" / f"{cell_name(**c)}.json").exists() for c in cells)
-        results = run_cells(cfg, broker, run_dir, cells, n_blocks, progress, on_cell=outputs.cell)
+        results = run_cells(cfg, broker, run_dir, cells, run.n_blocks, progress, on_cell=run.outputs.cell)
         obj = cfg.objective_spec(cells[0]["objective"], cells[0]["seed"])
         stats = {name: ray.get(broker.statistic.remote(obj, name)) for name in ("similarity", "block_influence")}
-        pool_status = ray.get(broker.status.remote())
-        Ledger(run_dir).compact()
-        if resumed < len(cells) or not (run_dir / "pool.json").exists():  # keep the pool that did the work
-            write_json_atomic(run_dir / "pool.json", pool_status)
-        write_json_atomic(run_dir / "result.json", {"contrasts": list(cfg.compare.contrasts),
-                                                    "cells": {r["cell"]: r for r in results},
-                                                    "wall_seconds": time.monotonic() - t0,  # this invocation
-                                                    "cells_resumed": resumed, "data": data_plan})
+        run.finish(results, resumed=resumed, wall_seconds=time.monotonic() - run.t0,  # this invocation
+                   cells_resumed=resumed)
         # the finalists are evaluated on the same replicas, one share per scorer, before the pool goes
-        from ghostsearch.contrasts import resolve_contrasts
-
         pairs = resolve_contrasts(cfg, results, lambda removed, method: eval_key(removed, method, cfg, held_out))
         evals = evaluate_finalists(cfg, run_dir, finalist_jobs(cfg, results), held_out, progress, broker=broker,
                                    contrasts=pairs)
         release_pool(broker)
-    except BaseException:
-        outputs.close(ok=False)
-        close_run_dir(run_dir, ok=False)
-        raise
-    finally:
-        if started:
-            ray.shutdown()
-    def numbers(removed, method):
-        key = eval_key(removed, method, cfg, held_out)
-        return {**evals[key], "eval_key": key}
+        run.disconnect()
 
-    dense = numbers([], "none")
-    per_cell = {(r["cell"], m): numbers(r["removed"], m) for r in results for m in cfg.compare.recovery}
-    table = comparison_table(cfg, results, per_cell, dense, data_plan)
-    write_parquet_atomic(run_dir / "comparison.parquet", table)
-    write_report(run_dir, table, stats, cfg, data_plan)
-    for (cell, method), numbers in per_cell.items():
-        outputs.finalist(cell, method, numbers)
-    outputs.close()
-    close_run_dir(run_dir)
+        def numbers(removed, method):
+            key = eval_key(removed, method, cfg, held_out)
+            return {**evals[key], "eval_key": key}
+
+        dense = numbers([], "none")
+        per_cell = {(r["cell"], m): numbers(r["removed"], m) for r in results for m in cfg.compare.recovery}
+        table = comparison_table(cfg, results, per_cell, dense, data_plan)
+        write_parquet_atomic(run_dir / "comparison.parquet", table)
+        write_report(run_dir, table, stats, cfg, data_plan)
+        for (cell, method), finalist in per_cell.items():
+            run.outputs.finalist(cell, method, finalist)
     return run_dir

@@ -1,5 +1,7 @@
-"""The search recipe: one cell (searcher x objective x k x seed) run on the scoring pool, and
-``ghostsearch search`` (one cell into a run directory).
+"""The search recipe: one cell (searcher x objective x k x seed) run on the scoring pool; ``Run``,
+the setup and cleanup of a run that ``search`` and ``compare`` share (checks, data plan, RUN_DIR,
+Ray, pool, identity, result.json, compaction, one error path); and ``ghostsearch search`` (one cell
+into a run directory).
 
 Rerunning the same command on the same run directory resumes: the searcher replays
 deterministically (same seed) and every candidate already in the ledger is answered from it,
@@ -8,6 +10,7 @@ so no ledgered candidate is scored again.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from ghostsearch.config import Config, protected_blocks
@@ -134,40 +137,122 @@ def run_cell(cfg: Config, broker, run_dir: Path, *, searcher: str, objective: st
             "race": s.race_report()}  # raced or exact (race: auto), rows, candidates cut without the bound
 
 
+class Run:
+    """One run's recipe, which ``search`` and ``compare`` share (torchtune's shape: setup, run,
+    cleanup), with one error path.
+
+    Setup. Constructing it checks, and writes nothing: the model fits, every cell's searcher builds
+    (``matched``: compare.budget=matched), ``check`` (the caller's own, e.g. compare's tasks), the
+    run directory, the local pool's capacity; then the data plan of the cells' objectives
+    (``evaluate``, ``repair``: what the run will also read), announced. Entering it (``with run:``)
+    opens RUN_DIR (``outputs``: staged when out= is a URI, the trackers), writes ``contrasts`` (the
+    pre-registered ones) into result.json first when it is not there yet, connects to Ray, finds
+    the pool (pool.name) or starts it (``broker``) and checks its identity against RUN_DIR's.
+
+    Run: the caller's, on ``broker``, ``dir``, ``outputs``, ``n_blocks``; ``finish`` writes
+    pool.json, compacts the ledger and writes result.json; ``disconnect`` leaves Ray early (before
+    work that needs no pool).
+
+    Cleanup (leaving the ``with``, however it is left): the trackers closed and RUN_DIR pushed to
+    its URI, RUN_DIR released (removed again when this run created it and ledgered nothing), Ray
+    shut down when this run started it; ``ok`` (trackers, RUN_DIR): the block ended without raising."""
+
+    def __init__(self, cfg: Config, kind: str, cells: list[dict], *, address: str | None = None,
+                 matched: bool = False, evaluate: bool = False, repair: bool = False,
+                 check: Callable[[], None] | None = None, contrasts: list | None = None):
+        from ghostsearch.config import check_model_fit
+        from ghostsearch.dataplan import announce, plan
+        from ghostsearch.pool.pool import check_local_capacity
+        from ghostsearch.rundir.layout import check_run_dir
+
+        self.cfg, self.kind, self.cells, self.contrasts = cfg, kind, cells, contrasts
+        self.address = address or cfg.pool.address
+        self.n_blocks = check_model_fit(cfg)
+        for c in cells:  # every config error before any Ray work
+            build_searcher(cfg, c["searcher"], c["k"], c["seed"], self.n_blocks, matched=matched)
+        if check is not None:
+            check()
+        check_run_dir(cfg)
+        check_local_capacity(cfg, self.address)  # no run directory for a local pool that cannot start
+        self.data_plan = plan(cfg, [c["objective"] for c in cells], evaluate=evaluate, repair=repair)
+        announce(self.data_plan)
+        self.outputs: RunOutputs | None = None
+        self.broker = None
+        self.started = False  # this run started a local Ray (and so stops it)
+        self.t0 = 0.0  # when Ray was connected
+
+    @property
+    def dir(self) -> Path:
+        assert self.outputs is not None, "enter the Run first (with run: ...)"
+        return self.outputs.dir
+
+    def __enter__(self) -> Run:
+        from ghostsearch.pool.pool import connect, find_pool, pool_identity, start_pool
+        from ghostsearch.rundir.layout import check_identity
+
+        cfg = self.cfg
+        self.outputs = RunOutputs(cfg, self.kind)  # RUN_DIR (staged when out= is s3:// or gs://) and the trackers
+        try:
+            if self.contrasts and not (self.dir / "result.json").exists():
+                write_json_atomic(self.dir / "result.json", self.result([]))  # before any cell runs
+            self.started = connect(self.address, dashboard=cfg.pool.dashboard)
+            self.t0 = time.monotonic()
+            self.broker = find_pool(cfg.pool.name) if cfg.pool.name else start_pool(cfg)
+            specs: dict = {}  # one per objective (and per cell seed with compare.calibration_seeds), in cell order
+            for c in self.cells:
+                spec = cfg.objective_spec(c["objective"], c["seed"])
+                specs.setdefault(spec.key(), spec)
+            check_identity(self.dir, pool_identity(self.broker, cfg, list(specs.values())))
+        except BaseException as e:
+            self.__exit__(type(e), e, e.__traceback__)
+            raise
+        return self
+
+    def result(self, results: list[dict], **extra) -> dict:
+        """result.json: ``contrasts`` first (compare), ``cells`` by cell name, ``extra``, ``data``."""
+        head = {} if self.contrasts is None else {"contrasts": list(self.contrasts)}
+        return {**head, "cells": {r["cell"]: r for r in results}, **extra, "data": self.data_plan}
+
+    def finish(self, results: list[dict], resumed: int = 0, **extra) -> dict:
+        """The cells are done: pool.json (the broker's accounting; kept from the invocation that ran
+        cells, so not rewritten when all ``resumed``), the ledger compacted, result.json written."""
+        import ray
+
+        status = ray.get(self.broker.status.remote())
+        Ledger(self.dir).compact()
+        if resumed < len(self.cells) or not (self.dir / "pool.json").exists():
+            write_json_atomic(self.dir / "pool.json", status)
+        result = self.result(results, **extra)
+        write_json_atomic(self.dir / "result.json", result)
+        return result
+
+    def disconnect(self) -> None:
+        """Leave Ray (shut it down when this run started it); cleanup does it otherwise."""
+        import ray
+
+        if self.started:
+            ray.shutdown()
+            self.started = False
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        from ghostsearch.rundir.layout import close_run_dir
+
+        ok = exc_type is None
+        try:
+            if self.outputs is not None:
+                self.outputs.close(ok)
+        finally:
+            try:
+                if self.outputs is not None:
+                    close_run_dir(self.outputs.dir, ok)
+            finally:
+                self.disconnect()
+
+
 def search(cfg: Config, address: str | None = None, progress: bool = True) -> dict:
     """`ghostsearch search`: the configured searcher on the pool; writes RUN_DIR."""
-    import ray
-
-    from ghostsearch.config import check_model_fit
-    from ghostsearch.pool.pool import check_local_capacity, connect, find_pool, pool_identity, start_pool
-    from ghostsearch.rundir.layout import check_identity, check_run_dir, close_run_dir
-
-    address = address or cfg.pool.address
-    from ghostsearch.dataplan import announce, plan
-
-    n_blocks = check_model_fit(cfg)
-    build_searcher(cfg, cfg.searcher, cfg.k, cfg.seed, n_blocks)  # all config errors before any Ray work
-    check_run_dir(cfg)
-    check_local_capacity(cfg, address)  # no run directory for a local pool that cannot start
-    data_plan = plan(cfg, [cfg.objective], evaluate=False, repair=False)
-    announce(data_plan)
-    outputs = RunOutputs(cfg, "search")  # RUN_DIR (staged when out= is s3:// or gs://) and the trackers
-    run_dir, started, ok = outputs.dir, False, False
-    try:
-        started = connect(address, dashboard=cfg.pool.dashboard)
-        broker = find_pool(cfg.pool.name) if cfg.pool.name else start_pool(cfg)
-        check_identity(run_dir, pool_identity(broker, cfg, [cfg.objective_spec()]))
-        res = run_cell(cfg, broker, run_dir, searcher=cfg.searcher, objective=cfg.objective, k=cfg.k,
-                       seed=cfg.seed, n_blocks=n_blocks, progress=progress)
-        outputs.cell(res)
-        write_json_atomic(run_dir / "pool.json", ray.get(broker.status.remote()))
-        result = {"cells": {res["cell"]: res}, "data": data_plan}
-        write_json_atomic(run_dir / "result.json", result)
-        Ledger(run_dir).compact()
-        ok = True
-        return result
-    finally:
-        outputs.close(ok)
-        close_run_dir(run_dir, ok)
-        if started:
-            ray.shutdown()
+    cell = {"searcher": cfg.searcher, "objective": cfg.objective, "k": cfg.k, "seed": cfg.seed}
+    with Run(cfg, "search", [cell], address=address) as run:
+        res = run_cell(cfg, run.broker, run.dir, n_blocks=run.n_blocks, progress=progress, **cell)
+        run.outputs.cell(res)
+        return run.finish([res])

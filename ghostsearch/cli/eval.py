@@ -105,6 +105,7 @@ def run(args) -> None:
             lmeval_results.write(lm_dir, raw, Path(args.target).name)
         print_json(rows[-1])
     else:  # every removed set in one pass over the dense prefix cache (evaluate_finalist_specs)
+        from ghostsearch.compare import finalist_numbers
         from ghostsearch.evaluate import evaluate_finalist_specs
         from ghostsearch.evaluation_native import write_item_rows
         from ghostsearch.stack import Stack, check_removed
@@ -119,12 +120,9 @@ def run(args) -> None:
                                                  progress=progress_enabled())
         by_set = {r: res for (r, _), res in zip(specs, results)}
         for (cell, _, value), removed in zip(jobs, sets):
-            res = dict(by_set[tuple(removed)])
-            raw = res.pop("lm_eval", None)
+            res = finalist_numbers(cfg, lm_dir, removed, args.recovery, by_set[tuple(removed)])
             rows.append({"cell": cell, "removed": removed, "value": value, "recovery": args.recovery,
                          "held_out": ",".join(held_out), **res})
-            if lm_dir is not None:
-                lmeval_results.write(lm_dir, raw, lmeval_results.model_name(cfg.model, removed, args.recovery))
             print_json(rows[-1])
         if out is not None:  # per-item predictions beside the rows, to audit which items a cut changed
             write_item_rows(items, out.with_name(out.stem + "_items.parquet"))
