@@ -44,7 +44,12 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=7, help="eval.seed: the draw")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", default="runs/bench-adaptive")
+    ap.add_argument("--replay", metavar="OUT", help="no evaluation: replay the design (--looks, --spending, "
+                    "--margin) on the per-item rows of an earlier run's fixed design (OUT/fixed)")
     args = ap.parse_args()
+    if args.replay:
+        replay(Path(args.replay), [int(x) for x in args.looks.split(",")], args.spending, args.margin or None)
+        return
 
     import torch
 
@@ -116,12 +121,58 @@ def main() -> None:
     print(f"seconds: adaptive {t_a:.0f} wall / {c_a:.0f} CPU (ghosted fit and model load included); the fixed design's "
           f"further items {t_f:.0f} wall / {c_f:.0f} CPU (fixed = both)")
     (out / "bench.json").write_text(json.dumps({
-        "looks": looks, "spending": args.spending, "margin": margin, "seed": args.seed, "drop1": DROP1,
+        "looks": looks, "spending": args.spending, "margin": margin, "seed": args.seed, "drop1": DROP1, "keys": k,
         "items_adaptive": res["items_total"], "items_fixed": fixed_total,
         "ratio": res["items_total"] / fixed_total, "items_per_model": {n: res["items_per_model"][k[n]] for n in k},
         "contrasts": out_rows, "same_verdicts": same, "seconds": {"adaptive_wall": t_a, "adaptive_cpu": c_a,
                                                                    "fixed_extra_wall": t_f, "fixed_extra_cpu": c_f}},
         indent=1))
+
+
+def replay(out: Path, looks: list[int], spending: str, margin: float | None) -> dict:
+    """What an adaptive run with this design would have evaluated and decided, replayed exactly on
+    the fixed design's per-item rows: a model's predictions do not depend on which other items are
+    evaluated, and every look is a prefix of the run's draw, so the replay is the run without the
+    forward passes (its items are OUT/fixed/items.parquet's order). Prints and returns the summary."""
+    import pyarrow.parquet as pq
+
+    from ghostsearch.looks import Contrast, Design
+
+    info = json.loads((out / "bench.json").read_text())
+    order = [(r["task"], r["doc"]) for r in sorted(pq.read_table(out / "fixed" / "items.parquet").to_pylist(),
+                                                    key=lambda r: r["rank"])]
+    looked = json.loads((out / "adaptive" / "looks.json").read_text())
+    names = {v: n for n, v in info.get("keys", {}).items()}
+    correct: dict[str, dict] = {}
+    for r in pq.read_table(out / "fixed" / "eval_items.parquet").to_pylist():
+        correct.setdefault(r["key"], {})[(r["task"], r["doc"])] = float(r["pred"] == r["gold"])
+    n_max = min(len(v) for v in correct.values())
+    if looks[-1] > n_max:
+        raise SystemExit(f"--looks ends at {looks[-1]} items but the fixed design has {n_max} per model")
+    contrasts = [Contrast(c["contrast"], c["left_key"], c["right_key"]) for c in looked["contrasts"]]
+    d = Design(looks, contrasts, spending=spending, margin=margin)
+    used = {k: 0 for k in correct}
+    for j, n in enumerate(looks):
+        for k in (correct if j == 0 else d.open_keys()):
+            used[k] = n
+        d.test(j, correct, order[:n])
+        if d.finished():
+            break
+    rows = d.table(used, j + 1)
+    total, fixed = sum(used.values()), looks[-1] * len(correct)
+    print(f"replay of {out}/fixed: looks {looks}, {spending}, margin {margin}: {total} items of the fixed "
+          f"design's {fixed} (ratio {total / fixed:.2f}); items per model "
+          f"{ {names.get(k, k[:6]): v for k, v in used.items()} }")
+    by_name = {c["contrast"]: c for c in info["contrasts"]}
+    same = True
+    for r in rows:
+        f = by_name.get(r["contrast"], {})
+        agree = r["verdict"] == f.get("fixed") if looks[-1] == info["looks"][-1] else None
+        same = same and bool(agree) if agree is not None else same
+        print(f"  {r['contrast']:36s} {r['verdict']} at look {r['decided_at_look']} (estimate {r['estimate']:+.3f}, "
+              f"z {r['z']:.2f}); fixed design: {f.get('fixed')}")
+    return {"looks": looks, "spending": spending, "margin": margin, "items": total, "fixed": fixed,
+            "ratio": total / fixed, "contrasts": rows, "same_verdicts": same}
 
 
 if __name__ == "__main__":

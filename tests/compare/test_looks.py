@@ -247,3 +247,43 @@ def test_eval_share_saves_each_share_and_gives_the_same_numbers(tmp_path, tiny_m
         rows = [pq.read_table(tmp_path / d / "evals" / f"{k}.items.parquet").to_pylist() for d in ("one", "all")]
         assert sorted((r["task"], r["doc"], r["pred"]) for r in rows[0]) == \
             sorted((r["task"], r["doc"], r["pred"]) for r in rows[1])
+
+
+def test_replay_of_the_smollm2_bench_reproduces_its_adaptive_run(monkeypatch):
+    """docs/results/bench-adaptive holds bench/adaptive.py's SmolLM2 run (five models, three contrasts,
+    looks 300/600/900/1200, Pocock, margin 0.04): its fixed design's per-item rows and the adaptive
+    run's looks.json. Replaying the design on the rows (bench/adaptive.py --replay: no forward
+    passes) must give the live run's items per model, looks of decision and verdicts; and the fixed
+    design's verdicts recomputed here must be the ones bench.json records."""
+    import importlib.util
+    import os
+    from pathlib import Path
+
+    from ghostsearch import stats
+
+    out = Path(__file__).resolve().parents[2] / "docs" / "results" / "bench-adaptive"
+    for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TOKENIZERS_PARALLELISM", "GHOSTSEARCH_DATA_DIR"):
+        if var in os.environ:  # the bench's benchenv sets them: put them back afterwards
+            monkeypatch.setenv(var, os.environ[var])
+        else:
+            monkeypatch.delenv(var, raising=False)
+    monkeypatch.syspath_prepend(str(out.parents[2] / "bench"))
+    spec = importlib.util.spec_from_file_location("bench_adaptive", out.parents[2] / "bench" / "adaptive.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    info = json.loads((out / "bench.json").read_text())
+    live = json.loads((out / "adaptive" / "looks.json").read_text())
+    r = bench.replay(out, info["looks"], info["spending"], info["margin"])
+    assert r["items"] == live["items_total"] == info["items_adaptive"]
+    for mine, theirs in zip(r["contrasts"], live["contrasts"]):
+        assert (mine["verdict"], mine["decided_at_look"]) == (theirs["verdict"], theirs["decided_at_look"])
+        assert mine["estimate"] == pytest.approx(theirs["estimate"])
+    rows = pq.read_table(out / "fixed" / "eval_items.parquet").to_pylist()
+    corr: dict = {}
+    for row in rows:
+        corr.setdefault(row["key"], {})[(row["task"], row["doc"])] = float(row["pred"] == row["gold"])
+    items = sorted(next(iter(corr.values())))
+    tests = [stats.paired_test([corr[c["left_key"]][i] for i in items], [corr[c["right_key"]][i] for i in items],
+                               [t for t, _ in items]) for c in live["contrasts"]]
+    adj = stats.holm([t.p for t in tests])
+    assert [bool(p <= 0.05) for p in adj] == [c["fixed"] == "differs" for c in info["contrasts"]]
