@@ -35,8 +35,11 @@ class NoopScorer:
     def info(self) -> dict:
         return {"name": self.name, "node": self.node, "pid": os.getpid(), "n_blocks": 0}
 
-    def score(self, spec, removed: tuple, fidelity: float, prefix) -> dict:
-        return {"value": float(sum(removed)), "tokens": 0, "seconds": 0.0, "actor": self.name, "node": self.node}
+    def score(self, spec, removed: tuple, fidelity: float, prefix):
+        from ghostsearch.pool.actors import Served
+        from ghostsearch.scoring import Score
+
+        return Served(Score(value=float(sum(removed)), tokens=0, seconds=0.0, start=0), actor=self.name, node=self.node)
 
 
 def candidates(n, L=30, k=6, seed=0):

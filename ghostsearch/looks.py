@@ -100,10 +100,10 @@ class Design:
         zs = [[z if j <= look else math.nan for j, z in enumerate(row)] for row in self.z]
         self.decisions = stats.sequential_holm(zs, self.fractions, self.alpha, self.spending)
         if self.margin is not None:
-            c = self.rci_bounds()[look]
+            bound = self.rci_bounds()[look]
             for i, done in enumerate(self.decided()):
                 z, est, se = self.z[i][look], self.estimate[i][look], self.se[i][look]
-                if not done and not math.isnan(z) and abs(est) + c * se < self.margin:
+                if not done and not math.isnan(z) and abs(est) + bound * se < self.margin:
                     self.within_at[i] = look
 
     def finished(self) -> bool:
@@ -116,8 +116,8 @@ class Design:
         rci = self.rci_bounds() if self.margin is not None else []
         for i, c in enumerate(self.contrasts):
             d = self.decisions[i] if self.decisions else None
-            rejected, w = bool(d and d.rejected), self.within_at[i]
-            at = d.look if rejected else w if w is not None else looks_run - 1
+            rejected, w = d is not None and bool(d.rejected), self.within_at[i]
+            at = d.look if d is not None and rejected and d.look is not None else w if w is not None else looks_run - 1
             half = rci[at] * self.se[i][at] if rci else math.nan
             out.append({"contrast": c.name, "left_key": c.left_key, "right_key": c.right_key,
                         "decided": rejected or w is not None,
@@ -125,7 +125,7 @@ class Design:
                         "decided_at_look": at + 1 if rejected or w is not None else None,
                         "look_items": self.looks[at], "estimate": self.estimate[i][at], "z": self.z[i][at],
                         "se": self.se[i][at], "level": d.alpha if d else math.nan, "bound": d.bound if d else math.nan,
-                        "sign": d.sign if rejected else 0, "z_by_look": self.z[i][:looks_run],
+                        "sign": d.sign if d is not None and rejected else 0, "z_by_look": self.z[i][:looks_run],
                         "margin": self.margin, "rci": [self.estimate[i][at] - half, self.estimate[i][at] + half],
                         "rci_level": 1 - self.alpha / len(self.contrasts) if rci else None,
                         "items_left": items_used.get(c.left_key), "items_right": items_used.get(c.right_key)})

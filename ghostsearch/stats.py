@@ -495,7 +495,8 @@ def spending_bounds(fractions: Sequence[float], alpha: float = ALPHA, kind: str 
     spent = spend(np.array(f), alpha, kind)
     inc = np.diff(np.concatenate([[0.0], spent]))
     bounds: list[float] = []
-    dens = pts = wts = None  # continuation density of W(t_{k-1}) on its grid
+    dens: np.ndarray | None = None  # continuation density of W(t_{k-1}) on its grid (pts, wts)
+    pts = wts = np.empty(0)
     t_prev = 0.0
     for k, (t, a_k) in enumerate(zip(f, inc)):
         sd = math.sqrt(t - t_prev)
