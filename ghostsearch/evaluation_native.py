@@ -237,8 +237,9 @@ def chunks(batches: list[list[Packed]], stack: Stack, boundaries: int, cap_bytes
 def run_finalists(stack: Stack, batches: list[list[Packed]], finals: list[Plan], consume: Callable,
                   cap_bytes: float, offload: bool = False, stats: dict | None = None,
                   on_step: Callable | None = None, pad_id: int = 0) -> None:
-    """For every chunk of micro-batches: one dense forward each, the states at the finalists'
-    starts kept; then every finalist from its start; ``consume(finalist, batch, h)`` gets the
+    """For every chunk of micro-batches: one dense forward each, up to the deepest finalist start
+    (Stack.capture's ``upto``: a share without the dense model never runs its last blocks densely),
+    the states at the finalists' starts kept; then every finalist from its start; ``consume(finalist, batch, h)`` gets the
     final states (before the norm). ``on_step(finalist, rows)`` after each finalist's chunk. ``stats``
     gets cache_bytes_peak, dense_seconds (the dense forwards) and finalist_seconds (each finalist's
     runs from its start, the LM head included)."""
@@ -251,7 +252,7 @@ def run_finalists(stack: Stack, batches: list[list[Packed]], finals: list[Plan],
         cached = []
         for mb in chunk:
             batch = make_batch(mb, stack.dtype, pad_id)
-            cap = stack.capture(batch)
+            cap = stack.capture(batch, upto=starts[-1])  # no block past the deepest start runs densely
             keep = {s: cap.states[s].to("cpu") if offload else cap.states[s] for s in starts}
             cap.states = []
             cached.append((batch, cap, keep))

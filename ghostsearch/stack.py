@@ -126,13 +126,19 @@ class Stack:
 
     # ------------------------------------------------------------ capture
     @torch.no_grad()
-    def capture(self, batch: Batch) -> Captured:
-        """One dense forward that records every block's call arguments and input state."""
+    def capture(self, batch: Batch, upto: int | None = None) -> Captured:
+        """One dense forward that records every block's call arguments and input state. ``upto``
+        (< L): the states only up to the input of block ``upto`` are needed (every finalist that
+        will run from the capture starts at or before it): blocks from there on are passed through
+        without computing them (their call arguments, which do not depend on the hidden states, are
+        still recorded), and states[i > upto] are None."""
         L = self.n_blocks
         args: list[Any] = [None] * L
         kwargs: list[Any] = [None] * L
         states: list[Any] = [None] * (L + 1)
         hooks = []
+        skip_from = L if upto is None or upto >= L else max(int(upto), 1)  # block 0 runs: its output's shape
+        shape: dict[str, bool] = {}
 
         def pre(i):
             def hook(module, a, kw):
@@ -146,9 +152,22 @@ class Stack:
         def post(module, a, kw, out):
             states[L] = out[0] if isinstance(out, tuple) else out
 
+        def seen(module, a, kw, out):  # the last block computed: what a block returns in this family
+            shape["tuple"] = isinstance(out, tuple)
+
+        def passthrough(*a, **kw):
+            h = a[0] if a else kw["hidden_states"]
+            return (h,) if shape.get("tuple") else h
+
         for i, blk in enumerate(self.blocks):
             hooks.append(blk.register_forward_pre_hook(pre(i), with_kwargs=True))
-        hooks.append(self.blocks[-1].register_forward_hook(post, with_kwargs=True))
+        if skip_from < L:
+            hooks.append(self.blocks[skip_from - 1].register_forward_hook(seen, with_kwargs=True))
+        else:
+            hooks.append(self.blocks[-1].register_forward_hook(post, with_kwargs=True))
+        own = {i: self.blocks[i].__dict__.get("forward") for i in range(skip_from, L)}
+        for i in own:
+            self.blocks[i].forward = passthrough  # type: ignore[method-assign]
         try:
             dev = self.device
             self.inner(
@@ -160,6 +179,13 @@ class Stack:
         finally:
             for h in hooks:
                 h.remove()
+            for i, fwd in own.items():
+                if fwd is None:
+                    del self.blocks[i].forward
+                else:
+                    self.blocks[i].forward = fwd
+        for i in range(skip_from + 1, L + 1):
+            states[i] = None  # passed through, not computed
         for kw in kwargs:
             for key in ("past_key_values", "cache", "past_key_value"):
                 if key in kw:

@@ -82,3 +82,53 @@ def test_removed_sets_are_checked_once():
     with pytest.raises(GhostsearchError, match="^the pruned set removes all 2 blocks"):
         physically_prune(tiny_model("llama", n_layers=2, vocab=512), [0, 1, 1])
     assert len(physically_prune(tiny_model("llama", n_layers=3, vocab=512), [2, 2]).model.layers) == 2
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_capture_upto_runs_no_block_past_it_and_changes_nothing(family):
+    """Stack.capture(upto=j): states up to j and every block's call arguments are those of the full
+    capture, the states past it are None, and a finalist run from any start <= j gives bit-identical
+    outputs (the ones the masked model gives from the full capture). Each block's forward is
+    restored afterwards. (That the blocks past j do not run: the next test.)"""
+    model = tiny_model(family, n_layers=6, vocab=512)
+    stack = Stack(model)
+    ids = torch.randint(0, 512, (2, 24), generator=torch.Generator().manual_seed(1))
+    full = stack.capture(Batch(input_ids=ids))
+    real = [type(b).forward for b in stack.blocks]
+    for upto in (0, 2, 4):
+        part = stack.capture(Batch(input_ids=ids), upto=upto)
+        # block 0 always runs: its output's structure tells the pass-through what to return
+        assert all(s is None for s in part.states[max(upto, 1) + 1:])
+        for i in range(max(upto, 1) + 1):
+            assert torch.equal(part.states[i], full.states[i])
+        for i in range(6):
+            assert len(part.block_args[i]) == len(full.block_args[i])
+            assert part.block_kwargs[i].keys() == full.block_kwargs[i].keys()
+        for removed in ([upto], [upto, 5], list(range(upto, 6))):
+            with torch.no_grad():
+                a = stack.logits(stack.run(full.states[upto], full, upto, removed))
+                b = stack.logits(stack.run(part.states[upto], part, upto, removed))
+            assert torch.equal(a, b), (family, upto, removed)
+    assert all("forward" not in b.__dict__ for b in stack.blocks)
+    assert [type(b).forward for b in stack.blocks] == real
+
+
+def test_capture_upto_skips_the_work(monkeypatch):
+    """The blocks past ``upto`` do not run their real forward (a counting wrapper on the class's
+    forward): capture(upto=2) of a 6-block model computes blocks 0 and 1 only."""
+    model = tiny_model("llama", n_layers=6, vocab=512)
+    stack = Stack(model)
+    cls = type(stack.blocks[0])
+    real, ran = cls.forward, []
+
+    def counted(self, *a, **kw):
+        ran.append(next(i for i, b in enumerate(stack.blocks) if b is self))
+        return real(self, *a, **kw)
+
+    monkeypatch.setattr(cls, "forward", counted)
+    ids = torch.randint(0, 512, (1, 8), generator=torch.Generator().manual_seed(2))
+    stack.capture(Batch(input_ids=ids), upto=2)
+    assert ran == [0, 1]
+    ran.clear()
+    stack.capture(Batch(input_ids=ids))
+    assert ran == list(range(6))
