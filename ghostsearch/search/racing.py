@@ -39,7 +39,10 @@ candidate is dropped without the bound. ``cut`` (off unless a searcher names it)
 heuristic with no guarantee: spend at most ``cut``; when the next look for every survivor would
 leave too little for ``keep`` survivors to finish, the survivors with the worst partial mean are
 cut (before any row when even the first look is unaffordable: those are not scored). Cut
-candidates are listed in ``Outcome.cut``, counted in the result and ledgered with ``cut``.
+candidates are listed in ``Outcome.cut`` and counted in the result (result.json); in the ledger
+they are what any raced candidate stopped early is: rows of partial fidelity, never an answer. (No
+ledger column marks them apart: the ledger is append-only and a cut is decided after the
+candidate's last row is written; a marker row would be charged as budget by the readers.)
 """
 from __future__ import annotations
 
@@ -160,7 +163,8 @@ class RowRequest:
 
 class RowEvaluator(Protocol):
     """What racing scores through: per-row loss sums of blocks of calibration rows.
-    Optionally ``cut(candidates, values, searcher)``: ledger the candidates the ``cut`` heuristic cut."""
+    Optionally ``cut(candidates, values, searcher)``: told the candidates the ``cut`` heuristic cut
+    (no built-in evaluator implements it; the pool's client records them in the result only)."""
 
     def n_rows(self) -> int: ...
 
