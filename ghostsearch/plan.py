@@ -22,6 +22,10 @@ from ghostsearch.errors import GhostsearchError
 from ghostsearch.memplan import GiB, Shape, plan_memory, read_config, resolve_every, shape_of
 
 DEFAULT_TFLOPS = {"cpu": 0.05, "cuda": 200.0}
+# fixed costs of a run, stated (bench/plan_check.py measures them beside a run): a local Ray cluster's
+# start with its actors, and reading weights (bytes per second) when plan --measure does not time it
+RAY_START_S = {"cpu": 12.0, "cuda": 20.0}
+LOAD_BYTES_PER_S = 0.5e9
 EXACT, BUDGET, ESTIMATE = "exact", "budget", "estimate"
 
 
@@ -40,7 +44,9 @@ class Cell:
 
 def evaluations(cfg, searcher: str, k: int, n_blocks: int, rows: int | None = None) -> tuple[float, str]:
     """(evaluations, exact | budget | estimate) of one cell; ``rows``: the calibration rows, which
-    decide whether ``race: auto`` (the default) races greedy (then its exact cost is an upper bound)."""
+    decide whether ``race: auto`` (the default) races greedy (then its exact cost is an upper bound).
+    Exact for greedy (not raced) and the deterministic one-shot searchers (oneshot, shortgpt,
+    streamline, lorp, fastblock: their count follows from the space alone)."""
     from ghostsearch.config import protected_blocks
     from ghostsearch.search.base import Space
     from ghostsearch.search.common import default_search_budget, greedy_cost
@@ -56,8 +62,16 @@ def evaluations(cfg, searcher: str, k: int, n_blocks: int, rows: int | None = No
             return float(greedy_cost(space)), BUDGET
         b = params.get("budget") or cfg.search.budget
         return float(b if b else default_search_budget(space)), BUDGET
-    if searcher in ("oneshot", "shortgpt", "streamline", "fastblock"):
-        return 1.0, ESTIMATE
+    if searcher == "oneshot":  # every free single-block removal, then the top-k set (one of them when k = 1)
+        if (params.get("prior") or "removal") == "removal":
+            return float(len(space.free) + (1 if k > 1 else 0)), EXACT
+        return 1.0, EXACT
+    if searcher in ("shortgpt", "streamline", "lorp"):  # a statistic picks the set; it is scored once
+        return 1.0, EXACT
+    if searcher == "fastblock":  # the n_rescore best windows of k consecutive free blocks
+        from ghostsearch.search.fastblock import windows
+
+        return float(min(int(params.get("n_rescore", 4)), len(windows(space)))), EXACT
     if searcher == "beam":
         width = int(params.get("width", 4))
         return float(width * greedy_cost(space)), ESTIMATE
@@ -89,10 +103,8 @@ def measure_rate(cfg, shape_: Shape, repeats: int = 3) -> float:
     """Time two real blocks and the head of the model's architecture (random weights, the run's
     dtype, one micro-batch) on this device: effective FLOP/s."""
     import torch
-    from transformers import AutoModelForCausalLM
 
     from ghostsearch.models import resolve_dtype
-    from ghostsearch.stack import Batch, Stack
 
     config = read_config(cfg.model, cfg.trust_remote_code)
     c = getattr(config, "text_config", None) or config
@@ -101,6 +113,21 @@ def measure_rate(cfg, shape_: Shape, repeats: int = 3) -> float:
         setattr(c, key, getattr(c, key)[:2])
     dev = cfg.resolved_device()
     dtype = resolve_dtype(cfg.dtype, dev)
+    threads = torch.get_num_threads()
+    if dev == "cpu":
+        torch.set_num_threads(max(1, cfg.pool.threads))  # an actor's threads, not this process's
+    try:
+        return _time_forwards(cfg, config, shape_, dev, dtype, repeats)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _time_forwards(cfg, config, shape_: Shape, dev: str, dtype, repeats: int) -> float:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from ghostsearch.stack import Batch, Stack
+
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(config, dtype=dtype).to(dev).eval()
     stack = Stack(model)
@@ -130,7 +157,7 @@ def evaluation_items(cfg) -> dict:
     packs it) and the perplexity windows. ``None`` for a task whose data is not here."""
     from ghostsearch.evaluation_native import task_docs
 
-    tasks = {}
+    tasks: dict[str, dict[str, float] | None] = {}
     for t in cfg.eval.tasks:
         try:
             docs = task_docs(t, cfg.data_dir, cfg.eval.limit)
@@ -143,10 +170,38 @@ def evaluation_items(cfg) -> dict:
         tasks[t] = {"items": len(docs), "requests": sum(len(d.requests) for d in docs), "tokens": chars / 4}
     ppl = {c: ("the whole test set in 2048-token windows" if cfg.eval.protocol == "paper" else
                f"{cfg.eval.ppl_max_seq} x {cfg.eval.ppl_seq_len} tokens") for c in cfg.eval.perplexity}
-    models = 1 + len({(s, o, k, sd) for s in (cfg.compare.searchers or [cfg.searcher])
-                      for o in (cfg.compare.objectives or [cfg.objective]) for k in (cfg.compare.ks or [cfg.k])
-                      for sd in (cfg.compare.seeds or [cfg.seed])}) * len(cfg.compare.recovery)
-    return {"tasks": tasks, "perplexity": ppl, "models": models}
+    ppl_tokens = 0 if cfg.eval.protocol == "paper" or cfg.eval.ppl_max_seq is None else \
+        len(cfg.eval.perplexity) * cfg.eval.ppl_max_seq * cfg.eval.ppl_seq_len
+    cells = len({(s, o, k, sd) for s in (cfg.compare.searchers or [cfg.searcher])
+                 for o in (cfg.compare.objectives or [cfg.objective]) for k in (cfg.compare.ks or [cfg.k])
+                 for sd in (cfg.compare.seeds or [cfg.seed])})
+    models = 1 + cells * len(cfg.compare.recovery)
+    repaired = cells * len([m for m in cfg.compare.recovery if m != "none"])
+    return {"tasks": tasks, "perplexity": ppl, "models": models, "repaired": repaired, "ppl_tokens": ppl_tokens}
+
+
+def measure_load_rate(cfg, limit: int = 1 << 30) -> float | None:
+    """Bytes per second reading the model's local weight files (at most ``limit`` bytes), or None
+    when the weights are not on this machine (then LOAD_BYTES_PER_S, stated)."""
+    from pathlib import Path
+
+    from ghostsearch.models import model_path
+
+    try:
+        path = Path(model_path(cfg.model)[0])
+    except Exception:  # noqa: BLE001  (a hub id: nothing local to time)
+        return None
+    files = sorted(path.glob("*.safetensors")) if path.is_dir() else []
+    if not files:
+        return None
+    done, t0 = 0, time.perf_counter()
+    for f in files:
+        with open(f, "rb") as fh:
+            while done < limit and (chunk := fh.read(64 << 20)):
+                done += len(chunk)
+        if done >= limit:
+            break
+    return done / max(time.perf_counter() - t0, 1e-6)
 
 
 def plan_run(cfg, model_config: str | None = None, measure: bool = False) -> dict:
@@ -188,8 +243,24 @@ def plan_run(cfg, model_config: str | None = None, measure: bool = False) -> dic
     ev_tokens = sum(t["tokens"] for t in ev["tasks"].values() if t)
     # finalists start at their first removed block over the dense model's cached states: half the depth
     ev["seconds"] = ev["models"] * ev_tokens * (L / 2) * flops_per_token_block(shape, 512) / (flop_rate * cfg.pool.actors)
+    # perplexity windows (quick protocol): every token through half the depth and the LM head
+    T = cfg.eval.ppl_seq_len
+    ev["ppl_seconds"] = ev["models"] * ev["ppl_tokens"] * ((L / 2) * flops_per_token_block(shape, T)
+                                                           + 2.0 * shape.head_weight) / (flop_rate * cfg.pool.actors)
+    # a repair (Ghosted, LinearPatch, ReplaceMe) is fitted from one dense forward of its data
+    rep = cfg.recovery.n_seq * cfg.recovery.seq_len * L * flops_per_token_block(shape, cfg.recovery.seq_len)
+    ev["repair_seconds"] = ev["repaired"] * rep / (flop_rate * cfg.pool.actors)
+    # fixed costs: a local Ray start (stated) and every actor reading the weights (in parallel)
+    dev = cfg.resolved_device().split(":")[0]
+    load_rate = measure_load_rate(cfg) if measure else None
+    weight_bytes = shape.params * mem.parts["bytes_per_param"]
+    startup = RAY_START_S.get(dev, RAY_START_S["cuda"]) + weight_bytes / (load_rate or LOAD_BYTES_PER_S)
+    compare_wall = wall + startup + ev["seconds"] + ev["ppl_seconds"] + ev["repair_seconds"]
     return {"model": model_config or cfg.model, "shape": shape, "cells": cells, "memory": mem, "evaluation": ev,
             "fits": mem.fits, "rate": flop_rate, "rate_note": rate_note, "total_flops": total_flops,
+            "startup_s": startup, "load_note": (f"weights read at {load_rate / 1e9:.2f} GB/s (measured)" if load_rate
+                                                else f"weights at {LOAD_BYTES_PER_S / 1e9:g} GB/s (stated)"),
+            "search_wall_s": wall + startup, "compare_wall_s": compare_wall,
             "evaluations": sum(c.evaluations for c in cells), "wall_s": wall,
             "prepare_s": prepare_flops / flop_rate, "scoring_s": total_flops / (flop_rate * cfg.pool.actors),
             "device_hours": wall * cfg.pool.actors * devices_per_actor / 3600 if on_gpu else 0.0,
@@ -215,15 +286,19 @@ def format_plan(cfg, p: dict) -> str:
             + (f", {p['device_hours']:.1f} GPU-hours" if p["on_gpu"] else ""),
             f"time: preparing {p['prepare_s']:,.0f} s (every actor, once per objective) + scoring {p['scoring_s']:,.0f} s; "
             f"rate: {p['rate'] / 1e12:.3g} TFLOP/s per actor ({p['rate_note']})",
+            f"whole run: search {p['search_wall_s']:,.0f} s = start-up {p['startup_s']:,.0f} s (a local Ray start, "
+            f"stated, and the {p['load_note']}) + the wall above; compare {p['compare_wall_s']:,.0f} s = the search + "
+            f"finalist evaluation {p['evaluation']['seconds'] + p['evaluation']['ppl_seconds']:,.0f} s + recovery fits "
+            f"{p['evaluation']['repair_seconds']:,.0f} s ({p['evaluation']['repaired']} repaired models)",
             f"memory per actor: {mem.line()}; cache.every={mem.every} ({mem.parts['kept_boundaries']} boundaries of "
             f"{mem.parts['state_bytes'] / GiB:.2f} GiB), prefix runs {mem.parts['prefix_run_count']}"
             + (f", host {mem.host / GiB:.1f} GiB (cache.offload)" if mem.host else "")
             + ("" if mem.fits else "  DOES NOT FIT"),
             evaluation_line(p["evaluation"]),
-            "kinds: exact (greedy, not raced); budget = at most that many (raced greedy: race auto from 32 "
+            "kinds: exact (greedy not raced, and the one-shot searchers: oneshot, shortgpt, streamline, lorp, fastblock); budget = at most that many (raced greedy: race auto from 32 "
             "calibration rows; ga stops when its next generation does not fit what is left); estimate = depends on "
             "the searcher's answers",
-            "not counted in the wall time: finalist evaluation (the estimate above) and recovery fits"]
+            "not counted: the paper protocol's perplexity windows (their token count needs the corpus), the report"]
     return "\n".join(out)
 
 

@@ -227,9 +227,15 @@ class Run:
         return result
 
     def disconnect(self) -> None:
-        """Leave Ray (shut it down when this run started it); cleanup does it otherwise."""
+        """Leave Ray: end the pool this run started (an unnamed one: on a Ray the run joined, it would
+        otherwise hold its CPUs/GPUs until the driver exits), and shut Ray down when this run started
+        it; cleanup does it otherwise."""
         import ray
 
+        if self.broker is not None and ray.is_initialized():
+            from ghostsearch.pool.pool import release_pool
+
+            release_pool(self.broker)  # False, and nothing done, for a named pool found by pool.name
         if self.started:
             ray.shutdown()
             self.started = False

@@ -1,5 +1,6 @@
 """`plan` against measured runs: the evaluations it predicts are the ones a real search on the pool
-spends (a tiny random Llama of 12 blocks, one actor on a local Ray): greedy's exactly; a budget
+spends (a tiny random Llama of 12 blocks, one actor on a local Ray): greedy's and the one-shot
+searchers' (oneshot, shortgpt, streamline, lorp, fastblock) exactly; a budget
 (ga, bo, cbo) at most, and within 10% (ga stops when its next screen-and-promote generation does
 not fit what is left: 45 of 46 here)."""
 from __future__ import annotations
@@ -23,7 +24,8 @@ def test_planned_evaluations_equal_measured(smollm2_tokenizer_dir, ray_local, tm
     base = {"model": str(model_dir), "dtype": "fp32", "device": "cpu", "calibration.dataset": "lambada",
             "calibration.n_seq": 4, "calibration.seq_len": 32, "k": 2, "pool.actors": 1, "pool.dashboard": False}
     cases = [("greedy", {}, "exact"), ("ga", {}, "budget"), ("cbo", {"search.budget": 17}, "budget"),
-             ("bo", {"search.budget": 19}, "budget")]
+             ("bo", {"search.budget": 19}, "budget"), ("oneshot", {}, "exact"), ("shortgpt", {}, "exact"),
+             ("streamline", {}, "exact"), ("lorp", {}, "exact"), ("fastblock", {}, "exact")]
     for searcher, extra, kind in cases:
         items = {**base, **extra, "searcher": searcher, "out": str(tmp_path / searcher)}
         cfg = load_config(None, [f"{k}={v}" for k, v in items.items()])
@@ -32,8 +34,10 @@ def test_planned_evaluations_equal_measured(smollm2_tokenizer_dir, ray_local, tm
         (cell,) = result["cells"].values()
         assert planned_kind == kind
         used = cell["budget_used"]
-        if kind == "exact":  # greedy: exactly n + (n - 1) evaluations
+        if searcher == "greedy":  # exactly n + (n - 1) evaluations
             assert used == planned == 12 + 11, (searcher, used, planned)
+        elif kind == "exact":  # oneshot: 12 singles + the 2-set; fastblock: its 4 best windows; the rest one set
+            assert used == planned == {"oneshot": 13, "fastblock": 4}.get(searcher, 1), (searcher, used, planned)
         else:  # a budget is spent up to what its last generation / batch can afford, never over
             assert 0.9 * planned <= used <= planned + 1e-9, (searcher, used, planned)
 
