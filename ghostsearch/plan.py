@@ -22,8 +22,8 @@ from ghostsearch.errors import GhostsearchError
 from ghostsearch.memplan import GiB, Shape, plan_memory, read_config, resolve_every, shape_of
 
 DEFAULT_TFLOPS = {"cpu": 0.05, "cuda": 200.0}
-# fixed costs of a run, stated (bench/plan_check.py measures them beside a run): a local Ray cluster's
-# start with its actors, and reading weights (bytes per second) when plan --measure does not time it
+# fixed costs of a run, stated, when plan --measure does not time them (a cluster, or no --measure): a
+# local Ray cluster's start with its actors, and reading weights (bytes per second)
 RAY_START_S = {"cpu": 12.0, "cuda": 20.0}
 LOAD_BYTES_PER_S = 0.5e9
 EXACT, BUDGET, ESTIMATE = "exact", "budget", "estimate"
@@ -204,6 +204,35 @@ def measure_load_rate(cfg, limit: int = 1 << 30) -> float | None:
     return done / max(time.perf_counter() - t0, 1e-6)
 
 
+def measure_start(cfg) -> float | None:
+    """Seconds for what a local run does before its first evaluation, timed for real: start Ray
+    and the pool (every actor loads the model), check its identity (the first actor prepares every
+    objective: data, tokens, the dense forward, statistics), then end them. None when this process
+    already has Ray (a cluster: its start is not this command's to time)."""
+    import ray
+
+    from ghostsearch.pool.pool import connect, pool_identity, release_pool, start_pool
+
+    if ray.is_initialized() or cfg.pool.name:
+        return None
+    t0 = time.perf_counter()
+    started = connect(None, dashboard=cfg.pool.dashboard)
+    try:
+        broker = start_pool(cfg)
+        specs: dict = {}
+        for obj in (cfg.compare.objectives or [cfg.objective]):
+            for seed in (cfg.compare.seeds or [cfg.seed]):
+                spec = cfg.objective_spec(obj, seed)
+                specs.setdefault(spec.key(), spec)
+        pool_identity(broker, cfg, list(specs.values()))
+        seconds = time.perf_counter() - t0
+        release_pool(broker)
+    finally:
+        if started:
+            ray.shutdown()
+    return seconds
+
+
 def plan_run(cfg, model_config: str | None = None, measure: bool = False) -> dict:
     """Everything ``plan`` prints, as a dict (cells, totals, memory, assumptions)."""
     shape = shape_of(read_config(model_config or cfg.model, cfg.trust_remote_code))
@@ -250,16 +279,23 @@ def plan_run(cfg, model_config: str | None = None, measure: bool = False) -> dic
     # a repair (Ghosted, LinearPatch, ReplaceMe) is fitted from one dense forward of its data
     rep = cfg.recovery.n_seq * cfg.recovery.seq_len * L * flops_per_token_block(shape, cfg.recovery.seq_len)
     ev["repair_seconds"] = ev["repaired"] * rep / (flop_rate * cfg.pool.actors)
-    # fixed costs: a local Ray start (stated) and every actor reading the weights (in parallel)
+    # fixed costs: measured (plan --measure on a local run: Ray, the pool, the first prepare), else a
+    # local Ray start (stated) and every actor reading the weights (in parallel)
     dev = cfg.resolved_device().split(":")[0]
-    load_rate = measure_load_rate(cfg) if measure else None
+    started_in = measure_start(cfg) if measure and model_config is None else None
+    load_rate = measure_load_rate(cfg) if measure and started_in is None else None
     weight_bytes = shape.params * mem.parts["bytes_per_param"]
-    startup = RAY_START_S.get(dev, RAY_START_S["cuda"]) + weight_bytes / (load_rate or LOAD_BYTES_PER_S)
+    if started_in is not None:
+        startup, load_note = started_in, "measured: Ray, the pool and its first prepare, started and ended here"
+    else:
+        startup = RAY_START_S.get(dev, RAY_START_S["cuda"]) + weight_bytes / (load_rate or LOAD_BYTES_PER_S)
+        load_note = ("a local Ray start, stated, and the weights read at "
+                     + (f"{load_rate / 1e9:.2f} GB/s (measured)" if load_rate else
+                        f"{LOAD_BYTES_PER_S / 1e9:g} GB/s (stated)"))
     compare_wall = wall + startup + ev["seconds"] + ev["ppl_seconds"] + ev["repair_seconds"]
     return {"model": model_config or cfg.model, "shape": shape, "cells": cells, "memory": mem, "evaluation": ev,
             "fits": mem.fits, "rate": flop_rate, "rate_note": rate_note, "total_flops": total_flops,
-            "startup_s": startup, "load_note": (f"weights read at {load_rate / 1e9:.2f} GB/s (measured)" if load_rate
-                                                else f"weights at {LOAD_BYTES_PER_S / 1e9:g} GB/s (stated)"),
+            "startup_s": startup, "load_note": load_note, "startup_measured": started_in is not None,
             "search_wall_s": wall + startup, "compare_wall_s": compare_wall,
             "evaluations": sum(c.evaluations for c in cells), "wall_s": wall,
             "prepare_s": prepare_flops / flop_rate, "scoring_s": total_flops / (flop_rate * cfg.pool.actors),
@@ -286,8 +322,8 @@ def format_plan(cfg, p: dict) -> str:
             + (f", {p['device_hours']:.1f} GPU-hours" if p["on_gpu"] else ""),
             f"time: preparing {p['prepare_s']:,.0f} s (every actor, once per objective) + scoring {p['scoring_s']:,.0f} s; "
             f"rate: {p['rate'] / 1e12:.3g} TFLOP/s per actor ({p['rate_note']})",
-            f"whole run: search {p['search_wall_s']:,.0f} s = start-up {p['startup_s']:,.0f} s (a local Ray start, "
-            f"stated, and the {p['load_note']}) + the wall above; compare {p['compare_wall_s']:,.0f} s = the search + "
+            f"whole run: search {p['search_wall_s']:,.0f} s = start-up {p['startup_s']:,.0f} s ({p['load_note']}) "
+            f"+ the wall above; compare {p['compare_wall_s']:,.0f} s = the search + "
             f"finalist evaluation {p['evaluation']['seconds'] + p['evaluation']['ppl_seconds']:,.0f} s + recovery fits "
             f"{p['evaluation']['repair_seconds']:,.0f} s ({p['evaluation']['repaired']} repaired models)",
             f"memory per actor: {mem.line()}; cache.every={mem.every} ({mem.parts['kept_boundaries']} boundaries of "
