@@ -233,8 +233,9 @@ def measure_start(cfg) -> float | None:
     return seconds
 
 
-def plan_run(cfg, model_config: str | None = None, measure: bool = False) -> dict:
-    """Everything ``plan`` prints, as a dict (cells, totals, memory, assumptions)."""
+def plan_run(cfg, model_config: str | None = None, measure: bool = False, time_start: bool = True) -> dict:
+    """Everything ``plan`` prints, as a dict (cells, totals, memory, assumptions). ``measure``: time
+    the forwards here (and, with ``time_start``, a local run's start: :func:`measure_start`)."""
     shape = shape_of(read_config(model_config or cfg.model, cfg.trust_remote_code))
     L = shape.n_blocks
     gpa = cfg.pool.gpus_per_actor
@@ -282,7 +283,7 @@ def plan_run(cfg, model_config: str | None = None, measure: bool = False) -> dic
     # fixed costs: measured (plan --measure on a local run: Ray, the pool, the first prepare), else a
     # local Ray start (stated) and every actor reading the weights (in parallel)
     dev = cfg.resolved_device().split(":")[0]
-    started_in = measure_start(cfg) if measure and model_config is None else None
+    started_in = measure_start(cfg) if measure and time_start and model_config is None else None
     load_rate = measure_load_rate(cfg) if measure and started_in is None else None
     weight_bytes = shape.params * mem.parts["bytes_per_param"]
     if started_in is not None:
