@@ -36,7 +36,7 @@ for dt in float32 bfloat16; do
     step "exactness-$dt" 90 env GHOSTSEARCH_TEST_DEVICE=cuda GHOSTSEARCH_TEST_DTYPE=$dt \
         "$PY" -m pytest tests/scoring/test_scoring.py -q -x -k "prefix_runs or row_losses"
 done
-step bench-scoring 180 "$PY" bench/scoring.py --device cuda --dtype bf16 --model llama3-8b-random \
+step bench-scoring 150 "$PY" bench/scoring.py --device cuda --dtype bf16 --model llama3-8b-random \
     --n-seq 16 --seq-len 256 --workloads ad --race-steps 1 --naive-every 4 --threads 4
 step search-2actors 90 "$PY" -m ghostsearch search configs/smollm2-quick.yaml device=cuda pool.actors=2 \
     pool.gpus_per_actor=0.5 out="$OUT/search" search.params.greedy.race=true searcher=greedy
@@ -49,7 +49,7 @@ if [ "$NGPU" -ge 2 ]; then
         -k "values_of_one_device or split_model"
 fi
 PLAN_ARGS="configs/smollm2-quick.yaml device=cuda dtype=bf16 pool.actors=1 pool.gpus_per_actor=1 searcher=greedy k=2 calibration.n_seq=16 calibration.seq_len=256 compare.searchers=null"
-step plan-measure 60 "$PY" -m ghostsearch plan $PLAN_ARGS --measure
+step plan-measure 90 "$PY" -m ghostsearch plan $PLAN_ARGS --measure
 step plan-run 90 "$PY" -m ghostsearch search $PLAN_ARGS out="$OUT/plan-run"
 "$PY" - "$OUT" <<'PYEOF' | tee -a "$OUT/summary.txt" > "$OUT/plan-vs-run.log"
 import json, re, sys
