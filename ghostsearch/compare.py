@@ -370,7 +370,6 @@ def compare(cfg: Config, address: str | None = None, progress: bool = True) -> P
     comparison.parquet and the report."""
     from ghostsearch.contrasts import resolve_contrasts
     from ghostsearch.evaluate import check_tasks
-    from ghostsearch.pool.pool import release_pool
     from ghostsearch.report import comparison_table, write_report
 
     cells = grid(cfg)
@@ -401,8 +400,7 @@ def compare(cfg: Config, address: str | None = None, progress: bool = True) -> P
         pairs = resolve_contrasts(cfg, results, lambda removed, method: eval_key(removed, method, cfg, held_out))
         evals = evaluate_finalists(cfg, run_dir, finalist_jobs(cfg, results), held_out, progress, broker=broker,
                                    contrasts=pairs)
-        release_pool(broker)
-        run.disconnect()
+        run.disconnect()  # the pool released, its CPUs/GPUs free for the report
 
         def numbers(removed, method):
             key = eval_key(removed, method, cfg, held_out)
