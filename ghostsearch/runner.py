@@ -232,10 +232,11 @@ class Run:
         it; cleanup does it otherwise."""
         import ray
 
-        if self.broker is not None and ray.is_initialized():
+        if self.broker is not None and not self.cfg.pool.name and ray.is_initialized():
             from ghostsearch.pool.pool import release_pool
 
-            release_pool(self.broker)  # False, and nothing done, for a named pool found by pool.name
+            release_pool(self.broker)  # not a named pool (pool.name): it outlives the run, also when
+            # this process started it
         if self.started:
             ray.shutdown()
             self.started = False
