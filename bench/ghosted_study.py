@@ -31,7 +31,9 @@ SATURATION = (8, 16, 32, 64, 128)
 
 def cell_sets(run_dir: Path, ks: list[int]) -> list[tuple[str, int, tuple[int, ...]]]:
     """(kind, k, removed) of the perplexity-greedy and fastblock cells (seed 0) of the run."""
-    res = json.loads((run_dir / "result.json").read_text())["searchers"]
+    from ghostsearch.rundir.layout import result_cells
+
+    res = result_cells(json.loads((run_dir / "result.json").read_text()))
     out = []
     for k in ks:
         for kind in ("greedy", "fastblock"):

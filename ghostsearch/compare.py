@@ -123,8 +123,8 @@ def finalist_jobs(cfg: Config, results: list[dict]) -> list[tuple[list[int], str
 def finalist_numbers(cfg: Config, lm_dir: Path | None, removed, method: str, result: dict) -> dict:
     """One finalist's numbers as ``evaluate_finalist_specs`` gives them, less lm-eval's own output
     (``lm_eval``), which goes to lm-eval's results file under ``lm_dir`` (None: not written), named
-    for the pruned model (``lmeval_results.model_name``): ``ghostsearch eval``'s per-finalist writing
-    (``_Evaluator.finish`` still writes the same file inline)."""
+    for the pruned model (``lmeval_results.model_name``): the per-finalist writing of ``ghostsearch
+    eval`` and of ``_Evaluator.finish``."""
     numbers = dict(result)
     raw = numbers.pop("lm_eval", None)
     if lm_dir is not None:
@@ -320,9 +320,7 @@ class _Evaluator:
             self.rows[key] = new if fresh else self.rows[key] + new
             write_item_rows(self.rows[key], self.run_dir / "evals" / f"{key}.items.parquet")
             if fresh:
-                numbers = dict(results[i])
-                lmeval_results.write(self.run_dir / "lm_eval", numbers.pop("lm_eval", None),
-                                     lmeval_results.model_name(self.cfg.model, removed, method))
+                numbers = finalist_numbers(self.cfg, self.run_dir / "lm_eval", removed, method, results[i])
                 numbers["items_used"] = sum(len(v) for v in self.last_items.values())
             else:
                 numbers = self.merged(key)
