@@ -127,18 +127,19 @@ def report(run_dir: Path, keys: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def s1(run_dir: Path) -> str:
-    """Claim S1: greedy's k = 8 sets under both objectives x calibration seeds (configs/study2-s1.yaml);
-    statistic: mean Jaccard of same-objective pairs minus cross-objective pairs; exact permutation test
-    over every way to relabel the sets' objectives (70 for 4 + 4), one-sided."""
+def s1_test(run_dir: Path):
+    """Claim S1's data and test: greedy's k = 8 sets under both objectives x calibration seeds
+    (configs/study2-s1.yaml), sorted (objective, seed, removed); statistic: mean Jaccard of
+    same-objective pairs minus cross-objective pairs; exact permutation test over every way to
+    relabel the sets' objectives (70 for 4 + 4), one-sided. Returns (rows, stats.PermutationResult)."""
     import itertools
 
     import numpy as np
 
     from ghostsearch import stats
+    from ghostsearch.rundir.layout import result_cells
 
-    res = json.loads((run_dir / "result.json").read_text())
-    cells = res.get("cells") or res["searchers"]
+    cells = result_cells(json.loads((run_dir / "result.json").read_text()))
     rows = sorted((c["objective"], c["seed"], tuple(c["removed"])) for c in cells.values() if c["searcher"] == "greedy")
     sets = [set(r[2]) for r in rows]
     labels = np.array([r[0] for r in rows])
@@ -150,7 +151,12 @@ def s1(run_dir: Path) -> str:
         cross = [jac[i, j] for i, j in pairs if lab[i] != lab[j]]
         return float(np.mean(same) - np.mean(cross))
 
-    t = stats.permutation_test(gap, labels, alternative="greater")
+    return rows, stats.permutation_test(gap, labels, alternative="greater")
+
+
+def s1(run_dir: Path) -> str:
+    """Claim S1's table and sentence (:func:`s1_test`)."""
+    rows, t = s1_test(run_dir)
     lines = ["| objective | calibration seed | removed |", "|---|---|---|"]
     lines += [f"| {o} | {sd} | {' '.join(map(str, r))} |" for o, sd, r in rows]
     lines += ["", f"S1: same-objective minus cross-objective Jaccard = {t.estimate:.3f}; exact permutation p = "

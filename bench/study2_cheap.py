@@ -152,28 +152,10 @@ def tost(a, b, delta: float = DELTA) -> dict:
 
 
 def s1_p(run_dir: Path) -> float:
-    """S1's exact permutation p, recomputed from its run's result.json as ``bench/study2.py``'s
-    ``s1`` computes it (same statistic and test; that function returns only its printed text)."""
-    import itertools
+    """S1's exact permutation p from its run's result.json (``bench/study2.py``'s ``s1_test``)."""
+    from study2 import s1_test
 
-    import numpy as np
-
-    from ghostsearch import stats
-
-    res = json.loads((run_dir / "result.json").read_text())
-    cells = res.get("cells") or res["searchers"]
-    rows = sorted((c["objective"], c["seed"], tuple(c["removed"])) for c in cells.values() if c["searcher"] == "greedy")
-    sets = [set(r[2]) for r in rows]
-    labels = np.array([r[0] for r in rows])
-    jac = np.array([[len(a & b) / len(a | b) for b in sets] for a in sets])
-    pairs = list(itertools.combinations(range(len(sets)), 2))
-
-    def gap(lab) -> float:
-        same = [jac[i, j] for i, j in pairs if lab[i] == lab[j]]
-        cross = [jac[i, j] for i, j in pairs if lab[i] != lab[j]]
-        return float(np.mean(same) - np.mean(cross))
-
-    return float(stats.permutation_test(gap, labels, alternative="greater").p)
+    return float(s1_test(run_dir)[1].p)
 
 
 # ---------------------------------------------------------------- running the models

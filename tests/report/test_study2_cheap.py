@@ -23,12 +23,25 @@ S1 = ROOT / "docs" / "results" / "study-cpu-2" / "s1"
 
 
 def _bench(name: str):
+    """A bench script as a module. Its benchenv import sets HF offline and GHOSTSEARCH_DATA_DIR for
+    the process: they are put back as they were, so no other test runs with them."""
+    import os
+
+    keys = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TOKENIZERS_PARALLELISM", "GHOSTSEARCH_DATA_DIR")
+    before = {k: os.environ.get(k) for k in keys}
     if str(ROOT / "bench") not in sys.path:
         sys.path.insert(0, str(ROOT / "bench"))  # bench scripts import bench/benchenv.py
     spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod  # its dataclasses look their module up there
-    spec.loader.exec_module(mod)
+    try:
+        spec.loader.exec_module(mod)
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     return mod
 
 
