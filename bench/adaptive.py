@@ -42,6 +42,7 @@ def main() -> None:
     ap.add_argument("--spending", default="pocock", choices=["pocock", "obrien-fleming"])
     ap.add_argument("--margin", type=float, default=0.04, help="eval.margin (0: none)")
     ap.add_argument("--seed", type=int, default=7, help="eval.seed: the draw")
+    ap.add_argument("--tasks", default=None, help="eval.tasks (default: the eight commonsense tasks)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", default="runs/bench-adaptive")
     ap.add_argument("--replay", metavar="OUT", help="no evaluation: replay the design (--looks, --spending, "
@@ -64,7 +65,8 @@ def main() -> None:
     looks = [int(x) for x in args.looks.split(",")]
     margin = args.margin or None
     over = ["model=smollm2-135m", "dtype=fp32", "device=cpu", "recovery.n_seq=8", "recovery.seq_len=256",
-            "eval.perplexity=[]", "eval.batch_size=16", f"eval.max_items={looks[-1]}", f"eval.seed={args.seed}"]
+            "eval.perplexity=[]", "eval.batch_size=16", f"eval.max_items={looks[-1]}", f"eval.seed={args.seed}"] \
+        + ([f"eval.tasks=[{args.tasks}]"] if args.tasks else [])
     adaptive = load_config(None, over + [f"eval.looks=[{args.looks}]", f"eval.spending={args.spending}"]
                            + ([f"eval.margin={margin}"] if margin else []))
     fixed = load_config(None, over)
