@@ -81,8 +81,10 @@ def ledger_parts(run_dir: Path) -> list[Path]:
 
 
 def evaluations_flowing(run_dir: Path) -> bool:
-    """A ledger part or a non-empty journal (rows of a running search) exists."""
-    journals = (run_dir / "ledger").glob("journal-*.jsonl") if (run_dir / "ledger").is_dir() else []
+    """A ledger part or a non-empty journal (rows of a running search) exists. The journals live in
+    ledger/_journal/ (rglob: a plain glob of ledger/ saw only the parts, written every 10 s, so a
+    search shorter than that showed no rows until it ended)."""
+    journals = (run_dir / "ledger").rglob("journal-*.jsonl") if (run_dir / "ledger").is_dir() else []
     return bool(ledger_parts(run_dir)) or any(j.stat().st_size > 0 for j in journals)
 
 
