@@ -135,7 +135,7 @@ def greedy_candidates(sc, key, L, steps=3):
             if j in R:
                 continue
             c = tuple(sorted(R + (j,)))
-            v = sc.score(key, c, prefix=R or None)["value"]
+            v = sc.score(key, c, prefix=R or None).value
             values[c] = v
             out.append(c)
             if best is None or v < best[0]:
@@ -214,7 +214,7 @@ def raced_steps(sc, key, spec, L, steps, model, batches, naive_every):
         won = min((v, c.removed) for c, v in zip(out.told, out.values) if c.fidelity >= 1)
         sc.prepared[key].runs.clear()
         t0 = time.perf_counter()
-        exact = {c: sc.score(key, c, prefix=R or None)["value"] for c in cands}
+        exact = {c: sc.score(key, c, prefix=R or None).value for c in cands}
         t_exact += time.perf_counter() - t0
         sub = cands[::naive_every]
         t0 = time.perf_counter()
@@ -282,7 +282,7 @@ def main():
 
     def timed(k, cands):
         t0 = time.perf_counter()
-        values = {c: sc.score(k, c)["value"] for c in cands}
+        values = {c: sc.score(k, c).value for c in cands}
         return values, time.perf_counter() - t0
 
     # (a) greedy's first three steps (with the accepted prefix as the hint)

@@ -18,6 +18,7 @@ from ghostsearch.errors import GhostsearchError
 from ghostsearch.io import write_json_atomic
 from ghostsearch.outputs import RunOutputs
 from ghostsearch.rundir import Ledger, cell_name
+from ghostsearch.rundir.ledger import LedgerRow
 
 
 def budget_driven(cls, space, params) -> bool:
@@ -65,10 +66,10 @@ class Progress:
         self.finished: dict[tuple[int, ...], float] = {}  # removed set -> seconds when its evaluation finished
         self.best, self.cached = float("inf"), "n"
 
-    def __call__(self, row: dict) -> None:
-        self.finished[tuple(row["removed"])] = time.monotonic() - self.t0
-        self.cached = "y" if row["cached"] else "n"
-        self.bar.update(row.get("cost") or row["fidelity"])  # a race block costs its rows only
+    def __call__(self, row: LedgerRow) -> None:
+        self.finished[tuple(row.removed)] = time.monotonic() - self.t0
+        self.cached = "y" if row.cached else "n"
+        self.bar.update(row.cost or row.fidelity)  # a race block costs its rows only
         self.bar.set_postfix(best=f"{self.best:.4g}", cached=self.cached, refresh=False)
 
     def told(self, best: float) -> None:

@@ -24,5 +24,5 @@ def run(args) -> None:
     sc = scorer_from_config(cfg, threads=args.threads)
     removed = check_removed(removed, sc.stack.n_blocks)
     r = sc.score(prepare(sc, cfg.objective_spec()), removed)
-    print_json({"objective": cfg.objective, "removed": list(removed), "value": r["value"],
-                "tokens": r["tokens"], "seconds": round(r["seconds"], 4)})
+    print_json({"objective": cfg.objective, "removed": list(removed), "value": r.value,
+                "tokens": r.tokens, "seconds": round(r.seconds, 4)})

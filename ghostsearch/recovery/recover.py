@@ -65,15 +65,15 @@ def recover(run_dir, method: str | None = None, top: int | None = None, threads:
         data = Activations.from_scorer(sc, key)  # ``none`` fits nothing: its report reads the scoring data
         fit_spec = spec.calibration
     in_sample = fit_spec.dataset == spec.calibration.dataset
-    dense = sc.score(key, [])["value"]
+    dense = sc.score(key, []).value
     rows = []
     for name, removed, _ in tqdm(todo, desc=f"recover ({rec.name})", unit="finalist", disable=not progress_enabled()):
         t0 = time.perf_counter()
         removed = check_removed(removed, sc.stack.n_blocks)
         ops = rec.fit(sc.stack, removed, data)
-        before = sc.score(key, removed)["value"]
+        before = sc.score(key, removed).value
         with rec.patches(sc.stack, ops) as patches:
-            after = sc.score(key, removed, patches=patches)["value"]
+            after = sc.score(key, removed, patches=patches).value
         rows.append({"finalist": name, "method": rec.name, "variant": rec.variant, "removed": list(removed),
                      "value_before": before, "value_after": after,
                      "alignment_error_before": mean(r["alignment_before"] for r in ops.report),
