@@ -16,11 +16,24 @@ RUN = ROOT / "docs" / "results" / "study-cpu"
 
 
 def _bench(name: str):
+    """A bench script as a module; the environment its benchenv import sets is put back after."""
+    import os
+
+    keys = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TOKENIZERS_PARALLELISM", "GHOSTSEARCH_DATA_DIR")
+    before = {k: os.environ.get(k) for k in keys}
     if str(ROOT / "bench") not in sys.path:
         sys.path.insert(0, str(ROOT / "bench"))  # bench scripts import bench/benchenv.py, as `python bench/x.py` finds it
     spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    sys.modules[name] = mod  # dataclasses look their module up there
+    try:
+        spec.loader.exec_module(mod)
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     return mod
 
 
@@ -55,3 +68,16 @@ def test_results_doc_quotes_study_2s_s1():
     doc = (ROOT / "docs" / "results.md").read_text()
     assert printed in doc
     assert "exact permutation p = 0.0286 over 70 relabellings" in printed
+
+
+def test_results_doc_quotes_study_2s_cheap_claims():
+    """Study 2's S2-S4 section is what bench/study2_cheap.py --report-only prints from the committed
+    per-window rows (docs/results/study-cpu-2/cheap) and S1's run: perplexities, differences,
+    intervals, TOST and Holm p, verdicts."""
+    out = ROOT / "docs" / "results" / "study-cpu-2" / "cheap"
+    if not any(out.glob("*.parquet")):
+        pytest.skip("no committed S2-S4 rows")
+    sc = _bench("study2_cheap")
+    printed = sc.render(sc.numbers(out, sc.Design(), ROOT / "docs" / "results" / "study-cpu-2" / "s1"), sc.Design())
+    doc = (ROOT / "docs" / "results.md").read_text()
+    assert printed.rstrip("\n") in doc
