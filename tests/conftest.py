@@ -98,3 +98,29 @@ def ray_local():
     connect(None, dashboard=False, num_cpus=4)
     yield ray
     ray.shutdown()
+
+
+def load_bench(name: str):
+    """bench/<name>.py as a module (registered in sys.modules, its dataclasses look it up there).
+    Its benchenv import sets HF offline and GHOSTSEARCH_DATA_DIR for the process: they are put back
+    as they were, so no other test runs with them."""
+    import importlib.util
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    keys = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TOKENIZERS_PARALLELISM", "GHOSTSEARCH_DATA_DIR")
+    before = {k: os.environ.get(k) for k in keys}
+    if str(root / "bench") not in sys.path:
+        sys.path.insert(0, str(root / "bench"))  # bench scripts import bench/benchenv.py
+    spec = importlib.util.spec_from_file_location(name, root / "bench" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    try:
+        spec.loader.exec_module(mod)
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return mod

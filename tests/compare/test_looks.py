@@ -249,28 +249,19 @@ def test_eval_share_saves_each_share_and_gives_the_same_numbers(tmp_path, tiny_m
             sorted((r["task"], r["doc"], r["pred"]) for r in rows[1])
 
 
-def test_replay_of_the_smollm2_bench_reproduces_its_adaptive_run(monkeypatch):
+def test_replay_of_the_smollm2_bench_reproduces_its_adaptive_run():
     """docs/results/bench-adaptive holds bench/adaptive.py's SmolLM2 run (five models, three contrasts,
     looks 300/600/900/1200, Pocock, margin 0.04): its fixed design's per-item rows and the adaptive
     run's looks.json. Replaying the design on the rows (bench/adaptive.py --replay: no forward
     passes) must give the live run's items per model, looks of decision and verdicts; and the fixed
     design's verdicts recomputed here must be the ones bench.json records."""
-    import importlib.util
-    import os
     from pathlib import Path
 
     from ghostsearch import stats
+    from tests.conftest import load_bench
 
     out = Path(__file__).resolve().parents[2] / "docs" / "results" / "bench-adaptive"
-    for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TOKENIZERS_PARALLELISM", "GHOSTSEARCH_DATA_DIR"):
-        if var in os.environ:  # the bench's benchenv sets them: put them back afterwards
-            monkeypatch.setenv(var, os.environ[var])
-        else:
-            monkeypatch.delenv(var, raising=False)
-    monkeypatch.syspath_prepend(str(out.parents[2] / "bench"))
-    spec = importlib.util.spec_from_file_location("bench_adaptive", out.parents[2] / "bench" / "adaptive.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_bench("adaptive")
     info = json.loads((out / "bench.json").read_text())
     live = json.loads((out / "adaptive" / "looks.json").read_text())
     r = bench.replay(out, info["looks"], info["spending"], info["margin"])

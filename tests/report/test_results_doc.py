@@ -4,37 +4,19 @@ docs/results/ (so a number in a verdict row cannot be edited by hand, or go stal
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import io
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import load_bench
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = ROOT / "docs" / "results" / "study-cpu"
 
 
 def _bench(name: str):
-    """A bench script as a module; the environment its benchenv import sets is put back after."""
-    import os
-
-    keys = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TOKENIZERS_PARALLELISM", "GHOSTSEARCH_DATA_DIR")
-    before = {k: os.environ.get(k) for k in keys}
-    if str(ROOT / "bench") not in sys.path:
-        sys.path.insert(0, str(ROOT / "bench"))  # bench scripts import bench/benchenv.py, as `python bench/x.py` finds it
-    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod  # dataclasses look their module up there
-    try:
-        spec.loader.exec_module(mod)
-    finally:
-        for k, v in before.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-    return mod
+    return load_bench(name)
 
 
 def _table_rows(text: str) -> list[str]:

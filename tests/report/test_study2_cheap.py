@@ -6,10 +6,8 @@ different ones; and that the default design is the pre-registered one."""
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,32 +15,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from ghostsearch import stats
+from tests.conftest import load_bench
 
 ROOT = Path(__file__).resolve().parents[2]
 S1 = ROOT / "docs" / "results" / "study-cpu-2" / "s1"
 
 
 def _bench(name: str):
-    """A bench script as a module. Its benchenv import sets HF offline and GHOSTSEARCH_DATA_DIR for
-    the process: they are put back as they were, so no other test runs with them."""
-    import os
-
-    keys = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TOKENIZERS_PARALLELISM", "GHOSTSEARCH_DATA_DIR")
-    before = {k: os.environ.get(k) for k in keys}
-    if str(ROOT / "bench") not in sys.path:
-        sys.path.insert(0, str(ROOT / "bench"))  # bench scripts import bench/benchenv.py
-    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod  # its dataclasses look their module up there
-    try:
-        spec.loader.exec_module(mod)
-    finally:
-        for k, v in before.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-    return mod
+    return load_bench(name)
 
 
 sc = _bench("study2_cheap")
