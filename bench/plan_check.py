@@ -35,6 +35,7 @@ def main() -> None:
     from ghostsearch.config import load_config
     from ghostsearch.logs import quiet_libraries
     from ghostsearch.plan import plan_run
+    from ghostsearch.rundir.layout import result_cells
 
     quiet_libraries()
     root = Path(args.out)
@@ -58,8 +59,7 @@ def main() -> None:
         if r.returncode != 0:
             print(r.stdout[-2000:], r.stderr[-3000:])
             raise SystemExit(f"{command} failed (exit {r.returncode})")
-        res = json.loads((out / "result.json").read_text())
-        cells = res.get("cells") or res.get("searchers") or {}
+        cells = result_cells(json.loads((out / "result.json").read_text()))
         used = sum(c.get("budget_used", c.get("evaluations", 0)) for c in cells.values())
         cell_s = sum(c.get("wall_seconds", 0.0) for c in cells.values())
         rows.append((command, planned, measured, p["evaluations"], used, p["scoring_s"] + p["prepare_s"], cell_s))
