@@ -20,6 +20,7 @@ from search_synthetic import Synthetic
 from ghostsearch.errors import GhostsearchError
 from ghostsearch.search import SEARCHERS, Budget, Candidate, Searcher, Space, get_searcher, make_searcher, run
 from ghostsearch.search.common import Memo
+from ghostsearch.search.racing import Race, race_params
 
 SPACE = Space(12, 3, frozenset({0, 5, 11}))
 RACED = {"greedy+race": ("greedy", {"race": True}), "beam+race": ("beam", {"race": True}),
@@ -118,14 +119,21 @@ def test_answer_is_k_sorted_unique_and_unprotected(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_budget_respected(name):
-    """Counted by the evaluator (what was scored, races by their rows), not by the searcher: never over
-    the budget; a budget-driven searcher (no natural end) spends most of it instead of stopping early;
-    and the searcher's own account (history, progress bar) agrees with the evaluator's."""
+    """Counted by the evaluator (what was scored, races by their rows), not by the searcher: a
+    budget-driven searcher (no natural end) spends most of its budget instead of stopping early; the
+    searcher's own account (history, progress bar) agrees with the evaluator's; and at its least
+    budget (``min_budget``) it still answers a k-set, never asking past the budget (the loop refuses
+    an ask over ``budget_left`` with an error: ``test_an_ask_over_the_budget_is_refused``)."""
     s, ev, _ = reference(name)
-    assert ev.spent <= s.budget.evaluations + 1e-9
     if not type(s).ends_by_itself:
         assert s.budget.evaluations - ev.spent < s.budget.evaluations / 4, (ev.spent, s.budget.evaluations)
     assert s.used == pytest.approx(ev.spent)
+    label, params = RACED.get(name, (name, {}))
+    cls = SEARCHERS.get(label)
+    least = cls.min_budget(SPACE, cls.parse_params(params))
+    tight = run(make_searcher(label, SPACE, seed=0, budget=Budget(evaluations=least), params=params), Counting())
+    removed, value = tight.result()
+    assert removed is not None and len(removed) == SPACE.k and math.isfinite(value), (least, tight.used)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -282,6 +290,35 @@ def test_a_repeated_ask_is_refused_naming_the_searcher(again):
     with pytest.raises(GhostsearchError, match=r"searcher 'twice' asked \[1, 2, 4\] at fidelity 1 a second time") as e:
         run(Twice(SPACE, params={"again": again}), ev)
     assert "\n" not in str(e.value) and ev.spent == (2 if again == "next" else 0)  # refused before it is scored
+
+
+class OverAsk(Memo):
+    """Breaks the contract: asks three sets (or races three) with a budget of two."""
+
+    name = "overask"
+    ends_by_itself = True
+
+    @dataclass
+    class Params:
+        race: bool = False
+
+    def ask(self):
+        cands = [Candidate((1, 2, 3)), Candidate((1, 2, 4)), Candidate((1, 3, 4))]
+        return Race(cands, race_params(True, ROWS)) if self.params.race else cands
+
+    @property
+    def done(self):
+        return self.n_told > 0
+
+
+@pytest.mark.parametrize("race", [False, True])
+def test_an_ask_over_the_budget_is_refused(race):
+    """The guard behind "never over the budget": an ask (or a race, at its most) costing more than
+    ``budget_left`` is refused before anything is scored."""
+    ev = Counting()
+    with pytest.raises(RuntimeError, match="searcher overask asked 3 evaluations with 2 left"):
+        run(OverAsk(SPACE, budget=Budget(evaluations=2), params={"race": race}), ev)
+    assert ev.spent == 0
 
 
 def test_a_searcher_without_an_end_or_a_default_budget_is_refused():
