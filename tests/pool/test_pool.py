@@ -89,18 +89,55 @@ def reference(tiny_model_dir, tmp_path_factory):
     return out, res
 
 
+def _stalled(ray, broker, quiet: float = 2.0, timeout: float = 300) -> dict:
+    """The broker's status once it has a request in flight and has answered none for ``quiet`` s."""
+    t0, last, since = time.time(), None, time.time()
+    while time.time() - t0 < timeout:
+        st = ray.get(broker.status.remote())
+        answered = sum(s["computed"] + s["cached"] for s in st["searchers"].values())
+        if answered != last:
+            last, since = answered, time.time()
+        elif st["inflight"] >= 1 and time.time() - since >= quiet:
+            return st
+        time.sleep(0.1)
+    raise TimeoutError(f"the search did not stall on the stopped scorer within {timeout}s")
+
+
+def _ready(ray, broker, timeout: float = 120) -> list[dict]:
+    """Every scorer's info, once a restarted one answers again."""
+    t0 = time.time()
+    while True:
+        try:
+            return ray.get(broker.ready.remote())
+        except ray.exceptions.RayActorError:
+            if time.time() - t0 > timeout:
+                raise
+            time.sleep(0.5)
+
+
 def test_actor_killed_by_pid_mid_search(tiny_model_dir, tmp_path, reference, ray_local):
+    """A scorer killed while it holds a request: the broker gives the request to another scorer
+    (a retry), Ray restarts the dead one, and the search ends with the fault-free run's values.
+    The victim is frozen (SIGSTOP) once the search runs, so the search stalls on the request it
+    holds; only then is it killed, so the kill lands mid-request every time, however fast or
+    loaded the machine."""
     from ghostsearch.pool.pool import start_pool
 
     cfg = _cfg(tiny_model_dir, tmp_path / "run", **{"pool.name": "killtest"})
     broker = start_pool(cfg, name="killtest")
     victim = ray_local.get(broker.ready.remote())[1]
     th, box = _search_in_thread(cfg)
-    _wait_rows(cfg.out, 4)
-    os.kill(victim["pid"], signal.SIGKILL)
+    try:
+        _wait_rows(cfg.out, 1)  # past the identity check (which asks every scorer)
+        os.kill(victim["pid"], signal.SIGSTOP)
+        before = _stalled(ray_local, broker)
+        assert th.is_alive() and before["retries"] == 0
+    finally:
+        os.kill(victim["pid"], signal.SIGKILL)
     th.join(600)
     assert "error" not in box, box.get("error")
-    after = ray_local.get(broker.ready.remote())  # the killed scorer was restarted (a new process), not lost
+    assert ray_local.get(broker.status.remote())["retries"] >= 1  # the held request was given to another scorer
+    after = _ready(ray_local, broker)  # the killed scorer was restarted (a new process), not lost
     assert len(after) == 2 and victim["pid"] not in {a["pid"] for a in after}
     assert after[1]["name"] == victim["name"]
     _check_same(cfg.out, reference[0], reference[1], box["result"])
