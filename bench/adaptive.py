@@ -1,26 +1,43 @@
 """Adaptive evaluation (eval.looks) against the fixed design, on SmolLM2 finalists, same draw, same run.
 
-  python bench/adaptive.py [--looks 300,600,900,1200 --spending pocock --margin 0.04 --seed 7 --threads 2]
+  python bench/adaptive.py --design three [--threads 2]      # the pre-registered design (below)
+  python bench/adaptive.py --design eight                    # the first design (2026-12-01, targets missed)
+  python bench/adaptive.py --pilot OUT --seed 5 --tasks arc_easy,piqa,hellaswag --pilot-items 300
+  python bench/adaptive.py --replay docs/results/bench-adaptive --looks ... --spending ...
 
-The design, fixed before this run's data (2026-12-01, from the 400-item pilot of the same models in
-docs/benchmarks.md: paired per-item variance about 0.24 for dense - middle-16, Ghosted - none
--0.045 at z -1.95):
-- Models: dense; dense without block ``DROP1`` (the one block whose removal raises C4 perplexity
-  least: oneshot, perplexity objective, C4 16 x 256, seed 0; a model next to dense); the middle 16
-  blocks {6..21} removed (far from dense); the study's greedy-perplexity k = 8 set
-  {4,5,13,14,15,16,17,18} unrepaired and Ghosted (C4 8 x 256).
-- Contrasts (Holm across the three, sequential): dense - middle-16 (large); dense - drop-1
-  (near-null); Ghosted - none on the greedy-perplexity k = 8 set (the issue's; -0.045 in the pilot).
-- Looks 300 / 600 / 900 / 1,200 items per model, Pocock spending, ``eval.margin`` 0.04 (the fixed
-  design's minimum detectable difference: 80% power at alpha / 3 with 1,200 items and paired
-  variance 0.163 is 0.038), a fresh draw (``eval.seed`` 7, not the pilot's 0).
-1. adaptive: compare.evaluate_finalists with eval.looks;
+A design (``DESIGNS``) names its models, contrasts, tasks, looks, spending rule, margin and draw seed;
+it is fixed in this file, and committed, before its run. Each run:
+1. adaptive: compare.evaluate_finalists with eval.looks and the contrasts;
 2. fixed: the same run directory copied and extended to the last look for every model (the
    per-item rows resume, so the fixed design costs only what adaptive did not evaluate); its
    verdicts on all items: differs by stats.paired_test + stats.holm at 0.05, within margin when the
-   1 - 0.05 / 3 interval lies inside +-margin, else open.
+   1 - 0.05 / m interval lies inside +-margin, else open.
 Prints items per model and in all, the ratio adaptive / fixed, each contrast's verdict and look,
 whether both designs reach the same verdicts, CPU seconds of each phase; writes OUT/bench.json.
+
+Design ``eight`` (2026-12-01, from the 400-item pilot in docs/benchmarks.md): the eight commonsense
+tasks; dense, dense without block ``DROP1`` (the block whose removal raises C4 perplexity least),
+the middle 16 blocks {6..21} removed, the greedy-perplexity k = 8 set {4,5,13,...,18} unrepaired and
+Ghosted (C4 8 x 256); contrasts dense - middle-16, dense - drop-1, Ghosted - none; looks 300 / 600 /
+900 / 1,200, Pocock, margin 0.04, eval.seed 7. Its targets were missed: on the eight tasks SmolLM2's
+dense accuracy is 0.404 against 0.354 chance, so nothing is large.
+
+Design ``three`` (fixed 2026-12-01 19:50 UTC, before its data; the pilot: ``--pilot`` with eval.seed 5,
+300 items per model on arc_easy, piqa, hellaswag, docs/results/bench-adaptive-3/pilot.json):
+- Tasks arc_easy, piqa, hellaswag: the three where SmolLM2's dense model is well above chance
+  (pilot: dense 0.547 macro accuracy against 0.417 chance).
+- Models: dense; the greedy-perplexity k = 8 set {4,5,13,...,18} unrepaired; the same set repaired
+  with LinearPatch (Hadamard, C4 8 x 256).
+- Contrasts (Holm across the two, sequential): dense - greedy k8 (large: pruning's cost; pilot
+  +0.080, paired variance 0.174, z 3.3 at 300 items; the seed-7 pilot's three tasks: +0.053);
+  LinearPatch - none on the greedy set (near-null: pilot +0.003, paired variance 0.050).
+  Not Ghosted - none, the issue's large contrast: it is not large on this model (pilot -0.023,
+  z -1.1; the seed-7 pilot's three tasks -0.058): it is reported by ``--pilot`` only.
+- Looks 600 / 1,200 / 2,400 items per model (the study's), Pocock spending (first bound 2.61 at
+  alpha / 2), ``eval.margin`` 0.04 (Amendment 3 of study 2), a fresh draw: eval.seed 11.
+- Expected from the pilot: the large contrast decided at look 1 (z about 4.7 at 600 items), the
+  near-null one within +-0.04 at look 1 or 2 (half-width 2.61 * sqrt(0.05 / 600) = 0.024 at look 1),
+  so 1,800-3,000 of the fixed design's 7,200 items (0.25-0.42).
 """
 from __future__ import annotations
 
@@ -35,19 +52,46 @@ import benchenv  # noqa: F401  (repository on sys.path, offline HF, ../shared/da
 GREEDY, MIDDLE = [4, 5, 13, 14, 15, 16, 17, 18], list(range(6, 22))
 DROP1 = 14  # oneshot k = 1 (C4 16 x 256, seed 0): C4 perplexity 36.58 dense -> 39.95 without it (+9.2%), 2026-12-01
 
+# each design: models (name -> (removed, repair)), contrasts (name, left, right), eval.tasks (None: all
+# eight), looks, spending, margin, eval.seed, and its output directory
+DESIGNS = {
+    "eight": {"models": {"dense": ([], "none"), "drop-1": ([DROP1], "none"), "middle-16": (MIDDLE, "none"),
+                         "greedy": (GREEDY, "none"), "greedy+ghosted": (GREEDY, "ghosted")},
+              "contrasts": [("dense - middle-16 (large)", "dense", "middle-16"),
+                            (f"dense - drop-1 {{{DROP1}}} (near-null)", "dense", "drop-1"),
+                            ("ghosted - none (greedy-ppl k8)", "greedy+ghosted", "greedy")],
+              "tasks": None, "looks": [300, 600, 900, 1200], "spending": "pocock", "margin": 0.04, "seed": 7,
+              "out": "docs/results/bench-adaptive"},
+    "three": {"models": {"dense": ([], "none"), "greedy": (GREEDY, "none"),
+                         "greedy+linearpatch": (GREEDY, "linearpatch")},
+              "contrasts": [("dense - greedy k8 (large)", "dense", "greedy"),
+                            ("linearpatch - none, greedy k8 (near-null)", "greedy+linearpatch", "greedy")],
+              "tasks": "arc_easy,piqa,hellaswag", "looks": [600, 1200, 2400], "spending": "pocock", "margin": 0.04,
+              "seed": 11, "out": "docs/results/bench-adaptive-3"},
+}
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--looks", default="300,600,900,1200", help="items per model at each look")
-    ap.add_argument("--spending", default="pocock", choices=["pocock", "obrien-fleming"])
-    ap.add_argument("--margin", type=float, default=0.04, help="eval.margin (0: none)")
-    ap.add_argument("--seed", type=int, default=7, help="eval.seed: the draw")
-    ap.add_argument("--tasks", default=None, help="eval.tasks (default: the eight commonsense tasks)")
+    ap.add_argument("--design", choices=list(DESIGNS), default="three", help="the fixed design to run")
+    ap.add_argument("--looks", default="300,600,900,1200", help="--replay: items per model at each look")
+    ap.add_argument("--spending", default="pocock", choices=["pocock", "obrien-fleming"], help="--replay's rule")
+    ap.add_argument("--margin", type=float, default=0.04, help="--replay: eval.margin (0: none)")
+    ap.add_argument("--seed", type=int, default=5, help="--pilot: eval.seed, the draw")
+    ap.add_argument("--tasks", default=None, help="--pilot: eval.tasks (default: the eight commonsense tasks)")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--out", default="runs/bench-adaptive")
+    ap.add_argument("--out", default=None, help="the run's directory (default: the design's, under docs/results)")
     ap.add_argument("--replay", metavar="OUT", help="no evaluation: replay the design (--looks, --spending, "
                     "--margin) on the per-item rows of an earlier run's fixed design (OUT/fixed)")
+    ap.add_argument("--pilot", metavar="OUT", help="no design: evaluate --pilot-models on --pilot-items items per "
+                    "model (a fixed draw, --seed, --tasks) and print every pair's paired mean difference and "
+                    "variance, to choose and size a design before fixing it")
+    ap.add_argument("--pilot-models", default="dense,greedy,greedy+ghosted,greedy+replaceme,greedy+linearpatch")
+    ap.add_argument("--pilot-items", type=int, default=300)
     args = ap.parse_args()
+    if args.pilot:
+        pilot(Path(args.pilot), args.pilot_models.split(","), args.pilot_items, args.seed, args.tasks, args.threads)
+        return
     if args.replay:
         replay(Path(args.replay), [int(x) for x in args.looks.split(",")], args.spending, args.margin or None)
         return
@@ -62,31 +106,41 @@ def main() -> None:
 
     quiet_libraries()
     torch.set_num_threads(args.threads)
-    looks = [int(x) for x in args.looks.split(",")]
-    margin = args.margin or None
+    des = DESIGNS[args.design]
+    looks, margin, spending, seed = des["looks"], des["margin"], des["spending"], des["seed"]
     over = ["model=smollm2-135m", "dtype=fp32", "device=cpu", "recovery.n_seq=8", "recovery.seq_len=256",
-            "eval.perplexity=[]", "eval.batch_size=16", f"eval.max_items={looks[-1]}", f"eval.seed={args.seed}"] \
-        + ([f"eval.tasks=[{args.tasks}]"] if args.tasks else [])
-    adaptive = load_config(None, over + [f"eval.looks=[{args.looks}]", f"eval.spending={args.spending}"]
+            "eval.perplexity=[]", "eval.batch_size=16", f"eval.max_items={looks[-1]}", f"eval.seed={seed}"] \
+        + ([f"eval.tasks=[{des['tasks']}]"] if des["tasks"] else [])
+    adaptive = load_config(None, over + [f"eval.looks=[{','.join(map(str, looks))}]", f"eval.spending={spending}"]
                            + ([f"eval.margin={margin}"] if margin else []))
     fixed = load_config(None, over)
-    names = ("dense", "drop-1", "middle-16", "greedy", "greedy+ghosted")
-    jobs = [([], "none"), ([DROP1], "none"), (MIDDLE, "none"), (GREEDY, "none"), (GREEDY, "ghosted")]
+    names, jobs = list(des["models"]), list(des["models"].values())
     k = {name: eval_key(r, m, adaptive) for name, (r, m) in zip(names, jobs)}
-    contrasts = [Contrast("dense - middle-16 (large)", k["dense"], k["middle-16"]),
-                 Contrast(f"dense - drop-1 {{{DROP1}}} (near-null)", k["dense"], k["drop-1"]),
-                 Contrast("ghosted - none (greedy-ppl k8)", k["greedy+ghosted"], k["greedy"])]
-    out = Path(args.out)
+    contrasts = [Contrast(c, k[left], k[right]) for c, left, right in des["contrasts"]]
+    out = Path(args.out or des["out"])
     a_dir, f_dir = out / "adaptive", out / "fixed"
-    if out.exists() and not (out / "bench.json").exists() and not (a_dir / "items.parquet").exists():
-        raise SystemExit(f"{out} exists and is not this bench's output; give --out a new directory")
-    shutil.rmtree(out, ignore_errors=True)
-    a_dir.mkdir(parents=True)
+    if (out / "bench.json").exists():
+        raise SystemExit(f"{out} holds a finished run of this bench (bench.json): --replay {out} reads it; "
+                         f"give --out a new directory to run again")
+    foreign = sorted(p.name for p in out.iterdir() if p.name not in ("adaptive", "fixed", "fixed.partial", "pilot.json")) \
+        if out.exists() else []
+    if foreign:
+        raise SystemExit(f"{out} holds {foreign}, not this bench's output; give --out a new directory")
+    resumed = (a_dir / "items.parquet").exists()  # an interrupted run resumes from its per-item rows
+    a_dir.mkdir(parents=True, exist_ok=True)
+
+    def on_look(j: int, n: int) -> None:
+        print(f"look {j + 1}: {n} items per model evaluated and tested ({time.perf_counter() - t0:.0f} s)", flush=True)
+
     t0, c0 = time.perf_counter(), time.process_time()
-    evaluate_finalists(adaptive, a_dir, jobs, progress=False, contrasts=contrasts)
+    evaluate_finalists(adaptive, a_dir, jobs, progress=False, contrasts=contrasts, on_look=on_look)
     t_a, c_a = time.perf_counter() - t0, time.process_time() - c0
     res = json.loads((a_dir / "looks.json").read_text())
-    shutil.copytree(a_dir, f_dir)
+    if not f_dir.exists():
+        shutil.rmtree(out / "fixed.partial", ignore_errors=True)  # this bench's own half-copy
+        shutil.copytree(a_dir, out / "fixed.partial")
+        (out / "fixed.partial").rename(f_dir)
+    print(f"adaptive done ({t_a:.0f} s): {res['items_total']} items; the fixed design's further items next", flush=True)
     t0, c0 = time.perf_counter(), time.process_time()
     evaluate_finalists(fixed, f_dir, jobs, progress=False)  # every model to the last look (resumed rows)
     t_f, c_f = time.perf_counter() - t0, time.process_time() - c0
@@ -102,8 +156,8 @@ def main() -> None:
     adj = stats.holm([t.p for t in tests])
     zc = stats.z_of_level(1 - stats.ALPHA / len(contrasts))
     fixed_total = looks[-1] * len(jobs)
-    print(f"looks {looks} items per model, {len(jobs)} models, {args.spending} spending, margin {margin}, "
-          f"Holm over {len(contrasts)} contrasts, eval.seed {args.seed}")
+    print(f"design {args.design}: looks {looks} items per model, {len(jobs)} models, {spending} spending, "
+          f"margin {margin}, Holm over {len(contrasts)} contrasts, eval.seed {seed}, tasks {des['tasks'] or 'all'}")
     print(f"adaptive: {res['items_total']} items in all (looks run: {res['looks_run']}); fixed: {fixed_total}; "
           f"ratio adaptive / fixed = {res['items_total'] / fixed_total:.2f}")
     print(f"items per model (adaptive): {[res['items_per_model'][k[n]] for n in k]} for {list(k)}")
@@ -123,12 +177,64 @@ def main() -> None:
     print(f"seconds: adaptive {t_a:.0f} wall / {c_a:.0f} CPU (ghosted fit and model load included); the fixed design's "
           f"further items {t_f:.0f} wall / {c_f:.0f} CPU (fixed = both)")
     (out / "bench.json").write_text(json.dumps({
-        "looks": looks, "spending": args.spending, "margin": margin, "seed": args.seed, "drop1": DROP1, "keys": k,
+        "design": args.design, "tasks": des["tasks"], "looks": looks, "spending": spending, "margin": margin,
+        "seed": seed, "drop1": DROP1, "keys": k, "resumed": resumed,
         "items_adaptive": res["items_total"], "items_fixed": fixed_total,
         "ratio": res["items_total"] / fixed_total, "items_per_model": {n: res["items_per_model"][k[n]] for n in k},
         "contrasts": out_rows, "same_verdicts": same, "seconds": {"adaptive_wall": t_a, "adaptive_cpu": c_a,
                                                                    "fixed_extra_wall": t_f, "fixed_extra_cpu": c_f}},
         indent=1))
+
+
+PILOT_MODELS = {"dense": ([], "none"), "drop-1": ([DROP1], "none"), "middle-16": (MIDDLE, "none"),
+                "greedy": (GREEDY, "none"), "greedy+ghosted": (GREEDY, "ghosted"),
+                "greedy+replaceme": (GREEDY, "replaceme"), "greedy+linearpatch": (GREEDY, "linearpatch")}
+
+
+def pilot(out: Path, names: list[str], n: int, seed: int, tasks: str | None, threads: int) -> list[dict]:
+    """A pilot: the named models on n items each (one seeded draw, the same for all), then every pair's
+    paired difference (mean, per-item variance, z). Its draw must differ from the design's (another
+    --seed): the design is then chosen on data it is not tested on."""
+    import itertools
+
+    import numpy as np
+    import pyarrow.parquet as pq
+    import torch
+
+    from ghostsearch.compare import eval_key, evaluate_finalists
+    from ghostsearch.config import load_config
+    from ghostsearch.logs import quiet_libraries
+
+    quiet_libraries()
+    torch.set_num_threads(threads)
+    unknown = [m for m in names if m not in PILOT_MODELS]
+    if unknown:
+        raise SystemExit(f"--pilot-models: unknown {unknown}; choose from {list(PILOT_MODELS)}")
+    cfg = load_config(None, ["model=smollm2-135m", "dtype=fp32", "device=cpu", "recovery.n_seq=8",
+                             "recovery.seq_len=256", "eval.perplexity=[]", "eval.batch_size=16",
+                             f"eval.max_items={n}", f"eval.seed={seed}"] + ([f"eval.tasks=[{tasks}]"] if tasks else []))
+    out.mkdir(parents=True, exist_ok=True)
+    jobs = [PILOT_MODELS[m] for m in names]
+    t0 = time.perf_counter()
+    evaluate_finalists(cfg, out, jobs, progress=False)
+    keys = {m: eval_key(*PILOT_MODELS[m], cfg) for m in names}
+    corr: dict[str, dict] = {}
+    for r in pq.read_table(out / "eval_items.parquet").to_pylist():
+        corr.setdefault(r["key"], {})[(r["task"], r["doc"])] = float(r["pred"] == r["gold"])
+    items = sorted(corr[keys[names[0]]])
+    print(f"pilot: {len(items)} items per model (eval.seed {seed}, tasks {tasks or 'all eight'}), "
+          f"{time.perf_counter() - t0:.0f} s")
+    for m in names:
+        print(f"  {m:20s} accuracy {np.mean([corr[keys[m]][i] for i in items]):.3f}")
+    rows = []
+    for a, b in itertools.combinations(names, 2):
+        d = np.array([corr[keys[a]][i] - corr[keys[b]][i] for i in items])
+        z = d.mean() / np.sqrt(d.var(ddof=1) / len(d)) if d.var() > 0 else float("nan")
+        rows.append({"left": a, "right": b, "mean": float(d.mean()), "var": float(d.var(ddof=1)), "z": float(z)})
+        print(f"  {a:20s} - {b:20s} mean {d.mean():+.3f}  paired variance {d.var(ddof=1):.3f}  z {z:+.2f}")
+    (out / "pilot.json").write_text(json.dumps({"seed": seed, "tasks": tasks, "items": len(items), "keys": keys,
+                                                "pairs": rows}, indent=1))
+    return rows
 
 
 def replay(out: Path, looks: list[int], spending: str, margin: float | None) -> dict:
