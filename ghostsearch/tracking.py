@@ -14,6 +14,7 @@ The ledger stays the record of values; trackers get copies.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import logging
 import math
@@ -133,7 +134,16 @@ class Tracker:
     def __init__(self, names, run_dir: Path, name: str, config: dict):
         check_trackers(names)
         params = flat(config)
-        self.backends = [BACKENDS[n](Path(run_dir), name, params) for n in names]
+        self.backends: list = []
+        try:
+            for n in names:
+                self.backends.append(BACKENDS[n](Path(run_dir), name, params))
+        except BaseException:  # one cannot start: the ones started end, as failed
+            for b in self.backends:
+                with contextlib.suppress(Exception):
+                    b.close(False)
+            self.backends = []
+            raise
         if self.backends:
             log.info("tracking to %s", ", ".join(names))
 
