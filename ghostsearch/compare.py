@@ -299,12 +299,9 @@ class _Evaluator:
                 self.finish(share, res, fresh)
         else:
             if self.model is None:
-                from ghostsearch.models import load_model
+                from ghostsearch.models import load_configured
 
-                c = self.cfg
-                self.model = load_model(c.model, dtype=c.dtype, device=c.resolved_device(),
-                                        trust_remote_code=c.trust_remote_code, revision=c.revision,
-                                        device_map=c.device_map())  # split like the scorers (placement)
+                self.model = load_configured(self.cfg)  # split like the scorers (placement)
             model, tok = self.model
             for share in _shares(keys, specs, 1, self.cfg.eval.share):
                 self.finish(share, evaluate_finalist_specs(model, tok, self.cfg, [specs[k] for k in share],

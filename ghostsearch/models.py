@@ -10,6 +10,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Protocol
 
 import torch
 
@@ -189,6 +190,27 @@ def load_model(spec: str, *, dtype: str = "auto", device: str = "cpu", trust_rem
         model.to(device).eval()
     tok = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code, **extra)
     return model, tok
+
+
+class ModelSettings(Protocol):
+    """What :func:`load_configured` reads of a run's config (a ``Config`` has it all)."""
+
+    model: str
+    dtype: str
+    revision: str | None
+    trust_remote_code: bool
+
+    def resolved_device(self) -> str: ...
+
+    def device_map(self) -> list[str] | None: ...
+
+
+def load_configured(cfg: ModelSettings):
+    """(model, tokenizer) as a run's config sets them: ``model``, ``dtype``, the resolved device,
+    ``trust_remote_code``, ``revision``, and the blocks split over ``device_map()`` like the scorers'
+    (placement). The one place a config's model is loaded (scoring, eval, export, compare)."""
+    return load_model(cfg.model, dtype=cfg.dtype, device=cfg.resolved_device(), trust_remote_code=cfg.trust_remote_code,
+                      revision=cfg.revision, device_map=cfg.device_map())
 
 
 def model_info(spec: str, trust_remote_code: bool = False) -> tuple[int, int | None]:

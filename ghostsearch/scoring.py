@@ -379,14 +379,13 @@ def block_statistics(caps: list[Captured], batches: list[Batch]) -> dict:
 
 def scorer_from_config(cfg, threads: int | None = None) -> Scorer:
     """Load the configured model once and wrap it in a Scorer (objectives are prepared on demand)."""
-    from ghostsearch.models import load_model
+    from ghostsearch.models import load_configured
 
     if threads:
         torch.set_num_threads(threads)
     from ghostsearch.memplan import check_fit
 
     every = check_fit(cfg)  # one line before loading when the run cannot fit; resolves cache.every: auto
-    model, tok = load_model(cfg.model, dtype=cfg.dtype, device=cfg.resolved_device(),
-                            trust_remote_code=cfg.trust_remote_code, revision=cfg.revision, device_map=cfg.device_map())
+    model, tok = load_configured(cfg)
     return Scorer(Stack(model), tok, cache_every=every, max_prefix_runs=cfg.cache.prefix_runs,
                   offload=cfg.cache.offload)

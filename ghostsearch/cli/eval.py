@@ -74,7 +74,7 @@ def run(args) -> None:
     from ghostsearch import lmeval_results
     from ghostsearch.evaluate import check_tasks, evaluate_model, write_rows
     from ghostsearch.logs import progress_enabled
-    from ghostsearch.models import load_model, resolve_dtype
+    from ghostsearch.models import load_configured, resolve_dtype
 
     cfg, jobs, out = target(args)
     if args.limit is not None:
@@ -110,9 +110,7 @@ def run(args) -> None:
         from ghostsearch.evaluation_native import write_item_rows
         from ghostsearch.stack import Stack, check_removed
 
-        model, tok = load_model(cfg.model, dtype=cfg.dtype, device=cfg.resolved_device(),
-                                trust_remote_code=cfg.trust_remote_code, revision=cfg.revision,
-                                device_map=cfg.device_map())
+        model, tok = load_configured(cfg)
         n_blocks = Stack(model).n_blocks
         sets = [list(check_removed(removed, n_blocks)) for _, removed, _ in jobs]
         specs = list(dict.fromkeys((tuple(r), args.recovery) for r in sets))  # each distinct set once

@@ -27,7 +27,7 @@ def run(args) -> Path:
 
     from ghostsearch.config import load_config
     from ghostsearch.logs import progress_enabled
-    from ghostsearch.models import load_model
+    from ghostsearch.models import load_configured
     from ghostsearch.recovery.export import check_target, export
     from ghostsearch.recovery.repair import fit
     from ghostsearch.rundir import finalists, run_config
@@ -50,9 +50,7 @@ def run(args) -> Path:
     if args.threads:
         torch.set_num_threads(args.threads)
     bar = tqdm(total=3, desc="export: load model", unit="step", disable=not progress_enabled())
-    model, tok = load_model(cfg.model, dtype=cfg.dtype, device=cfg.resolved_device(),
-                            trust_remote_code=cfg.trust_remote_code, revision=cfg.revision,
-                            device_map=cfg.device_map())
+    model, tok = load_configured(cfg)
     removed = check_removed(removed, Stack(model).n_blocks)
     bar.update(1)
     bar.set_description(f"export: fit {args.method}")
