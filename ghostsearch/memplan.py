@@ -69,10 +69,12 @@ def read_config(spec: str, trust_remote_code: bool = False):
             return AutoConfig.for_model(d.pop("model_type"), **d)
         if p.is_dir():
             return AutoConfig.from_pretrained(str(p), trust_remote_code=trust_remote_code)
+        from ghostsearch.data import offline
         from ghostsearch.models import model_path
 
         path, _ = model_path(spec)
-        return AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
+        # no hub here: read only what is cached, at once, instead of the hub client's retries (~25 s)
+        return AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code, local_files_only=offline())
     except GhostsearchError:
         raise
     except Exception as e:  # noqa: BLE001  (a missing file, an offline hub, a bad JSON)
