@@ -50,7 +50,7 @@ def main() -> None:
                                  if "GHOSTSEARCH_DATA_DIR" in os.environ else [])
         cfg = load_config(path, over)
         t0 = time.perf_counter()
-        p = plan_run(cfg, measure=True)
+        p = plan_run(cfg, measure=True, command=command)
         t_plan = time.perf_counter() - t0
         planned = p["search_wall_s"] if command == "search" else p["compare_wall_s"]
         t0 = time.perf_counter()
@@ -63,12 +63,15 @@ def main() -> None:
         used = sum(c.get("budget_used", c.get("evaluations", 0)) for c in cells.values())
         cell_s = sum(c.get("wall_seconds", 0.0) for c in cells.values())
         rows.append((command, planned, measured, p["evaluations"], used, p["scoring_s"] + p["prepare_s"], cell_s))
-        print(f"{command} ({path}): planned {planned:.0f} s (start-up {p['startup_s']:.0f}, prepare {p['prepare_s']:.0f}, "
-              f"scoring {p['scoring_s']:.0f}"
-              + (f", evaluation {p['evaluation']['seconds'] + p['evaluation']['ppl_seconds']:.0f}, repairs "
-                 f"{p['evaluation']['repair_seconds']:.0f}" if command == "compare" else "")
-              + f"; rate {p['rate'] / 1e12:.4f} TFLOP/s per actor, plan --measure took {t_plan:.0f} s); "
-              f"measured {measured:.0f} s; ratio planned / measured {planned / measured:.2f}", flush=True)
+        print(f"{command} ({path}): planned {planned:.0f} s = prepare {p['prepare_s']:.0f} + scoring "
+              f"{p['scoring_s']:.0f} + " + " + ".join(f"{n} {v[0]:.0f}" for n, v in p["fixed"].items()
+                                                      if command == "compare" or n != "report")
+              + (f" + evaluation {p['evaluation_s']:.0f}" if command == "compare" else "")
+              + f"; rate {p['rate'] / 1e12:.4f} TFLOP/s per actor, plan --measure took {t_plan:.0f} s; "
+              f"measured {measured:.0f} s; ratio planned / measured {planned / measured:.2f}; load "
+              f"{os.getloadavg()[0]:.1f}", flush=True)
+        if command == "compare":
+            print(f"  evaluation: {p['evaluation_note']}", flush=True)
     print()
     print("| run | planned s | measured s | ratio | evaluations planned | measured | prepare+scoring planned s | "
           "cells' own s |")
