@@ -514,7 +514,7 @@ def _check_items(ev: Eval) -> None:
 
 
 # the built-in objectives' parameters (objective_params): name -> (type, lowest value or None)
-OBJECTIVE_PARAMS = {"perplexity": {"head_chunk": (int, 1)},
+OBJECTIVE_PARAMS: dict[str, dict[str, tuple[type, int | None]]] = {"perplexity": {"head_chunk": (int, 1)},
                     "kl": {"top_k": (int, 1), "head_chunk": (int, 1)},
                     "margin": {"normalize": (str, None), "max_prompt": (int, 1)}}
 

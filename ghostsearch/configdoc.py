@@ -27,7 +27,8 @@ def comments(cls) -> tuple[str, dict[str, str]]:
     head = lines[1].split("#", 1)[1].strip() if "#" in lines[1] else ""
     names = {f.name for f in dataclasses.fields(cls)}
     out: dict[str, str] = {}
-    last, preface = None, []
+    last: str | None = None
+    preface: list[str] = []
     for line in lines[2:]:
         m = FIELD.match(line)
         text = line.strip()
@@ -87,7 +88,7 @@ def render() -> str:
              "`tests/config/test_configdoc.py` fails when this file and the code differ. Set keys in a YAML",
              "file or as `key=value` overrides (`calibration.n_seq=16`); an unknown key or a wrong type is",
              "a one-line error before any model loads.", ""]
-    todo = [(config.Config, "")]
+    todo: list[tuple[type, str]] = [(config.Config, "")]
     while todo:
         cls, prefix = todo.pop(0)
         text, nested = section(cls, prefix)

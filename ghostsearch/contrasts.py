@@ -90,23 +90,24 @@ def _err(text: str, why: str) -> GhostsearchError:
 
 
 def _assignments(text: str, part: str, grid: Grid) -> dict:
-    out = {}
+    out: dict[str, str | int] = {}
     for a in part.split(","):
         a = a.strip()
         if not a:
             continue
         if "=" not in a:
             raise _err(text, f"{a!r} is not key=value")
-        key, value = (x.strip() for x in a.split("=", 1))
+        key, text_value = (x.strip() for x in a.split("=", 1))
+        value: str | int = text_value
         if key not in FACTORS:
             raise _err(text, f"unknown key {key!r}; use {', '.join(FACTORS)}")
         if key in out:
             raise _err(text, f"{key} given twice")
         if key in ("k", "seed"):
             try:
-                value = int(value)
+                value = int(text_value)
             except ValueError:
-                raise _err(text, f"{key}={value!r} is not an integer") from None
+                raise _err(text, f"{key}={text_value!r} is not an integer") from None
         allowed = {"searcher": grid.searchers, "objective": grid.objectives, "k": grid.ks, "seed": grid.seeds,
                    "recovery": grid.recoveries}[key]
         if value not in allowed:

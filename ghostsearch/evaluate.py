@@ -145,7 +145,8 @@ def perplexity_finalists(model, tokenizer, finalists, cfg_eval, data_dir: str | 
     )
 
     stack, bs = Stack(model), max(1, cfg_eval.batch_size)
-    finals, cap, out = plans(stack, finalists), cfg_eval.cache_gib * GIB, [{} for _ in finalists]
+    finals, cap = plans(stack, finalists), cfg_eval.cache_gib * GIB
+    out: list[dict] = [{} for _ in finalists]
     seq_len, max_seq = protocol_windows(model, cfg_eval.protocol, cfg_eval.ppl_seq_len, cfg_eval.ppl_max_seq)
     for name in cfg_eval.perplexity:
         texts, ids = corpus(tokenizer, name, data_dir, held_out)
@@ -361,7 +362,9 @@ def zero_shot_finalists(model, tokenizer, finalists, cfg_eval, data_dir: str | N
 
     tasks = check_tasks(cfg_eval.tasks, data_dir)
     native = [t for t in tasks if t in NATIVE_TASKS] if cfg_eval.engine == "native" else []
-    results, rows, stats = [{} for _ in finalists], [], {"split_docs": {}}
+    results: list[dict] = [{} for _ in finalists]
+    rows: list[dict] = []
+    stats: dict = {"split_docs": {}}
     if items is None and any(t in data.MC_TASKS for t in tasks):
         items = draw(cfg_eval, tasks, data_dir, held_out).first()
     if native:

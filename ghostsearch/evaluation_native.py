@@ -31,7 +31,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 import torch
@@ -40,6 +40,9 @@ import yaml
 from ghostsearch import data
 from ghostsearch.errors import GhostsearchError
 from ghostsearch.stack import Batch, Stack, check_removed, run_start
+
+if TYPE_CHECKING:
+    from ghostsearch.recovery.base import Operators
 
 NATIVE_TASKS = data.MC_TASKS
 GIB = 1 << 30
@@ -175,7 +178,7 @@ def make_batch(items: Sequence[Packed], dtype: torch.dtype, pad_id: int = 0) -> 
 class Plan:
     """One finalist as the runner sees it: removed blocks, repair operators, start boundary."""
     removed: tuple[int, ...]
-    ops: object | None      # ghostsearch.recovery.base.Operators
+    ops: Operators | None
     start: int
 
     def patches(self, stack: Stack):
@@ -221,7 +224,8 @@ def check_cap(batches: list[list[Packed]], stack: Stack, boundaries: int, cap_by
 
 def chunks(batches: list[list[Packed]], stack: Stack, boundaries: int, cap_bytes: float):
     """Consecutive micro-batches whose cached states fit in ``cap_bytes`` together (one at least)."""
-    chunk, used = [], 0
+    chunk: list[list[Packed]] = []
+    used = 0
     for mb in batches:
         n = state_bytes(mb, stack, boundaries)
         if chunk and used + n > cap_bytes:
@@ -349,7 +353,8 @@ def evaluate_finalists_native(model, tokenizer, finalists, cfg_eval, data_dir: s
         if packed[t][0]:
             check_cap(packed[t][0], stack, len({p.start for p in finals}), cap)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    results, rows = [dict() for _ in finals], []
+    results: list[dict] = [dict() for _ in finals]
+    rows: list[dict] = []
     for task in tasks:
         t0 = time.perf_counter()
         bars = [tqdm(total=len(docs[task]), desc=f"{task} {label(p)}", unit="item", leave=False,
@@ -402,7 +407,7 @@ def label(plan: Plan) -> str:
     return f"-{','.join(map(str, plan.removed)) or 'dense'}" + ("" if plan.ops is None else f"+{plan.ops.method}")
 
 
-def fit_finalists(model, tokenizer, cfg, specs) -> list[tuple[tuple[int, ...], object | None]]:
+def fit_finalists(model, tokenizer, cfg, specs) -> list[tuple[tuple[int, ...], Operators | None]]:
     """(removed, method) pairs -> (removed, Operators or None) with the config's repair path
     (``recovery.repair.fit_all``: one dense calibration pass for all of them); method None or
     ``none``: unrepaired."""

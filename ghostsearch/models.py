@@ -105,8 +105,11 @@ def file_digest(path: Path) -> str:
     except (OSError, ValueError):
         known = {}
     if key not in known:
+        h = hashlib.sha256()  # hashlib.file_digest is Python 3.11+; the package supports 3.10
         with open(path, "rb") as f:
-            known[key] = hashlib.file_digest(f, "sha256").hexdigest()
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+        known[key] = h.hexdigest()
         from ghostsearch.io import write_text_atomic
 
         memo.parent.mkdir(parents=True, exist_ok=True)
@@ -187,7 +190,7 @@ def load_model(spec: str, *, dtype: str = "auto", device: str = "cpu", trust_rem
 
         Stack(model.eval()).place(device_map)
     else:
-        model.to(device).eval()
+        model.eval().to(device)
     tok = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code, **extra)
     return model, tok
 
@@ -249,7 +252,7 @@ def model_identity(spec: str) -> str:
                 h.update(f"{f.name}:{file_digest(f)}".encode())
         return f"dir:sha256={h.hexdigest()[:16]}"
     path, _ = model_path(spec)
-    snapshot = Path(path).resolve() if Path(path).exists() else None
+    snapshot: Path | str | None = Path(path).resolve() if Path(path).exists() else None
     try:
         from huggingface_hub import try_to_load_from_cache
 

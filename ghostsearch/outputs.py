@@ -46,7 +46,7 @@ class RunOutputs:
 
 def _paths(root: Path) -> set[str]:
     """Every file and directory under ``root`` (symbolic links not followed), relative to it."""
-    out = set()
+    out: set[str] = set()
     for d, dirs, files in os.walk(root):
         rel = os.path.relpath(d, root)
         out.update(os.path.normpath(os.path.join(rel, n)) for n in dirs + files)

@@ -15,12 +15,15 @@ moved to (``move`` is the one method that moves a tensor).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence, cast
 
 import torch
 from torch import nn
 
 from ghostsearch.errors import GhostsearchError
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 ATTR = "ghostsearch_placement"   # the attribute of a placed model that holds its Placement
 
@@ -108,7 +111,7 @@ class Placement:
             return self.to(args, label), self.to(kwargs, label)
         return hook
 
-    def apply(self, model: nn.Module, blocks: nn.ModuleList, norm: nn.Module, head: nn.Module) -> None:
+    def apply(self, model: PreTrainedModel, blocks: nn.ModuleList, norm: nn.Module, head: nn.Module) -> None:
         """Move the model's modules to their devices and install the moving pre-hooks. The
         embeddings and everything else outside the blocks, norm and head go to the first device;
         an LM head tied to the embeddings is untied (a copy on the last device) when the two
@@ -126,7 +129,7 @@ class Placement:
         norm.to(last)
         norm.register_forward_pre_hook(self._hook(self.last), with_kwargs=True)
         if tied and last != first:
-            head.weight = nn.Parameter(head.weight.detach().to(last).clone(), requires_grad=False)
+            head.weight = nn.Parameter(cast(torch.Tensor, head.weight).detach().to(last).clone(), requires_grad=False)
         head.to(last)
         head.register_forward_pre_hook(self._hook(self.last), with_kwargs=True)
         placed = {id(m) for m in [*blocks, norm, head]}
@@ -155,7 +158,7 @@ def devices_for(device: str, gpus_per_actor: float | None, device_map: list[str]
     return None
 
 
-def place(model: nn.Module, blocks: nn.ModuleList, norm: nn.Module, head: nn.Module, devices: Sequence[str],
+def place(model: PreTrainedModel, blocks: nn.ModuleList, norm: nn.Module, head: nn.Module, devices: Sequence[str],
           real: dict | None = None) -> Placement:
     """Split ``model`` over ``devices`` balanced by parameters (embeddings first, head last)."""
     def count(m):

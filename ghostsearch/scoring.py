@@ -331,14 +331,15 @@ class StatisticsSums:
     """Token-weighted sums behind ``block_statistics``, added one micro-batch at a time."""
 
     def __init__(self) -> None:
-        self.cos_sum = self.ang_sum = None
+        self.cos_sum: torch.Tensor | None = None
+        self.ang_sum: torch.Tensor | None = None
         self.n = 0.0
 
     @torch.no_grad()
     def add(self, cap: Captured, batch: Batch) -> None:
         states = cap.states
         L1 = len(states)
-        if self.cos_sum is None:
+        if self.cos_sum is None or self.ang_sum is None:
             self.cos_sum = torch.zeros(L1, L1, dtype=torch.float64)
             self.ang_sum = torch.zeros(L1, L1, dtype=torch.float64)
         flat = [s.reshape(-1, s.shape[-1]) for s in states]
@@ -353,6 +354,8 @@ class StatisticsSums:
         self.n += float(w.sum())
 
     def result(self) -> dict:
+        if self.cos_sum is None or self.ang_sum is None:
+            raise GhostsearchError("block statistics of no micro-batch: add one first")
         cos = (self.cos_sum / self.n).numpy()
         ang = (self.ang_sum / self.n).numpy()
         L = cos.shape[0] - 1

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -19,6 +19,9 @@ from torch import nn
 
 from ghostsearch.errors import GhostsearchError
 from ghostsearch.placement import ATTR, Placement, place
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 
 @dataclass
@@ -63,7 +66,7 @@ def _find_decoder(model: nn.Module) -> tuple[nn.Module, nn.ModuleList]:
     )
 
 
-def _slice_rows(x: Any, rows: slice, b: int) -> Any:
+def _slice_rows(x: Any, rows: slice | torch.Tensor, b: int) -> Any:
     """Slice every tensor whose leading dim is the micro-batch size (masks, per-row rope)."""
     if isinstance(x, torch.Tensor):
         return x[rows] if (b > 1 and x.dim() > 0 and x.shape[0] == b) else x
@@ -79,14 +82,14 @@ def _slice_rows(x: Any, rows: slice, b: int) -> Any:
 class Stack:
     """The model view. ``run(h, cap, start, removed)`` runs blocks start..L-1 except ``removed``."""
 
-    def __init__(self, model: nn.Module):
+    def __init__(self, model: PreTrainedModel):
         self.model = model
         self.config = model.config
         self.inner, self.blocks = _find_decoder(model)
-        self.norm = next((getattr(self.inner, n) for n in ("norm", "final_layernorm", "ln_f") if hasattr(self.inner, n)),
-                         None)
-        if self.norm is None:
+        norm = next((getattr(self.inner, n) for n in ("norm", "final_layernorm", "ln_f") if hasattr(self.inner, n)), None)
+        if norm is None:
             raise GhostsearchError(f"{type(model).__name__}: cannot find the final norm of the decoder")
+        self.norm: nn.Module = norm
         self.lm_head = model.get_output_embeddings()
         self.softcap = getattr(self.config, "final_logit_softcapping", None) or getattr(
             getattr(self.config, "text_config", None), "final_logit_softcapping", None)
@@ -195,9 +198,9 @@ class Stack:
         return Captured(block_args=args, block_kwargs=kwargs, states=states)
 
     @staticmethod
-    def slice(cap: Captured, rows: slice, b: int) -> Captured:
+    def slice(cap: Captured, rows: slice | torch.Tensor, b: int) -> Captured:
         """The captured arguments for rows ``rows`` of a micro-batch of size ``b`` (states not copied)."""
-        if rows == slice(0, b):
+        if isinstance(rows, slice) and rows == slice(0, b):
             return cap
         return Captured(block_args=_slice_rows(cap.block_args, rows, b),
                         block_kwargs=_slice_rows(cap.block_kwargs, rows, b), states=[])
@@ -214,7 +217,7 @@ class Stack:
         entering every block index i in [start, stop] into record[i]. ``patches`` maps a boundary b
         (the input of block b, or L for the output) to a function applied to the state there: the
         recovery operators at the end of each cut."""
-        removed = set(removed)
+        skip = set(removed)
         stop = self.n_blocks if stop is None else stop
         for i in range(start, stop):
             h = self._at(h, i)  # crossing a device boundary (placement): before patches and records
@@ -222,7 +225,7 @@ class Stack:
                 h = patches[i](h)
             if record is not None:
                 record[i] = h
-            if i not in removed:
+            if i not in skip:
                 h = self.block(i, h, cap)
         h = self._at(h, stop)
         if patches and stop in patches:
@@ -300,7 +303,7 @@ def physically_prune(model: nn.Module, removed: Sequence[int], copy_model: bool 
     for new_idx, blk in enumerate(new_blocks):
         for mod in blk.modules():
             if hasattr(mod, "layer_idx"):
-                mod.layer_idx = new_idx
+                setattr(mod, "layer_idx", new_idx)  # an attribute of HF attention modules, not of nn.Module
     inner, _ = _find_decoder(m)
     for name in ("layers", "h", "blocks"):
         if getattr(inner, name, None) is blocks:

@@ -21,6 +21,7 @@ import math
 import os
 import time
 from pathlib import Path
+from typing import Literal
 
 from ghostsearch.errors import GhostsearchError
 
@@ -99,11 +100,18 @@ class _TensorBoard:
         self.w.close()
 
 
+WandBMode = Literal["online", "offline", "disabled", "shared"]
+WANDB_MODES: dict[str, WandBMode] = {"online": "online", "offline": "offline", "disabled": "disabled", "shared": "shared"}
+
+
 class _WandB:
     def __init__(self, run_dir: Path, name: str, params: dict):
         import wandb
 
-        mode = os.environ.get("WANDB_MODE") or ("online" if os.environ.get("WANDB_API_KEY") else "offline")
+        asked = os.environ.get("WANDB_MODE") or ("online" if os.environ.get("WANDB_API_KEY") else "offline")
+        mode = WANDB_MODES.get(asked)
+        if mode is None:
+            raise GhostsearchError(f"WANDB_MODE={asked!r} is not a W&B mode; use one of {', '.join(WANDB_MODES)}")
         (run_dir / "wandb").mkdir(exist_ok=True)
         self.run = wandb.init(project=os.environ.get("WANDB_PROJECT", "ghostsearch"), name=name, dir=str(run_dir),
                               config=params, mode=mode, reinit="create_new")

@@ -91,7 +91,8 @@ def run(args) -> None:
     announce(data_plan)
     held_out = data_plan["held_out"]
     out = Path(args.out) if args.out else out
-    rows, raw = [], {}  # raw: lm-eval's own output, written beside the rows as lm-eval's results file
+    rows: list[dict] = []
+    raw: dict = {}  # raw: lm-eval's own output, written beside the rows as lm-eval's results file
     lm_dir = out.parent / "lm_eval" if out is not None else None
     if jobs is None:
         from ghostsearch.recovery.export import load_pruned, load_tokenizer

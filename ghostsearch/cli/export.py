@@ -51,17 +51,18 @@ def run(args) -> Path:
         torch.set_num_threads(args.threads)
     bar = tqdm(total=3, desc="export: load model", unit="step", disable=not progress_enabled())
     model, tok = load_configured(cfg)
-    removed = check_removed(removed, Stack(model).n_blocks)
+    blocks = check_removed(removed, Stack(model).n_blocks)
     bar.update(1)
     bar.set_description(f"export: fit {args.method}")
-    ops = fit(model, tok, removed, cfg, args.method)
+    ops = fit(model, tok, blocks, cfg, args.method)
     bar.update(1)
     bar.set_description(f"export: write {out}")
-    path = export(model, removed, args.method, ops, out, force=args.force, tokenizer=tok, info=card_info(cfg, args.method, objectives))
+    path = export(model, blocks, args.method, ops, out, force=args.force, tokenizer=tok,
+                  info=card_info(cfg, args.method, objectives))
     bar.update(1)
     bar.close()
-    print_json({"out": str(path), "method": args.method, "removed": list(removed),
-                "blocks": Stack(model).n_blocks - len(removed)})
+    print_json({"out": str(path), "method": args.method, "removed": list(blocks),
+                "blocks": Stack(model).n_blocks - len(blocks)})
     return path
 
 

@@ -100,7 +100,8 @@ DISK_ERRORS = {errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPER
 def disk_error(e: OSError) -> str:
     """One line for a disk that refused a write: what, where, and that rerunning resumes."""
     where = f": {e.filename}" if e.filename else ""
-    return (f"{e.strerror or e} ({errno.errorcode.get(e.errno, e.errno)}){where}; make room or make it writable "
+    code = errno.errorcode.get(e.errno, e.errno) if e.errno is not None else None
+    return (f"{e.strerror or e} ({code}){where}; make room or make it writable "
             "(or choose another out=), then rerun the same command: what the run's ledger holds is kept and not "
             "recomputed")
 

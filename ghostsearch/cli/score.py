@@ -22,7 +22,7 @@ def run(args) -> None:
         check_removed(removed, 10**9)
     check_removed(removed, check_model_fit(cfg))  # range and context before the weights load
     sc = scorer_from_config(cfg, threads=args.threads)
-    removed = check_removed(removed, sc.stack.n_blocks)
-    r = sc.score(prepare(sc, cfg.objective_spec()), removed)
-    print_json({"objective": cfg.objective, "removed": list(removed), "value": r.value,
+    blocks = check_removed(removed, sc.stack.n_blocks)
+    r = sc.score(prepare(sc, cfg.objective_spec()), blocks)
+    print_json({"objective": cfg.objective, "removed": list(blocks), "value": r.value,
                 "tokens": r.tokens, "seconds": round(r.seconds, 4)})

@@ -38,7 +38,11 @@ def pack(items: list[tuple[list[int], list[list[int]]]], dtype: torch.dtype, pad
     pos = torch.zeros((b, T), dtype=torch.long)
     allow = torch.zeros((b, T, T), dtype=torch.bool)
     weight = torch.zeros((b, T))
-    pred, tgt, pair, pair_item, pair_len = [], [], [], [], []
+    pred: list[int] = []
+    tgt: list[int] = []
+    pair: list[int] = []
+    pair_item: list[int] = []
+    pair_len: list[int] = []
     for r, (p, answers) in enumerate(items):
         P = len(p)
         ids[r, :P] = torch.tensor(p)

@@ -130,7 +130,7 @@ class Broker:
         self.cache: dict[CacheKey, Served] = {}
         self.inflight: dict[CacheKey, asyncio.Future] = {}
         self.statistics: dict[tuple[str, str], object] = {}  # (objective key, name) -> a dense statistic
-        self.stats = defaultdict(lambda: {"requested": 0, "computed": 0, "cached": 0})
+        self.stats: defaultdict[str, dict[str, int]] = defaultdict(lambda: {"requested": 0, "computed": 0, "cached": 0})
         self.cells: dict[str, dict] = {}   # per cell: its searcher, objective, k and best value of a k-set
         self.queue_depth = 0
         self.retries = 0
@@ -190,7 +190,7 @@ class Broker:
                 break
             except ray.exceptions.RayActorError:
                 await asyncio.sleep(1.0)
-        self.idle.put_nowait(i)
+        (await self._idle()).put_nowait(i)
 
     async def identity(self, specs: list) -> dict:
         """What this pool's values depend on: model (name and content), resolved dtype and device
@@ -208,8 +208,8 @@ class Broker:
     async def evaluate(self, spec: ObjectiveSpec, removed: list, fidelity: float, prefix, searcher: str,
                        cell: str | None = None, k: int | None = None, rows: tuple | None = None) -> Served:
         """``rows``: per-row loss sums of those calibration rows instead of a value (racing; no best)."""
-        removed = tuple(sorted({int(i) for i in removed}))
-        key = CacheKey.of(self.cfg.model, self.cfg.dtype, spec, removed, fidelity, rows)
+        blocks = tuple(sorted({int(i) for i in removed}))
+        key = CacheKey.of(self.cfg.model, self.cfg.dtype, spec, blocks, fidelity, rows)
         if rows is not None:
             fidelity = 0.0
         st = self.stats[searcher]
@@ -224,7 +224,7 @@ class Broker:
             fut = asyncio.get_running_loop().create_future()
             self.inflight[key] = fut
             try:
-                r = await self._compute(spec, removed, fidelity, prefix, rows)
+                r = await self._compute(spec, blocks, fidelity, prefix, rows)
                 self.cache[key] = r
                 fut.set_result(r)
             except BaseException as e:
@@ -239,8 +239,8 @@ class Broker:
         if cell is not None:
             c = self.cells.setdefault(cell, {"searcher": searcher, "objective": spec.name, "k": k, "best": None,
                                              "best_removed": None})
-            if new_best(removed, fidelity, r.score.value, k, c["best"]):
-                c["best"], c["best_removed"] = r.score.value, list(removed)   # only sets of the cell's k
+            if k is not None and new_best(blocks, fidelity, r.score.value, k, c["best"]):
+                c["best"], c["best_removed"] = r.score.value, list(blocks)   # only sets of the cell's k
                 self.m_best.set(r.score.value, tags={"cell": cell, "searcher": searcher, "objective": spec.name,
                                                      "k": str(k)})
         return dataclasses.replace(r, cached=cached)

@@ -38,12 +38,17 @@ class GhostedAware:
         weights = [b.weight for b in batches]
         for a in range(L):
             ends = range(a + 1, min(a + window, L) + 1)
-            gaa, gab, n = 0.0, {b: 0.0 for b in ends}, 0
+            gaa: torch.Tensor | None = None
+            gab: dict[int, torch.Tensor] = {}
+            n = 0
             for st, w in zip(states, weights):
                 xa = finite_rows(st[a], f"state entering block {a}", w)
-                gaa, n = gaa + xa.T @ xa, n + xa.shape[0]
+                gaa, n = (xa.T @ xa if gaa is None else gaa + xa.T @ xa), n + xa.shape[0]
                 for b in ends:
-                    gab[b] = gab[b] + xa.T @ finite_rows(st[b], f"state at {b}", w)
+                    g = xa.T @ finite_rows(st[b], f"state at {b}", w)
+                    gab[b] = g if b not in gab else gab[b] + g
+            if gaa is None:
+                raise GhostsearchError("recovery-aware scoring needs calibration states; the calibration is empty")
             for b in ends:
                 ls = GramLS.from_grams(gaa, gab[b] - gaa, n)
                 self.mats[(a, b)] = ls.solve(self.spec.ridge, self.spec.solver).float()

@@ -16,7 +16,7 @@ import contextlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar, Iterator, Sequence
+from typing import TYPE_CHECKING, ClassVar, Iterator, Sequence
 
 import torch
 from torch import nn
@@ -24,6 +24,9 @@ from torch import nn
 from ghostsearch.errors import GhostsearchError
 from ghostsearch.registry import Registry
 from ghostsearch.stack import Batch, Captured, Stack
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 OPS_FILE, META_FILE = "recovery.safetensors", "recovery.json"
 
@@ -95,7 +98,7 @@ class Activations:
 
     def __iter__(self) -> Iterator[tuple[Captured, torch.Tensor | None]]:
         for mb, batch in enumerate(self.batches):
-            if self.states is not None:
+            if self.states is not None and self.caps is not None:  # (given together)
                 c = self.caps[mb]
                 cap = Captured(c.block_args, c.block_kwargs, self.states[mb])
             else:
@@ -118,7 +121,7 @@ def block_input_hook(fn):
     return hook
 
 
-def hook_boundary(model: nn.Module, boundary: int, fn) -> torch.utils.hooks.RemovableHandle:
+def hook_boundary(model: PreTrainedModel, boundary: int, fn) -> torch.utils.hooks.RemovableHandle:
     """Apply fn to the state entering block ``boundary`` of ``model`` (= its block count: the final norm)."""
     stack = Stack(model)
     target = stack.blocks[boundary] if boundary < stack.n_blocks else stack.norm

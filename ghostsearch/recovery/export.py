@@ -121,9 +121,10 @@ def export(model, removed, method: str, operators: Operators | None, out_dir, fo
             tokenizer.save_pretrained(tmp)
         folded = getattr(recovery_for(operators), "folds", False)
         (dataclasses.replace(operators, mats={}) if folded else operators).save(tmp)
-        if (info or {}).get("data"):  # which data the repair (and the search) read: eval holds them out
+        data = (info or {}).get("data")
+        if data:  # which data the repair (and the search) read: eval holds them out
             meta = json.loads((tmp / META_FILE).read_text())
-            meta["data"] = info["data"]
+            meta["data"] = data
             (tmp / META_FILE).write_text(json.dumps(meta, indent=1))
         hooked = bool(operators.mats) and not folded
         if hooked:
@@ -215,7 +216,7 @@ def load_pruned(directory, dtype=None, device: str = "cpu"):
     if not (d / "config.json").exists():
         raise GhostsearchError(f"{d} is not a model directory (no config.json); point at a ghostsearch export")
     model = AutoModelForCausalLM.from_pretrained(d, config=base_config(d), dtype=dtype or "auto",
-                                                 use_safetensors=True).to(device).eval()
+                                                 use_safetensors=True).eval().to(device)
     if (d / META_FILE).exists():
         ops = Operators.load(d)
         depth = Stack(model).n_blocks

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import math
 from dataclasses import dataclass, field
+from typing import Callable
 
 import torch
 
@@ -69,7 +70,10 @@ def cut_pairs(stack, removed, data: Activations, a: int, b: int, patches: dict |
 class ResidualLinear(Recovery):
     """One C x C operator per cut, acting at its end boundary b."""
 
-    sequential = False
+    @property
+    def sequential(self) -> bool:
+        """X_pre of each cut from the model already repaired at the cuts before it (else the dense model's)."""
+        return False
 
     def accumulate(self, st: CutStats, xa: torch.Tensor, xb: torch.Tensor) -> None:
         st.ls.update(xa, xb - xa)
@@ -85,7 +89,9 @@ class ResidualLinear(Recovery):
     @torch.no_grad()
     def fit(self, stack, removed, data: Activations):
         removed = check_removed(removed, stack.n_blocks)
-        mats, report, patches = {}, [], {}
+        mats: dict[int, torch.Tensor] = {}
+        report: list[dict] = []
+        patches: dict[int, Callable[[torch.Tensor], torch.Tensor]] = {}
         for a, b in cuts(removed):
             st = CutStats()
             for xa, xb in cut_pairs(stack, removed, data, a, b, patches if self.sequential else None):

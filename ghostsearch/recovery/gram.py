@@ -63,56 +63,63 @@ class GramLS:
         self.yy += float((y * y).sum().detach())
         self.n += x.shape[0]
 
-    def solve(self, ridge: float = 1e-6, solver: str = "ridge") -> torch.Tensor:
-        if self.xx is None or self.n == 0:
+    def grams(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(X^T X, X^T Y); an error when no calibration token was added."""
+        if self.xx is None or self.xy is None or self.n == 0:
             raise GhostsearchError("no calibration tokens reached this cut; use a non-empty calibration set")
+        return self.xx, self.xy
+
+    def solve(self, ridge: float = 1e-6, solver: str = "ridge") -> torch.Tensor:
+        xx, xy = self.grams()
         if solver == "pinv":
             return self._pinv()
         if solver != "ridge":
             raise GhostsearchError(f"unknown solver {solver!r}; use one of: {', '.join(SOLVERS)}")
         if ridge < 0:
             raise GhostsearchError(f"ridge={ridge} is negative; use 0 or a small positive value such as 1e-6")
-        scale = float(self.xx.diagonal().mean()) or 1.0
-        eye = torch.eye(self.xx.shape[0], dtype=self.xx.dtype, device=self.xx.device)
+        scale = float(xx.diagonal().mean()) or 1.0
+        eye = torch.eye(xx.shape[0], dtype=xx.dtype, device=xx.device)
         lam = ridge
         while True:
-            chol, info = torch.linalg.cholesky_ex(self.xx + lam * scale * eye)
+            chol, info = torch.linalg.cholesky_ex(xx + lam * scale * eye)
             if int(info) == 0:
                 self.last_ridge = lam
-                return torch.cholesky_solve(self.xy, chol)
+                return torch.cholesky_solve(xy, chol)
             if lam >= 1.0:
                 raise GhostsearchError("the calibration Gram matrix cannot be factorised even with ridge 1; "
                                        "check the calibration activations")
             lam = max(lam * 10, 1e-10)
 
     def solve_symmetric(self, ridge: float = 1e-6) -> torch.Tensor:
-        if self.xx is None or self.n == 0:
-            raise GhostsearchError("no calibration tokens reached this cut; use a non-empty calibration set")
+        xx, xy = self.grams()
         if ridge < 0:
             raise GhostsearchError(f"ridge={ridge} is negative; use 0 or a small positive value such as 1e-6")
-        if self.xy.shape[0] != self.xy.shape[1]:
-            raise GhostsearchError(f"a symmetric solve needs a square map; X^T Y is {tuple(self.xy.shape)}")
-        scale = float(self.xx.diagonal().mean()) or 1.0
-        e, v = torch.linalg.eigh(self.xx + ridge * scale * torch.eye(self.xx.shape[0], dtype=self.xx.dtype,
-                                                                       device=self.xx.device))
+        if xy.shape[0] != xy.shape[1]:
+            raise GhostsearchError(f"a symmetric solve needs a square map; X^T Y is {tuple(xy.shape)}")
+        scale = float(xx.diagonal().mean()) or 1.0
+        e, v = torch.linalg.eigh(xx + ridge * scale * torch.eye(xx.shape[0], dtype=xx.dtype, device=xx.device))
         d = e[:, None] + e[None, :]
         cut = 2 * e.max() * max(self.n, e.numel()) * torch.finfo(e.dtype).eps
-        rhs = v.T @ (self.xy + self.xy.T) @ v
+        rhs = v.T @ (xy + xy.T) @ v
         k = torch.where(d > cut, rhs / d.clamp_min(cut), torch.zeros_like(d))
         self.last_ridge = ridge
         return v @ k @ v.T
 
     def _pinv(self) -> torch.Tensor:
-        e, v = torch.linalg.eigh(self.xx)
+        xx, xy = self.grams()
+        e, v = torch.linalg.eigh(xx)
         cut = e.max() * max(self.n, e.numel()) * torch.finfo(e.dtype).eps
         inv = torch.where(e > cut, 1.0 / e.clamp_min(cut), torch.zeros_like(e))
         self.last_ridge = 0.0
-        return v @ (inv[:, None] * (v.T @ self.xy))
+        return v @ (inv[:, None] * (v.T @ xy))
 
     def residual(self, w: torch.Tensor | None) -> float:
         """||Y - X W||_F^2 from the Grams (W None: ||Y||^2)."""
         if w is None:
             return self.yy
-        w = w.to(self.xx)
-        r = self.yy - 2 * float((w * self.xy).sum()) + float((w * (self.xx @ w)).sum())
+        xx, xy = self.xx, self.xy
+        if xx is None or xy is None:
+            raise GhostsearchError("no calibration tokens reached this cut; use a non-empty calibration set")
+        w = w.to(xx)
+        r = self.yy - 2 * float((w * xy).sum()) + float((w * (xx @ w)).sum())
         return max(r, 0.0)

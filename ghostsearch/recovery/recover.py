@@ -65,7 +65,7 @@ def recover(run_dir, method: str | None = None, top: int | None = None, threads:
         data = Activations.from_scorer(sc, key)  # ``none`` fits nothing: its report reads the scoring data
         fit_spec = spec.calibration
     in_sample = fit_spec.dataset == spec.calibration.dataset
-    dense = sc.score(key, []).value
+    dense = sc.score(key, ()).value
     rows = []
     for name, removed, _ in tqdm(todo, desc=f"recover ({rec.name})", unit="finalist", disable=not progress_enabled()):
         t0 = time.perf_counter()

@@ -65,7 +65,8 @@ def fit_all(model, tok, specs, cfg) -> list[Operators | None]:
     same dense calibration activations, captured once while they fit in ``eval.cache_gib``."""
     from ghostsearch.stack import Stack
 
-    stack, data, out = Stack(model), None, []
+    stack, data = Stack(model), None
+    out: list[Operators | None] = []
     for removed, method in specs:
         rec = None if method in (None, "none") else recovery_from_config(cfg, method)
         if rec is None or rec.identity:

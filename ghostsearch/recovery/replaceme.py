@@ -112,7 +112,7 @@ class ReplaceMe(Recovery):
                 if self.variant == "cosine":
                     zs.append(z.float())
                     ys.append((gap + z).float())   # X_b - mid
-            extra = {"antisymmetric_share": None, "antisymmetric_share_w": None}
+            extra: dict[str, float | int | None] = {"antisymmetric_share": None, "antisymmetric_share_w": None}
             if self.variant == "cosine":
                 z, y = torch.cat(zs), torch.cat(ys)
                 t = fit_cosine(z, y, self.steps, self.lr, self.batch_tokens, self.seed)

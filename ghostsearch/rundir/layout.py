@@ -124,7 +124,7 @@ def ghostsearch_version() -> dict:
     built from (pip's direct_url.json for a VCS install, or ghostsearch/BUILD written by an image build)."""
     from importlib import metadata
 
-    out = {"version": None, "git_commit": None, "build": None}
+    out: dict[str, str | None] = {"version": None, "git_commit": None, "build": None}
     try:
         dist = metadata.distribution("ghostsearch")
         out["version"] = dist.version

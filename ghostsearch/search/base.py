@@ -107,6 +107,17 @@ class Budget:
     seconds: float | None = None
 
 
+class Raced(Protocol):
+    """What ``ask`` returns to race its candidates rather than score them all: search/racing.py's
+    ``Race`` (named here by its shape, as racing builds on this module)."""
+
+    @property
+    def candidates(self) -> list[Candidate]: ...
+
+    @property
+    def cost(self) -> float: ...
+
+
 class Oracle(Protocol):
     """What a searcher may read besides candidate values (dense statistics, free of budget)."""
 
@@ -266,7 +277,7 @@ class Searcher:
         """Called once before the first ask; may read dense statistics."""
         self.oracle = oracle
 
-    def ask(self) -> list[Candidate]:
+    def ask(self) -> list[Candidate] | Raced:
         raise NotImplementedError
 
     def tell(self, candidates: Sequence[Candidate], values: Sequence[float]) -> None:

@@ -11,7 +11,7 @@ from optuna.trial import TrialState
 
 from ghostsearch.search.base import Candidate, Removed, canonical
 from ghostsearch.search.common import ModelBased, prior_weights, require_ints, sample_unseen
-from ghostsearch.search.racing import race_params
+from ghostsearch.search.racing import Race, race_params
 
 SAMPLERS = ("gp", "tpe")
 
@@ -106,6 +106,12 @@ class BO(ModelBased):
             optuna.delete_study(study_name=name, storage=storage)  # ours, from an earlier run (replayed now)
         return optuna.create_study(storage=storage, study_name=name, direction="minimize")
 
+    def opened(self) -> optuna.Study:
+        """The study, opened on first use."""
+        if self.study is None:
+            self.study = self.open_study()
+        return self.study
+
     def sampler(self) -> optuna.samplers.BaseSampler:
         seed = zlib.crc32(f"{self.seed}/{len(self.trials)}".encode())
         startup = len(self.first(self.prior_topk())) + self.params.n_prior_samples + self.params.n_random
@@ -121,8 +127,9 @@ class BO(ModelBased):
 
     def complete(self, trial: optuna.Trial | int, s: Removed, value: float, full: bool = True) -> None:
         number = trial if isinstance(trial, int) else trial.number
-        params = self.study.get_trials(deepcopy=False)[number].params  # .trials deep-copies them all: 88% of bo's CPU
-        self.study.tell(number, value)
+        study = self.opened()
+        params = study.get_trials(deepcopy=False)[number].params  # .trials deep-copies them all: 88% of bo's CPU
+        study.tell(number, value)
         self.trials.append(([params[n] for n in self.distributions], float(value), full))
 
     def nearest_unseen(self, keys: dict, taken: set) -> dict | None:
@@ -143,37 +150,36 @@ class BO(ModelBased):
     def ask_one(self, taken: set) -> tuple[optuna.Trial, Removed]:
         """One trial whose set is unseen and not in ``taken``. A proposal that decodes to a set
         already scored is marked failed and replaced by its nearest unseen neighbour (enqueued)."""
-        every = self.params.local_every
+        every, study = self.params.local_every, self.opened()
         if every and len(self.trials) % every == every - 1:  # a local move around the incumbent
             best = min(self.trials, key=lambda t: (not t[2], t[1]))  # the best full-fidelity trial
             keys = self.nearest_unseen(dict(zip(self.distributions, best[0])), taken)
         else:
-            self.study.sampler = self.sampler()
-            trial = self.study.ask(self.distributions)
+            study.sampler = self.sampler()
+            trial = study.ask(self.distributions)
             s = self.decode(trial.params)
             if not self.seen(s) and s not in taken:
                 return trial, s
-            self.study.tell(trial, state=TrialState.FAIL)
+            study.tell(trial, state=TrialState.FAIL)
             keys = self.nearest_unseen(trial.params, taken)
         if keys is None:  # every neighbour is scored: jump to an unseen prior-weighted set
             rng = np.random.default_rng([self.seed, len(self.trials)])
             w = prior_weights(self.prior, self.params.temperature)
             keys = self.encode(sample_unseen(rng, self.space, w, set(self.memo) | set(self.partial) | taken, 1)[0])
-        self.study.enqueue_trial(keys)
-        trial = self.study.ask(self.distributions)
+        study.enqueue_trial(keys)
+        trial = study.ask(self.distributions)
         return trial, self.decode(trial.params)
 
     # ---------- protocol ----------
-    def ask(self) -> list[Candidate]:
+    def ask(self) -> list[Candidate] | Race:
         if self.singles():
             return self.ask_singles()
-        if self.study is None:
-            self.study = self.open_study()
+        study = self.opened()
         todo = [s for s in self.starts() if not self.seen(s)]
         taken: set = set()
         for s in todo[: self.affordable(len(todo))]:  # raced or not, what it asks it can afford
-            self.study.enqueue_trial(self.encode(s))
-            self.asked[self.study.ask(self.distributions).number] = s
+            study.enqueue_trial(self.encode(s))
+            self.asked[study.ask(self.distributions).number] = s
             taken.add(s)
         if not taken:
             unseen = self.space.n_subsets() - self.n_seen()
@@ -194,7 +200,7 @@ class BO(ModelBased):
             if s in told:
                 self.complete(number, s, *told[s])
             else:  # the race could not afford to score it
-                self.study.tell(number, state=TrialState.FAIL)
+                self.opened().tell(number, state=TrialState.FAIL)
         self.asked = {}
 
     @property

@@ -9,7 +9,7 @@ import numpy as np
 
 from ghostsearch.search.base import Candidate, Removed, canonical
 from ghostsearch.search.common import ModelBased, prior_weights, require_ints, sample_unseen
-from ghostsearch.search.racing import race_params
+from ghostsearch.search.racing import Race, race_params
 
 
 @dataclass
@@ -44,15 +44,14 @@ def fit(X: np.ndarray, y: np.ndarray, ridges=np.logspace(-4, 2, 13)) -> Quadrati
     s, U = np.linalg.eigh(Fc @ Fc.T)
     s = np.clip(s, 0, None)
     Uy = U.T @ yc
-    best = None
+    fits = []  # (leave-one-out error, ridge) of each ridge
     for lam in ridges * max(s.max(), 1e-12) / len(y):
         h = s / (s + lam)
         resid = yc - U @ (h * Uy)
         lev = (U**2) @ h + 1.0 / len(y)
         loo = np.mean((resid / np.clip(1 - lev, 1e-6, None)) ** 2)
-        if best is None or loo < best[0]:
-            best = (loo, lam)
-    lam = best[1]
+        fits.append((loo, lam))
+    lam = min(fits, key=lambda f: f[0])[1]  # the first of the lowest
     w = Fc.T @ (U @ (Uy / (s + lam)))
     a, B = w[:n], np.zeros((n, n))
     B[np.triu_indices(n, 1)] = w[n:]
@@ -173,7 +172,7 @@ class CBO(ModelBased):
             low = lowest_enumerated(model, len(free), k, want)
         else:
             pos = {b: p for p, b in enumerate(free)}
-            starts = [tuple(pos[b] for b in s) for s in sorted(self.memo, key=self.memo.get) if len(s) == k][:4]
+            starts = [tuple(pos[b] for b in s) for s in sorted(self.memo, key=lambda s: self.memo[s]) if len(s) == k][:4]
             low = lowest_annealed(model, len(free), k, want, np.random.default_rng([self.seed, len(self.memo)]), starts)
         sets = [canonical(free[p] for p in s) for _, s in low]
         out = [s for s in sets if not self.seen(s)][:m]
@@ -183,7 +182,7 @@ class CBO(ModelBased):
                                 set(self.memo) | set(self.partial), m)
         return out
 
-    def ask(self) -> list[Candidate]:
+    def ask(self) -> list[Candidate] | Race:
         if self.singles():
             return self.ask_singles()
         # the design, cut so that n_propose evaluations stay for the model's proposals

@@ -16,7 +16,7 @@ from deap import base, tools
 
 from ghostsearch.search.base import Candidate, Removed, canonical
 from ghostsearch.search.common import ModelBased, prior_weights, require_ints, sample_unseen
-from ghostsearch.search.racing import race_params
+from ghostsearch.search.racing import Race, race_params
 
 UNIT = {"range": (0, 1)}  # a probability or a fraction (Searcher.parse_params checks it)
 
@@ -143,7 +143,7 @@ class GA(ModelBased):
         m = min(p.promote, self.affordable(p.promote))
         return min(p.offspring, int((left - m) / p.screen + 1e-9)) if m else 0
 
-    def ask(self) -> list[Candidate]:
+    def ask(self) -> list[Candidate] | Race:
         phase = self.phase()
         if phase == "singles":
             return self.ask_singles()

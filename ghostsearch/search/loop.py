@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Protocol, Sequence
+from typing import Callable, Protocol, Sequence, cast
 
 from ghostsearch.errors import GhostsearchError
 from ghostsearch.search.base import Candidate, Oracle, Removed, Searcher
@@ -67,29 +67,33 @@ def run(searcher: Searcher, evaluator: Evaluator, *, oracle: Oracle | None = Non
     t0 = time.monotonic()
     if getattr(getattr(searcher, "params", None), "race", False) not in (False, None) and hasattr(evaluator, "n_rows"):
         searcher.rows = int(evaluator.n_rows())  # race: auto decides on it
-    searcher.setup(oracle if oracle is not None else getattr(evaluator, "statistic", None) and evaluator)
+    if oracle is None and getattr(evaluator, "statistic", None) is not None:
+        oracle = cast(Oracle, evaluator)  # an evaluator with dense statistics is the searcher's oracle
+    searcher.setup(oracle)
     while not searcher.done:
         if searcher.budget.seconds is not None and time.monotonic() - t0 > searcher.budget.seconds:
             break
         if stop is not None and stop():
             break
         asked = searcher.ask()
-        if not asked or (isinstance(asked, Race) and not asked.candidates):
+        raced = asked if isinstance(asked, Race) else None
+        cands = raced.candidates if raced is not None else cast("list[Candidate]", asked)  # not a Race: a list
+        if not cands:
             if searcher.done:
                 break
             raise RuntimeError(f"searcher {searcher.name} asked nothing but is not done")
-        searcher.check_fresh(asked.candidates if isinstance(asked, Race) else asked)  # never the same set twice
-        cost = asked.cost if isinstance(asked, Race) else sum(c.fidelity for c in asked)
+        searcher.check_fresh(cands)  # never the same set twice
+        cost = raced.cost if raced is not None else sum(c.fidelity for c in cands)
         if cost > searcher.budget_left + 1e-9:
             raise RuntimeError(f"searcher {searcher.name} asked {cost:g} evaluations with {searcher.budget_left:g} left")
-        if isinstance(asked, Race):
-            out = race(asked, evaluator, searcher.name)
+        if raced is not None:
+            out = race(raced, evaluator, searcher.name)
             searcher.race_cut += len(out.cut)
             told = list(out.told)
             searcher.tell(told, out.values)
         else:
-            told = list(asked)
-            searcher.tell(told, evaluator.evaluate(asked, searcher.name))
+            told = list(cands)
+            searcher.tell(told, evaluator.evaluate(cands, searcher.name))
         if on_told is not None:
             on_told(told)
         if on_tell is not None:

@@ -195,7 +195,7 @@ def race_alpha(delta: float, keep: int, m: int, n_looks: int) -> float:
 def radius(D: np.ndarray, n_total: int, alpha: float, params: RaceParams) -> np.ndarray:
     """The bound's radius for the mean of the paired differences D [..., n] (n < n_total rows seen)."""
     n = D.shape[-1]
-    if params.bound == "serfling":
+    if params.bound == "serfling" and params.range is not None:  # (RaceParams refuses serfling without a range)
         rho = 1 - (n - 1) / n_total if n <= n_total / 2 else (1 - n / n_total) * (1 + 1 / n)
         log = math.log(2 * 5 / alpha)  # Bernstein at alpha / 2 (its own log(5 / .)); Hoeffding at alpha / 2
         bern = D.std(-1) * math.sqrt(2 * rho * log / n) + KAPPA * params.range * log / n
