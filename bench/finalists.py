@@ -51,8 +51,7 @@ def main() -> None:
                              "eval.perplexity=[wikitext2]", "eval.ppl_max_seq=2", f"eval.limit={args.limit}",
                              "compare.recovery=[none,ghosted]"])
     rng = random.Random(args.seed)
-    results = [{"removed": sorted(rng.sample(range(1, 29), 4))} for _ in range(args.finalists)]
-    jobs = finalist_jobs(cfg, results)
+    jobs = finalist_jobs(cfg, [sorted(rng.sample(range(1, 29), 4)) for _ in range(args.finalists)])
     print(f"{len(jobs)} models (dense + {args.finalists} sets x [none, ghosted]) x ({args.tasks}, limit "
           f"{args.limit}) + WikiText-2; {cores} cores")
 

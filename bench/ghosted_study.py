@@ -21,8 +21,12 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import benchenv  # noqa: F401  (repository on sys.path, offline HF, ../shared/data)
+
+if TYPE_CHECKING:
+    from ghostsearch.claims import ClaimRow
 
 METHODS = [("none", None), ("ghosted", "dense"), ("ghosted", "symmetric"), ("replaceme", "lstsq"),
            ("replaceme", "cosine"), ("linearpatch", "hadamard")]
@@ -62,10 +66,10 @@ def label(r: dict) -> str:
     return r["method"] + (f" {r['variant']}" if r["variant"] and r["variant"] != "dense" else "")
 
 
-def claims(rows: list[dict], matrix) -> tuple[list[dict], list[str]]:
+def claims(rows: list[dict], matrix) -> tuple[list[ClaimRow], list[str]]:
     """The Ghosted paper's claims on these finalists: paired accuracy differences (ghostsearch.claims
     verdict rule) and the perplexity / antisymmetric-share lines (one evaluation each, no interval)."""
-    from ghostsearch.claims import claim_row, item_bootstrap, recovery_comparison
+    from ghostsearch.claims import ClaimRow, claim_row, item_bootstrap, recovery_comparison
 
     main_rows = [r for r in rows if r["role"] == "main"]
     by_set: dict = {}
@@ -83,7 +87,8 @@ def claims(rows: list[dict], matrix) -> tuple[list[dict], list[str]]:
         best = min(ppl, key=lambda x: ppl[x] if ppl[x] is not None else float("inf"))
         lines.append(f"{kind} k={k} {g['removed']}: WikiText-2 perplexity " + ", ".join(
             f"{lab} {v:.1f}" for lab, v in sorted(ppl.items(), key=lambda x: x[1] or 0)) + f" (lowest: {best}); "
-            f"antisymmetric share of W* {g.get('antisymmetric_share_w') or 0:.2f}, of M {g.get('antisymmetric_share_m') or 0:.2f}")
+            f"antisymmetric share of W* {g.get('antisymmetric_share_w') or 0:.2f}, of M "
+            f"{g.get('antisymmetric_share_m') or 0:.2f}")
     out = recovery_comparison(matrix, pairs)
     extra = [r for r in rows if r["role"] == "saturation"]
     sat = sorted(extra + [r for r in main_rows if extra and r["set"] == "greedy" and r["k"] == extra[0]["k"]
@@ -95,9 +100,11 @@ def claims(rows: list[dict], matrix) -> tuple[list[dict], list[str]]:
                 p, lo, hi = item_bootstrap(matrix, lambda acc, a=top["key"], b=r["key"]: acc[a] - acc[b],
                                            keys=[top["key"], r["key"]])
                 out.append(claim_row("accuracy gained beyond n sequences is < 0.01", SATURATION_PAPER,
-                                     f"acc({top['n_seq']}) - acc({r['n_seq']}), greedy k={r['k']}", p, lo, hi, 0.01, "<"))
+                                     f"acc({top['n_seq']}) - acc({r['n_seq']}), greedy k={r['k']}", p, lo, hi, 0.01,
+                                     "<"))
         lines.append("saturation (greedy k=%d): " % top["k"] + ", ".join(
-            f"{r['n_seq']} seq: ppl {r.get('ppl_wikitext2', float('nan')):.1f}, acc {r.get('mean_acc', float('nan')):.3f}"
+            f"{r['n_seq']} seq: ppl {r.get('ppl_wikitext2', float('nan')):.1f}, acc "
+            f"{r.get('mean_acc', float('nan')):.3f}"
             for r in sat))
     wt = [r for r in rows if r["role"] == "dataset"]
     for w in wt:
@@ -108,16 +115,17 @@ def claims(rows: list[dict], matrix) -> tuple[list[dict], list[str]]:
             out.append(claim_row("|acc(C4 calib) - acc(WikiText-2 calib)| < 0.01", DATASET_PAPER,
                                  f"ghosted, greedy k={w['k']}", p, lo, hi, 0.01, "<"))
             lines.append(f"calibration data (greedy k={w['k']}): C4 ppl {c4.get('ppl_wikitext2', float('nan')):.1f} / "
-                         f"acc {c4.get('mean_acc', float('nan')):.3f}; WikiText-2 ppl {w.get('ppl_wikitext2', float('nan')):.1f}"
+                         f"acc {c4.get('mean_acc', float('nan')):.3f}; WikiText-2 ppl "
+                         f"{w.get('ppl_wikitext2', float('nan')):.1f}"
                          f" / acc {w.get('mean_acc', float('nan')):.3f} (WikiText-2 perplexity is measured on its test "
                          "split, calibration read its validation split)")
     shares = [r["antisymmetric_share_w"] for r in main_rows if r["method"] == "ghosted" and r["variant"] == "dense"
               and r.get("antisymmetric_share_w") is not None]
     if shares:
-        out.append({"claim": "antisymmetric share of W* = I + M", "paper": ANTISYM_PAPER,
-                    "condition": f"ghosted, {len(shares)} sets", "ours": float(sum(shares) / len(shares)),
-                    "lo": float(min(shares)), "hi": float(max(shares)), "rule": "reported (range over sets)",
-                    "verdict": "reported"})
+        out.append(ClaimRow(claim="antisymmetric share of W* = I + M", paper=ANTISYM_PAPER,
+                            condition=f"ghosted, {len(shares)} sets", ours=float(sum(shares) / len(shares)),
+                            lo=float(min(shares)), hi=float(max(shares)), rule="reported (range over sets)",
+                            verdict="reported"))
     return out, lines
 
 
@@ -189,7 +197,8 @@ def main() -> None:
             continue  # the main row
         ops = fit(model, tok, list(greedy_mid), with_recovery(method="ghosted", variant="dense", n_seq=n), "ghosted")
         jobs.append(({"set": "greedy", "k": mid, "removed": list(greedy_mid), "method": "ghosted", "variant": "dense",
-                      "calibration": cfg.recovery.dataset or "c4", "n_seq": n, "role": "saturation"}, (greedy_mid, ops)))
+                      "calibration": cfg.recovery.dataset or "c4", "n_seq": n, "role": "saturation"}, (greedy_mid,
+                                                                                                       ops)))
     ops = fit(model, tok, list(greedy_mid), with_recovery(method="ghosted", variant="dense", dataset="wikitext2"),
               "ghosted")
     jobs.append(({"set": "greedy", "k": mid, "removed": list(greedy_mid), "method": "ghosted", "variant": "dense",
@@ -208,18 +217,21 @@ def main() -> None:
     for i, ((row, (_, ops)), p, z) in enumerate(zip(jobs, ppl, zs)):
         key = f"{row['set']}-k{row['k']}-{row['method']}{'-' + row['variant'] if row['variant'] else ''}" \
               f"-{row['calibration']}-n{row['n_seq']}"
-        numbers = {m: float(v) for m, v in {**p, **z}.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        numbers = {m: float(v) for m, v in {**p, **z}.items() if isinstance(v, (int, float)) and not isinstance(v,
+                                                                                                                bool)}
         rows.append({**row, "key": key, "eval_key": key, **numbers,
                      "antisymmetric_share_w": share(ops, "antisymmetric_share_w"),
                      "antisymmetric_share_m": share(ops, "antisymmetric_share"),
-                     "alignment_before": share(ops, "alignment_before"), "alignment_after": share(ops, "alignment_after")})
+                     "alignment_before": share(ops, "alignment_before"), "alignment_after": share(ops,
+                                                                                                  "alignment_after")})
         for it in items:
             if it["finalist"] == i:
                 it["key"] = key
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     names = list(dict.fromkeys(k for r in rows for k in r))
-    write_parquet_atomic(out.with_suffix(".parquet"), pa.Table.from_pylist([{k: r.get(k) for k in names} for r in rows]))
+    write_parquet_atomic(out.with_suffix(".parquet"),
+                         pa.Table.from_pylist([{k: r.get(k) for k in names} for r in rows]))
     write_item_rows(items, out.with_name(out.name + "_items.parquet"))
     print(f"fit {fit_s:.0f} s, evaluation {eval_s:.0f} s; wrote {out.with_suffix('.parquet')} and "
           f"{out.with_name(out.name + '_items.parquet')}\n")

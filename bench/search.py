@@ -78,7 +78,8 @@ MATCHED = [("greedy", {"race": False}), ("greedy+race", {"race": True}), ("ga", 
            ("beam+race", {"width": 2, "race": True}), ("beam", {"width": 2, "race": False}),
            ("cbo+none", {"transform": "none"})]
 DEFAULT = ["greedy", "greedy+race", "ga", "bo", "cbo", "beam+race"]  # --searchers default
-DETERMINISTIC = {"greedy", "greedy+race", "beam", "beam+race"}  # no seed enters them (the race's row order is fixed): run once
+# no seed enters them (the race's row order is fixed): run once
+DETERMINISTIC = {"greedy", "greedy+race", "beam", "beam+race"}
 
 
 def improvements(history: list[dict]) -> list[dict]:
@@ -89,7 +90,8 @@ def improvements(history: list[dict]) -> list[dict]:
 
 
 def reach(history, target, tol=1e-4):
-    """Budget at which a cell history [{budget_used, best_value}] first reaches target within tol (relative, either sign)."""
+    """Budget at which a cell history [{budget_used, best_value}] first reaches target within tol (relative, either
+    sign)."""
     return next((h["budget_used"] for h in history if h["best_value"] is not None
                  and h["best_value"] <= target + tol * abs(target)), None)
 
@@ -113,7 +115,8 @@ def matched(args):
     if unknown:
         raise SystemExit(f"--searchers: unknown {unknown}; choose from {[m[0] for m in MATCHED]}")
     if "greedy" not in labels and args.greedy_value is None:
-        raise SystemExit("--searchers without greedy needs --greedy-value (exact greedy's best value of an earlier run)")
+        raise SystemExit("--searchers without greedy needs --greedy-value "
+                         "(exact greedy's best value of an earlier run)")
     cfg = load_config(None, base)
     n_blocks = model_depth(cfg.model)
     connect(None, dashboard=False)
@@ -142,14 +145,15 @@ def matched(args):
                         run_dir = open_run_dir(c, "bench-search")
                         try:
                             r = run_cell(c, broker, run_dir, searcher=name, objective=objective, k=k, seed=seed,
-                                         n_blocks=n_blocks, progress=False)
+                                         n_blocks=n_blocks, progress=False).to_dict()  # the JSON form it writes
                         finally:
                             close_run_dir(run_dir)
                         first.setdefault(label, r)
                         if label == "greedy":
                             greedy_best = r["value"]
                         at = reach(r["history"], greedy_best)
-                        rows.append((objective, k, seed, label, r["value"], r["budget_used"], at, cost, r["wall_seconds"],
+                        rows.append((objective, k, seed, label, r["value"], r["budget_used"], at, cost,
+                                     r["wall_seconds"],
                                      r["removed"]))
                         g = first.get("greedy")
                         race = r.get("race") or {}
@@ -160,11 +164,13 @@ def matched(args):
                                                 "removed": r["removed"], "history": improvements(r["history"]),
                                                 "n_seq": args.n_seq, "seq_len": args.seq_len, "race": race,
                                                 "evaluations": r["evaluations"]}) + "\n")
-                        print(f"{objective:10s} k={k} seed={seed} {label:12s} best {r['value']:10.4f} used {r['budget_used']:7.1f} "
+                        print(f"{objective:10s} k={k} seed={seed} {label:12s} best {r['value']:10.4f} used "
+                              f"{r['budget_used']:7.1f} "
                               f"reached greedy at {'-' if at is None else f'{at:.1f} ({at / cost:.2f}x)':>14s} "
                               f"wall {r['wall_seconds']:7.1f}s {r['removed']} ({race.get('used', '-')})"
                               + (f" | vs exact greedy: budget {r['budget_used'] / g['budget_used']:.2f}x, wall "
-                                 f"{r['wall_seconds'] / g['wall_seconds']:.2f}x, same set {sorted(r['removed']) == sorted(g['removed'])}"
+                                 f"{r['wall_seconds'] / g['wall_seconds']:.2f}x, same set "
+                                 f"{sorted(r['removed']) == sorted(g['removed'])}"
                                  if g is not None and label != "greedy" else ""), flush=True)
     finally:
         ray.shutdown()
@@ -187,11 +193,13 @@ def plot(paths: list[str], out: str) -> None:
         mine = [r for r in rows if (r["objective"], r["k"]) == (objective, k)]
         finals = []
         for r in mine:
-            h = [(x["budget_used"] / r["greedy_cost"], x["best_value"]) for x in r["history"] if x["best_value"] is not None]
+            h = [(x["budget_used"] / r["greedy_cost"],
+                  x["best_value"]) for x in r["history"] if x["best_value"] is not None]
             if not h:
                 continue
             xs, ys = zip(*h)
-            ax.step(xs, ys, where="post", color=f"C{labels.index(r['searcher'])}", ls=["-", "--", ":", "-."][r["seed"] % 4],
+            ax.step(xs, ys, where="post", color=f"C{labels.index(r['searcher'])}", ls=["-", "--", ":",
+                                                                                       "-."][r["seed"] % 4],
                     label=f"{r['searcher']} s{r['seed']}")
             finals.append(r["value"])
             if r["searcher"] == "greedy":
@@ -201,7 +209,8 @@ def plot(paths: list[str], out: str) -> None:
         ax.set_ylim(lo - pad, hi + 3 * pad)  # the end game, not the first (catastrophic) candidates
         ax.axvline(1.0, color="grey", lw=0.8)
         n = mine[0]
-        ax.set(title=f"{objective}, k={k} ({n['n_seq']} x {n['seq_len']} tokens)", xlabel="budget used (x exact greedy's cost)",
+        ax.set(title=f"{objective}, k={k} ({n['n_seq']} x {n['seq_len']} tokens)",
+               xlabel="budget used (x exact greedy's cost)",
                ylabel="best value (lower is better)")
         ax.legend(fontsize=7)
     fig.tight_layout()
@@ -218,7 +227,8 @@ def table(paths: list[str]) -> None:
     greedy = {(r["objective"], r["k"], r["n_seq"], r["seq_len"]): r for r in rows if r["searcher"] == "greedy"}
     order = [m[0] for m in MATCHED]
     rows.sort(key=lambda r: (r["objective"], r["n_seq"] * r["seq_len"], r["k"], order.index(r["searcher"]), r["seed"]))
-    print("| calibration | k | searcher | seed | best value | budget used | reached greedy's value at (x its cost) | set |")
+    print("| calibration | k | searcher | seed | best value | budget used | reached greedy's value at "
+          "(x its cost) | set |")
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         g = greedy.get((r["objective"], r["k"], r["n_seq"], r["seq_len"]))
@@ -228,7 +238,8 @@ def table(paths: list[str]) -> None:
         if at is None and g is not None and r["searcher"] != "greedy":
             ratio += f" ({r['value'] / g['value']:.4f}x greedy's value)" if g["value"] > 0 else ""
         print(f"| {r['objective']} {r['n_seq']} x {r['seq_len']} | {r['k']} | {r['searcher']} | "
-              f"{'all' if r['searcher'] in DETERMINISTIC else r['seed']} | {r['value']:.4f}{' (same set)' if same else ''} | "
+              f"{'all' if r['searcher'] in DETERMINISTIC else r['seed']} | "
+              f"{r['value']:.4f}{' (same set)' if same else ''} | "
               f"{r['budget_used']:.1f} of {r['greedy_cost']} | {ratio} | {sorted(r['removed'])} |")
 
 

@@ -19,7 +19,17 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import numpy as np
 import pyarrow.parquet as pq
 
-from ghostsearch.claims import RULE, ItemMatrix, all_claims, family, finalists, jaccard, recovery_comparison, render
+from ghostsearch.claims import (
+    RULE,
+    ClaimRow,
+    ItemMatrix,
+    all_claims,
+    family,
+    finalists,
+    jaccard,
+    recovery_comparison,
+    render,
+)
 
 LORP_PAPER = "LoRP beats ShortGPT / LLM-Streamline without repair (Qwen3-8B, 7 of 36 blocks: 56.65 vs 51.50 % mean acc)"
 
@@ -58,7 +68,7 @@ def tables(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
-def lorp_claims(rows: list[dict], matrix) -> tuple[list[dict], list[str]]:
+def lorp_claims(rows: list[dict], matrix) -> tuple[list[ClaimRow], list[str]]:
     """LoRP against ShortGPT and Streamline, unrepaired (the LoRP paper's setting), per k, on the
     perplexity-objective cells of seed 0 (their sets do not depend on the objective's search):
     paired accuracy differences (claims) and a perplexity line per k (one evaluation, no interval)."""
@@ -97,7 +107,7 @@ def main(run_dir: str):
     lorp, lines = lorp_claims(rows, matrix)
     decided = family(main_rows + lorp)  # one family: every tested row of the run
     main_rows, lorp = decided[:len(main_rows)], decided[len(main_rows):]
-    n = sum(r.get("p_adj") is not None for r in decided)
+    n = sum(r.p_adj is not None for r in decided)
     print(f"One family of {n} tested rows (this table and the LoRP table below), Holm at 0.05.\n")
     print(render(main_rows))
     if lorp:

@@ -3,8 +3,8 @@
 Inputs: the rows of ``RUN_DIR/comparison.parquet`` (one per cell and recovery, plus the dense row)
 and, for the accuracy claims, an :class:`ItemMatrix` built from ``RUN_DIR/eval_items.parquet``
 (per-item correctness, joined to the rows by ``eval_key``). Every claim function returns rows
-``{claim, paper, condition, ours, lo, hi, rule, verdict}`` (plus ``note``; ``p`` where the row is
-tested). The rows of one run are ONE family (:func:`family`): Holm's step-down adjustment at
+(:class:`ClaimRow`: claim, paper, condition, ours, lo, hi, rule, verdict, plus ``note``; ``p`` where
+the row is tested; ``ClaimRow.to_dict`` is the row as written). The rows of one run are ONE family (:func:`family`): Holm's step-down adjustment at
 family-wise level 0.05 over every tested row, each row's interval shown at its Holm level, its
 verdict from its adjusted p. :func:`render` prints them as one Markdown table (applying
 :func:`family` to rows not yet adjusted). The statistics come from :mod:`ghostsearch.stats`.
@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from itertools import combinations
 
 import numpy as np
@@ -83,21 +83,62 @@ def _rule(direction: str, t: float) -> str:
     return f"H0: stat = {t:g}; claim stat {direction} {t:g}"
 
 
+@dataclass(frozen=True)
+class Hypothesis:
+    """What :func:`family` needs to decide a tested row, never written: the threshold t and the
+    direction of "statistic = t", the bootstrap statistics (its interval at the Holm level), the
+    statistic's standard error and the items per model (the note of a row within noise)."""
+    threshold: float
+    direction: str
+    boot: np.ndarray | None = None
+    se: float | None = None
+    n_items: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClaimRow:
+    """One verdict row: the claim, the paper's statement, the condition, our estimate and interval,
+    the rule and the verdict; ``note``; a tested row's raw ``p`` and, once :func:`family` decided it,
+    ``p_adj`` (Holm), ``level``, ``family`` (its size) and ``ci_level`` (the interval's level)."""
+    claim: str
+    paper: str
+    condition: str
+    ours: float | None
+    lo: float | None
+    hi: float | None
+    rule: str
+    verdict: str
+    note: str | None = None
+    p: float | None = None
+    p_adj: float | None = None
+    level: float | None = None
+    family: int | None = None
+    ci_level: float | None = None
+    tested: Hypothesis | None = field(default=None, repr=False, compare=False)
+
+    def to_dict(self) -> dict:
+        """The row as written (summary.json's ``verdicts``): the eight columns, then those that are set."""
+        out = {"claim": self.claim, "paper": self.paper, "condition": self.condition, "ours": self.ours,
+               "lo": self.lo, "hi": self.hi, "rule": self.rule, "verdict": self.verdict}
+        for name in ("note", "p", "p_adj", "level", "family", "ci_level"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
+        return out
+
+
 def claim_row(claim: str, paper: str, condition: str, ours, lo, hi, threshold: float, direction: str,
               note: str | None = None, p: float | None = None, boot=None, se: float | None = None,
-              n_items: int | None = None) -> dict:
+              n_items: int | None = None) -> ClaimRow:
     """One claim's row. Without ``p``: its verdict from :func:`verdict` on [lo, hi]. With ``p`` (the
     raw two-sided p of "statistic = threshold"): a tested row; :func:`family` adjusts it (Holm),
     recomputes [lo, hi] at its Holm level from ``boot`` (the bootstrap statistics) and decides it;
     ``se`` (the statistic's standard error) and ``n_items`` (items per model) size the note of a
     row within noise."""
-    row = {"claim": claim, "paper": paper, "condition": condition, "ours": ours, "lo": lo, "hi": hi,
-           "rule": _rule(direction, threshold), "verdict": verdict(lo, hi, threshold, direction)}
-    if note:
-        row["note"] = note
+    row = ClaimRow(claim=claim, paper=paper, condition=condition, ours=ours, lo=lo, hi=hi,
+                   rule=_rule(direction, threshold), verdict=verdict(lo, hi, threshold, direction), note=note or None)
     if p is not None:
-        row.update(p=float(p), _t=threshold, _dir=direction, _boot=boot, _se=se, _n=n_items)
-        row["verdict"] = "within noise" if not math.isnan(p) else "not computed"
+        row = replace(row, p=float(p), tested=Hypothesis(threshold, direction, boot, se, n_items),
+                      verdict="within noise" if not math.isnan(p) else "not computed")
     return row
 
 
@@ -111,37 +152,36 @@ def boot_p(boot: np.ndarray, threshold: float) -> float:
     return float(min(1.0, 2 * (1 + min(lo, hi)) / (1 + len(boot))))
 
 
-def family(rows: list[dict], alpha: float = ALPHA) -> list[dict]:
+def family(rows: list[ClaimRow], alpha: float = ALPHA) -> list[ClaimRow]:
     """Every tested row of ``rows`` (those with a ``p``) decided as one family: ``p_adj`` (Holm),
     ``level`` (:func:`stats.holm_levels`), [lo, hi] recomputed at that level from the row's bootstrap,
     the verdict from :func:`decide`, and for a row within noise a note with the minimum detectable
     difference at its level and the items per model that would detect 0.03. Rows without p pass
-    unchanged. Returns new rows (private fields dropped)."""
-    out = [dict(r) for r in rows]
-    idx = [i for i, r in enumerate(out) if r.get("p") is not None and not math.isnan(r["p"])]
+    unchanged. Returns new rows."""
+    out = list(rows)
+    idx = [i for i, r in enumerate(out) if r.p is not None and not math.isnan(r.p)]
     if idx:
-        ps = [out[i]["p"] for i in idx]
+        ps = [out[i].p for i in idx]
         adj, levels = stats.holm(ps), stats.holm_levels(ps, alpha)
         for i, pa, lv in zip(idx, adj, levels):
-            r = out[i]
-            r["p_adj"], r["level"], r["family"] = float(pa), float(lv), len(idx)
-            boot = r.get("_boot")
-            if boot is not None and len(boot):
-                b = np.asarray(boot, dtype=float)
-                r["lo"], r["hi"] = float(np.quantile(b, (1 - lv) / 2)), float(np.quantile(b, 1 - (1 - lv) / 2))
-                r["ci_level"] = float(lv)
-            r["verdict"] = decide(r["ours"], pa, r["_t"], r["_dir"], alpha)
-            r["rule"] = f"Holm over {len(idx)} rows at {alpha:g}; " + r["rule"]
-            se = r.get("_se")
-            if r["verdict"] == "within noise" and se:
-                d = stats.mdd(se ** 2, 1, alpha=1 - lv)
+            r, t = out[i], out[i].tested
+            if t is None:
+                raise ValueError(f"claim row {r.claim!r} ({r.condition}) has a p but no test (make it with claim_row)")
+            lo, hi, ci_level = r.lo, r.hi, r.ci_level
+            if t.boot is not None and len(t.boot):
+                b = np.asarray(t.boot, dtype=float)
+                lo, hi = float(np.quantile(b, (1 - lv) / 2)), float(np.quantile(b, 1 - (1 - lv) / 2))
+                ci_level = float(lv)
+            decided = decide(r.ours, pa, t.threshold, t.direction, alpha)
+            note = r.note
+            if decided == "within noise" and t.se:
+                d = stats.mdd(t.se ** 2, 1, alpha=1 - lv)
                 more = ""
-                if r.get("_n"):
-                    more = f"; ~{math.ceil(r['_n'] * (d / SMALL_GAP) ** 2):,} items per model would detect {SMALL_GAP:g}"
-                r["note"] = "; ".join(x for x in (r.get("note"), f"MDD {d:.3f} at this size and level{more}") if x)
-    for r in out:
-        for k in [k for k in r if k.startswith("_")]:
-            del r[k]
+                if t.n_items:
+                    more = f"; ~{math.ceil(t.n_items * (d / SMALL_GAP) ** 2):,} items per model would detect {SMALL_GAP:g}"
+                note = "; ".join(x for x in (r.note, f"MDD {d:.3f} at this size and level{more}") if x)
+            out[i] = replace(r, p_adj=float(pa), level=float(lv), family=len(idx), lo=lo, hi=hi, ci_level=ci_level,
+                             verdict=decided, rule=f"Holm over {len(idx)} rows at {alpha:g}; " + r.rule, note=note)
     return out
 
 
@@ -355,7 +395,7 @@ def cross_fit_gap(acc_a: dict, acc_b: dict, choose: Callable[[dict], tuple], mea
     return 0.5 * (measure(acc_b, choose(acc_a)) + measure(acc_a, choose(acc_b)))
 
 
-def _boot_row(claim, paper, cond, point, boot, threshold, direction, n_items, note=None) -> dict:
+def _boot_row(claim, paper, cond, point, boot, threshold, direction, n_items, note=None) -> ClaimRow:
     lo, hi = _percentile(boot)
     return claim_row(claim, paper, cond, point, lo, hi, threshold, direction, note=note, p=boot_p(boot, threshold),
                      boot=boot, se=float(np.std(boot, ddof=1)) if len(boot) > 1 else None, n_items=n_items)
@@ -383,14 +423,14 @@ def _cond(**kw) -> str:
                      for k, v in kw.items())
 
 
-def _not_computed(claim, paper, condition, threshold, direction, note=NO_ITEMS) -> dict:
+def _not_computed(claim, paper, condition, threshold, direction, note=NO_ITEMS) -> ClaimRow:
     return claim_row(claim, paper, condition, None, None, None, threshold, direction, note=note)
 
 
-def _no_verdict(claim, paper, condition, n: int) -> dict:
-    return {"claim": claim, "paper": paper, "condition": condition, "ours": None, "lo": None, "hi": None,
-            "rule": f"no verdict on fewer than {MIN_MODELS} distinct models", "verdict": "no verdict",
-            "note": f"{n} distinct evaluated model{'s' if n != 1 else ''}; {MIN_MODELS} or more would decide"}
+def _no_verdict(claim, paper, condition, n: int) -> ClaimRow:
+    return ClaimRow(claim=claim, paper=paper, condition=condition, ours=None, lo=None, hi=None,
+                    rule=f"no verdict on fewer than {MIN_MODELS} distinct models", verdict="no verdict",
+                    note=f"{n} distinct evaluated model{'s' if n != 1 else ''}; {MIN_MODELS} or more would decide")
 
 
 def _with_items(rows: list[dict], matrix: ItemMatrix | None) -> list[dict]:
@@ -430,7 +470,7 @@ def _shapes(J: np.ndarray, labels: np.ndarray) -> float:
     return float(J[same].mean() - J[diff].mean())
 
 
-def objective_shapes_sets(rows: list[dict], n_boot: int = 2000, seed: int = 0) -> list[dict]:
+def objective_shapes_sets(rows: list[dict], n_boot: int = 2000, seed: int = 0) -> list[ClaimRow]:
     """Per k: mean Jaccard of removed sets within an objective minus between objectives, tested by an
     exact permutation test of the objective labels within each searcher (the labels are exchangeable
     when the objective does not shape the set; relabelling within a searcher keeps its own habits out
@@ -458,8 +498,8 @@ def objective_shapes_sets(rows: list[dict], n_boot: int = 2000, seed: int = 0) -
         point = _shapes(J, labels)
         note = f"{len(cells)} cells; exact permutation over {n_perm} relabellings within searchers"
         if n_perm * ALPHA < 1:
-            out.append({**claim_row(*SHAPES, cond, point, None, None, 0.0, ">", note=note + f": p cannot go below "
-                                    f"1/{n_perm}, so this size cannot decide"), "verdict": "descriptive"})
+            out.append(replace(claim_row(*SHAPES, cond, point, None, None, 0.0, ">", note=note + f": p cannot go "
+                                         f"below 1/{n_perm}, so this size cannot decide"), verdict="descriptive"))
             continue
         res = stats.permutation_test(lambda lab, J=J: _shapes(J, lab), labels, strata, alternative="two-sided",
                                      seed=seed)
@@ -508,7 +548,7 @@ def objective_blind(rows: list[dict]) -> set[str]:
 
 
 def objective_beats_search(rows: list[dict], matrix: ItemMatrix | None, n_boot: int = 2000,
-                           seed: int = 0) -> list[dict]:
+                           seed: int = 0) -> list[ClaimRow]:
     """Per (k, recovery): objective effect minus search effect, in mean accuracy, both cross-fitted
     and averaged over random splits (:func:`split_bootstrap_samples`). Objective effect: the paired
     mean difference acc(first) - acc(second) over (searcher, seed) present under both objectives,
@@ -555,7 +595,7 @@ SPREAD = ("search algorithms differ little",
           "best minus worst searcher: \"typically 1-3 percentage points\" (margin objective); ours cross-fitted")
 
 
-def search_spread(rows: list[dict], matrix: ItemMatrix | None, n_boot: int = 2000, seed: int = 0) -> list[dict]:
+def search_spread(rows: list[dict], matrix: ItemMatrix | None, n_boot: int = 2000, seed: int = 0) -> list[ClaimRow]:
     """Per (objective, k, recovery): best minus worst searcher by seed-averaged accuracy, cross-fitted
     and averaged over random splits (:func:`searcher_spread`, :func:`split_bootstrap_samples`).
     Bootstrap p of "spread = 0.03"; holds if < 0.03. No verdict on fewer than 3 distinct models. The
@@ -598,7 +638,7 @@ def paper_rho(calib, acc, seed: int = 0, n_boot: int = 2000) -> tuple[float, flo
     return -spearman(calib, acc), -hi, -lo
 
 
-def calibration_vs_accuracy(rows: list[dict], n_boot: int = 2000, seed: int = 0) -> list[dict]:
+def calibration_vs_accuracy(rows: list[dict], n_boot: int = 2000, seed: int = 0) -> list[ClaimRow]:
     """Per (objective, k, recovery): paper_rho (see :func:`paper_rho`) over the distinct evaluated
     models (:func:`distinct`), from the rows' mean_acc, with its 95% bootstrap interval (descriptive)
     and an exact permutation p of the ranks (stats.spearman_exact_p) for "paper_rho < 0" (opposite
@@ -617,24 +657,24 @@ def calibration_vs_accuracy(rows: list[dict], n_boot: int = 2000, seed: int = 0)
         rho, lo, hi = paper_rho(calib, acc, seed, n_boot)
         rho = None if math.isnan(rho) else rho
         if 2 / math.factorial(len(g)) > ALPHA or rho is None:
-            out.append({**claim_row(*CALIB, cond, rho, lo, hi, 0.0, "<",
-                                    note=f"n={len(g)}: the smallest possible p is 2/{len(g)}!, so this size cannot "
-                                         "decide" if rho is not None else "rho undefined (tied ranks)"),
-                        "verdict": "descriptive"})
+            out.append(replace(claim_row(*CALIB, cond, rho, lo, hi, 0.0, "<",
+                                         note=f"n={len(g)}: the smallest possible p is 2/{len(g)}!, so this size "
+                                              "cannot decide" if rho is not None else "rho undefined (tied ranks)"),
+                               verdict="descriptive"))
             continue
         res = stats.spearman_exact_p(calib, acc, seed=seed)
         out.append(claim_row(*CALIB, cond, rho, lo, hi, 0.0, "<", p=res.p,
                              note="95% bootstrap interval; p: exact permutation" if res.exact else
                              "95% bootstrap interval; p: 10,000 random permutations"))
-    done = [r for r in out if r["ours"] is not None]
+    done = [r.ours for r in out if r.ours is not None]
     if not done:
         return out
-    neg = sum(r["ours"] < 0 for r in done)
+    neg = sum(ours < 0 for ours in done)
     n = len(done)
-    out.append({"claim": CALIB[0] + " (summary)", "paper": CALIB[1],
-                "condition": f"{n} conditions with a rho: {neg} with rho < 0",
-                "ours": neg / n, "lo": None, "hi": None, "rule": "reported (the rows above carry the verdicts)",
-                "verdict": "reported", "note": "share of conditions with rho < 0"})
+    out.append(ClaimRow(claim=CALIB[0] + " (summary)", paper=CALIB[1],
+                        condition=f"{n} conditions with a rho: {neg} with rho < 0",
+                        ours=neg / n, lo=None, hi=None, rule="reported (the rows above carry the verdicts)",
+                        verdict="reported", note="share of conditions with rho < 0"))
     return out
 
 
@@ -642,7 +682,7 @@ COST = ("complex search buys little",
         "simple methods are near-optimal in minutes; complex ones take hours for marginal gains")
 
 
-def cost_of_search(rows: list[dict], matrix: ItemMatrix | None, n_boot: int = 2000, seed: int = 0) -> list[dict]:
+def cost_of_search(rows: list[dict], matrix: ItemMatrix | None, n_boot: int = 2000, seed: int = 0) -> list[ClaimRow]:
     """Per objective: the compute of the complex searchers (ga, bo, cbo, beam) over that of the simple
     ones (oneshot, fastblock), in evaluations (budget_used: full-evaluation equivalents) summed over
     cells (reported, no verdict; wall seconds are not used: cells share one pool and wait for each
@@ -655,10 +695,10 @@ def cost_of_search(rows: list[dict], matrix: ItemMatrix | None, n_boot: int = 20
         cells = {r["cell"]: r for r in g}.values()
         cx = sum(r.get("budget_used") or 0.0 for r in cells if r["searcher"] in COMPLEX)
         sm = sum(r.get("budget_used") or 0.0 for r in cells if r["searcher"] in SIMPLE)
-        out.append({"claim": COST[0] + ": compute ratio", "paper": "minutes vs hours",
-                    "condition": f"{obj}: evaluations complex {cx:.0f} / simple {sm:.0f}",
-                    "ours": cx / sm if sm > 0 and cx > 0 else None, "lo": None, "hi": None,
-                    "rule": "reported", "verdict": "reported"})
+        out.append(ClaimRow(claim=COST[0] + ": compute ratio", paper="minutes vs hours",
+                            condition=f"{obj}: evaluations complex {cx:.0f} / simple {sm:.0f}",
+                            ours=cx / sm if sm > 0 and cx > 0 else None, lo=None, hi=None,
+                            rule="reported", verdict="reported"))
     for (obj, k, rec), g in _groups(rows, "objective", "k", "recovery").items():
         cond = _cond(objective=obj, k=k, recovery=rec)
         cells = _with_items(g, matrix)
@@ -680,7 +720,7 @@ def cost_of_search(rows: list[dict], matrix: ItemMatrix | None, n_boot: int = 20
 
 
 def paired_row(matrix: ItemMatrix, claim: str, paper: str, cond: str, ka: str, kb: str, n_boot: int = 2000,
-               seed: int = 0) -> dict:
+               seed: int = 0) -> ClaimRow:
     """A tested row for acc(ka) - acc(kb) > 0: the paired z test of the macro mean difference
     (stats.paired_test, item variance within tasks; the statistic the adaptive looks use) and its
     paired percentile-bootstrap interval (shown at the row's Holm level by :func:`family`)."""
@@ -692,7 +732,7 @@ def paired_row(matrix: ItemMatrix, claim: str, paper: str, cond: str, ka: str, k
                      n_items=matrix.n_items)
 
 
-def recovery_comparison(matrix: ItemMatrix | None, pairs, n_boot: int = 2000, seed: int = 0) -> list[dict]:
+def recovery_comparison(matrix: ItemMatrix | None, pairs, n_boot: int = 2000, seed: int = 0) -> list[ClaimRow]:
     """Paired accuracy difference of two evaluated models, for each (label_a, key_a, label_b, key_b,
     paper_text) in ``pairs`` (e.g. ghosted vs replaceme on the same removed set): :func:`paired_row`;
     holds if acc(a) - acc(b) > 0 and the family rejects."""
@@ -704,14 +744,14 @@ def recovery_comparison(matrix: ItemMatrix | None, pairs, n_boot: int = 2000, se
                                      NO_ITEMS if matrix is None else "model missing from the items"))
             continue
         if ka == kb:
-            out.append({**claim_row(claim, paper, cond, 0.0, 0.0, 0.0, 0.0, ">", note="the same evaluated model"),
-                        "verdict": "identical"})
+            out.append(replace(claim_row(claim, paper, cond, 0.0, 0.0, 0.0, 0.0, ">", note="the same evaluated model"),
+                               verdict="identical"))
             continue
         out.append(paired_row(matrix, claim, paper, cond, ka, kb, n_boot, seed))
     return out
 
 
-def contrast_claims(matrix: ItemMatrix | None, pairs, n_boot: int = 2000, seed: int = 0) -> list[dict]:
+def contrast_claims(matrix: ItemMatrix | None, pairs, n_boot: int = 2000, seed: int = 0) -> list[ClaimRow]:
     """The run's pre-registered contrasts (``contrasts.ContrastPair``: name, left_key, right_key,
     left, right labels) as tested rows: claim = the contrast as written, condition = the two models."""
     out = []
@@ -722,14 +762,14 @@ def contrast_claims(matrix: ItemMatrix | None, pairs, n_boot: int = 2000, seed: 
             out.append(_not_computed(c.name, paper, cond, 0.0, ">",
                                      NO_ITEMS if matrix is None else "model missing from the items"))
         elif c.left_key == c.right_key:
-            out.append({**claim_row(c.name, paper, cond, 0.0, 0.0, 0.0, 0.0, ">", note="the same evaluated model"),
-                        "verdict": "identical"})
+            out.append(replace(claim_row(c.name, paper, cond, 0.0, 0.0, 0.0, 0.0, ">", note="the same evaluated model"),
+                               verdict="identical"))
         else:
             out.append(paired_row(matrix, c.name, paper, cond, c.left_key, c.right_key, n_boot, seed))
     return out
 
 
-def all_claims(rows: list[dict], matrix: ItemMatrix | None, n_boot: int = 2000, seed: int = 0) -> list[dict]:
+def all_claims(rows: list[dict], matrix: ItemMatrix | None, n_boot: int = 2000, seed: int = 0) -> list[ClaimRow]:
     """Every claim of the study on one run (the recovery comparison, which needs named pairs, aside),
     not yet adjusted: pass them (with any other rows of the run) to :func:`family` once."""
     return (objective_shapes_sets(rows, n_boot, seed) + objective_beats_search(rows, matrix, n_boot, seed)
@@ -752,24 +792,24 @@ def _cell(s) -> str:
     return str(s).replace("|", "\\|").replace("\n", " ")
 
 
-def render(claims: list[dict]) -> str:
+def render(claims: list[ClaimRow]) -> str:
     """The claims as one Markdown table: | claim | condition | paper | ours [interval] | p (Holm) | verdict |.
     Rows with a p not yet adjusted are adjusted here as one family (:func:`family`); an interval is
     labelled with its level when that is not 95%."""
-    if any(c.get("p") is not None and "p_adj" not in c for c in claims):
+    if any(c.p is not None and c.p_adj is None for c in claims):
         claims = family(claims)
     lines = ["| claim | condition | paper | ours [interval] | p (Holm-adjusted) | verdict |", "|---|---|---|---|---|---|"]
     for c in claims:
-        if c.get("ours") is None:
-            ours = c.get("note") or "–"
-        elif c.get("lo") is None:
-            ours = _num(c["ours"]) + (f" ({c['note']})" if c.get("note") else "")
+        if c.ours is None:
+            ours = c.note or "–"
+        elif c.lo is None:
+            ours = _num(c.ours) + (f" ({c.note})" if c.note else "")
         else:
-            lv = c.get("ci_level", LEVEL)  # the level the interval was computed at
+            lv = LEVEL if c.ci_level is None else c.ci_level  # the level the interval was computed at
             tag = "" if abs(lv - LEVEL) < 1e-9 else f" at {100 * lv:.2f}%"
-            ours = (f"{_num(c['ours'])} [{_num(c['lo'])}, {_num(c['hi'])}]{tag}"
-                    + (f"; {c['note']}" if c.get("note") else ""))
-        p = f"{_p(c['p_adj'])} (raw {_p(c['p'])})" if c.get("p_adj") is not None else "–"
-        lines.append("| " + " | ".join(_cell(x) for x in (c["claim"], c["condition"], c["paper"], ours, p,
-                                                             c["verdict"])) + " |")
+            ours = (f"{_num(c.ours)} [{_num(c.lo)}, {_num(c.hi)}]{tag}"
+                    + (f"; {c.note}" if c.note else ""))
+        p = f"{_p(c.p_adj)} (raw {_p(c.p)})" if c.p_adj is not None else "–"
+        lines.append("| " + " | ".join(_cell(x) for x in (c.claim, c.condition, c.paper, ours, p,
+                                                             c.verdict)) + " |")
     return "\n".join(lines)

@@ -22,6 +22,7 @@ from ghostsearch.config import Config
 from ghostsearch.errors import GhostsearchError
 from ghostsearch.io import write_json_atomic, write_parquet_atomic
 from ghostsearch.rundir import cell_name
+from ghostsearch.rundir.cell import CellResult
 from ghostsearch.runner import Run, run_cell
 
 
@@ -39,27 +40,28 @@ def grid(cfg: Config) -> list[dict]:
 
 
 @ray.remote(num_cpus=0, max_retries=0)
-def _cell_task(cfg: Config, broker, run_dir: str, cell: dict, n_blocks: int) -> dict:
+def _cell_task(cfg: Config, broker, run_dir: str, cell: dict, n_blocks: int) -> CellResult:
     from ghostsearch.logs import quiet_libraries
 
     quiet_libraries()
     res = run_cell(cfg, broker, Path(run_dir), n_blocks=n_blocks, progress=False,
                    matched=cfg.compare.budget == "matched", **cell)
-    write_json_atomic(Path(run_dir) / "cells" / f"{res['cell']}.json", res)
+    write_json_atomic(Path(run_dir) / "cells" / f"{res.cell}.json", res.to_dict())
     return res
 
 
 def run_cells(cfg: Config, broker, run_dir: Path, cells: list[dict], n_blocks: int, progress: bool = True,
-              on_cell=None) -> list[dict]:
+              on_cell=None) -> list[CellResult]:
     """Every cell (finished ones read back); ``on_cell(result)`` for each, as it finishes."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
     from tqdm.auto import tqdm
 
     (run_dir / "cells").mkdir(exist_ok=True)
-    done, todo = [], []
+    done: list[CellResult] = []
+    todo = []
     for c in cells:
         f = run_dir / "cells" / f"{cell_name(**c)}.json"
-        (done.append(json.loads(f.read_text())) if f.exists() else todo.append(c))
+        (done.append(CellResult.from_dict(json.loads(f.read_text()))) if f.exists() else todo.append(c))
     for res in done if on_cell else ():
         on_cell(res)
     here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
@@ -85,10 +87,10 @@ def run_cells(cfg: Config, broker, run_dir: Path, cells: list[dict], n_blocks: i
         if on_cell:
             on_cell(res)
         bar.update(1)
-        bar.set_postfix(last=f"{res['cell']}={res['value']:.4g}")
+        bar.set_postfix(last=f"{res.cell}={res.value:.4g}")
     bar.close()
     order = {cell_name(**c): i for i, c in enumerate(cells)}
-    return sorted(done, key=lambda r: order.get(r["cell"], 1 << 30))
+    return sorted(done, key=lambda r: order.get(r.cell, 1 << 30))
 
 
 EVAL_RESULT_KEYS = ("tasks", "perplexity", "limit", "ppl_seq_len", "ppl_max_seq", "protocol",
@@ -109,14 +111,14 @@ def eval_key(removed: list[int], method: str, cfg: Config, held_out=()) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def finalist_jobs(cfg: Config, results: list[dict]) -> list[tuple[list[int], str]]:
-    """(removed, recovery) to evaluate: the dense model once, then every distinct finalist under
-    every method of compare.recovery."""
-    jobs = [([], "none")]
-    for r in results:
+def finalist_jobs(cfg: Config, finalists) -> list[tuple[list[int], str]]:
+    """(removed, recovery) to evaluate: the dense model once, then every distinct finalist (its
+    removed set: ``finalists``) under every method of compare.recovery."""
+    jobs: list[tuple[list[int], str]] = [([], "none")]
+    for removed in finalists:
         for method in cfg.compare.recovery:
-            if (list(r["removed"]), method) not in jobs:
-                jobs.append((list(r["removed"]), method))
+            if (list(removed), method) not in jobs:
+                jobs.append((list(removed), method))
     return jobs
 
 
@@ -382,18 +384,19 @@ def compare(cfg: Config, address: str | None = None, progress: bool = True) -> P
         n_items = cfg.eval.looks[-1] if cfg.eval.looks else cfg.eval.max_items
         for line in power_lines(cfg, n_items):
             logging.getLogger(__name__).info(line)
-    held_out = data_plan["held_out"]
+    held_out = data_plan.held_out
     with run:  # the pre-registered contrasts go into result.json first, before any cell runs
         broker, run_dir = run.broker, run.dir
         resumed = sum((run_dir / "cells" / f"{cell_name(**c)}.json").exists() for c in cells)
-        results = run_cells(cfg, broker, run_dir, cells, run.n_blocks, progress, on_cell=run.outputs.cell)
+        results = run_cells(cfg, broker, run_dir, cells, run.n_blocks, progress,
+                            on_cell=lambda r: run.outputs.cell(r.to_dict()))  # the trackers take the JSON form
         obj = cfg.objective_spec(cells[0]["objective"], cells[0]["seed"])
         stats = {name: ray.get(broker.statistic.remote(obj, name)) for name in ("similarity", "block_influence")}
         run.finish(results, resumed=resumed, wall_seconds=time.monotonic() - run.t0,  # this invocation
                    cells_resumed=resumed)
         # the finalists are evaluated on the same replicas, one share per scorer, before the pool goes
         pairs = resolve_contrasts(cfg, results, lambda removed, method: eval_key(removed, method, cfg, held_out))
-        evals = evaluate_finalists(cfg, run_dir, finalist_jobs(cfg, results), held_out, progress, broker=broker,
+        evals = evaluate_finalists(cfg, run_dir, finalist_jobs(cfg, [r.removed for r in results]), held_out, progress, broker=broker,
                                    contrasts=pairs)
         run.disconnect()  # the pool released, its CPUs/GPUs free for the report
 
@@ -402,7 +405,7 @@ def compare(cfg: Config, address: str | None = None, progress: bool = True) -> P
             return {**evals[key], "eval_key": key}
 
         dense = numbers([], "none")
-        per_cell = {(r["cell"], m): numbers(r["removed"], m) for r in results for m in cfg.compare.recovery}
+        per_cell = {(r.cell, m): numbers(r.removed, m) for r in results for m in cfg.compare.recovery}
         table = comparison_table(cfg, results, per_cell, dense, data_plan)
         write_parquet_atomic(run_dir / "comparison.parquet", table)
         write_report(run_dir, table, stats, cfg, data_plan)

@@ -177,14 +177,14 @@ def parse_all(texts: Sequence[str] | None, cfg) -> list[Contrast]:
     return out
 
 
-def resolve_contrasts(cfg, results: list[dict], key: Callable[[list[int], str], str]) -> list[ContrastPair]:
+def resolve_contrasts(cfg, results: list, key: Callable[[list[int], str], str]) -> list[ContrastPair]:
     """``compare.contrasts`` resolved to pairs of evaluated models: each side's cell (searcher,
-    objective, k, seed) is looked up in ``results`` (the cells' result dicts: searcher, objective,
-    k, seed, removed) and keyed ``key(removed, recovery)``: pass ``compare.eval_key`` bound to the
+    objective, k, seed) is looked up in ``results`` (the cells' results, rundir.cell.CellResult:
+    searcher, objective, k, seed, removed) and keyed ``key(removed, recovery)``: pass ``compare.eval_key`` bound to the
     run's config and held-out sets, so the keys are those of RUN_DIR/evals and eval_items.parquet.
     Two sides that come to the same evaluated model (two searchers found the same set) give a pair
     with ``same=True``: its difference is 0 on every item, stated as such, never tested."""
-    by = {(r["searcher"], r["objective"], r["k"], r["seed"]): r for r in results}
+    by = {(r.searcher, r.objective, r.k, r.seed): r for r in results}
     out = []
     for c in parse_all(cfg.compare.contrasts, cfg):
         keys, labels = [], []
@@ -196,8 +196,8 @@ def resolve_contrasts(cfg, results: list[dict], key: Callable[[list[int], str], 
             r = by.get((s.searcher, s.objective, s.k, s.seed))
             if r is None:
                 raise _err(c.name, f"no finished cell {s.label()}")
-            keys.append(key(list(r["removed"]), s.recovery))
-            labels.append(f"{s.label()} {list(r['removed'])}")
+            keys.append(key(list(r.removed), s.recovery))
+            labels.append(f"{s.label()} {list(r.removed)}")
         out.append(ContrastPair(c.name, keys[0], keys[1], labels[0], labels[1], keys[0] == keys[1]))
     return out
 

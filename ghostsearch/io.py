@@ -50,8 +50,14 @@ def write_text_atomic(path: str | Path, text: str) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def _json_default(o):
+    """A typed record (a frozen dataclass with ``to_dict``) as its JSON form; anything else as a float
+    (numpy scalars)."""
+    return o.to_dict() if hasattr(o, "to_dict") else float(o)
+
+
 def write_json_atomic(path: str | Path, data) -> None:
-    write_text_atomic(path, json.dumps(data, indent=2, default=float))
+    write_text_atomic(path, json.dumps(data, indent=2, default=_json_default))
 
 
 def write_parquet_atomic(path: str | Path, table, fsync: bool = False) -> None:

@@ -18,6 +18,7 @@ from ghostsearch.errors import GhostsearchError
 from ghostsearch.io import write_json_atomic
 from ghostsearch.outputs import RunOutputs
 from ghostsearch.rundir import Ledger, cell_name
+from ghostsearch.rundir.cell import CellResult, HistoryPoint
 from ghostsearch.rundir.ledger import LedgerRow
 
 
@@ -93,7 +94,7 @@ def warm_start(run_dir: Path, cell: str, client, n: int) -> list[tuple[int, ...]
 
 
 def run_cell(cfg: Config, broker, run_dir: Path, *, searcher: str, objective: str, k: int, seed: int,
-             n_blocks: int, progress: bool = True, matched: bool = False) -> dict:
+             n_blocks: int, progress: bool = True, matched: bool = False) -> CellResult:
     """Run one searcher on one objective/k/seed through the pool; ledger rows tagged with the cell name."""
     from ghostsearch.pool.pool import PoolClient
     from ghostsearch.search import run
@@ -125,17 +126,17 @@ def run_cell(cfg: Config, broker, run_dir: Path, *, searcher: str, objective: st
     removed, value = s.result()
     if removed is None:
         raise GhostsearchError(f"{cell} produced no answer within its budget; raise search.budget or search.time_budget")
-    return {"cell": cell, "searcher": searcher, "objective": objective, "k": k, "seed": seed,
-            "removed": list(removed), "value": value, "evaluations": client.evaluations,
-            "budget_used": s.used, "cache_hits": client.cache_hits, "wall_seconds": time.monotonic() - t0,
-            "history": [{"budget_used": u, "seconds": t, "best_value": v if v != float("inf") else None}
-                        for (u, v), t in zip(s.history, stamps)],
-            "model": {"name": cfg.model, "blocks": n_blocks, "dtype": cfg.dtype},
-            "direction": "lower is better", "dense_value": dense,
-            "relative_change": (value - dense) / abs(dense) if dense else None,
-            "budget_mode": "matched" if matched else "own", "budget": s.budget.evaluations,
-            "warm_start": [list(w) for w in getattr(s, "warm", [])],
-            "race": s.race_report()}  # raced or exact (race: auto), rows, candidates cut without the bound
+    return CellResult(cell=cell, searcher=searcher, objective=objective, k=k, seed=seed, removed=tuple(removed),
+                      value=value, evaluations=client.evaluations, budget_used=s.used, cache_hits=client.cache_hits,
+                      wall_seconds=time.monotonic() - t0,
+                      history=tuple(HistoryPoint(u, t, v if v != float("inf") else None)
+                                    for (u, v), t in zip(s.history, stamps)),
+                      model={"name": cfg.model, "blocks": n_blocks, "dtype": cfg.dtype},
+                      direction="lower is better", dense_value=dense,
+                      relative_change=(value - dense) / abs(dense) if dense else None,
+                      budget_mode="matched" if matched else "own", budget=s.budget.evaluations,
+                      warm_start=tuple(tuple(w) for w in getattr(s, "warm", [])),
+                      race=s.race_report())  # raced or exact (race: auto), rows, candidates cut without the bound
 
 
 class Run:
@@ -209,12 +210,12 @@ class Run:
             raise
         return self
 
-    def result(self, results: list[dict], **extra) -> dict:
+    def result(self, results: list[CellResult], **extra) -> dict:
         """result.json: ``contrasts`` first (compare), ``cells`` by cell name, ``extra``, ``data``."""
         head = {} if self.contrasts is None else {"contrasts": list(self.contrasts)}
-        return {**head, "cells": {r["cell"]: r for r in results}, **extra, "data": self.data_plan}
+        return {**head, "cells": {r.cell: r.to_dict() for r in results}, **extra, "data": self.data_plan.to_dict()}
 
-    def finish(self, results: list[dict], resumed: int = 0, **extra) -> dict:
+    def finish(self, results: list[CellResult], resumed: int = 0, **extra) -> dict:
         """The cells are done: pool.json (the broker's accounting; kept from the invocation that ran
         cells, so not rewritten when all ``resumed``), the ledger compacted, result.json written."""
         import ray
@@ -262,5 +263,5 @@ def search(cfg: Config, address: str | None = None, progress: bool = True) -> di
     cell = {"searcher": cfg.searcher, "objective": cfg.objective, "k": cfg.k, "seed": cfg.seed}
     with Run(cfg, "search", [cell], address=address) as run:
         res = run_cell(cfg, run.broker, run.dir, n_blocks=run.n_blocks, progress=progress, **cell)
-        run.outputs.cell(res)
+        run.outputs.cell(res.to_dict())  # the trackers take the JSON form
         return run.finish([res])

@@ -24,7 +24,8 @@ def add(sub) -> None:
     sp.add_argument("target", help="RUN_DIR, an exported model directory, or a CONFIG (with --remove)")
     sp.add_argument("overrides", nargs="*", help="key=value overrides, e.g. eval.ppl_max_seq=8")
     sp.add_argument("--remove", default=None, help="with a CONFIG: comma-separated block indices ('' = dense)")
-    sp.add_argument("--limit", type=positive_int, default=None, help="documents per task / LAMBADA passages (eval.limit)")
+    sp.add_argument("--limit", type=positive_int, default=None,
+                    help="documents per task / LAMBADA passages (eval.limit)")
     sp.add_argument("--tasks", default=None, help="comma-separated zero-shot tasks ('' = none; default eval.tasks)")
     sp.add_argument("--recovery", default="none", choices=RECOVERY.names(), help="repair before evaluating")
     sp.add_argument("--out", default=None, help="Parquet file (default: RUN_DIR/eval.parquet; none otherwise)")
@@ -89,7 +90,7 @@ def run(args) -> None:
     else:  # an export: the data its recovery.json says the repair (and the search) read
         data_plan = export_plan(cfg, export_data(Path(args.target)))
     announce(data_plan)
-    held_out = data_plan["held_out"]
+    held_out = data_plan.held_out
     out = Path(args.out) if args.out else out
     rows: list[dict] = []
     raw: dict = {}  # raw: lm-eval's own output, written beside the rows as lm-eval's results file

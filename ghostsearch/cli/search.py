@@ -12,12 +12,13 @@ def add(sub) -> None:
 
 def run(args) -> None:
     from ghostsearch.config import load_config
+    from ghostsearch.rundir.layout import read_cells
     from ghostsearch.runner import search
 
     cfg = load_config(args.config, args.overrides)
     res = search(cfg, address=args.address, progress=not args.no_progress)
-    for cell, r in res["cells"].items():
-        change = r.get("relative_change")
-        print_json({"cell": cell, "removed": r["removed"], "value": r["value"], "dense_value": r.get("dense_value"),
+    for cell, r in read_cells(res).items():
+        change = r.relative_change
+        print_json({"cell": cell, "removed": list(r.removed), "value": r.value, "dense_value": r.dense_value,
                     "relative_change": None if change is None else round(change, 4),
-                    "evaluations": r["evaluations"], "wall_seconds": round(r["wall_seconds"], 2), "out": cfg.out})
+                    "evaluations": r.evaluations, "wall_seconds": round(r.wall_seconds, 2), "out": cfg.out})

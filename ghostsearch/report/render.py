@@ -8,19 +8,23 @@ import html
 import json
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 
 from ghostsearch import claims as claims_mod
-from ghostsearch.claims import ItemMatrix, RULE, all_claims, contrast_claims, family, finalists
+from ghostsearch.claims import ClaimRow, ItemMatrix, RULE, all_claims, contrast_claims, family, finalists
 from ghostsearch.io import write_text_atomic
 from ghostsearch.report.plots import (plot_accuracy, plot_convergence, plot_correlations, plot_patterns,
                                       plot_similarity)
 from ghostsearch.report.summary import best_at_budget, correlations, paired_accuracy, spread, summary
 
+if TYPE_CHECKING:
+    from ghostsearch.dataplan import DataPlan
 
-def sequential_rows(looks: list[dict]) -> list[dict]:
+
+def sequential_rows(looks: list[dict]) -> list[ClaimRow]:
     """The contrasts of an adaptive run as decided by its looks (RUN_DIR/looks.json's ``contrasts``:
     stats.sequential_holm over the looks), not tested again: holds / does not hold by the sign of a
     rejected contrast's estimate, else within noise at the items of the last look run."""
@@ -39,14 +43,14 @@ def sequential_rows(looks: list[dict]) -> list[dict]:
                     f"repeated interval [{lo:+.3f}, {hi:+.3f}] at level {c.get('rci_level', math.nan):.4g}")
         verdict = ("within margin" if within else
                    ("holds" if (c.get("sign") or (est or 0)) > 0 else "does not hold") if decided else "within noise")
-        out.append({"claim": c.get("contrast", ""), "condition": f"{c.get('left_key')} - {c.get('right_key')}",
-                    "paper": "pre-registered; sequential Holm over the looks", "ours": est, "lo": None, "hi": None,
-                    "rule": "stats.sequential_holm", "verdict": verdict, "note": note})
+        out.append(ClaimRow(claim=c.get("contrast", ""), condition=f"{c.get('left_key')} - {c.get('right_key')}",
+                            paper="pre-registered; sequential Holm over the looks", ours=est, lo=None, hi=None,
+                            rule="stats.sequential_holm", verdict=verdict, note=note))
     return out
 
 
 def verdict_rows(rows: list[dict], matrix: ItemMatrix | None, contrasts=(), n_boot: int = 2000,
-                 seed: int = 0, looks: list[dict] | None = None) -> list[dict]:
+                 seed: int = 0, looks: list[dict] | None = None) -> list[ClaimRow]:
     """The run's verdict rows as ONE family (claims.family: Holm at 0.05): the pre-registered
     contrasts first, then every claim of claims.all_claims. With adaptive looks (``looks``: the
     contrast rows of RUN_DIR/looks.json) the contrasts were already decided by the sequential rule,
@@ -84,7 +88,7 @@ def _looks_table(run_dir: Path) -> list[str]:
     return out + [""]
 
 
-def write_report(run_dir: Path, table: pa.Table, stats: dict, cfg, data_plan: dict | None = None,
+def write_report(run_dir: Path, table: pa.Table, stats: dict, cfg, data_plan: DataPlan | None = None,
                  contrasts=()) -> Path:
     """RUN_DIR/report.md, report.html, summary.json and plots/ from the comparison table, the pool's
     statistics (``similarity``) and, when present, RUN_DIR/eval_items.parquet (per-item correctness:
@@ -127,10 +131,10 @@ def write_report(run_dir: Path, table: pa.Table, stats: dict, cfg, data_plan: di
     lines += _looks_table(run_dir)
     if data_plan:
         lines += ["## Data", "", "| role | asked | used | part | documents/items |", "|---|---|---|---|---|"]
-        lines += [f"| {r['role']} | {r['asked']} | {r['used']}{' (fallback)' if r['fallback'] else ''} | {r['part']} | "
-                  f"{r['documents_or_items']} |" for r in data_plan["calibration"]]
-        lines += [f"| evaluation | | {e['set']} | {e['part']} | {e['documents_or_items']} |"
-                  for e in data_plan.get("evaluation", [])]
+        lines += [f"| {r.role} | {r.asked} | {r.used}{' (fallback)' if r.fallback else ''} | {r.part} | "
+                  f"{r.documents_or_items} |" for r in data_plan.calibration]
+        lines += [f"| evaluation | | {e.set} | {e.part} | {e.documents_or_items} |"
+                  for e in data_plan.evaluation or ()]
         lines += [""]
     cols = [c for c in ("cell", "recovery", "removed", "calib_value", "calib_change", "mean_acc", "mean_acc_lo",
                         "mean_acc_hi", "delta_mean_acc", "ppl_wikitext2", "delta_ppl_wikitext2", "lambada_acc",
@@ -170,7 +174,7 @@ def write_report(run_dir: Path, table: pa.Table, stats: dict, cfg, data_plan: di
     write_text_atomic(run_dir / "report.html", to_html(md))
     write_text_atomic(run_dir / "summary.json", json.dumps(
         {"contrasts": [c.__dict__ if hasattr(c, "__dict__") else list(c) for c in contrasts], "summary": sentences,
-         "verdicts": verdicts, "spread": spread(rows), "correlations": cors, "paired_accuracy": paired, "lorp": view},
+         "verdicts": [v.to_dict() for v in verdicts], "spread": spread(rows), "correlations": cors, "paired_accuracy": paired, "lorp": view},
         indent=2, default=_json_default))
     return run_dir / "report.md"
 

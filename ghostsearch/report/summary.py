@@ -9,7 +9,7 @@ from collections import defaultdict
 import numpy as np
 
 from ghostsearch import stats
-from ghostsearch.claims import MIN_MODELS, SMALL_GAP, ItemMatrix, distinct, finalists
+from ghostsearch.claims import MIN_MODELS, SMALL_GAP, ClaimRow, ItemMatrix, distinct, finalists
 from ghostsearch.rundir.ledger import read_ledger
 from ghostsearch.search.base import new_best
 from ghostsearch.stats import spearman, spearman_ci
@@ -108,7 +108,7 @@ def size_note(matrix: ItemMatrix | None, n_rows: int, alpha: float = stats.ALPHA
             f"in mean accuracy; " + tail)
 
 
-def summary(rows: list[dict], verdicts: list[dict] | None = None, matrix: ItemMatrix | None = None) -> list[str]:
+def summary(rows: list[dict], verdicts: list[ClaimRow] | None = None, matrix: ItemMatrix | None = None) -> list[str]:
     """Plain sentences that restate computed verdicts (``verdicts``: rows after claims.family) and
     nothing else: how many distinct models and items, each decided row, how many are within noise
     and what size would decide them. Fewer than 3 distinct evaluated models: no verdict, and the
@@ -118,7 +118,7 @@ def summary(rows: list[dict], verdicts: list[dict] | None = None, matrix: ItemMa
         return ["No finished cells."]
     models = distinct(fin)
     verdicts = verdicts or []
-    tested = [v for v in verdicts if v.get("p_adj") is not None]
+    tested = [v for v in verdicts if v.p_adj is not None]
     n_items = f" on {matrix.n_items} items per model ({len(matrix.tasks)} tasks)" if matrix is not None else ""
     lines = [f"{len(models)} distinct evaluated models (removed set x repair) from {len({r['cell'] for r in fin})} "
              f"cells{n_items}; {len(tested)} rows tested as one family (Holm, family-wise error 0.05)."]
@@ -127,15 +127,15 @@ def summary(rows: list[dict], verdicts: list[dict] | None = None, matrix: ItemMa
                      f"{MIN_MODELS}; {MIN_MODELS} or more distinct removed sets (or repairs) would decide. "
                      + size_note(matrix, max(len(tested), 1)))
         return lines
-    decided = [v for v in verdicts if v["verdict"] in ("holds", "does not hold")]
+    decided = [v for v in verdicts if v.verdict in ("holds", "does not hold")]
     for v in decided:
-        adj = f"adjusted p {v['p_adj']:.3g}" if v.get("p_adj") is not None else v.get("note", "")
-        lines.append(f"{v['claim']} ({v['condition']}): {v['verdict']}; estimate {v['ours']:+.3f}, {adj}.")
+        adj = f"adjusted p {v.p_adj:.3g}" if v.p_adj is not None else v.note or ""
+        lines.append(f"{v.claim} ({v.condition}): {v.verdict}; estimate {v.ours:+.3f}, {adj}.")
     for v in verdicts:
-        if v["verdict"] == "within margin":
-            lines.append(f"{v['claim']} ({v['condition']}): no difference that matters; estimate {v['ours']:+.3f}, "
-                         f"{v.get('note', '')}.")
-    noise = [v for v in verdicts if v["verdict"] == "within noise"]
+        if v.verdict == "within margin":
+            lines.append(f"{v.claim} ({v.condition}): no difference that matters; estimate {v.ours:+.3f}, "
+                         f"{v.note or ''}.")
+    noise = [v for v in verdicts if v.verdict == "within noise"]
     if noise:
         lines.append(f"{len(noise)} of {len(tested)} tested rows are within noise: this run cannot tell. "
                      + size_note(matrix, len(tested)))
@@ -143,8 +143,8 @@ def summary(rows: list[dict], verdicts: list[dict] | None = None, matrix: ItemMa
         lines.append("No row could be tested. " + size_note(matrix, 1))
     other = defaultdict(int)
     for v in verdicts:
-        if v["verdict"] not in ("holds", "does not hold", "within noise", "within margin"):
-            other[v["verdict"]] += 1
+        if v.verdict not in ("holds", "does not hold", "within noise", "within margin"):
+            other[v.verdict] += 1
     if other:
         lines.append("Rows without a test: " + ", ".join(f"{n} {k}" for k, n in sorted(other.items())) + "."
                      + (f" A 'no verdict' row needs {MIN_MODELS} or more distinct evaluated models in its condition "

@@ -6,7 +6,7 @@ determines a value: model content, resolved dtype and device, calibration token 
 holding it) · compare adds cells/, evals/, comparison.parquet, report.*. A run directory is
 opened once per run (``open_run_dir``, after validation and once the pool has its resources);
 rerunning the same config resumes it. ``result_cells`` reads result.json's cells, also from a run
-directory written before ``searchers`` was renamed ``cells``.
+directory written before ``searchers`` was renamed ``cells`` (``read_cells``: as CellResults).
 """
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from ghostsearch.config import Config, load_config, save_config
 from ghostsearch.errors import GhostsearchError
 from ghostsearch.io import check_writable, write_text_atomic
 from ghostsearch.rundir import lock
+from ghostsearch.rundir.cell import CellResult
 from ghostsearch.rundir.ledger import compact, read_ledger
 
 
@@ -187,6 +188,11 @@ def result_cells(result: dict) -> dict:
     """result.json's cells by cell name: key ``cells``, or ``searchers`` in a run directory written
     before the rename (the committed ones under docs/results/ among them)."""
     return result["cells"] if "cells" in result else result["searchers"]
+
+
+def read_cells(result: dict) -> dict[str, CellResult]:
+    """result.json's cells by cell name, as CellResults (:func:`result_cells`: either key)."""
+    return {name: CellResult.from_dict(c) for name, c in result_cells(result).items()}
 
 
 def finalists(run_dir: Path) -> list[tuple[str, tuple[int, ...], float]]:

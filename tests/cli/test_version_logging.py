@@ -6,7 +6,7 @@ from importlib.metadata import version
 import pytest
 
 from ghostsearch.cli.main import main
-from ghostsearch.dataplan import announce
+from ghostsearch.dataplan import DataPlan, announce
 from ghostsearch.logs import progress_enabled, setup_logging
 
 
@@ -16,10 +16,11 @@ def test_version(capsys):
     assert e.value.code == 0 and capsys.readouterr().out.strip() == f"ghostsearch {version('ghostsearch')}"
 
 
-PLAN = {"calibration": [{"role": "calibration:perplexity", "asked": "c4", "used": "lambada", "fallback": True,
+PLAN = DataPlan.from_dict({"held_out": [], "calibration": [{"role": "calibration:perplexity", "asked": "c4",
+                                                            "used": "lambada", "fallback": True,
                          "part": "calibration half", "documents_or_items": 10, "n_seq": 4, "seq_len": 32},
                         {"role": "repair", "asked": "lambada", "used": "lambada", "fallback": False,
-                         "part": "all", "documents_or_items": 10, "n_seq": 4, "seq_len": 32}]}
+                         "part": "all", "documents_or_items": 10, "n_seq": 4, "seq_len": 32}]})
 
 
 @pytest.mark.parametrize("verbosity, info_shown, bars", [(0, True, True), (-1, False, False), (1, True, True)])

@@ -31,10 +31,10 @@ def test_on_the_pool_equals_local(tmp_path, tiny_model_dir, local_ray):
     cfg = load_config(None, [f"model={tiny_model_dir}", "dtype=fp32", "device=cpu", "pool.actors=2",
                              "pool.threads=1", "pool.dashboard=false", "compare.recovery=[ghosted]",
                              "recovery.n_seq=2", "recovery.seq_len=64", "calibration.dataset=lambada", *EVAL])
-    results = [{"cell": "a", "removed": [1, 2]}, {"cell": "b", "removed": [3, 4]}, {"cell": "c", "removed": [1, 2]}]
+    finalists = [(1, 2), (3, 4), (1, 2)]
     here, there = tmp_path / "local", tmp_path / "pool"
     here.mkdir(), there.mkdir()
-    jobs = finalist_jobs(cfg, results)
+    jobs = finalist_jobs(cfg, finalists)
     assert jobs == [([], "none"), ([1, 2], "ghosted"), ([3, 4], "ghosted")]  # dense once, each distinct finalist once
     local = evaluate_finalists(cfg, here, jobs, progress=False)
     broker = start_pool(cfg)

@@ -22,15 +22,15 @@ def fresh_machine(monkeypatch):
 def test_fresh_machine_fallbacks_are_recorded_and_disjoint(fresh_machine):
     cfg = load_config(None, FRESH)
     p = plan(cfg, ["perplexity", "margin"], evaluate=True, repair=True)
-    used = {r["role"]: r for r in p["calibration"]}
-    assert used["calibration:perplexity"]["used"] == "lambada" and used["calibration:perplexity"]["fallback"]
-    assert used["calibration:margin"]["source"] == "eval-holdout"
-    assert {"lambada", "arc_easy", "piqa"} <= set(p["held_out"])
-    assert {e["set"]: e["part"] for e in p["evaluation"]} == {"lambada": "evaluation half", "arc_easy": "evaluation half",
-                                                              "piqa": "evaluation half"}
+    used = {r.role: r for r in p.calibration}
+    assert used["calibration:perplexity"].used == "lambada" and used["calibration:perplexity"].fallback
+    assert used["calibration:margin"].source == "eval-holdout"
+    assert {"lambada", "arc_easy", "piqa"} <= set(p.held_out)
+    assert {e.set: e.part for e in p.evaluation or ()} == {"lambada": "evaluation half", "arc_easy": "evaluation half",
+                                                           "piqa": "evaluation half"}
     # by construction: what calibration can read and what evaluation reads share nothing
     calib = data.calibration_keys("lambada") | data.calibration_keys("commonsense")
-    ev = data.evaluation_keys(["lambada"], ["arc_easy", "piqa"], None, p["held_out"])
+    ev = data.evaluation_keys(["lambada"], ["arc_easy", "piqa"], None, p.held_out)
     assert calib and all(ev.values()) and not calib & set().union(*ev.values())
     # and the halves are real halves of the real sets
     n_all, n_cal = len(data.load_texts("lambada")), len(data.load_texts("lambada", part="calibration"))
@@ -53,7 +53,7 @@ def test_wikitext2_calibrates_on_validation_never_on_the_test_split(data_dir):
         pytest.skip("WikiText-2 needs a data directory")
     cfg = load_config(None, ["calibration.dataset=wikitext2", "eval.perplexity=[wikitext2]", "eval.tasks=[]"])
     p = plan(cfg, ["perplexity"], evaluate=True, repair=False)
-    assert p["held_out"] == [] and p["evaluation"][0]["set"] == "wikitext2"
+    assert p.held_out == () and p.evaluation and p.evaluation[0].set == "wikitext2"
     calib, test = data.calibration_texts("wikitext2", data_dir), data.load_texts("wikitext2", "test", data_dir)
     assert "<unk>" in calib[0] and calib[0][:2000] not in test[0]
     whole = data.evaluation_keys(["wikitext2"], [], data_dir)
@@ -64,7 +64,7 @@ def test_a_named_dataset_never_falls_back(fresh_machine):
     cfg = load_config(None, ["calibration.dataset=c4"])
     with pytest.raises(GhostsearchError, match="dataset 'c4' is not available.*data_dir="):
         plan(cfg, ["perplexity"], evaluate=False, repair=False)
-    assert plan(load_config(None, ["calibration.dataset=auto"]), ["perplexity"], False, False)["calibration"][0]["used"] \
+    assert plan(load_config(None, ["calibration.dataset=auto"]), ["perplexity"], False, False).calibration[0].used \
         == "lambada"
 
 
@@ -92,10 +92,10 @@ def test_the_default_evaluation_falls_back_a_named_one_is_one_line(fresh_machine
     cfg = load_config(None, ["eval.tasks=[arc_easy]"])
     p = plan(cfg, ["perplexity"], evaluate=True, repair=True)
     assert cfg.eval.perplexity == ["lambada"]
-    fell = {e["set"] for e in p["evaluation"] if e.get("fallback")}
+    fell = {e.set for e in p.evaluation or () if e.fallback}
     assert fell == {"wikitext2", "c4"}
-    assert {r["role"]: r["used"] for r in p["calibration"]} == {"calibration:perplexity": "lambada",
-                                                                "calibration:repair": "lambada"}
+    assert {r.role: r.used for r in p.calibration} == {"calibration:perplexity": "lambada",
+                                                       "calibration:repair": "lambada"}
     with pytest.raises(GhostsearchError, match="eval.perplexity names 'c4'.*data_dir=") as e:
         plan(load_config(None, ["eval.tasks=[]", "eval.perplexity=[lambada,c4]"]), ["perplexity"], True, False)
     assert "\n" not in str(e.value)
@@ -109,11 +109,11 @@ def test_an_exports_recorded_data_is_held_out(fresh_machine):
     recorded = {"repair": {"dataset": "lambada", "n_seq": 8, "seq_len": 64, "seed": 0},
                 "search": [{"objective": "margin", "dataset": "commonsense", "n_seq": 4, "seq_len": 64, "seed": 0}]}
     p = export_plan(load_config(None, ["eval.tasks=[arc_easy]", "eval.perplexity=[lambada]"]), recorded)
-    assert "lambada" in p["held_out"] and "arc_easy" in p["held_out"]
-    assert {e["set"]: e["part"] for e in p["evaluation"]} == {"lambada": "evaluation half",
-                                                              "arc_easy": "evaluation half"}
+    assert "lambada" in p.held_out and "arc_easy" in p.held_out
+    assert {e.set: e.part for e in p.evaluation or ()} == {"lambada": "evaluation half",
+                                                           "arc_easy": "evaluation half"}
     bare = export_plan(load_config(None, ["eval.tasks=[arc_easy]", "eval.perplexity=[lambada]"]), None)
-    assert bare["held_out"] == [] and bare["calibration"] == []
+    assert bare.held_out == () and bare.calibration == ()
 
 
 def test_the_hub_probe_is_one_short_connection(fresh_machine, monkeypatch):
@@ -154,3 +154,34 @@ def test_default_scored_windows_are_among_the_repair_windows():
     assert {tuple(w[:2].tolist()) for w in scored} <= {tuple(w[:2].tolist()) for w in fitted}
     other = data.sample_windows(ids, 8, 256, 1)
     assert not {tuple(w[:2].tolist()) for w in other} <= {tuple(w[:2].tolist()) for w in fitted}
+
+
+def test_the_plan_is_a_typed_record_with_its_json_unchanged(fresh_machine):
+    """The plan is a frozen record: read by attribute, a misspelt name fails at once; its JSON form
+    (result.json's ``data``) is the dict the plan used to be, and reads back; the committed run
+    directories' ``data`` read too."""
+    import dataclasses
+    import json
+    from pathlib import Path
+
+    from ghostsearch.dataplan import DataPlan
+
+    cfg = load_config(None, FRESH)
+    p = plan(cfg, ["perplexity", "margin"], evaluate=True, repair=True)
+    with pytest.raises(AttributeError):
+        p.held_outs  # noqa: B018
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        p.held_out = ()  # type: ignore[misc]
+    d = p.to_dict()
+    assert list(d) == ["calibration", "held_out", "evaluation"] and d["held_out"] == list(p.held_out)
+    assert list(d["calibration"][0]) == ["role", "asked", "used", "fallback", "part", "documents_or_items", "n_seq",
+                                         "seq_len"]
+    assert d["calibration"][1]["source"] == "eval-holdout" and "source" not in d["calibration"][0]
+    assert DataPlan.from_dict(json.loads(json.dumps(d))) == p and p["held_out"] == p.held_out
+    with pytest.raises(KeyError):
+        p["held_outs"]  # noqa: B018
+    assert "evaluation" not in plan(cfg, ["perplexity"], evaluate=False, repair=False).to_dict()
+    root = Path(__file__).resolve().parents[2] / "docs" / "results"
+    for run in ("study-cpu", "study-cpu-2/s1"):
+        data_json = json.loads((root / run / "result.json").read_text())["data"]
+        assert DataPlan.from_dict(data_json).to_dict() == data_json

@@ -278,17 +278,18 @@ def test_warm_start_begins_with_the_cache_and_is_replayed(tiny_model_dir, tmp_pa
     Ledger(run_dir).compact()
     bo = run_cell(cfg, broker, run_dir, searcher="bo", objective="perplexity", k=2, seed=0, n_blocks=n, progress=False)
     warm = json.loads((run_dir / "warm" / "bo-perplexity-k2-s0.json").read_text())
-    assert warm[0]["removed"] == greedy["removed"] and len(warm) == 2 and bo["warm_start"] == [w["removed"] for w in warm]
-    rows = [r for r in read_ledger(run_dir).to_pylist() if r["cell"] == bo["cell"] and r["k"] == 2]
+    assert warm[0]["removed"] == list(greedy.removed) and len(warm) == 2
+    assert bo.warm_start == tuple(tuple(w["removed"]) for w in warm)
+    rows = [r for r in read_ledger(run_dir).to_pylist() if r["cell"] == bo.cell and r["k"] == 2]
     assert [r["removed"] for r in rows[:2]] == [w["removed"] for w in warm]  # asked first, each charged once
-    assert bo["value"] <= greedy["value"]
+    assert bo.value <= greedy.value
     again = run_cell(cfg, broker, run_dir, searcher="bo", objective="perplexity", k=2, seed=1, n_blocks=n,
                      progress=False)  # another cell: reads the cache now (bo's sets too)
-    assert again["warm_start"][0] == bo["removed"]  # the cache's best k-set is bo's answer now
+    assert again.warm_start[0] == bo.removed  # the cache's best k-set is bo's answer now
     replay = run_cell(cfg, broker, run_dir, searcher="bo", objective="perplexity", k=2, seed=0, n_blocks=n,
                       progress=False)
-    assert replay["warm_start"] == bo["warm_start"] and replay["removed"] == bo["removed"]
+    assert replay.warm_start == bo.warm_start and replay.removed == bo.removed
     cold = _cfg(tiny_model_dir, tmp_path / "run", k=2, **{"search.params": json.dumps(
         {"bo": {"budget": 12, "sampler": "tpe", "race": False, "batch": 1}})})
     assert run_cell(cold, broker, run_dir, searcher="bo", objective="perplexity", k=2, seed=2, n_blocks=n,
-                    progress=False)["warm_start"] == []
+                    progress=False).warm_start == ()

@@ -30,8 +30,8 @@ def test_race_auto_through_the_pool(tiny_model_dir, tmp_path, ray_local):
     n = ray_local.get(broker.ready.remote())[0]["n_blocks"]
     raced = run_cell(cfg, broker, run_dir, searcher="greedy", objective="perplexity", k=2, seed=0, n_blocks=n,
                      progress=False)
-    assert raced["race"] == {"setting": "auto", "used": "raced", "rows": 32, "cut": 0, "bound": "t"}
-    rows = [r for r in read_ledger(run_dir).to_pylist() if r["cell"] == raced["cell"]]
+    assert raced.race == {"setting": "auto", "used": "raced", "rows": 32, "cut": 0, "bound": "t"}
+    rows = [r for r in read_ledger(run_dir).to_pylist() if r["cell"] == raced.cell]
     assert any(r["partial"] for r in rows) and all(len(r["row_losses"]) for r in rows)
     # a look's block, scored by the broker for many candidates at once, equals each candidate alone
     block = next(r for r in rows if r["partial"])
@@ -43,5 +43,5 @@ def test_race_auto_through_the_pool(tiny_model_dir, tmp_path, ray_local):
     exact_cfg = _cfg(tiny_model_dir, tmp_path / "run", 32, **{"search.params.greedy.race": "false"})
     exact = run_cell(exact_cfg, broker, run_dir, searcher="greedy", objective="perplexity", k=2, seed=1, n_blocks=n,
                      progress=False)
-    assert exact["race"]["used"] == "exact" and exact["removed"] == raced["removed"]
-    assert exact["value"] == pytest.approx(raced["value"], rel=1e-5) and raced["budget_used"] < exact["budget_used"]
+    assert exact.race is not None and exact.race["used"] == "exact" and exact.removed == raced.removed
+    assert exact.value == pytest.approx(raced.value, rel=1e-5) and raced.budget_used < exact.budget_used

@@ -1,6 +1,7 @@
 """The study's verdicts (ghostsearch.claims) on small synthetic runs whose answers are known."""
 import importlib.util
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -9,6 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from ghostsearch.claims import (
+    ClaimRow,
+    Hypothesis,
     ItemMatrix,
     all_claims,
     calibration_vs_accuracy,
@@ -64,7 +67,7 @@ def synthetic(correct_fn, searchers=("ga", "bo", "beam"), seeds=(0, 1), objectiv
 
 
 def one(claims, **match):
-    got = [c for c in claims if all(c.get(k) == v for k, v in match.items())]
+    got = [c for c in claims if all(getattr(c, k) == v for k, v in match.items())]
     assert len(got) == 1, claims
     return got[0]
 
@@ -206,9 +209,9 @@ def test_objective_beats_search_holds_when_the_objective_decides():
     rng = np.random.default_rng(4)
     rows, m = synthetic(lambda obj, *r: rng.random(N_ITEMS) < (0.7 if obj == "perplexity" else 0.4))
     c = one(family(objective_beats_search(rows, m, n_boot=1000)))
-    assert c["condition"] == "k=4, recovery none"
-    assert 0.2 < c["ours"] < 0.35 and c["lo"] > 0.15
-    assert c["verdict"] == "holds" and c["p_adj"] < 0.01
+    assert c.condition == "k=4, recovery none"
+    assert 0.2 < c.ours < 0.35 and c.lo > 0.15
+    assert c.verdict == "holds" and c.p_adj < 0.01
 
 
 def test_objective_blind_searchers_are_left_out_of_the_objective_effect():
@@ -225,7 +228,7 @@ def test_objective_blind_searchers_are_left_out_of_the_objective_effect():
 
     assert objective_blind(rows) == {"lorp"}
     c = one(family(objective_beats_search(rows, m, n_boot=400)))
-    assert c["ours"] > 0.15  # ga's and bo's 0.3 objective effect, not diluted by lorp's 0
+    assert c.ours > 0.15  # ga's and bo's 0.3 objective effect, not diluted by lorp's 0
 
 
 def searcher_noise(obj, s, sd, rec):
@@ -240,8 +243,8 @@ def searcher_noise(obj, s, sd, rec):
 def test_objective_beats_search_does_not_hold_when_only_search_matters():
     rows, m = synthetic(searcher_noise)
     c = one(family(objective_beats_search(rows, m, n_boot=1000)))
-    assert c["ours"] == pytest.approx(0.0 - 0.1, abs=0.01)  # objective effect exactly 0, search effect 6/60
-    assert c["hi"] < 0 and c["verdict"] == "does not hold"
+    assert c.ours == pytest.approx(0.0 - 0.1, abs=0.01)  # objective effect exactly 0, search effect 6/60
+    assert c.hi < 0 and c.verdict == "does not hold"
 
 
 def test_search_spread():
@@ -249,12 +252,12 @@ def test_search_spread():
     got = family(search_spread(rows, m, n_boot=1000))
     assert len(got) == 2
     for c in got:
-        assert c["ours"] == pytest.approx(0.1, abs=0.01) and c["lo"] > 0.03 and c["verdict"] == "does not hold"
-        assert c["level"] == pytest.approx(1 - 0.05 / 2) or c["level"] == pytest.approx(1 - 0.05)  # Holm steps
+        assert c.ours == pytest.approx(0.1, abs=0.01) and c.lo > 0.03 and c.verdict == "does not hold"
+        assert c.level == pytest.approx(1 - 0.05 / 2) or c.level == pytest.approx(1 - 0.05)  # Holm steps
     c0 = np.tile(np.arange(N_DOC) % 3 == 0, len(TASKS))
     rows, m = synthetic(lambda *a: c0)
     c = one(family(search_spread(rows, m, n_boot=200)), condition="margin, k=4, recovery none")
-    assert (c["ours"], c["lo"], c["hi"], c["verdict"]) == (0.0, 0.0, 0.0, "holds")
+    assert (c.ours, c.lo, c.hi, c.verdict) == (0.0, 0.0, 0.0, "holds")
 
 
 def test_search_spread_makes_no_verdict_on_two_distinct_models():
@@ -262,7 +265,7 @@ def test_search_spread_makes_no_verdict_on_two_distinct_models():
     rows, m = synthetic(searcher_noise, searchers=("ga", "bo", "beam"), seeds=(0,), objectives=("margin",),
                         removed_fn=lambda o, s, sd: [1, 2] if s in ("ga", "bo") else [3, 4])
     c = one(search_spread(rows, m, n_boot=100))
-    assert c["verdict"] == "no verdict" and c["note"].startswith("2 distinct evaluated models")
+    assert c.verdict == "no verdict" and c.note.startswith("2 distinct evaluated models")
 
 
 def sets_by_objective(obj, s, sd):
@@ -278,25 +281,25 @@ def test_objective_shapes_sets_holds_for_disjoint_sets_and_ignores_fastblock():
     rows, _ = synthetic(lambda *a: np.ones(N_ITEMS), searchers=SIX + ("fastblock",), recoveries=("none", "ghosted"),
                         removed_fn=lambda obj, s, sd: [5, 6, 7, 8] if s == "fastblock" else sets_by_objective(obj, s, sd))
     c = one(family(objective_shapes_sets(rows)))
-    assert c["condition"] == "k=4 (all recoveries)" and "12 cells" in c["note"] and "64 relabellings" in c["note"]
-    assert c["ours"] == 1.0 and c["p"] == pytest.approx(2 / 64) and c["verdict"] == "holds"
+    assert c.condition == "k=4 (all recoveries)" and "12 cells" in c.note and "64 relabellings" in c.note
+    assert c.ours == 1.0 and c.p == pytest.approx(2 / 64) and c.verdict == "holds"
 
 
 def test_objective_shapes_sets_is_descriptive_when_too_few_relabellings():
     """The pilot's shape: 3 searchers, one set per objective each: 8 relabellings, p >= 1/8 > 0.05."""
     rows, _ = synthetic(lambda *a: np.ones(N_ITEMS), removed_fn=lambda obj, s, sd: sets_by_objective(obj, s, sd))
     c = one(objective_shapes_sets(rows))
-    assert c["verdict"] == "descriptive" and "p" not in c and "8 relabellings" in c["note"]
+    assert c.verdict == "descriptive" and c.p is None and "8 relabellings" in c.note
 
 
 def test_objective_shapes_sets_hand_computed_and_no_difference():
     sets = {("perplexity", 0): [1, 2], ("perplexity", 1): [1, 3], ("margin", 0): [1, 2], ("margin", 1): [4, 5]}
     rows, _ = synthetic(lambda *a: np.ones(N_ITEMS), searchers=("ga",), removed_fn=lambda o, s, sd: sets[(o, sd)])
     # same: J({1,2},{1,3}) = 1/3, J({1,2},{4,5}) = 0; different: 1, 0, 1/3, 0
-    assert one(objective_shapes_sets(rows, n_boot=200))["ours"] == pytest.approx((1 / 3 + 0) / 2 - (4 / 3) / 4)
+    assert one(objective_shapes_sets(rows, n_boot=200)).ours == pytest.approx((1 / 3 + 0) / 2 - (4 / 3) / 4)
     rows, _ = synthetic(lambda *a: np.ones(N_ITEMS), searchers=SIX, seeds=(0,), removed_fn=lambda *a: [1, 2, 3, 4])
     c = one(family(objective_shapes_sets(rows)))
-    assert (c["ours"], c["p"], c["verdict"]) == (0.0, 1.0, "within noise")
+    assert (c.ours, c.p, c.verdict) == (0.0, 1.0, "within noise")
 
 
 def test_seeds_that_found_the_same_set_count_once():
@@ -306,10 +309,10 @@ def test_seeds_that_found_the_same_set_count_once():
     rows, _ = synthetic(lambda *a: np.ones(N_ITEMS), searchers=("ga", "bo"),
                         removed_fn=lambda o, s, sd: [1, 2] if s == "ga" else [3, 4])
     assert len(distinct([r for r in rows if r["searcher"] != "dense"])) == 2  # {1,2} and {3,4}, unrepaired
-    assert one(objective_shapes_sets(rows, n_boot=200))["ours"] == pytest.approx(-0.5)
+    assert one(objective_shapes_sets(rows, n_boot=200)).ours == pytest.approx(-0.5)
     twice = [dict(r, seed=sd, cell=r["cell"] + f"-s{sd}") for r in calib_rows({"perplexity": "opposite"})
              for sd in (0, 1)]
-    assert [c["condition"] for c in calibration_vs_accuracy(twice, n_boot=100)[:-1]] == ["perplexity, k=4, recovery none (n=5)"]
+    assert [c.condition for c in calibration_vs_accuracy(twice, n_boot=100)[:-1]] == ["perplexity, k=4, recovery none (n=5)"]
 
 
 def test_jaccard():
@@ -343,20 +346,20 @@ def test_calibration_vs_accuracy(order, per):
     """n=5 distinct models in a perfect order: exact two-sided p = 2/5! = 0.0167 each, Holm over the
     two rows: 0.033 <= 0.05, both decided."""
     got = family(calibration_vs_accuracy(calib_rows(order), n_boot=300))
-    assert [c["verdict"] for c in got[:-1]] == per
+    assert [c.verdict for c in got[:-1]] == per
     for c in got[:-1]:
-        want = -1.0 if c["verdict"] == "holds" else 1.0
-        assert (c["ours"], c["lo"], c["hi"]) == pytest.approx((want, want, want))
-        assert c["p"] == pytest.approx(2 / 120) and c["p_adj"] == pytest.approx(4 / 120)
-    assert got[-1]["verdict"] == "reported"
+        want = -1.0 if c.verdict == "holds" else 1.0
+        assert (c.ours, c.lo, c.hi) == pytest.approx((want, want, want))
+        assert c.p == pytest.approx(2 / 120) and c.p_adj == pytest.approx(4 / 120)
+    assert got[-1].verdict == "reported"
 
 
 def test_calibration_vs_accuracy_without_verdict_on_few_models():
     rows = [r for r in calib_rows({"perplexity": "opposite"}) if r["searcher"] in "abcd"]
     c = calibration_vs_accuracy(rows)[0]
-    assert c["verdict"] == "descriptive" and "2/4!" in c["note"]  # the smallest p, 2/24, cannot reach 0.05
+    assert c.verdict == "descriptive" and "2/4!" in c.note  # the smallest p, 2/24, cannot reach 0.05
     c = calibration_vs_accuracy(rows[:2])[0]
-    assert c["verdict"] == "no verdict" and c["ours"] is None
+    assert c.verdict == "no verdict" and c.ours is None
 
 
 def test_cost_of_search():
@@ -366,9 +369,9 @@ def test_cost_of_search():
     got = family(cost_of_search(rows, m, n_boot=200))
     ratio = one(got, claim="complex search buys little: compute ratio", verdict="reported",
                 condition="perplexity: evaluations complex 400 / simple 40")
-    assert ratio["ours"] == pytest.approx(10.0)  # cells counted once, not once per recovery
-    gains = [c for c in got if c["claim"].endswith("accuracy gain")]
-    assert len(gains) == 4 and all((c["ours"], c["lo"], c["hi"], c["verdict"]) == (0.0, 0.0, 0.0, "holds")
+    assert ratio.ours == pytest.approx(10.0)  # cells counted once, not once per recovery
+    gains = [c for c in got if c.claim.endswith("accuracy gain")]
+    assert len(gains) == 4 and all((c.ours, c.lo, c.hi, c.verdict) == (0.0, 0.0, 0.0, "holds")
                                    for c in gains)
 
 
@@ -380,28 +383,28 @@ def test_recovery_comparison():
     ka, kb = "perplexity-ga-0-none", "margin-ga-0-none"
     got = family(recovery_comparison(m, [("ghosted", ka, "replaceme", kb, "ghosted beats replaceme"),
                                          ("replaceme", kb, "ghosted", ka, "x"), ("x", ka, "y", "missing", "x")]))
-    assert got[0]["ours"] == pytest.approx(0.25) and got[0]["verdict"] == "holds"
-    assert got[1]["ours"] == pytest.approx(-0.25) and got[1]["verdict"] == "does not hold"
-    assert got[2]["verdict"] == "not computed"
+    assert got[0].ours == pytest.approx(0.25) and got[0].verdict == "holds"
+    assert got[1].ours == pytest.approx(-0.25) and got[1].verdict == "does not hold"
+    assert got[2].verdict == "not computed"
 
 
 def test_without_items_the_item_claims_are_not_computed():
     rows, _ = synthetic(lambda *a: np.ones(N_ITEMS), removed_fn=lambda o, s, sd: sets_by_objective(o, s, sd))
     got = all_claims(rows, None, n_boot=100)
-    item_claims = [c for c in got if c["claim"].startswith(("objective matters", "search algorithms", "complex search"))
-                   and "compute ratio" not in c["claim"]]
-    assert item_claims and all(c["verdict"] == "not computed" and c["note"] == "no per-item data"
+    item_claims = [c for c in got if c.claim.startswith(("objective matters", "search algorithms", "complex search"))
+                   and "compute ratio" not in c.claim]
+    assert item_claims and all(c.verdict == "not computed" and c.note == "no per-item data"
                                for c in item_claims)
-    assert one(got, claim="objectives shape the removed set")["verdict"] == "descriptive"  # 8 relabellings
+    assert one(got, claim="objectives shape the removed set").verdict == "descriptive"  # 8 relabellings
     md = render(got)
     assert "| no per-item data | – | not computed |" in md
 
 
 def test_render():
-    md = render([{"claim": "c", "condition": "k=4", "paper": "p|q", "ours": 0.12345, "lo": -0.0, "hi": 0.2,
-                  "rule": "r", "verdict": "holds"},
-                 {"claim": "d", "condition": "k=6", "paper": "", "ours": 0.05, "lo": 0.01, "hi": 0.09, "rule": "r",
-                  "verdict": "", "p": 0.004, "_t": 0.0, "_dir": ">", "_boot": np.linspace(0.0, 0.1, 101)}])
+    md = render([ClaimRow(claim="c", condition="k=4", paper="p|q", ours=0.12345, lo=-0.0, hi=0.2, rule="r",
+                          verdict="holds"),
+                 ClaimRow(claim="d", condition="k=6", paper="", ours=0.05, lo=0.01, hi=0.09, rule="r", verdict="",
+                          p=0.004, tested=Hypothesis(0.0, ">", np.linspace(0.0, 0.1, 101)))])
     assert md.splitlines() == ["| claim | condition | paper | ours [interval] | p (Holm-adjusted) | verdict |",
                                "|---|---|---|---|---|---|",
                                "| c | k=4 | p\\|q | 0.123 [0.000, 0.200] | – | holds |",
@@ -411,14 +414,16 @@ def test_render():
 def test_decide_and_family_follow_holm():
     assert decide(0.1, 0.049, 0.0, ">") == "holds" and decide(-0.1, 0.049, 0.0, ">") == "does not hold"
     assert decide(0.1, 0.051, 0.0, ">") == "within noise" and decide(0.01, 0.01, 0.03, "<") == "holds"
-    rows = [{"claim": str(i), "condition": "", "paper": "", "ours": 0.1, "lo": 0.0, "hi": 0.2, "rule": "", "verdict": "",
-             "p": p, "_t": 0.0, "_dir": ">", "_se": 0.05, "_n": 80} for i, p in enumerate([0.01, 0.02, 0.04])]
+    rows = [ClaimRow(claim=str(i), condition="", paper="", ours=0.1, lo=0.0, hi=0.2, rule="", verdict="", p=p,
+                     tested=Hypothesis(0.0, ">", se=0.05, n_items=80)) for i, p in enumerate([0.01, 0.02, 0.04])]
     got = family(rows)  # Holm: 0.03, 0.04, 0.04: all decided; Bonferroni would keep only the first
-    assert [c["p_adj"] for c in got] == pytest.approx([0.03, 0.04, 0.04])
-    assert [c["verdict"] for c in got] == ["holds"] * 3 and all("_se" not in c for c in got)
-    got = family([dict(r, p=p) for r, p in zip(rows, [0.01, 0.3, 0.04])])
-    assert [c["verdict"] for c in got] == ["holds", "within noise", "within noise"]
-    assert "MDD" in got[1]["note"] and "items per model would detect 0.03" in got[1]["note"]
+    assert [c.p_adj for c in got] == pytest.approx([0.03, 0.04, 0.04])
+    assert [c.verdict for c in got] == ["holds"] * 3
+    assert all(set(c.to_dict()) == {"claim", "condition", "paper", "ours", "lo", "hi", "rule", "verdict", "p", "p_adj",
+                                    "level", "family"} for c in got)  # the test's inputs are not written
+    got = family([replace(r, p=p) for r, p in zip(rows, [0.01, 0.3, 0.04])])
+    assert [c.verdict for c in got] == ["holds", "within noise", "within noise"]
+    assert "MDD" in got[1].note and "items per model would detect 0.03" in got[1].note
 
 
 def test_study_table_prints_claims(tmp_path, capsys):
@@ -453,9 +458,9 @@ def test_search_spread_is_cross_fitted_so_noise_alone_does_not_make_searchers_di
                             seeds=(0,), objectives=("margin",))
         sub = m.subset(np.flatnonzero(m.docs < 10))  # 10 items a task, as in the reduced study
         c = one(search_spread(rows, sub, n_boot=300))
-        in_sample.append(float(c["note"].split()[-1]))
-        crossed.append(c["ours"])
-        verdicts.append(c["verdict"])
+        in_sample.append(float(c.note.split()[-1]))
+        crossed.append(c.ours)
+        verdicts.append(c.verdict)
     assert np.mean(in_sample) > 0.1  # ~2.5 standard errors of an 80-item accuracy
     assert abs(np.mean(crossed)) < 0.03
     assert "does not hold" not in verdicts
@@ -484,5 +489,5 @@ def test_cross_fitted_claims_with_one_item_a_task_are_not_computed():
     assert not small.splittable() and m.splittable()
     for claims in (objective_beats_search(rows, small, n_boot=50), search_spread(rows, small, n_boot=50),
                    cost_of_search(rows, small, n_boot=50)):
-        tested = [c for c in claims if c.get("note") == NO_SPLIT]
-        assert tested and all(c["verdict"] not in ("holds", "does not hold") for c in claims)
+        tested = [c for c in claims if c.note == NO_SPLIT]
+        assert tested and all(c.verdict not in ("holds", "does not hold") for c in claims)

@@ -7,6 +7,7 @@ import pytest
 from ghostsearch.config import load_config
 from ghostsearch.contrasts import power_lines, resolve_contrasts
 from ghostsearch.errors import GhostsearchError
+from ghostsearch.rundir.cell import CellResult
 
 GRID = ["compare.searchers=[greedy,lorp,shortgpt]", "compare.objectives=[perplexity,margin]", "compare.ks=[8]",
         "compare.seeds=[0,1]"]
@@ -21,9 +22,10 @@ def test_the_grammar_says_repair_searcher_objective_and_dense():
     cfg = cfg_with(["ghosted - none | searcher=greedy, objective=perplexity", "lorp - shortgpt | objective=perplexity",
                     "perplexity - margin | searcher=greedy, recovery=ghosted",
                     "ghosted - dense | searcher=lorp, objective=margin, seed=1"])
-    results = [{"searcher": s, "objective": o, "k": 8, "seed": sd, "removed": {"lorp": [4, 5], "greedy": [1, 2]}.get(
-        s, [1, 2] if o == "perplexity" else [7, 9])} for s in ("greedy", "lorp", "shortgpt")
-        for o in ("perplexity", "margin") for sd in (0, 1)]
+    results = [CellResult(cell=f"{s}-{o}-k8-s{sd}", searcher=s, objective=o, k=8, seed=sd,
+                          removed={"lorp": (4, 5), "greedy": (1, 2)}.get(s, (1, 2) if o == "perplexity" else (7, 9)),
+                          value=1.0, evaluations=1, budget_used=1.0, cache_hits=0, wall_seconds=0.0)
+               for s in ("greedy", "lorp", "shortgpt") for o in ("perplexity", "margin") for sd in (0, 1)]
     got = resolve_contrasts(cfg, results, lambda removed, method: f"{removed}/{method}")
     assert [(p.left_key, p.right_key, p.same) for p in got] == [
         ("[1, 2]/ghosted", "[1, 2]/none", False),

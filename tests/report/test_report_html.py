@@ -106,7 +106,7 @@ def test_an_adaptive_runs_contrasts_come_from_its_looks():
               "decided_at_look": None, "look_items": 2400, "estimate": -0.01, "z": -0.7, "level": 0.05, "bound": 2.0,
               "sign": 0}]
     got = verdict_rows([], None, looks=looks)
-    assert [(r["claim"], r["verdict"]) for r in got] == [("ghosted - none | k=8", "holds"),
-                                                         ("lorp - shortgpt | k=8", "within noise")]
-    assert "decided at look 1 (600 items per model)" in got[0]["note"] and "p_adj" not in got[0]
-    assert "undecided after 2400 items" in got[1]["note"]
+    assert [(r.claim, r.verdict) for r in got] == [("ghosted - none | k=8", "holds"),
+                                                   ("lorp - shortgpt | k=8", "within noise")]
+    assert "decided at look 1 (600 items per model)" in got[0].note and got[0].p_adj is None
+    assert "undecided after 2400 items" in got[1].note

@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ghostsearch.claims import family
+from ghostsearch.claims import ClaimRow, Hypothesis, family
 from ghostsearch.evaluate import binomial_stderr
 from ghostsearch.report import comparison_table, correlations, rank, spearman, spearman_ci, spread, summary
+from ghostsearch.rundir.cell import CellResult
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -61,10 +62,10 @@ def test_summary_makes_no_verdict_on_two_distinct_models_and_says_what_would_dec
 
 def test_summary_restates_only_the_decided_rows():
     verdicts = family([
-        {"claim": "A beats B", "condition": "a - b", "paper": "", "ours": 0.08, "lo": 0.05, "hi": 0.11, "rule": "",
-         "verdict": "", "p": 1e-6, "_t": 0.0, "_dir": ">", "_se": 0.015},
-        {"claim": "C beats D", "condition": "c - d", "paper": "", "ours": 0.01, "lo": -0.02, "hi": 0.04, "rule": "",
-         "verdict": "", "p": 0.4, "_t": 0.0, "_dir": ">", "_se": 0.015}])
+        ClaimRow(claim="A beats B", condition="a - b", paper="", ours=0.08, lo=0.05, hi=0.11, rule="", verdict="",
+                 p=1e-6, tested=Hypothesis(0.0, ">", se=0.015)),
+        ClaimRow(claim="C beats D", condition="c - d", paper="", ours=0.01, lo=-0.02, hi=0.04, rule="", verdict="",
+                 p=0.4, tested=Hypothesis(0.0, ">", se=0.015))])
     text = "\n".join(summary(ROWS, verdicts))
     assert "A beats B (a - b): holds; estimate +0.080, adjusted p 2e-06." in text
     assert "C beats D" not in text and "1 of 2 tested rows are within noise" in text
@@ -95,9 +96,9 @@ class _Cfg:
 
 
 def test_table_has_the_dense_row_first_and_a_row_per_recovery():
-    results = [{"cell": "greedy-perplexity-k2-s0", "searcher": "greedy", "objective": "perplexity", "k": 2,
-                "seed": 0, "removed": [3, 4], "value": 40.0, "dense_value": 30.0, "relative_change": 1 / 3,
-                "evaluations": 5, "budget_used": 5.0, "wall_seconds": 1.0, "cache_hits": 0}]
+    results = [CellResult(cell="greedy-perplexity-k2-s0", searcher="greedy", objective="perplexity", k=2, seed=0,
+                          removed=(3, 4), value=40.0, dense_value=30.0, relative_change=1 / 3, evaluations=5,
+                          budget_used=5.0, wall_seconds=1.0, cache_hits=0)]
     evals = {("greedy-perplexity-k2-s0", "none"): {"mean_acc": 0.40, "ppl_wikitext2": 60.0},
              ("greedy-perplexity-k2-s0", "ghosted"): {"mean_acc": 0.44, "ppl_wikitext2": 45.0}}
     t = comparison_table(_Cfg, results, evals, dense={"mean_acc": 0.50, "ppl_wikitext2": 30.0}).to_pylist()

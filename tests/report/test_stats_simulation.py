@@ -42,8 +42,8 @@ def verdicts(correct, task, adjust: bool = True) -> list[str]:
         t = stats.paired_test(correct[a], correct[b], task)
         rows.append(claim_row(f"{a}-{b}", "", "", t.estimate, None, None, 0.0, ">", p=t.p, se=t.se))
     if adjust:
-        return [r["verdict"] for r in family(rows)]
-    return [("holds" if r["ours"] > 0 else "does not hold") if r["p"] <= ALPHA else "within noise" for r in rows]
+        return [r.verdict for r in family(rows)]
+    return [("holds" if r.ours > 0 else "does not hold") if r.p <= ALPHA else "within noise" for r in rows]
 
 
 @pytest.mark.parametrize("per_task", [10, 150])  # the pilot (80 items per model) and the full design (1,200)

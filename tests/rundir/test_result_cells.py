@@ -38,3 +38,38 @@ def test_the_committed_run_directories_still_read():
     for run in ("study-cpu", "study-cpu-2/s1"):
         got = cells(ROOT / "docs" / "results" / run)
         assert got and all(name and removed for name, removed, _ in got)
+
+
+def test_the_committed_cells_read_as_typed_records_and_write_back_unchanged():
+    """result.json's cells (either key) and RUN_DIR/cells/*.json read as CellResults, and their JSON
+    form is the file's own (a field added since, ``race``, is null where the file has none)."""
+    from ghostsearch.rundir.cell import CellResult
+    from ghostsearch.rundir.layout import read_cells
+
+    for run in ("study-cpu", "study-cpu-2/s1"):
+        result = json.loads((ROOT / "docs" / "results" / run / "result.json").read_text())
+        got = read_cells(result)
+        assert got and all(isinstance(c, CellResult) and name == c.cell for name, c in got.items())
+        for name, c in got.items():
+            assert c.to_dict() == {"race": None, **result_cells(result)[name]}
+    files = sorted((ROOT / "docs" / "results" / "study-cpu-2" / "s1" / "cells").glob("*.json"))
+    assert files
+    for f in files:
+        d = json.loads(f.read_text())
+        assert CellResult.from_dict(d).to_dict() == d
+
+
+def test_a_misspelt_cell_field_fails_at_once():
+    from dataclasses import FrozenInstanceError
+
+    from ghostsearch.rundir.cell import CellResult
+
+    c = CellResult(cell="greedy-perplexity-k2-s0", searcher="greedy", objective="perplexity", k=2, seed=0,
+                   removed=(3, 4), value=9.5, evaluations=3, budget_used=3.0, cache_hits=0, wall_seconds=1.0)
+    with pytest.raises(AttributeError):
+        c.remove  # noqa: B018
+    with pytest.raises(FrozenInstanceError):
+        c.value = 1.0  # type: ignore[misc]
+    with pytest.raises(ValueError, match="not fields of a cell result: valeu"):
+        CellResult.from_dict({**c.to_dict(), "valeu": 1.0})
+    assert CellResult.from_dict(json.loads(json.dumps(c.to_dict()))) == c

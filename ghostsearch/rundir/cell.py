@@ -1,0 +1,67 @@
+"""A cell's result: what ``runner.run_cell`` gives for one (searcher, objective, k, seed) cell, and
+what compare, the report and result.json read back. On disk it is JSON (RUN_DIR/cells/<cell>.json,
+result.json's ``cells``), written by :meth:`CellResult.to_dict` and read by
+:meth:`CellResult.from_dict`, which also reads the cells of run directories written before a field
+was added (``race``; ``history``, ``model`` ... in hand-made or planning stand-ins)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+
+@dataclass(frozen=True)
+class HistoryPoint:
+    """The searcher's best value after a told candidate: budget spent so far, seconds since the cell
+    started when that candidate's evaluation finished, and the best value (None: no k-set yet)."""
+    budget_used: float
+    seconds: float
+    best_value: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"budget_used": self.budget_used, "seconds": self.seconds, "best_value": self.best_value}
+
+
+@dataclass(frozen=True, kw_only=True)
+class CellResult:
+    """One cell's result. Fields with a default may be missing from older files."""
+    cell: str                                     # rundir.cell_name(searcher, objective, k, seed)
+    searcher: str
+    objective: str
+    k: int
+    seed: int
+    removed: tuple[int, ...]                      # the answer: the removed blocks
+    value: float                                  # its calibration value (lower is better)
+    evaluations: int                              # the pool's evaluations for this cell (cache hits included)
+    budget_used: float                            # full-evaluation equivalents the searcher spent
+    cache_hits: int
+    wall_seconds: float
+    history: tuple[HistoryPoint, ...] = ()
+    model: dict[str, Any] | None = None           # {"name", "blocks", "dtype"}: a record of what ran, not read back
+    direction: str = "lower is better"
+    dense_value: float | None = None              # the dense model's value on the same calibration data
+    relative_change: float | None = None          # (value - dense_value) / |dense_value|
+    budget_mode: str | None = None                # "own" or "matched" (compare.budget)
+    budget: float | None = None                   # the searcher's evaluation budget (None: ends by itself)
+    warm_start: tuple[tuple[int, ...], ...] = ()
+    race: dict[str, Any] | None = None            # Searcher.race_report(): raced or exact, rows, cut
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (RUN_DIR/cells/<cell>.json, result.json's ``cells``): lists for tuples."""
+        out: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["removed"] = list(self.removed)
+        out["history"] = [h.to_dict() for h in self.history]
+        out["warm_start"] = [list(w) for w in self.warm_start]
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> CellResult:
+        """From the JSON form; a key that is not a field is an error (a misspelt or foreign record)."""
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise ValueError(f"not fields of a cell result: {', '.join(unknown)}")
+        kw = dict(d)
+        kw["removed"] = tuple(d["removed"])
+        kw["history"] = tuple(HistoryPoint(**h) for h in d.get("history") or ())
+        kw["warm_start"] = tuple(tuple(w) for w in d.get("warm_start") or ())
+        return cls(**kw)
