@@ -10,7 +10,12 @@ def add(sub) -> None:
     sp.add_argument("--model-config", default=None,
                     help="the model's config.json or its directory (offline: plan a hub model without the hub)")
     sp.add_argument("--measure", action="store_true",
-                    help="time two blocks and the head at the run's dtype on this device (else pool.device_tflops)")
+                    help="time two blocks and the head at the run's dtype on this device (else pool.device_tflops), "
+                         "and, on a local run, its fixed costs for real: a fresh process's imports and checks, "
+                         "Ray and the pool, probe cells, for compare two finalist shares and the report")
+    sp.add_argument("--command", choices=("search", "compare"), default=None,
+                    help="the command whose fixed costs --measure times (default: compare when the config names a "
+                         "grid, else search)")
 
 
 def run(args) -> None:
@@ -19,7 +24,7 @@ def run(args) -> None:
     from ghostsearch.plan import format_plan, plan_run
 
     cfg = load_config(args.config, args.overrides)
-    p = plan_run(cfg, args.model_config, args.measure)
+    p = plan_run(cfg, args.model_config, args.measure, command=args.command)
     print(format_plan(cfg, p))
     if not p["fits"]:
         from ghostsearch.memplan import fixes
