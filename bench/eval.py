@@ -3,7 +3,8 @@
   python bench/eval.py [--limit 20 --sets 4 --tasks all --threads 2 --batch 16]
 
 SmolLM2-135M (fp32 on CPUs without native bf16); 8 finalists = 4 removed sets of the study
-(docs/results.md; first cuts at blocks 4, 13, 1, 12; ``--sets`` takes the first N) each unrepaired and repaired with Ghosted
+(docs/results.md; first cuts at blocks 4, 13, 1, 12; ``--sets`` takes the first N) each unrepaired and repaired
+with Ghosted
 Layers (C4, 8 x 256; operators fitted once, outside the timings). The first ``--limit`` documents of
 each task, the same for every engine; all runs in this process with the same torch threads:
   lm-eval:  evaluate.zero_shot (HFLM, batch --batch) on each finalist physically pruned (and repaired);
@@ -13,7 +14,8 @@ each task, the same for every engine; all runs in this process with the same tor
   capped:   the same with eval.cache_gib at a quarter of what native held (or one micro-batch's
             states where that is more): the cap, respected, and the same numbers.
 Wall time on a shared machine follows the other jobs' load, so CPU seconds of this process are
-printed beside it (with --threads 1 they measure the work itself). Prints items per second and the ratios native / lm-eval (the issue's target: >= 5x) and native /
+printed beside it (with --threads 1 they measure the work itself). Prints items per second and the ratios native /
+lm-eval (the issue's target: >= 5x) and native /
 packed (the prefix cache's share), each finalist's cost relative to one dense forward, the cached
 states' peak bytes and the process's peak RSS, and whether accuracies agree (must be identical).
 """
@@ -119,7 +121,8 @@ def main() -> None:
         print(f"  {name:32s} first cut {r[0]:2d}: {s:6.1f} s = {s / dense:.2f} of a dense forward")
     print(f"cached dense states: peak {st['cache_bytes_peak'] / 2**20:.1f} MiB (cap {cfg.eval.cache_gib} GiB); "
           f"capped run: peak {st_cap['cache_bytes_peak'] / 2**20:.1f} MiB <= cap "
-          f"{capped_cfg.eval.cache_gib * 1024:.1f} MiB: {st_cap['cache_bytes_peak'] <= capped_cfg.eval.cache_gib * 2**30}")
+          f"{capped_cfg.eval.cache_gib * 1024:.1f} MiB: "
+          f"{st_cap['cache_bytes_peak'] <= capped_cfg.eval.cache_gib * 2**30}")
     print(f"process peak RSS: {rss0 / 1024:.0f} MiB before the native run, {rss1 / 1024:.0f} MiB after")
     same = all(accuracies(a, tasks) == accuracies(b, tasks) for a, b in zip(native, capped)) and \
         all(accuracies(a, tasks) == accuracies(b, tasks) for a, b in zip(native, packed))
@@ -130,8 +133,10 @@ def main() -> None:
     print(f"native / lm-eval = {t_ref / t_native:.2f}x items per second (target >= 5x); "
           f"packing alone (packed / lm-eval) = {t_ref / t_packed:.2f}x")
     print(f"CPU seconds (this process): native {cpu['native']:.1f}, packed {cpu['packed']:.1f}, capped "
-          f"{cpu['capped']:.1f}, lm-eval {cpu['lm-eval']:.1f}; native / lm-eval = {cpu['lm-eval'] / cpu['native']:.2f}x, "
-          f"packed / lm-eval = {cpu['lm-eval'] / cpu['packed']:.2f}x, cache's share = {cpu['packed'] / cpu['native']:.2f}x")
+          f"{cpu['capped']:.1f}, lm-eval {cpu['lm-eval']:.1f}; native / lm-eval = "
+          f"{cpu['lm-eval'] / cpu['native']:.2f}x, "
+          f"packed / lm-eval = {cpu['lm-eval'] / cpu['packed']:.2f}x, cache's share = "
+          f"{cpu['packed'] / cpu['native']:.2f}x")
     diff = max(abs(a[k] - b[k]) for a, b in zip(native, ref) for k in accuracies(b, tasks))
     print(f"accuracies identical native = lm-eval: {diff == 0} (largest difference {diff:g}); "
           f"native mean_acc per finalist: {[round(sum(r[f'{t}_acc'] for t in tasks) / len(tasks), 4) for r in native]}")

@@ -194,7 +194,8 @@ def look_overhead(sc, key, spec, L):
         sc.score_rows_many(key, [(c, None) for c in cands], rows)
         many = time.perf_counter() - t0
         print(f"  look of {n:3d} of {N} rows, {len(cands)} candidates: exact {exact:6.2f}s | one at a time "
-              f"{alone:6.2f}s ({alone / exact:.2f}x exact) | all at once {many:6.2f}s ({many / exact:.2f}x exact)", flush=True)
+              f"{alone:6.2f}s ({alone / exact:.2f}x exact) | all at once {many:6.2f}s ({many / exact:.2f}x exact)",
+              flush=True)
 
 
 def raced_steps(sc, key, spec, L, steps, model, batches, naive_every):
@@ -223,16 +224,19 @@ def raced_steps(sc, key, spec, L, steps, model, batches, naive_every):
         best = min((v, c) for c, v in exact.items())
         diff = max(abs(exact[c] - v) / v for c, v in naive.items())
         print(f"  step {step + 1}: {len(cands)} candidates; raced used {used:.2f} evaluations; raced picks {won[1]}, "
-              f"exact picks {best[1]}: {'same answer' if won[1] == best[1] else 'DIFFERENT'}; exact vs naive rel {diff:.1e}")
+              f"exact picks {best[1]}: {'same answer' if won[1] == best[1] else 'DIFFERENT'}; exact vs "
+              f"naive rel {diff:.1e}")
         R = best[1]
-    print(f"(d) greedy, {steps} step(s): raced {steps / t_race:.4f} steps/s | exact ghostsearch {steps / t_exact:.4f} | "
+    print(f"(d) greedy, {steps} step(s): raced {steps / t_race:.4f} steps/s | exact ghostsearch "
+          f"{steps / t_exact:.4f} | "
           f"naive {steps / t_naive:.4f} | raced vs naive {t_naive / t_race:.2f}x (target 3x) | "
           f"raced vs exact ghostsearch {t_exact / t_race:.2f}x")
 
 
 def report(name, n, ours_s, naive_n, naive_s, floor_s, diffs):
     ours_rate, naive_rate = n / ours_s, naive_n / naive_s
-    print(f"{name:28s} ours {ours_rate:7.3f} cand/s | naive {naive_rate:7.3f} cand/s | speed-up {ours_rate / naive_rate:5.2f}x"
+    print(f"{name:28s} ours {ours_rate:7.3f} cand/s | naive {naive_rate:7.3f} cand/s | speed-up "
+          f"{ours_rate / naive_rate:5.2f}x"
           f" | max rel diff {max(diffs):.2e}" + (f" | {floor_s / ours_s:6.1%} of floor speed" if floor_s else ""))
 
 
@@ -306,7 +310,8 @@ def main():
     items = data.sample_items(data.mc_items("arc_easy", args.data_dir), args.items, 0, "arc_easy")
     toks, golds = [tokenize_item(tok, it) for it in items], [it.gold for it in items]
     mc = [tuple(sorted(rng.sample(range(L), 4))) for _ in range(9)]
-    workload(f"(c) margin, {args.items} items", mkey, mc, *timed(mkey, mc), lambda c: naive_margin(model, c, toks, golds))
+    workload(f"(c) margin, {args.items} items", mkey, mc, *timed(mkey, mc), lambda c: naive_margin(model, c, toks,
+                                                                                                   golds))
     print("targets: >= 2x on (a), >= 1.2x on (b), >= 3x on (c); values equal to 1e-3 relative; >= 85% of floor speed")
 
 

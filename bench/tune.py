@@ -8,7 +8,8 @@ keeps best-so-far (no model: only what Tune would add is measured), run
   (a) as compare runs cells now: one Ray task per cell (num_cpus=0), result JSON per cell;
   (b) as Tune trials: a function trainable per cell reporting best-so-far after every tell
       (tune.report), RunConfig(storage_path=...), FailureConfig(max_failures=1), 0.01 CPU per trial (Tune refuses 0).
-Prints wall seconds of each, the ratio (b)/(a), Tune's fixed cost and its cost per report, Tune's extra files and bytes beside the ledger,
+Prints wall seconds of each, the ratio (b)/(a), Tune's fixed cost and its cost per report, Tune's extra files and
+bytes beside the ledger,
 and the import time of ray.tune over ray (fresh interpreters).
 """
 from __future__ import annotations
@@ -107,7 +108,8 @@ def main() -> None:
     print(f"(b) Tune trials     : {b:7.2f} s   ratio (b)/(a) = {b / a:.1f}x")
     per_report = (b - b1) / (args.cells * (args.tells - 1)) * 1e3
     print(f"    of which fixed (1 tell per trial) {b1:.2f} s; per tune.report {per_report:.1f} ms")
-    print(f"Tune's experiment dir: {n_files} files, {n_bytes / 1e6:.2f} MB (the ledger itself: {ledger_bytes / 1e6:.2f} MB)")
+    print(f"Tune's experiment dir: {n_files} files, {n_bytes / 1e6:.2f} MB (the ledger itself: "
+          f"{ledger_bytes / 1e6:.2f} MB)")
     print(f"import ray {imp_ray:.2f} s; import ray.tune {imp_tune:.2f} s (+{imp_tune - imp_ray:.2f} s)")
 
 

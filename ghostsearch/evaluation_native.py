@@ -243,7 +243,8 @@ def run_finalists(stack: Stack, batches: list[list[Packed]], finals: list[Plan],
                   on_step: Callable | None = None, pad_id: int = 0) -> None:
     """For every chunk of micro-batches: one dense forward each, up to the deepest finalist start
     (Stack.capture's ``upto``: a share without the dense model never runs its last blocks densely),
-    the states at the finalists' starts kept; then every finalist from its start; ``consume(finalist, batch, h)`` gets the
+    the states at the finalists' starts kept; then every finalist from its start; ``consume(finalist, batch, h)``
+    gets the
     final states (before the norm). ``on_step(finalist, rows)`` after each finalist's chunk. ``stats``
     gets cache_bytes_peak, dense_seconds (the dense forwards) and finalist_seconds (each finalist's
     runs from its start, the LM head included)."""
@@ -372,7 +373,8 @@ def evaluate_finalists_native(model, tokenizer, finalists, cfg_eval, data_dir: s
                 pred, pred_norm = predictions(ll, d)
                 acc, acc_norm = acc + (pred == d.gold), acc_norm + (pred_norm == d.gold)
                 rows.append({"finalist": f, "removed": list(plan.removed), "recovery": method_name(plan), "task": task,
-                             "doc": ids[task][i], "gold": d.gold, "pred": pred, "pred_norm": pred_norm if norm else None,
+                             "doc": ids[task][i], "gold": d.gold, "pred": pred,
+                             "pred_norm": pred_norm if norm else None,
                              "lls": ll.tolist()})
             n = len(docs[task])
             results[f][f"{task}_acc"] = acc / n if n else math.nan

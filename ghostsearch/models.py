@@ -129,7 +129,8 @@ def _check_gguf(p: Path) -> None:
         GGUFReader(str(p))
     except Exception as e:  # noqa: BLE001  (the reader raises many types on a damaged file)
         raise GhostsearchError(f"GGUF file {p} is damaged or truncated ({type(e).__name__}: "
-                               f"{str(e).splitlines()[0][:120] if str(e) else 'unreadable'}); download it again") from None
+                               f"{str(e).splitlines()[0][:120] if str(e) else 'unreadable'}); "
+                               "download it again") from None
 
 
 def model_path(spec: str) -> tuple[str, dict]:
@@ -153,7 +154,8 @@ def model_path(spec: str) -> tuple[str, dict]:
                                "Hugging Face model directory (with config.json), a .gguf file, or a hub id")
     if p.exists():
         if not (p / "config.json").exists():
-            raise GhostsearchError(f"model directory {p} has no config.json; point model= at a Hugging Face model directory")
+            raise GhostsearchError(f"model directory {p} has no config.json; point model= at a Hugging "
+                                   "Face model directory")
         return str(p), {}
     if spec.startswith((".", "/", "~")):
         raise GhostsearchError(f"model path {spec} does not exist; check model=")

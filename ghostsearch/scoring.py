@@ -256,7 +256,8 @@ class Scorer:
                                    else idx, batch.rows), b, removed, patches=patches)
                 sums, counts = p.objective.row_losses(self.stack, h, batch, idx)
                 out.update({offset + r: (float(s), float(n)) for r, s, n in zip(local, sums, counts)})
-                tokens += int(batch.weight[idx].sum()) if batch.weight is not None else len(local) * batch.input_ids.shape[1]
+                tokens += (int(batch.weight[idx].sum()) if batch.weight is not None
+                           else len(local) * batch.input_ids.shape[1])
             offset += batch.rows
         if not all(math.isfinite(s) for s, _ in out.values()):
             raise GhostsearchError(f"removing {removed} gives a non-finite loss; check the model dtype")
@@ -286,7 +287,8 @@ class Scorer:
                 continue
             idx, n = torch.tensor(local), len(local)
             group = max(1, max(n, batch.rows) // n)  # candidates per forward
-            tokens += len(items) * (int(batch.weight[idx].sum()) if batch.weight is not None else n * batch.input_ids.shape[1])
+            tokens += len(items) * (int(batch.weight[idx].sum()) if batch.weight is not None
+                                    else n * batch.input_ids.shape[1])
             for g in range(0, len(items), group):
                 part = list(range(g, min(g + group, len(items))))
                 caps = {}
@@ -308,7 +310,8 @@ class Scorer:
                 for c in part:
                     x = self.stack.run(h[c], Stack.slice(cap, idx, batch.rows), L, ())  # to the head's device
                     sums, counts = p.objective.row_losses(self.stack, x, batch, idx)
-                    outs[c].update({offset - batch.rows + r: (float(s), float(k)) for r, s, k in zip(local, sums, counts)})
+                    outs[c].update({offset - batch.rows + r: (float(s), float(k)) for r, s, k in zip(local, sums,
+                                                                                                     counts)})
         seconds = (time.perf_counter() - t0) / max(1, len(items))
         result = []
         for (removed, _, b, _), out in zip(begun, outs):

@@ -86,7 +86,8 @@ class Stack:
         self.model = model
         self.config = model.config
         self.inner, self.blocks = _find_decoder(model)
-        norm = next((getattr(self.inner, n) for n in ("norm", "final_layernorm", "ln_f") if hasattr(self.inner, n)), None)
+        norm = next((getattr(self.inner, n) for n in ("norm", "final_layernorm", "ln_f") if hasattr(self.inner, n)),
+                    None)
         if norm is None:
             raise GhostsearchError(f"{type(model).__name__}: cannot find the final norm of the decoder")
         self.norm: nn.Module = norm

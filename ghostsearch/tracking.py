@@ -101,7 +101,8 @@ class _TensorBoard:
 
 
 WandBMode = Literal["online", "offline", "disabled", "shared"]
-WANDB_MODES: dict[str, WandBMode] = {"online": "online", "offline": "offline", "disabled": "disabled", "shared": "shared"}
+WANDB_MODES: dict[str, WandBMode] = {"online": "online", "offline": "offline", "disabled": "disabled",
+                                     "shared": "shared"}
 
 
 class _WandB:

@@ -50,7 +50,8 @@ def tiny_config(family: str = "llama", n_layers: int = 6, vocab: int = 49152):
                                attn_logit_softcapping=50.0)
     if family == "gemma3":
         return tf.Gemma3TextConfig(**common, head_dim=16, sliding_window=8,
-                                   layer_types=["sliding_attention", "sliding_attention", "full_attention"] * (n_layers // 3))
+                                   layer_types=["sliding_attention", "sliding_attention",
+                                                "full_attention"] * (n_layers // 3))
     if family == "olmo2":
         return tf.Olmo2Config(**common)
     if family == "phi3":

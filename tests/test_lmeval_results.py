@@ -30,7 +30,8 @@ def test_eval_writes_lm_eval_results(tiny_model_dir, data_dir, tmp_path, capsys)
         r = res["results"][task]
         assert r["acc,none"] == pytest.approx(row[f"{task}_acc"])
         p = r["acc,none"]  # lm-eval's binomial standard error over the 6 documents (0 when all agree)
-        assert isinstance(r["acc_stderr,none"], float) and r["acc_stderr,none"] == pytest.approx((p * (1 - p) / 5) ** 0.5)
+        assert isinstance(r["acc_stderr,none"],
+                          float) and r["acc_stderr,none"] == pytest.approx((p * (1 - p) / 5) ** 0.5)
         assert res["n-shot"][task] == 0 and res["n-samples"][task]["effective"] == 6
     table = rendered(make_table(res))
     for task in ("arc_easy", "piqa"):

@@ -41,7 +41,8 @@ def run(args) -> Path:
         objectives = list(dict.fromkeys([cfg.objective] + list(cfg.compare.objectives or [])))
     else:
         if args.remove is None:
-            raise GhostsearchError(f"export from a config file needs --remove, e.g. --remove 3,4,5 ({src} is not a run directory)")
+            raise GhostsearchError(f"export from a config file needs --remove, e.g. --remove 3,4,5 ({src} is "
+                                   "not a run directory)")
         cfg, removed = load_config(str(src), args.overrides), parse_remove(args.remove)
         objectives = []
     from ghostsearch.dataplan import announce, plan

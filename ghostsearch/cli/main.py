@@ -72,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
         args.overrides = list(args.overrides or []) + extra
     quiet_libraries()
     setup_logging(-1 if args.quiet else args.verbose)
-    handlers = interrupts.install()  # SIGTERM and SIGHUP end a command like Ctrl-C (lock released, ledger kept, Ray stopped)
+    # SIGTERM and SIGHUP end a command like Ctrl-C (lock released, ledger kept, Ray stopped)
+    handlers = interrupts.install()
     try:
         COMMANDS[args.cmd].run(args)
     except GhostsearchError as e:

@@ -33,7 +33,8 @@ def run(args) -> None:
                                    "or set RAY_ADDRESS")
         connect(address, dashboard=cfg.pool.dashboard)
         if pool_exists(name):
-            raise GhostsearchError(f"a pool named {name!r} is already up; use it, or `ghostsearch pool down --name {name}`")
+            raise GhostsearchError(f"a pool named {name!r} is already up; use it, or `ghostsearch pool "
+                                   f"down --name {name}`")
         broker = start_pool(cfg, name=name, detached=True)
         print_json({"pool": name, "actors": ray.get(broker.ready.remote())})
         return

@@ -83,7 +83,8 @@ class Objective:
     def __init__(self, spec: CalibrationSpec, **params):
         if spec.dataset not in self.datasets:
             raise GhostsearchError(
-                f"objective {self.name!r} cannot use dataset {spec.dataset!r}; choose one of: {', '.join(self.datasets)}"
+                f"objective {self.name!r} cannot use dataset {spec.dataset!r}; choose one of: "
+                f"{', '.join(self.datasets)}"
             )
         self.spec = spec
         self.params = params

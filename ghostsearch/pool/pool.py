@@ -254,8 +254,10 @@ def start_pool(cfg: Config, name: str | None = None, detached: bool = False, wai
         pg = placement_group([bundle] * cfg.pool.actors, strategy="SPREAD", lifetime=lifetime,
                              name=f"{prefix}-pg")
         ray.get(pg.ready(), timeout=600)
-        opts = lambda i: {"scheduling_strategy": PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=i)}  # noqa: E731
-    names = [f"{prefix}-scorer-{i}" if name else f"ghostsearch-scorer-{i}-{prefix[-6:]}" for i in range(cfg.pool.actors)]
+        opts = lambda i: {"scheduling_strategy": PlacementGroupSchedulingStrategy(pg,
+                                                                                  placement_group_bundle_index=i)}  # noqa: E731
+    names = [f"{prefix}-scorer-{i}" if name else f"ghostsearch-scorer-{i}-{prefix[-6:]}"
+             for i in range(cfg.pool.actors)]
     scorers = []
     for i, n in enumerate(names):
         extra = opts(i) if callable(opts) else {}

@@ -1,7 +1,7 @@
 """Recovery-aware scoring: the value of a candidate AFTER ghosted (dense) recovery of every cut.
 
-Set by ``search.recovery_aware: ghosted`` (with ``search.aware_window``, ``AwareSpec.max_window`` here, and ``recovery.ridge``); the
-Scorer is given a ``GhostedAware`` provider (``scoring.PatchProvider``) when it prepares the
+Set by ``search.recovery_aware: ghosted`` (with ``search.aware_window``, ``AwareSpec.max_window`` here, and
+``recovery.ridge``); the Scorer is given a ``GhostedAware`` provider (``scoring.PatchProvider``) when it prepares the
 objective. ``prepare`` makes one pass over the dense calibration states: for every boundary a it
 accumulates G_aa = X_a^T X_a and G_ab = X_a^T X_b for b in a+1..a+max_window (float64), and solves
 the ghosted operator of every cut [a, b) once, storing only the solved C x C operators.

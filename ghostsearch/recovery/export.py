@@ -75,7 +75,8 @@ def model_card(info: dict, method: str, removed, n_blocks: int, hooked: bool) ->
             "not recognize this architecture ... upgrade Transformers\") is not about the transformers version: "
             "upgrading does not help; load it with `ghostsearch.load_pruned`. After `import ghostsearch` and a "
             "`load_pruned`, AutoModelForCausalLM says so in one line.") if hooked else (
-            "```python\nfrom transformers import AutoModelForCausalLM\nmodel = AutoModelForCausalLM.from_pretrained(\"PATH\")\n"
+            "```python\nfrom transformers import AutoModelForCausalLM\nmodel = "
+            "AutoModelForCausalLM.from_pretrained(\"PATH\")\n"
             "```\n\n(`ghostsearch.load_pruned(\"PATH\")` works too.)")
     lines = ["---", f"base_model: {info.get('base_model', 'unknown')}", "tags: [ghostsearch, depth-pruning]", "---",
              "", f"# {info.get('base_model', 'model')} with {len(removed)} of {n_blocks} blocks removed", "",

@@ -64,7 +64,8 @@ def cut_pairs(stack, removed, data: Activations, a: int, b: int, patches: dict |
         else:
             xa = stack.run(cap.states[first], cap, first, removed, stop=a, patches=patches)
         # a split model (placement) keeps a and b on their blocks' devices: pair them on a's
-        yield finite_rows(xa, f"state entering block {a}", w), finite_rows(cap.states[b].to(xa.device), f"state at {b}", w)
+        yield finite_rows(xa, f"state entering block {a}", w), finite_rows(cap.states[b].to(xa.device),
+                                                                           f"state at {b}", w)
 
 
 class ResidualLinear(Recovery):

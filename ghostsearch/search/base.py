@@ -218,7 +218,8 @@ class Searcher:
                 f"searcher '{cls.name}' has no parameter {unknown[0]!r}; known: {', '.join(sorted(known)) or '(none)'}"
             )
         for name, value in params.items():
-            problem = param_problem(value, _hints(cls.Params).get(name), known[name].metadata.get("range", (0, math.inf)))
+            problem = param_problem(value, _hints(cls.Params).get(name), known[name].metadata.get("range", (0,
+                                                                                                            math.inf)))
             if problem:
                 raise GhostsearchError(f"searcher '{cls.name}': parameter {name}={value!r} {problem}; "
                                        f"fix search.params.{cls.name}.{name}")

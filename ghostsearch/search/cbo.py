@@ -172,7 +172,8 @@ class CBO(ModelBased):
             low = lowest_enumerated(model, len(free), k, want)
         else:
             pos = {b: p for p, b in enumerate(free)}
-            starts = [tuple(pos[b] for b in s) for s in sorted(self.memo, key=lambda s: self.memo[s]) if len(s) == k][:4]
+            starts = [tuple(pos[b] for b in s) for s in sorted(self.memo,
+                                                               key=lambda s: self.memo[s]) if len(s) == k][:4]
             low = lowest_annealed(model, len(free), k, want, np.random.default_rng([self.seed, len(self.memo)]), starts)
         sets = [canonical(free[p] for p in s) for _, s in low]
         out = [s for s in sets if not self.seen(s)][:m]

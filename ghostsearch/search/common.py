@@ -34,7 +34,8 @@ def require_ints(params: Any, *names: str, least: int = 1) -> None:
 
 def statistic(searcher: Searcher, name: str) -> Any:
     if searcher.oracle is None:
-        raise GhostsearchError(f"searcher '{searcher.name}' needs the '{name}' statistic but has no oracle; run it through the pool")
+        raise GhostsearchError(f"searcher '{searcher.name}' needs the '{name}' statistic but has no oracle; run "
+                               "it through the pool")
     return searcher.oracle.statistic(name)
 
 

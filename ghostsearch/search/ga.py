@@ -65,7 +65,8 @@ class GA(ModelBased):
 
     With ``race`` (``auto``, the default: on when the calibration has >= 32 rows) the screen/promote
     split is a race instead: each generation's affordable offspring are raced, the ``promote`` best
-    end at full fidelity (search/racing.py), spending at most one evaluation per offspring; ``screen`` is then unused. The single-block prior is raced too."""
+    end at full fidelity (search/racing.py), spending at most one evaluation per offspring; ``screen`` is then
+    unused. The single-block prior is raced too."""
 
     name = "ga"
 
@@ -122,7 +123,8 @@ class GA(ModelBased):
                 out.append(child)
         if len(out) < n:  # the population has converged: explore with the prior
             np_rng = np.random.default_rng([self.seed, self.generation])
-            out += sample_unseen(np_rng, self.space, np.array(list(w.values())), set(self.memo) | set(self.partial) | set(out),
+            out += sample_unseen(np_rng, self.space, np.array(list(w.values())),
+                                 set(self.memo) | set(self.partial) | set(out),
                                  n - len(out))
         return out
 

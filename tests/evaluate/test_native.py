@@ -125,7 +125,8 @@ def test_cache_cap_is_respected_and_changes_nothing(tiny, data_dir):
                                                 progress=False, stats=big)
     batches, _ = pack_docs(tok, task_docs("hellaswag", data_dir, 12), resolve_max_length(model, tok), 4)
     cap = max(state_bytes(mb, Stack(model), 2) for mb in batches)  # room for the largest micro-batch only
-    r_small, rows_small = evaluate_finalists_native(model, tok, finalists, eval_cfg(12, ["hellaswag"], cache_gib=cap / 2**30),
+    r_small, rows_small = evaluate_finalists_native(model, tok, finalists, eval_cfg(12, ["hellaswag"],
+                                                                                    cache_gib=cap / 2**30),
                                                     data_dir, progress=False, stats=small)
     assert 0 < small["cache_bytes_peak"] <= cap < big["cache_bytes_peak"]
     assert r_small == r_big and [r["lls"] for r in rows_small] == [r["lls"] for r in rows_big]
@@ -151,7 +152,8 @@ def test_input_errors_are_one_line_before_any_work(tiny, data_dir, tmp_path):
     assert calls == [0]
     from ghostsearch.config import load_config
 
-    for override, message in [("eval.engine=hflm", "eval.engine='hflm'; use native"), ("eval.cache_gib=0", "eval.cache_gib=0")]:
+    for override, message in [("eval.engine=hflm", "eval.engine='hflm'; use native"), ("eval.cache_gib=0",
+                                                                                       "eval.cache_gib=0")]:
         with pytest.raises(GhostsearchError, match=message):
             load_config(None, [override])
 
@@ -222,14 +224,16 @@ def test_finalist_perplexities_equal_perplexity_suite(tiny, data_dir):
     finalists = [((), None), ((1, 4), None), ((1, 4), ghosted(model, tok, (1, 4), data_dir))]
     ours = perplexity_finalists(model, tok, finalists, cfg, data_dir)
     for (removed, ops), got in zip(finalists, ours):
-        ref = perplexity_suite(reference_model(model, removed, ops), tok, tuple(sorted({PROSE, "lambada"})), 64, 5, data_dir,
+        ref = perplexity_suite(reference_model(model, removed, ops), tok, tuple(sorted({PROSE, "lambada"})), 64, 5,
+                               data_dir,
                                limit=6, batch_size=4)
         windows = {k: got.pop(k) for k in list(got) if k.endswith("_window_nll")}
         assert got.keys() == ref.keys()
         for k in ref:
             assert got[k] == pytest.approx(ref[k], rel=1e-5), (k, removed, ops is not None)
         for k, nll in windows.items():  # each window's mean NLL: their mean is the perplexity's log
-            assert len(nll) == 5 and got[k.removesuffix("_window_nll")] == pytest.approx(math.exp(sum(nll) / 5), rel=1e-5)
+            assert len(nll) == 5 and got[k.removesuffix("_window_nll")] == pytest.approx(math.exp(sum(nll) / 5),
+                                                                                         rel=1e-5)
 
 
 @pytest.mark.slow

@@ -76,7 +76,8 @@ def test_metrics_as_lm_eval(tasks):
 
 
 def test_unknown_task_is_one_line(tmp_path):
-    with pytest.raises(GhostsearchError, match=r"unknown task 'arc_eazy': neither one of boolq.*nor an lm-eval task") as e:
+    with pytest.raises(GhostsearchError,
+                       match=r"unknown task 'arc_eazy': neither one of boolq.*nor an lm-eval task") as e:
         check_tasks(["arc_easy", "arc_eazy"])
     assert "\n" not in str(e.value)
     assert check_tasks(["arc_easy", "lambada_openai", "mmlu_anatomy"]) == ["arc_easy", "lambada_openai", "mmlu_anatomy"]
@@ -104,7 +105,8 @@ def _cli(*args, cwd=None):
 @pytest.mark.parametrize("args, message", [
     (["{cfg}", "--remove", "1", "--tasks", "piqa,nope"], "unknown task 'nope': neither"),
     (["{cfg}"], "needs --remove"),
-    (["{cfg}", "--remove", "1", "--recovery", "nope", "--tasks", ""], "invalid choice: 'nope' \\(choose from 'ghosted'"),
+    (["{cfg}", "--remove", "1", "--recovery", "nope", "--tasks", ""],
+     "invalid choice: 'nope' \\(choose from 'ghosted'"),
     (["{tmp}/nothing"], "is neither a run directory"),
 ])
 def test_cli_errors_before_loading_a_model(tmp_path, args, message):

@@ -15,7 +15,8 @@ def smol(smollm2, data_dir):
 
     sc = Scorer(Stack(smollm2[0]), smollm2[1])
     calib = sc.prepare(ObjectiveSpec.make("perplexity", CalibrationSpec(CALIB, 32, 128, 0, data_dir, micro_batch=16)))
-    wiki = sc.prepare(ObjectiveSpec.make("perplexity", CalibrationSpec(PROSE, 8, 128, 0 if PROSE != CALIB else 1, data_dir)))
+    wiki = sc.prepare(ObjectiveSpec.make("perplexity", CalibrationSpec(PROSE, 8, 128, 0 if PROSE != CALIB else 1,
+                                                                       data_dir)))
     return sc, calib, wiki
 
 
@@ -27,4 +28,5 @@ def aware(smollm2, data_dir):
     from ghostsearch.stack import Stack
 
     sc = Scorer(Stack(smollm2[0]), smollm2[1])
-    return sc, prepare(sc, ObjectiveSpec.make("perplexity", CalibrationSpec(CALIB, 8, 128, 1, data_dir), aware=AwareSpec("ghosted", 4)))
+    return sc, prepare(sc, ObjectiveSpec.make("perplexity", CalibrationSpec(CALIB, 8, 128, 1, data_dir),
+                                              aware=AwareSpec("ghosted", 4)))

@@ -55,4 +55,5 @@ def test_fallback_block_diagonal_is_orthonormal_and_said(n):
 
 
 def test_prime_power():
-    assert [prime_power(q) for q in (2, 9, 25, 27, 35, 1, 4003)] == [(2, 1), (3, 2), (5, 2), (3, 3), None, None, (4003, 1)]
+    assert [prime_power(q) for q in (2, 9, 25, 27, 35, 1, 4003)] == [(2, 1), (3, 2), (5, 2), (3, 3), None, None, (4003,
+                                                                                                                  1)]

@@ -75,4 +75,5 @@ def test_linearpatch_reports_its_rotation(tiny):
     sc, _, data = tiny
     ops = get_recovery("linearpatch").fit(sc.stack, REMOVED, data)
     assert ops.report[0]["rotation"] == "hadamard 64 (sylvester)"
-    assert get_recovery("linearpatch", variant="diagonal").fit(sc.stack, REMOVED, data).report[0]["rotation"] == "identity"
+    assert get_recovery("linearpatch", variant="diagonal").fit(sc.stack, REMOVED,
+                                                               data).report[0]["rotation"] == "identity"

@@ -36,10 +36,12 @@ def test_methods_side_by_side(run_dir, capsys):
     both = [("beam-perplexity-k2-s0", "ghosted"), ("beam-perplexity-k2-s0", "linearpatch"),
             ("greedy-perplexity-k2-s0", "ghosted"), ("greedy-perplexity-k2-s0", "linearpatch")]
     assert keys(run_dir) == both
-    before = {(r["finalist"], r["method"]): r["seconds"] for r in pq.read_table(run_dir / "recovery.parquet").to_pylist()}
+    before = {(r["finalist"],
+               r["method"]): r["seconds"] for r in pq.read_table(run_dir / "recovery.parquet").to_pylist()}
     assert main(["-q", "recover", str(run_dir), "--method", "ghosted", "--top", "1"]) == 0
     assert keys(run_dir) == both  # replaced, not added, and linearpatch's rows untouched
-    after = {(r["finalist"], r["method"]): r["seconds"] for r in pq.read_table(run_dir / "recovery.parquet").to_pylist()}
+    after = {(r["finalist"],
+              r["method"]): r["seconds"] for r in pq.read_table(run_dir / "recovery.parquet").to_pylist()}
     changed = {k for k in both if after[k] != before[k]}
     assert changed == {("beam-perplexity-k2-s0", "ghosted")}
 

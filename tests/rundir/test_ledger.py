@@ -36,7 +36,8 @@ def test_rows_round_trip_and_compact(tmp_path):
     parts = sorted(p.name for p in (tmp_path / "ledger").glob("*.parquet"))
     assert len(parts) == 1 and parts[0].endswith("-compact.parquet"), parts
     assert not list((tmp_path / "ledger" / "_journal").iterdir())
-    assert sorted((r["eval_id"], r["value"]) for r in pq.read_table(tmp_path / "ledger" / parts[0]).to_pylist()) == before
+    assert sorted((r["eval_id"],
+                   r["value"]) for r in pq.read_table(tmp_path / "ledger" / parts[0]).to_pylist()) == before
     # a later writer (a resumed run) adds a journal beside the part; both are read
     c = Ledger(tmp_path)
     c.append(_row(20))

@@ -15,7 +15,8 @@ from ghostsearch.errors import GhostsearchError
 from ghostsearch.rundir import lock
 from ghostsearch.rundir.ledger import Ledger
 
-HOLD = "import sys, time; from ghostsearch.rundir import lock; lock.acquire(sys.argv[1]); print('held', flush=True); time.sleep(60)"
+HOLD = ("import sys, time; from ghostsearch.rundir import lock; lock.acquire(sys.argv[1]); "
+        "print('held', flush=True); time.sleep(60)")
 
 
 def test_a_live_holder_is_named_and_a_dead_ones_lock_is_taken_over(tmp_path, caplog):

@@ -60,7 +60,8 @@ def test_two_ga_in_threads_give_their_own_answers():
     sys.setswitchinterval(1e-6)
     try:
         found: dict = {}
-        threads = [threading.Thread(target=lambda s=seed: found.__setitem__(s, trace(run(ga(s, False), SYN.evaluator()))))
+        threads = [threading.Thread(target=lambda s=seed: found.__setitem__(s, trace(run(ga(s, False),
+                                                                                         SYN.evaluator()))))
                    for seed in alone]
         for t in threads:
             t.start()

@@ -332,7 +332,8 @@ def test_a_searcher_without_an_end_or_a_default_budget_is_refused():
         def done(self):
             return False
 
-    with pytest.raises(GhostsearchError, match="searcher 'endless' neither ends by itself nor has a default_budget") as e:
+    with pytest.raises(GhostsearchError,
+                       match="searcher 'endless' neither ends by itself nor has a default_budget") as e:
         SEARCHERS.add("endless", Endless)
         try:
             make_searcher("endless", SPACE)

@@ -25,7 +25,8 @@ def test_bo_journal_resumes_and_opens(tmp_path):
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        whole = run(make_searcher("bo", SPACE, budget=Budget(30), params={**params, "storage": str(tmp_path / "a.log")}),
+        whole = run(make_searcher("bo", SPACE, budget=Budget(30), params={**params,
+                                                                          "storage": str(tmp_path / "a.log")}),
                     SYN.evaluator())
         run(make_searcher("bo", SPACE, budget=Budget(30), params=params), FunctionEvaluator(recorded),
             stop=lambda: len(ledger) >= 20)
