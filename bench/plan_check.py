@@ -26,50 +26,61 @@ import benchenv  # noqa: F401  (repository on sys.path, offline HF, ../shared/da
 CONFIGS = {"search": "configs/smollm2-quick.yaml", "compare": "configs/compare-quick.yaml"}
 
 
+def check(command: str, out: Path, env: dict | None = None) -> dict:
+    """plan_run(measure=True) for CONFIGS[command], then the command itself in a subprocess (timed
+    as a whole) into ``out``: planned and measured seconds, evaluations, the plan, plan's own time."""
+    from ghostsearch.config import load_config
+    from ghostsearch.plan import plan_run
+    from ghostsearch.rundir.layout import result_cells
+
+    path = CONFIGS[command]
+    env = dict(os.environ if env is None else env)
+    if out.exists():
+        shutil.rmtree(out)  # this bench's own output, from an earlier run of it
+    over = [f"out={out}"] + ([f"data_dir={env['GHOSTSEARCH_DATA_DIR']}"] if "GHOSTSEARCH_DATA_DIR" in env else [])
+    cfg = load_config(path, over)
+    t0 = time.perf_counter()
+    p = plan_run(cfg, measure=True, command=command)
+    t_plan = time.perf_counter() - t0
+    planned = p["search_wall_s"] if command == "search" else p["compare_wall_s"]
+    t0 = time.perf_counter()
+    r = subprocess.run([sys.executable, "-m", "ghostsearch", command, path, *over], capture_output=True, text=True,
+                       env=env)
+    measured = time.perf_counter() - t0
+    if r.returncode != 0:
+        print(r.stdout[-2000:], r.stderr[-3000:])
+        raise SystemExit(f"{command} failed (exit {r.returncode})")
+    cells = result_cells(json.loads((out / "result.json").read_text()))
+    used = sum(c.get("budget_used", c.get("evaluations", 0)) for c in cells.values())
+    cell_s = sum(c.get("wall_seconds", 0.0) for c in cells.values())
+    return {"command": command, "path": path, "planned": planned, "measured": measured, "plan": p,
+            "plan_seconds": t_plan, "evaluations": used, "cell_seconds": cell_s, "load": os.getloadavg()[0]}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="runs/plan-check")
     ap.add_argument("--only", choices=sorted(CONFIGS))
     args = ap.parse_args()
 
-    from ghostsearch.config import load_config
     from ghostsearch.logs import quiet_libraries
-    from ghostsearch.plan import plan_run
-    from ghostsearch.rundir.layout import result_cells
 
     quiet_libraries()
-    root = Path(args.out)
     rows = []
-    for command, path in CONFIGS.items():
+    for command in CONFIGS:
         if args.only and command != args.only:
             continue
-        out = root / command
-        if out.exists():
-            shutil.rmtree(out)  # this bench's own output, from an earlier run of it
-        over = [f"out={out}"] + ([f"data_dir={os.environ['GHOSTSEARCH_DATA_DIR']}"]
-                                 if "GHOSTSEARCH_DATA_DIR" in os.environ else [])
-        cfg = load_config(path, over)
-        t0 = time.perf_counter()
-        p = plan_run(cfg, measure=True, command=command)
-        t_plan = time.perf_counter() - t0
-        planned = p["search_wall_s"] if command == "search" else p["compare_wall_s"]
-        t0 = time.perf_counter()
-        r = subprocess.run([sys.executable, "-m", "ghostsearch", command, path, *over], capture_output=True, text=True)
-        measured = time.perf_counter() - t0
-        if r.returncode != 0:
-            print(r.stdout[-2000:], r.stderr[-3000:])
-            raise SystemExit(f"{command} failed (exit {r.returncode})")
-        cells = result_cells(json.loads((out / "result.json").read_text()))
-        used = sum(c.get("budget_used", c.get("evaluations", 0)) for c in cells.values())
-        cell_s = sum(c.get("wall_seconds", 0.0) for c in cells.values())
-        rows.append((command, planned, measured, p["evaluations"], used, p["scoring_s"] + p["prepare_s"], cell_s))
-        print(f"{command} ({path}): planned {planned:.0f} s = prepare {p['prepare_s']:.0f} + scoring "
+        c = check(command, Path(args.out) / command)
+        p, planned, measured = c["plan"], c["planned"], c["measured"]
+        rows.append((command, planned, measured, p["evaluations"], c["evaluations"], p["scoring_s"] + p["prepare_s"],
+                     c["cell_seconds"]))
+        print(f"{command} ({c['path']}): planned {planned:.0f} s = prepare {p['prepare_s']:.0f} + scoring "
               f"{p['scoring_s']:.0f} + " + " + ".join(f"{n} {v[0]:.0f}" for n, v in p["fixed"].items()
                                                       if command == "compare" or n != "report")
               + (f" + evaluation {p['evaluation_s']:.0f}" if command == "compare" else "")
-              + f"; rate {p['rate'] / 1e12:.4f} TFLOP/s per actor, plan --measure took {t_plan:.0f} s; "
+              + f"; rate {p['rate'] / 1e12:.4f} TFLOP/s per actor, plan --measure took {c['plan_seconds']:.0f} s; "
               f"measured {measured:.0f} s; ratio planned / measured {planned / measured:.2f}; load "
-              f"{os.getloadavg()[0]:.1f}", flush=True)
+              f"{c['load']:.1f}", flush=True)
         if command == "compare":
             print(f"  evaluation: {p['evaluation_note']}", flush=True)
     print()
