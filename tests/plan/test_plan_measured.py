@@ -9,6 +9,7 @@ import pytest
 
 from ghostsearch.config import load_config
 from ghostsearch.plan import evaluations
+from tests.plan import timing
 
 
 @pytest.mark.slow
@@ -42,6 +43,7 @@ def test_planned_evaluations_equal_measured(smollm2_tokenizer_dir, ray_local, tm
             assert 0.9 * planned <= used <= planned + 1e-9, (searcher, used, planned)
 
 
+@timing
 @pytest.mark.slow
 def test_planned_seconds_per_evaluation_within_30_percent(smollm2):
     """`plan --measure` (two random blocks and the head of SmolLM2's architecture, timed here) against

@@ -7,7 +7,10 @@ import os
 
 import pytest
 
+from tests.plan import timing
 
+
+@timing
 @pytest.mark.slow
 @pytest.mark.parametrize("command", ["search", "compare"])
 def test_planned_wall_time_within_30_percent(command, tmp_path):
