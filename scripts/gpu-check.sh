@@ -49,14 +49,15 @@ if [ "$NGPU" -ge 2 ]; then
         -k "values_of_one_device or split_model"
 fi
 PLAN_ARGS="configs/smollm2-quick.yaml device=cuda dtype=bf16 pool.actors=1 pool.gpus_per_actor=1 searcher=greedy k=2 calibration.n_seq=16 calibration.seq_len=256 compare.searchers=null"
-step plan-measure 90 "$PY" -m ghostsearch plan $PLAN_ARGS --measure
+step plan-measure 150 "$PY" -m ghostsearch plan $PLAN_ARGS --measure --command search  # it runs probe cells now
 step plan-run 90 "$PY" -m ghostsearch search $PLAN_ARGS out="$OUT/plan-run"
 "$PY" - "$OUT" <<'PYEOF' | tee -a "$OUT/summary.txt" > "$OUT/plan-vs-run.log"
 import json, re, sys
 out = sys.argv[1]
 try:
     m = re.search(r"wall [0-9.]+ h \(([0-9]+) s\)", open(f"{out}/plan-measure.log").read())
-    cell = next(iter(json.load(open(f"{out}/plan-run/result.json"))["searchers"].values()))
+    res = json.load(open(f"{out}/plan-run/result.json"))
+    cell = next(iter((res.get("cells") or res["searchers"]).values()))  # "searchers": run dirs before issue 26
     planned, measured = float(m.group(1)), float(cell["wall_seconds"])
     print(f"plan-vs-run: planned {planned:.0f} s, measured {measured:.1f} s (the cell: prepare + scoring), "
           f"planned/measured {planned / max(measured, 1e-9):.2f}")
