@@ -15,6 +15,7 @@ import math
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from itertools import combinations
 
 import numpy as np
@@ -49,7 +50,7 @@ def verdict(lo, hi, threshold: float, direction: str) -> str:
     return "holds" if above else "does not hold" if below else "within noise"
 
 
-def decide(estimate: float, p_adj: float | None, threshold: float, direction: str, alpha: float = ALPHA) -> str:
+def decide(estimate: float | None, p_adj: float | None, threshold: float, direction: str, alpha: float = ALPHA) -> str:
     """The one decision rule of a tested row: "statistic = threshold" is rejected when its Holm-adjusted
     p is <= alpha; then the claim ("statistic > t" or "< t") holds if the estimate lies on the
     claimed side of t and does not hold if on the other; otherwise the row is within noise."""
@@ -159,9 +160,9 @@ def family(rows: list[ClaimRow], alpha: float = ALPHA) -> list[ClaimRow]:
     difference at its level and the items per model that would detect 0.03. Rows without p pass
     unchanged. Returns new rows."""
     out = list(rows)
-    idx = [i for i, r in enumerate(out) if r.p is not None and not math.isnan(r.p)]
-    if idx:
-        ps = [out[i].p for i in idx]
+    tested = [(i, r.p) for i, r in enumerate(out) if r.p is not None and not math.isnan(r.p)]
+    if tested:
+        idx, ps = [i for i, _ in tested], [p for _, p in tested]
         adj, levels = stats.holm(ps), stats.holm_levels(ps, alpha)
         for i, pa, lv in zip(idx, adj, levels):
             r, t = out[i], out[i].tested
@@ -273,13 +274,13 @@ class ItemMatrix:
         """Macro (mean over tasks) accuracy of correctness rows (models, n_items): on all items, or
         (models, n_boot) under resample ``counts`` (see :meth:`resample_counts`). Per-task sums are
         integer-exact, so identical models get identical accuracies."""
-        out = 0.0
+        out: float | np.ndarray = 0.0
         for t, idx in enumerate(self.task_items()):
             if counts is None:
                 out = out + rows[:, idx].sum(axis=1) / len(idx)
             else:
                 out = out + (rows[:, idx] @ counts[t].T) / counts[t].sum(axis=1)
-        return out / len(self.tasks)
+        return np.asarray(out / len(self.tasks))
 
     def mean_acc(self, key: str) -> float:
         """The mean over tasks of the per-task accuracy (macro average, like mean_acc of comparison.parquet)."""
@@ -501,7 +502,7 @@ def objective_shapes_sets(rows: list[dict], n_boot: int = 2000, seed: int = 0) -
             out.append(replace(claim_row(*SHAPES, cond, point, None, None, 0.0, ">", note=note + f": p cannot go "
                                          f"below 1/{n_perm}, so this size cannot decide"), verdict="descriptive"))
             continue
-        res = stats.permutation_test(lambda lab, J=J: _shapes(J, lab), labels, strata, alternative="two-sided",
+        res = stats.permutation_test(partial(_shapes, J), labels, strata, alternative="two-sided",
                                      seed=seed)
         note = note if res.exact else f"{len(cells)} cells; {res.n_perm} random relabellings within searchers"
         out.append(claim_row(*SHAPES, cond, point, None, None, 0.0, ">", note=note, p=res.p))
@@ -516,7 +517,7 @@ BEATS = ("objective matters more than search",
 def _best_worst(acc: dict, cells: list[dict]) -> tuple[str, str]:
     """The searchers with the highest and lowest seed-averaged accuracy (ties: the first listed)."""
     m = _seed_means(acc, cells)
-    return max(m, key=m.get), min(m, key=m.get)
+    return max(m, key=lambda s: m[s]), min(m, key=lambda s: m[s])
 
 
 def _gap(acc: dict, choice: tuple[str, str], cells: list[dict]) -> float:
@@ -617,7 +618,7 @@ def search_spread(rows: list[dict], matrix: ItemMatrix | None, n_boot: int = 200
             continue
         full = {r["eval_key"]: matrix.mean_acc(r["eval_key"]) for r in cells}
         in_sample = _gap(full, _best_worst(full, cells), cells)
-        point, boot = split_bootstrap_samples(matrix, lambda a, b, cells=cells: searcher_spread(a, b, cells), n_boot,
+        point, boot = split_bootstrap_samples(matrix, partial(searcher_spread, cells=cells), n_boot,
                                               seed, keys=[r["eval_key"] for r in cells])
         out.append(_boot_row(*SPREAD, cond, point, boot, SMALL_GAP, "<", matrix.n_items,
                              note=f"in-sample max-min {in_sample:.3f}"))
@@ -654,8 +655,8 @@ def calibration_vs_accuracy(rows: list[dict], n_boot: int = 2000, seed: int = 0)
             out.append(_no_verdict(*CALIB, cond, len(g)))
             continue
         calib, acc = [r["calib_value"] for r in g], [r["mean_acc"] for r in g]
-        rho, lo, hi = paper_rho(calib, acc, seed, n_boot)
-        rho = None if math.isnan(rho) else rho
+        r_paper, lo, hi = paper_rho(calib, acc, seed, n_boot)
+        rho = None if math.isnan(r_paper) else r_paper
         if 2 / math.factorial(len(g)) > ALPHA or rho is None:
             out.append(replace(claim_row(*CALIB, cond, rho, lo, hi, 0.0, "<",
                                          note=f"n={len(g)}: the smallest possible p is 2/{len(g)}!, so this size "
@@ -692,9 +693,9 @@ def cost_of_search(rows: list[dict], matrix: ItemMatrix | None, n_boot: int = 20
     several noisy cells is biased upward); bootstrap p of "gain = 0.03"; holds if < 0.03."""
     out = []
     for (obj,), g in _groups(rows, "objective").items():
-        cells = {r["cell"]: r for r in g}.values()
-        cx = sum(r.get("budget_used") or 0.0 for r in cells if r["searcher"] in COMPLEX)
-        sm = sum(r.get("budget_used") or 0.0 for r in cells if r["searcher"] in SIMPLE)
+        by_cell = {r["cell"]: r for r in g}.values()
+        cx = sum(r.get("budget_used") or 0.0 for r in by_cell if r["searcher"] in COMPLEX)
+        sm = sum(r.get("budget_used") or 0.0 for r in by_cell if r["searcher"] in SIMPLE)
         out.append(ClaimRow(claim=COST[0] + ": compute ratio", paper="minutes vs hours",
                             condition=f"{obj}: evaluations complex {cx:.0f} / simple {sm:.0f}",
                             ours=cx / sm if sm > 0 and cx > 0 else None, lo=None, hi=None,

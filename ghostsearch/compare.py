@@ -66,7 +66,7 @@ def run_cells(cfg: Config, broker, run_dir: Path, cells: list[dict], n_blocks: i
         on_cell(res)
     here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
     bar = tqdm(total=len(cells), initial=len(done), desc="cells", unit="cell", disable=not progress)
-    pending = {}
+    pending: dict[ray.ObjectRef, dict] = {}
     queue = list(todo)
     while queue or pending:
         while queue and len(pending) < max(1, cfg.compare.concurrent):
@@ -179,21 +179,22 @@ def evaluate_finalists(cfg: Config, run_dir: Path, jobs: list[tuple[list[int], s
     if missing:
         raise GhostsearchError(f"compare.contrasts name models that are not evaluated ({missing}); "
                                "contrast finalists of this run")
-    adaptive = bool(contrasts) and cfg.eval.looks is not None
-    if adaptive:
+    planned = cfg.eval.looks if contrasts else None  # eval.looks, when there are contrasts to test
+    adaptive = planned is not None
+    if planned is not None:
         from ghostsearch.evaluation_native import NATIVE_TASKS
 
         if cfg.eval.engine != "native" or any(t not in NATIVE_TASKS for t in cfg.eval.tasks):
             raise GhostsearchError("eval.looks needs per-item rows of every task: eval.engine=native and only the "
                                    "eight commonsense tasks in eval.tasks")
-        if cfg.eval.looks[-1] > len(draw):
-            raise GhostsearchError(f"eval.looks ends at {cfg.eval.looks[-1]} items but the draw has {len(draw)}; "
+        if planned[-1] > len(draw):
+            raise GhostsearchError(f"eval.looks ends at {planned[-1]} items but the draw has {len(draw)}; "
                                    "set eval.max_items to the last look")
-    looks = list(cfg.eval.looks) if adaptive else [len(draw)]
+    looks = list(planned) if planned is not None else [len(draw)]
     design = Design(looks, contrasts, spending=cfg.eval.spending, margin=cfg.eval.margin) if adaptive else None
     run = _Evaluator(cfg, run_dir, jobs_by_key, held_out, progress, broker, draw, on_share)
     for j, n in enumerate(looks):
-        todo = keys if j == 0 else sorted(design.open_keys())
+        todo = keys if j == 0 or design is None else sorted(design.open_keys())
         run.extend(todo, n)
         if design is not None:
             design.test(j, {k: run.correct(k) for k in design.open_keys()}, draw.order[:n])

@@ -23,6 +23,7 @@ passes no level on. Without a margin only rejections decide.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -81,7 +82,7 @@ class Design:
         """Models in at least one contrast not yet decided."""
         return {k for c, done in zip(self.contrasts, self.decided()) if not done for k in (c.left_key, c.right_key)}
 
-    def test(self, look: int, correct: dict[str, dict], items: list[tuple[str, int]]) -> None:
+    def test(self, look: int, correct: dict[str, dict], items: Sequence[tuple[str, int]]) -> None:
         """Tests every open contrast on ``items`` (the look's (task, doc) keys) from ``correct``
         ({eval_key: {(task, doc): 0/1}}), then decides the family on every look so far."""
         strata = np.array([t for t, _ in items])

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from ghostsearch.config import Config, protected_blocks
 from ghostsearch.errors import GhostsearchError
@@ -161,7 +162,7 @@ class Run:
 
     def __init__(self, cfg: Config, kind: str, cells: list[dict], *, address: str | None = None,
                  matched: bool = False, evaluate: bool = False, repair: bool = False,
-                 check: Callable[[], None] | None = None, contrasts: list | None = None):
+                 check: Callable[[], object] | None = None, contrasts: list | None = None):
         from ghostsearch.config import check_model_fit
         from ghostsearch.dataplan import announce, plan
         from ghostsearch.pool.pool import check_local_capacity
@@ -178,14 +179,18 @@ class Run:
         check_local_capacity(cfg, self.address)  # no run directory for a local pool that cannot start
         self.data_plan = plan(cfg, [c["objective"] for c in cells], evaluate=evaluate, repair=repair)
         announce(self.data_plan)
-        self.outputs: RunOutputs | None = None
-        self.broker = None
+        self._outputs: RunOutputs | None = None
+        self.broker: Any = None  # the pool's broker (a Ray actor handle), once entered
         self.started = False  # this run started a local Ray (and so stops it)
         self.t0 = 0.0  # when Ray was connected
 
     @property
+    def outputs(self) -> RunOutputs:
+        assert self._outputs is not None, "enter the Run first (with run: ...)"
+        return self._outputs
+
+    @property
     def dir(self) -> Path:
-        assert self.outputs is not None, "enter the Run first (with run: ...)"
         return self.outputs.dir
 
     def __enter__(self) -> Run:
@@ -193,7 +198,7 @@ class Run:
         from ghostsearch.rundir.layout import check_identity
 
         cfg = self.cfg
-        self.outputs = RunOutputs(cfg, self.kind)  # RUN_DIR (staged when out= is s3:// or gs://) and the trackers
+        self._outputs = RunOutputs(cfg, self.kind)  # RUN_DIR (staged when out= is s3:// or gs://) and the trackers
         try:
             if self.contrasts and not (self.dir / "result.json").exists():
                 write_json_atomic(self.dir / "result.json", self.result([]))  # before any cell runs
@@ -248,12 +253,12 @@ class Run:
 
         ok = exc_type is None
         try:
-            if self.outputs is not None:
-                self.outputs.close(ok)
+            if self._outputs is not None:
+                self._outputs.close(ok)
         finally:
             try:
-                if self.outputs is not None:
-                    close_run_dir(self.outputs.dir, ok)
+                if self._outputs is not None:
+                    close_run_dir(self._outputs.dir, ok)
             finally:
                 self.disconnect()
 
@@ -262,6 +267,7 @@ def search(cfg: Config, address: str | None = None, progress: bool = True) -> di
     """`ghostsearch search`: the configured searcher on the pool; writes RUN_DIR."""
     cell = {"searcher": cfg.searcher, "objective": cfg.objective, "k": cfg.k, "seed": cfg.seed}
     with Run(cfg, "search", [cell], address=address) as run:
-        res = run_cell(cfg, run.broker, run.dir, n_blocks=run.n_blocks, progress=progress, **cell)
+        res = run_cell(cfg, run.broker, run.dir, searcher=cfg.searcher, objective=cfg.objective, k=cfg.k,
+                       seed=cfg.seed, n_blocks=run.n_blocks, progress=progress)
         run.outputs.cell(res.to_dict())  # the trackers take the JSON form
         return run.finish([res])

@@ -23,7 +23,8 @@ def correlations(rows: list[dict], acc_key: str = "mean_acc", seed: int = 0) -> 
     seeds counts once), with a seeded bootstrap 95% interval (descriptive) and the exact permutation
     p (stats.spearman_exact_p). Lower calibration value is better, so a NEGATIVE rho means the
     calibration ranking agrees with accuracy. Rows with a NaN accuracy are counted in ``dropped``."""
-    groups, dropped = defaultdict(list), defaultdict(int)
+    groups: defaultdict[tuple, list[dict]] = defaultdict(list)
+    dropped: defaultdict[tuple, int] = defaultdict(int)
     for r in finalists(rows):
         key = (r["objective"], r["k"], r.get("recovery") or "none")
         if r.get(acc_key) is not None and not math.isnan(r[acc_key]):
@@ -52,7 +53,7 @@ def spread(rows: list[dict], acc_key: str = "mean_acc") -> dict:
         if r.get(acc_key) is not None and not math.isnan(r[acc_key]):
             by[(r["objective"], r["k"])].append(r[acc_key])
     within = defaultdict(list)
-    means = defaultdict(dict)
+    means: defaultdict[int, dict] = defaultdict(dict)
     for (obj, k), v in by.items():
         within[obj].append(max(v) - min(v))
         means[k][obj] = float(np.mean(v))
@@ -141,7 +142,7 @@ def summary(rows: list[dict], verdicts: list[ClaimRow] | None = None, matrix: It
                      + size_note(matrix, len(tested)))
     if not decided and not noise:
         lines.append("No row could be tested. " + size_note(matrix, 1))
-    other = defaultdict(int)
+    other: defaultdict[str, int] = defaultdict(int)
     for v in verdicts:
         if v.verdict not in ("holds", "does not hold", "within noise", "within margin"):
             other[v.verdict] += 1
