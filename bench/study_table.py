@@ -85,7 +85,8 @@ def lorp_claims(rows: list[dict], matrix) -> tuple[list[ClaimRow], list[str]]:
                 pairs.append((f"lorp (k={k}, {lo['removed']})", lo.get("eval_key"),
                               f"{other} ({o['removed']})", o.get("eval_key"), LORP_PAPER))
         ppl = {s: pick[(s, k)].get("ppl_wikitext2") for s in ("lorp", "shortgpt", "streamline") if (s, k) in pick}
-        lines.append(f"k={k}, unrepaired WikiText-2 perplexity: " + ", ".join(f"{s} {fmt(v, 1)}" for s, v in ppl.items())
+        lines.append(f"k={k}, unrepaired WikiText-2 perplexity: "
+                     + ", ".join(f"{s} {fmt(v, 1)}" for s, v in ppl.items())
                      + (f" (lowest: {min(ppl, key=lambda s: ppl[s] or math.inf)})" if ppl else ""))
     return recovery_comparison(matrix, pairs), lines
 

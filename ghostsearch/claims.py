@@ -4,10 +4,11 @@ Inputs: the rows of ``RUN_DIR/comparison.parquet`` (one per cell and recovery, p
 and, for the accuracy claims, an :class:`ItemMatrix` built from ``RUN_DIR/eval_items.parquet``
 (per-item correctness, joined to the rows by ``eval_key``). Every claim function returns rows
 (:class:`ClaimRow`: claim, paper, condition, ours, lo, hi, rule, verdict, plus ``note``; ``p`` where
-the row is tested; ``ClaimRow.to_dict`` is the row as written). The rows of one run are ONE family (:func:`family`): Holm's step-down adjustment at
-family-wise level 0.05 over every tested row, each row's interval shown at its Holm level, its
-verdict from its adjusted p. :func:`render` prints them as one Markdown table (applying
-:func:`family` to rows not yet adjusted). The statistics come from :mod:`ghostsearch.stats`.
+the row is tested; ``ClaimRow.to_dict`` is the row as written). The rows of one run are ONE family
+(:func:`family`): Holm's step-down adjustment at family-wise level 0.05 over every tested row, each
+row's interval shown at its Holm level, its verdict from its adjusted p. :func:`render` prints them
+as one Markdown table (applying :func:`family` to rows not yet adjusted). The statistics come from
+:mod:`ghostsearch.stats`.
 """
 from __future__ import annotations
 
@@ -179,7 +180,8 @@ def family(rows: list[ClaimRow], alpha: float = ALPHA) -> list[ClaimRow]:
                 d = stats.mdd(t.se ** 2, 1, alpha=1 - lv)
                 more = ""
                 if t.n_items:
-                    more = f"; ~{math.ceil(t.n_items * (d / SMALL_GAP) ** 2):,} items per model would detect {SMALL_GAP:g}"
+                    more = (f"; ~{math.ceil(t.n_items * (d / SMALL_GAP) ** 2):,} items per model would detect "
+                            f"{SMALL_GAP:g}")
                 note = "; ".join(x for x in (r.note, f"MDD {d:.3f} at this size and level{more}") if x)
             out[i] = replace(r, p_adj=float(pa), level=float(lv), family=len(idx), lo=lo, hi=hi, ci_level=ci_level,
                              verdict=decided, rule=f"Holm over {len(idx)} rows at {alpha:g}; " + r.rule, note=note)
@@ -389,7 +391,8 @@ def split_bootstrap(matrix: ItemMatrix, stat_fn: Callable[[dict, dict], float], 
     return (point, *_percentile(boot))
 
 
-def cross_fit_gap(acc_a: dict, acc_b: dict, choose: Callable[[dict], tuple], measure: Callable[[dict, tuple], float]) -> float:
+def cross_fit_gap(acc_a: dict, acc_b: dict, choose: Callable[[dict], tuple],
+                  measure: Callable[[dict, tuple], float]) -> float:
     """Choose on one half, measure on the other, both ways, averaged: an estimate of the chosen
     quantity free of the selection bias of choosing and measuring on the same items (the maximum of
     noisy accuracies is biased upward; a cross-fitted one is not)."""
@@ -458,7 +461,6 @@ SHAPES = ("objectives shape the removed set",
 def shapes_statistic(sets: list, labels: np.ndarray) -> float:
     """Mean Jaccard of removed sets between units of the same label minus that between units of
     different labels (NaN when either kind of pair is missing)."""
-    n = len(sets)
     J = np.array([[jaccard(a, b) for b in sets] for a in sets])
     return _shapes(J, np.asarray(labels))
 
@@ -799,7 +801,8 @@ def render(claims: list[ClaimRow]) -> str:
     labelled with its level when that is not 95%."""
     if any(c.p is not None and c.p_adj is None for c in claims):
         claims = family(claims)
-    lines = ["| claim | condition | paper | ours [interval] | p (Holm-adjusted) | verdict |", "|---|---|---|---|---|---|"]
+    lines = ["| claim | condition | paper | ours [interval] | p (Holm-adjusted) | verdict |",
+             "|---|---|---|---|---|---|"]
     for c in claims:
         if c.ours is None:
             ours = c.note or "–"

@@ -397,8 +397,8 @@ def compare(cfg: Config, address: str | None = None, progress: bool = True) -> P
                    cells_resumed=resumed)
         # the finalists are evaluated on the same replicas, one share per scorer, before the pool goes
         pairs = resolve_contrasts(cfg, results, lambda removed, method: eval_key(removed, method, cfg, held_out))
-        evals = evaluate_finalists(cfg, run_dir, finalist_jobs(cfg, [r.removed for r in results]), held_out, progress, broker=broker,
-                                   contrasts=pairs)
+        evals = evaluate_finalists(cfg, run_dir, finalist_jobs(cfg, [r.removed for r in results]), held_out, progress,
+                                   broker=broker, contrasts=pairs)
         run.disconnect()  # the pool released, its CPUs/GPUs free for the report
 
         def numbers(removed, method):

@@ -241,7 +241,8 @@ def plan_memory(cfg, shape: Shape, every: int | None = None, objective: str | No
         work = max(prep, score)
         working_total += work
         per_device[d] = weights[d] + cache[d] + run_bytes[d] + work
-    parts = {"weights": sum(weights.values()), "cache": sum(cache.values()) + (len(kept) * state if cfg.cache.offload else 0),
+    parts = {"weights": sum(weights.values()),
+             "cache": sum(cache.values()) + (len(kept) * state if cfg.cache.offload else 0),
              "prefix_runs": sum(run_bytes.values()) + (runs * (L + 1) * state if cfg.cache.offload else 0),
              "working": working_total, "kept_boundaries": len(kept), "prefix_run_count": runs,
              "state_bytes": state, "bytes_per_param": b}
@@ -291,7 +292,8 @@ def fixes(cfg, shape: Shape, plan: Plan) -> str:
         calib = dataclasses.replace(cfg.calibration, micro_batch=max(1, mb // 4))
         if trial(calibration=calib):
             out.append(f"calibration.micro_batch={max(1, mb // 4)}")
-    return " or ".join(out) or "more GPUs per actor (pool.gpus_per_actor) with cache.offload=true, or a smaller calibration"
+    return " or ".join(out) or ("more GPUs per actor (pool.gpus_per_actor) with cache.offload=true, "
+                                "or a smaller calibration")
 
 
 def check_fit(cfg, shape: Shape | None = None) -> int:
@@ -304,8 +306,9 @@ def check_fit(cfg, shape: Shape | None = None) -> int:
         except Exception as e:  # noqa: BLE001  (a family that cannot be built on the meta device: no plan)
             import logging
 
-            logging.getLogger("ghostsearch").warning("no memory plan for %s (%s); loading without one",
-                                                     cfg.model, str(e).splitlines()[0][:120] if str(e) else type(e).__name__)
+            logging.getLogger("ghostsearch").warning(
+                "no memory plan for %s (%s); loading without one",
+                cfg.model, str(e).splitlines()[0][:120] if str(e) else type(e).__name__)
             return 1 if cfg.cache.every == "auto" else int(cfg.cache.every)
     plan = resolve_every(cfg, shape)
     if not plan.fits:

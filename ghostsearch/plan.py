@@ -97,7 +97,8 @@ def rate(cfg, shape: Shape, measure: bool) -> tuple[float, str]:
         return measure_rate(cfg, shape), f"measured on this {dev} (plan --measure)"
     if cfg.pool.device_tflops:
         return cfg.pool.device_tflops * 1e12, f"stated: pool.device_tflops={cfg.pool.device_tflops:g}"
-    return DEFAULT_TFLOPS[dev] * 1e12, f"default {DEFAULT_TFLOPS[dev]:g} TFLOP/s for {dev} (a guess: measure or state it)"
+    return (DEFAULT_TFLOPS[dev] * 1e12,
+            f"default {DEFAULT_TFLOPS[dev]:g} TFLOP/s for {dev} (a guess: measure or state it)")
 
 
 def measure_rate(cfg, shape_: Shape, repeats: int = 3) -> float:
@@ -466,8 +467,9 @@ def plan_run(cfg, model_config: str | None = None, measure: bool = False, time_s
         raise GhostsearchError(f"pool.gpus_per_actor={gpa:g} is more than the cluster's {cfg.pool.cluster_gpus} GPUs "
                                "(pool.cluster_gpus); lower it or plan for a bigger cluster")
     if cfg.pool.cluster_gpus is not None and on_gpu and per_actor * cfg.pool.actors > cfg.pool.cluster_gpus:
-        raise GhostsearchError(f"pool of {cfg.pool.actors} actors x {per_actor} GPUs needs {per_actor * cfg.pool.actors} "
-                               f"GPUs but pool.cluster_gpus={cfg.pool.cluster_gpus}; lower pool.actors")
+        raise GhostsearchError(f"pool of {cfg.pool.actors} actors x {per_actor} GPUs needs "
+                               f"{per_actor * cfg.pool.actors} GPUs but pool.cluster_gpus={cfg.pool.cluster_gpus}; "
+                               "lower pool.actors")
     mem = resolve_every(cfg, shape)
     flop_rate, rate_note = rate(cfg, shape, measure)
     actors = cfg.pool.actors
@@ -487,7 +489,8 @@ def plan_run(cfg, model_config: str | None = None, measure: bool = False, time_s
     prepare_flops = 0.0
     for obj in (cfg.compare.objectives or [cfg.objective]):
         cal = cfg.calibration.for_objective(obj)
-        prepare_flops += cal.n_seq * cal.seq_len * (L * flops_per_token_block(shape, cal.seq_len) + 2.0 * shape.head_weight)
+        prepare_flops += cal.n_seq * cal.seq_len * (L * flops_per_token_block(shape, cal.seq_len)
+                                                    + 2.0 * shape.head_weight)
     devices_per_actor = max(1, per_actor)
     # a split actor runs its blocks one device after another: one device's rate per actor
     prepare_s, scoring_s = prepare_flops / flop_rate, total_flops / (flop_rate * actors)
@@ -537,7 +540,8 @@ def plan_run(cfg, model_config: str | None = None, measure: bool = False, time_s
                           + (f"{load_rate / 1e9:.2f} GB/s (measured)" if load_rate else
                              f"{LOAD_BYTES_PER_S / 1e9:g} GB/s (stated)"))
     if run_m is not None and "evaluation" in run_m:
-        eval_s, eval_note = evaluation_from_probe(cfg, shape, ev, run_m["evaluation"], distinct_sets(cfg, grid_cells(cfg)))
+        eval_s, eval_note = evaluation_from_probe(cfg, shape, ev, run_m["evaluation"],
+                                                  distinct_sets(cfg, grid_cells(cfg)))
         ev.update(measured=run_m["evaluation"])
     if timed and command == "compare":
         fixed["report"] = (measure_report(cfg, L, dp), "measured: write_report over a stand-in grid of this size, "
@@ -564,7 +568,8 @@ def blocks_run_flops(cfg, shape: Shape, searcher: str) -> float:
     """FLOPs of one evaluation of ``searcher`` on the config's first objective and k."""
     cal = cfg.calibration.for_objective((cfg.compare.objectives or [cfg.objective])[0])
     k = (cfg.compare.ks or [cfg.k])[0]
-    return cal.n_seq * cal.seq_len * (blocks_run(searcher, k, shape.n_blocks) * flops_per_token_block(shape, cal.seq_len)
+    return cal.n_seq * cal.seq_len * (blocks_run(searcher, k, shape.n_blocks)
+                                      * flops_per_token_block(shape, cal.seq_len)
                                       + 2.0 * shape.head_weight)
 
 
@@ -582,7 +587,8 @@ def evaluation_from_probe(cfg, shape: Shape, ev: dict, probe: dict, sets: int) -
 
     def flops(depth: float, items: float, wins: float) -> float:
         return (item_tokens * items * depth * fb
-                + wins * len(cfg.eval.perplexity) * T * (depth * flops_per_token_block(shape, T) + 2.0 * shape.head_weight))
+                + wins * len(cfg.eval.perplexity) * T
+                * (depth * flops_per_token_block(shape, T) + 2.0 * shape.head_weight))
 
     full_items = 1.0
     probe_items = probe["items"] / max(1, probe["of_items"])
@@ -595,7 +601,8 @@ def evaluation_from_probe(cfg, shape: Shape, ev: dict, probe: dict, sets: int) -
     per_share = -(-models // n_shares)
     note = (f"measured: a share's dense pass {probe['dense_s']:.1f} s and {per_model:.1f} s per finalist model "
             f"(evaluate_finalist_specs on the pool, {probe['items']} of {probe['of_items']} items, "
-            f"{probe['windows']} of {windows} windows per set{', scaled by FLOPs' if probe_items < 1 or probe['windows'] < windows else ''}); "
+            f"{probe['windows']} of {windows} windows per set"
+            f"{', scaled by FLOPs' if probe_items < 1 or probe['windows'] < windows else ''}); "
             f"{models} finalist models ({sets} distinct sets x {len(cfg.compare.recovery)} repairs) + dense in "
             f"{n_shares} share(s), {waves} wave(s) of {per_share} model(s) after the dense pass")
     return waves * (dense + per_share * per_model), note
@@ -616,9 +623,11 @@ def format_plan(cfg, p: dict) -> str:
                    f"{c.tokens:>11,} {c.blocks_run:>11.1f} {fmt_count(c.flops):>10} {hrs:>8.2f}")
     out += ["",
             f"total: {p['evaluations']:,.0f} evaluations, {p['total_flops'] / 1e15:,.0f} PFLOP, wall "
-            f"{p['wall_s'] / 3600:.2f} h ({p['wall_s']:.0f} s) on {p['actors']} actor(s) x {p['devices_per_actor']} device(s)"
+            f"{p['wall_s'] / 3600:.2f} h ({p['wall_s']:.0f} s) on {p['actors']} actor(s) x "
+            f"{p['devices_per_actor']} device(s)"
             + (f", {p['device_hours']:.1f} GPU-hours" if p["on_gpu"] else ""),
-            f"time: preparing {p['prepare_s']:,.0f} s (every actor, once per objective) + scoring {p['scoring_s']:,.0f} s; "
+            f"time: preparing {p['prepare_s']:,.0f} s (every actor, once per objective) + scoring "
+            f"{p['scoring_s']:,.0f} s; "
             f"rate: {p['rate'] / 1e12:.3g} TFLOP/s per actor ({p['rate_note']})",
             whole_run_line(p),
             f"memory per actor: {mem.line()}; cache.every={mem.every} ({mem.parts['kept_boundaries']} boundaries of "
@@ -626,7 +635,8 @@ def format_plan(cfg, p: dict) -> str:
             + (f", host {mem.host / GiB:.1f} GiB (cache.offload)" if mem.host else "")
             + ("" if mem.fits else "  DOES NOT FIT"),
             evaluation_line(p["evaluation"]),
-            "kinds: exact (greedy not raced, and the one-shot searchers: oneshot, shortgpt, streamline, lorp, fastblock); budget = at most that many (raced greedy: race auto from 32 "
+            "kinds: exact (greedy not raced, and the one-shot searchers: oneshot, shortgpt, streamline, lorp, "
+            "fastblock); budget = at most that many (raced greedy: race auto from 32 "
             "calibration rows; ga stops when its next generation does not fit what is left); estimate = depends on "
             "the searcher's answers",
             "not counted: the paper protocol's perplexity windows (their token count needs the corpus)"

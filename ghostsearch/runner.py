@@ -43,13 +43,14 @@ def build_searcher(cfg: Config, name: str, k: int, seed: int, n_blocks: int, run
     space = Space(n_blocks, k, protected_blocks(cfg, n_blocks))
     if matched and budget_driven(cls, space, params):
         if budget is not None:
-            raise GhostsearchError(f"compare.budget=matched sets {name}'s budget to greedy's cost; drop search.budget / "
-                                   f"search.params.{name}.budget, or set compare.budget=own")
+            raise GhostsearchError(f"compare.budget=matched sets {name}'s budget to greedy's cost; drop "
+                                   f"search.budget / search.params.{name}.budget, or set compare.budget=own")
         budget = float(greedy_cost(space))
         need = cls.min_budget(space, cls.parse_params(params))
         if budget < need:
-            raise GhostsearchError(f"compare.budget=matched gives {name} greedy's cost at k={k} ({budget:g} evaluations) "
-                                   f"but {name} needs at least {need:g} to give an answer; use compare.budget=own or a larger k")
+            raise GhostsearchError(f"compare.budget=matched gives {name} greedy's cost at k={k} ({budget:g} "
+                                   f"evaluations) but {name} needs at least {need:g} to give an answer; use "
+                                   "compare.budget=own or a larger k")
     return make_searcher(name, space, seed=seed, budget=Budget(budget, cfg.search.time_budget),
                          params=params)
 
@@ -126,7 +127,8 @@ def run_cell(cfg: Config, broker, run_dir: Path, *, searcher: str, objective: st
         ledger.close()
     removed, value = s.result()
     if removed is None:
-        raise GhostsearchError(f"{cell} produced no answer within its budget; raise search.budget or search.time_budget")
+        raise GhostsearchError(f"{cell} produced no answer within its budget; raise search.budget or "
+                               "search.time_budget")
     return CellResult(cell=cell, searcher=searcher, objective=objective, k=k, seed=seed, removed=tuple(removed),
                       value=value, evaluations=client.evaluations, budget_used=s.used, cache_hits=client.cache_hits,
                       wall_seconds=time.monotonic() - t0,

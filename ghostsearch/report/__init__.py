@@ -3,11 +3,24 @@
 ``plots`` (PNG), ``render`` (report.md / report.html / summary.json). The statistics themselves live
 in :mod:`ghostsearch.stats`, the verdicts in :mod:`ghostsearch.claims`."""
 from ghostsearch.claims import distinct
-from ghostsearch.report.plots import (lorp_view, plot_accuracy, plot_convergence, plot_correlations, plot_patterns,
-                                      plot_similarity)
+from ghostsearch.report.plots import (
+    lorp_view,
+    plot_accuracy,
+    plot_convergence,
+    plot_correlations,
+    plot_patterns,
+    plot_similarity,
+)
 from ghostsearch.report.render import to_html, verdict_rows, write_report
-from ghostsearch.report.summary import (best_at_budget, best_so_far, correlations, paired_accuracy, size_note, spread,
-                                        summary)
+from ghostsearch.report.summary import (
+    best_at_budget,
+    best_so_far,
+    correlations,
+    paired_accuracy,
+    size_note,
+    spread,
+    summary,
+)
 from ghostsearch.report.table import ACC_KEYS, comparison_table
 from ghostsearch.stats import rank, spearman, spearman_ci
 

@@ -35,7 +35,8 @@ def plot_patterns(rows, n_blocks, path):
     plt = _plt()
     objs, ks, _, cells = _panels(rows)
     n_rows = max(len(v) for v in cells.values())
-    fig, axes = plt.subplots(len(objs), len(ks), figsize=(max(5, n_blocks * 0.2) * len(ks), (0.28 * n_rows + 1.3) * len(objs)),
+    fig, axes = plt.subplots(len(objs), len(ks),
+                             figsize=(max(5, n_blocks * 0.2) * len(ks), (0.28 * n_rows + 1.3) * len(objs)),
                              squeeze=False)
     for i, obj in enumerate(objs):
         for j, k in enumerate(ks):
@@ -155,7 +156,8 @@ def plot_accuracy(rows, path, paired: list[dict] | None = None):
     for i, p in enumerate(pts):
         color = f"C{objs.index(p['objective']) % 10}" if p["objective"] in objs else "k"
         ax.errorbar([i], [y[i]], yerr=[[max(0.0, y[i] - lo[i])], [max(0.0, hi[i] - y[i])]], fmt="o", color=color,
-                    capsize=3, label=p["objective"] if p["objective"] not in [q["objective"] for q in pts[:i]] else None)
+                    capsize=3,
+                    label=p["objective"] if p["objective"] not in [q["objective"] for q in pts[:i]] else None)
     ax.set_xticks(range(len(pts)), [f"{p['searcher']}, {p.get('recovery') or 'none'}\nk={p['k']}" for p in pts],
                   rotation=60, ha="right", fontsize=7)
     if objs:

@@ -14,10 +14,9 @@ import numpy as np
 import pyarrow as pa
 
 from ghostsearch import claims as claims_mod
-from ghostsearch.claims import ClaimRow, ItemMatrix, RULE, all_claims, contrast_claims, family, finalists
+from ghostsearch.claims import RULE, ClaimRow, ItemMatrix, all_claims, contrast_claims, family, finalists
 from ghostsearch.io import write_text_atomic
-from ghostsearch.report.plots import (plot_accuracy, plot_convergence, plot_correlations, plot_patterns,
-                                      plot_similarity)
+from ghostsearch.report.plots import plot_accuracy, plot_convergence, plot_correlations, plot_patterns, plot_similarity
 from ghostsearch.report.summary import best_at_budget, correlations, paired_accuracy, spread, summary
 
 if TYPE_CHECKING:
@@ -162,8 +161,8 @@ def write_report(run_dir: Path, table: pa.Table, stats: dict, cfg, data_plan: Da
         lines += ["", "## Best value at budget B (B in greedy's cost at that k: " +
                   ", ".join(f"k={k}: {c:g}" for k, c in costs.items()) + ")", "",
                   "| cell | budget used | B = 1/4 | B = 1/2 | B = 1 |", "|---|---|---|---|---|"]
-        lines += [f"| {b['cell']} | {_fmt(b['budget_used'])} | {_fmt(b['best_at_0.25x'])} | {_fmt(b['best_at_0.5x'])} | "
-                  f"{_fmt(b['best_at_1x'])} |" for b in best_at_budget(run_dir, one, costs)]
+        lines += [f"| {b['cell']} | {_fmt(b['budget_used'])} | {_fmt(b['best_at_0.25x'])} | "
+                  f"{_fmt(b['best_at_0.5x'])} | {_fmt(b['best_at_1x'])} |" for b in best_at_budget(run_dir, one, costs)]
     lines += ["", f"LoRP view of the dense model: RLS = {view['rls']:.3f}, clusters = {view['labels']}", ""]
     for name, title in (("patterns", "Pruning patterns"), ("convergence", "Best so far"),
                         ("similarity", "Block similarity and LoRP clusters"), ("accuracy", "Downstream accuracy"),
@@ -174,7 +173,8 @@ def write_report(run_dir: Path, table: pa.Table, stats: dict, cfg, data_plan: Da
     write_text_atomic(run_dir / "report.html", to_html(md))
     write_text_atomic(run_dir / "summary.json", json.dumps(
         {"contrasts": [c.__dict__ if hasattr(c, "__dict__") else list(c) for c in contrasts], "summary": sentences,
-         "verdicts": [v.to_dict() for v in verdicts], "spread": spread(rows), "correlations": cors, "paired_accuracy": paired, "lorp": view},
+         "verdicts": [v.to_dict() for v in verdicts], "spread": spread(rows), "correlations": cors,
+         "paired_accuracy": paired, "lorp": view},
         indent=2, default=_json_default))
     return run_dir / "report.md"
 

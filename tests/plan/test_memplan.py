@@ -44,7 +44,8 @@ def test_llama_weights_and_cache_by_hand(model, dims, published):
     assert p.parts["weights"] == n * 2                                     # bf16: 2 bytes a parameter
     kept = len({i for i in range(0, L + 1, 4)} | {L})                      # 0, 4, ..., L
     assert kept == L // 4 + 1
-    assert p.parts["cache"] == 32 * 2048 * C * 2 * kept                    # n_seq x seq_len x hidden x bytes per boundary
+    # n_seq x seq_len x hidden x bytes per boundary
+    assert p.parts["cache"] == 32 * 2048 * C * 2 * kept
     assert p.parts["prefix_runs"] == 0                                     # ga keeps no prefix runs
     off = plan_memory(_cfg(model, "cache.every=4", "cache.offload=true", "pool.device_memory_gib=1000"), shape)
     assert off.host == p.parts["cache"] and off.device_peak == pytest.approx(p.device_peak - p.parts["cache"])

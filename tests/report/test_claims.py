@@ -222,8 +222,8 @@ def test_objective_blind_searchers_are_left_out_of_the_objective_effect():
     rows, m = synthetic(lambda obj, s, *r: lorp if s == "lorp" else rng.random(N_ITEMS) < (0.7 if obj == "perplexity"
                                                                                           else 0.4),
                         searchers=("ga", "lorp", "bo"), seeds=(0,),
-                        removed_fn=lambda o, s, sd: [9, 10] if s == "lorp" else sets_by_objective(o, s, sd) + [{"ga": 20,
-                                                                                                                "bo": 21}[s]])
+                        removed_fn=lambda o, s, sd: [9, 10] if s == "lorp"
+                        else sets_by_objective(o, s, sd) + [{"ga": 20, "bo": 21}[s]])
     from ghostsearch.claims import objective_blind
 
     assert objective_blind(rows) == {"lorp"}
@@ -279,7 +279,8 @@ def test_objective_shapes_sets_holds_for_disjoint_sets_and_ignores_fastblock():
     """Six objective-guided searchers, each with one set per objective: 2^6 = 64 relabellings within
     searchers; the observed labelling and its mirror image are the two most extreme: p = 2/64."""
     rows, _ = synthetic(lambda *a: np.ones(N_ITEMS), searchers=SIX + ("fastblock",), recoveries=("none", "ghosted"),
-                        removed_fn=lambda obj, s, sd: [5, 6, 7, 8] if s == "fastblock" else sets_by_objective(obj, s, sd))
+                        removed_fn=lambda obj, s, sd: [5, 6, 7, 8] if s == "fastblock"
+                        else sets_by_objective(obj, s, sd))
     c = one(family(objective_shapes_sets(rows)))
     assert c.condition == "k=4 (all recoveries)" and "12 cells" in c.note and "64 relabellings" in c.note
     assert c.ours == 1.0 and c.p == pytest.approx(2 / 64) and c.verdict == "holds"
@@ -312,7 +313,8 @@ def test_seeds_that_found_the_same_set_count_once():
     assert one(objective_shapes_sets(rows, n_boot=200)).ours == pytest.approx(-0.5)
     twice = [dict(r, seed=sd, cell=r["cell"] + f"-s{sd}") for r in calib_rows({"perplexity": "opposite"})
              for sd in (0, 1)]
-    assert [c.condition for c in calibration_vs_accuracy(twice, n_boot=100)[:-1]] == ["perplexity, k=4, recovery none (n=5)"]
+    assert ([c.condition for c in calibration_vs_accuracy(twice, n_boot=100)[:-1]]
+            == ["perplexity, k=4, recovery none (n=5)"])
 
 
 def test_jaccard():
@@ -454,7 +456,8 @@ def test_search_spread_is_cross_fitted_so_noise_alone_does_not_make_searchers_di
     in_sample, crossed, verdicts = [], [], []
     for inst in range(12):
         rng = np.random.default_rng(100 + inst)
-        rows, m = synthetic(lambda *a: rng.random(N_ITEMS) < 0.5, searchers=("ga", "bo", "beam", "cbo", "greedy", "oneshot"),
+        rows, m = synthetic(lambda *a: rng.random(N_ITEMS) < 0.5,
+                            searchers=("ga", "bo", "beam", "cbo", "greedy", "oneshot"),
                             seeds=(0,), objectives=("margin",))
         sub = m.subset(np.flatnonzero(m.docs < 10))  # 10 items a task, as in the reduced study
         c = one(search_spread(rows, sub, n_boot=300))

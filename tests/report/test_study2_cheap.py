@@ -166,7 +166,8 @@ def test_driver_end_to_end_resumes_and_reports_its_rows(tmp_path, tiny_model_dir
             d = a - b
             est, se = d.mean(), d.std(ddof=1) / math.sqrt(len(d))
             p = (0.0 if abs(est) < delta else 1.0) if se == 0 else \
-                max(0.5 * math.erfc((est + delta) / se / math.sqrt(2)), 0.5 * math.erfc((delta - est) / se / math.sqrt(2)))
+                max(0.5 * math.erfc((est + delta) / se / math.sqrt(2)),
+                    0.5 * math.erfc((delta - est) / se / math.sqrt(2)))
             ps.append(p)
             ci = stats.paired_diff_ci(a, b, n_boot=2000, seed=0)
             row = next(x for x in lines if x.startswith(f"| {cid} ") and f"| {left} - {right} | {name[c]} |" in x)
