@@ -21,18 +21,17 @@ from ghostsearch import lmeval_results
 from ghostsearch.config import Config
 from ghostsearch.errors import GhostsearchError
 from ghostsearch.io import write_json_atomic, write_parquet_atomic
-from ghostsearch.rundir import cell_name
-from ghostsearch.rundir.cell import CellResult
+from ghostsearch.rundir.cell import CellResult, CellSpec
 from ghostsearch.runner import Run, run_cell
 
 
-def grid(cfg: Config) -> list[dict]:
+def grid(cfg: Config) -> list[CellSpec]:
     c = cfg.compare
     searchers = [cfg.searcher] if c.searchers is None else c.searchers
     objectives = [cfg.objective] if c.objectives is None else c.objectives
     ks = [cfg.k] if c.ks is None else c.ks
     seeds = [cfg.seed] if c.seeds is None else c.seeds
-    cells = [{"searcher": s, "objective": o, "k": k, "seed": sd}
+    cells = [CellSpec(searcher=s, objective=o, k=k, seed=sd)
              for o, k, sd, s in itertools.product(objectives, ks, seeds, searchers)]
     if not cells:
         raise GhostsearchError("the comparison grid is empty; set compare.searchers, compare.objectives, compare.ks")
@@ -40,17 +39,17 @@ def grid(cfg: Config) -> list[dict]:
 
 
 @ray.remote(num_cpus=0, max_retries=0)
-def _cell_task(cfg: Config, broker, run_dir: str, cell: dict, n_blocks: int) -> CellResult:
+def _cell_task(cfg: Config, broker, run_dir: str, cell: CellSpec, n_blocks: int) -> CellResult:
     from ghostsearch.logs import quiet_libraries
 
     quiet_libraries()
-    res = run_cell(cfg, broker, Path(run_dir), n_blocks=n_blocks, progress=False,
-                   matched=cfg.compare.budget == "matched", **cell)
+    res = run_cell(cfg, broker, Path(run_dir), searcher=cell.searcher, objective=cell.objective, k=cell.k,
+                   seed=cell.seed, n_blocks=n_blocks, progress=False, matched=cfg.compare.budget == "matched")
     write_json_atomic(Path(run_dir) / "cells" / f"{res.cell}.json", res.to_dict())
     return res
 
 
-def run_cells(cfg: Config, broker, run_dir: Path, cells: list[dict], n_blocks: int, progress: bool = True,
+def run_cells(cfg: Config, broker, run_dir: Path, cells: list[CellSpec], n_blocks: int, progress: bool = True,
               on_cell=None) -> list[CellResult]:
     """Every cell (finished ones read back); ``on_cell(result)`` for each, as it finishes."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -60,18 +59,18 @@ def run_cells(cfg: Config, broker, run_dir: Path, cells: list[dict], n_blocks: i
     done: list[CellResult] = []
     todo = []
     for c in cells:
-        f = run_dir / "cells" / f"{cell_name(**c)}.json"
+        f = run_dir / "cells" / f"{c.name}.json"
         (done.append(CellResult.from_dict(json.loads(f.read_text()))) if f.exists() else todo.append(c))
     for res in done if on_cell else ():
         on_cell(res)
     here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
     bar = tqdm(total=len(cells), initial=len(done), desc="cells", unit="cell", disable=not progress)
-    pending: dict[ray.ObjectRef, dict] = {}
+    pending: dict[ray.ObjectRef, CellSpec] = {}
     queue = list(todo)
     while queue or pending:
         while queue and len(pending) < max(1, cfg.compare.concurrent):
             c = queue.pop(0)
-            ref = _cell_task.options(scheduling_strategy=here, name=f"cell:{cell_name(**c)}").remote(
+            ref = _cell_task.options(scheduling_strategy=here, name=f"cell:{c.name}").remote(
                 cfg, broker, str(run_dir), c, n_blocks)
             pending[ref] = c
         ready, _ = ray.wait(list(pending), num_returns=1)
@@ -89,7 +88,7 @@ def run_cells(cfg: Config, broker, run_dir: Path, cells: list[dict], n_blocks: i
         bar.update(1)
         bar.set_postfix(last=f"{res.cell}={res.value:.4g}")
     bar.close()
-    order = {cell_name(**c): i for i, c in enumerate(cells)}
+    order = {c.name: i for i, c in enumerate(cells)}
     return sorted(done, key=lambda r: order.get(r.cell, 1 << 30))
 
 
@@ -388,10 +387,10 @@ def compare(cfg: Config, address: str | None = None, progress: bool = True) -> P
     held_out = data_plan.held_out
     with run:  # the pre-registered contrasts go into result.json first, before any cell runs
         broker, run_dir = run.broker, run.dir
-        resumed = sum((run_dir / "cells" / f"{cell_name(**c)}.json").exists() for c in cells)
+        resumed = sum((run_dir / "cells" / f"{c.name}.json").exists() for c in cells)
         results = run_cells(cfg, broker, run_dir, cells, run.n_blocks, progress,
                             on_cell=lambda r: run.outputs.cell(r.to_dict()))  # the trackers take the JSON form
-        obj = cfg.objective_spec(cells[0]["objective"], cells[0]["seed"])
+        obj = cfg.objective_spec(cells[0].objective, cells[0].seed)
         stats = {name: ray.get(broker.statistic.remote(obj, name)) for name in ("similarity", "block_influence")}
         run.finish(results, resumed=resumed, wall_seconds=time.monotonic() - run.t0,  # this invocation
                    cells_resumed=resumed)

@@ -21,6 +21,7 @@ from typing import Any
 
 from ghostsearch.errors import GhostsearchError
 from ghostsearch.memplan import GiB, Shape, plan_memory, read_config, resolve_every, shape_of
+from ghostsearch.rundir.cell import CellSpec
 
 DEFAULT_TFLOPS = {"cpu": 0.05, "cuda": 200.0}
 # fixed costs of a run, stated, when plan --measure does not time them (a cluster, or no --measure): a
@@ -213,23 +214,23 @@ def command_of(cfg) -> str:
     return "compare" if (c.searchers or c.objectives or c.ks or c.seeds) else "search"
 
 
-def grid_cells(cfg) -> list[dict]:
+def grid_cells(cfg) -> list[CellSpec]:
     """The cells a command runs, in compare's order (compare.grid's product)."""
     c = cfg.compare
-    return [{"searcher": s, "objective": o, "k": k, "seed": sd}
+    return [CellSpec(searcher=s, objective=o, k=k, seed=sd)
             for o in (c.objectives or [cfg.objective]) for k in (c.ks or [cfg.k])
             for sd in (c.seeds or [cfg.seed]) for s in (c.searchers or [cfg.searcher])]
 
 
-def distinct_sets(cfg, cells: list[dict]) -> int:
+def distinct_sets(cfg, cells: list[CellSpec]) -> int:
     """Finalist sets a grid can give at most: one per cell, less LoRP's repeats (its set follows
     from the similarity of ``similarity_source``'s text, perplexity by default, not from the
     cell's objective: its cells that differ only in objective give one set, evaluated once)."""
     keys = set()
     for c in cells:
         src = (cfg.search.params.get("lorp") or {}).get("similarity_source", "perplexity")
-        same = c["searcher"] == "lorp" and src != "objective"
-        keys.add((c["searcher"], "*" if same else c["objective"], c["k"], c["seed"]))
+        same = c.searcher == "lorp" and src != "objective"
+        keys.add((c.searcher, "*" if same else c.objective, c.k, c.seed))
     return len(keys)
 
 
@@ -271,7 +272,7 @@ def measure_checks(cfg, command: str) -> tuple[float, Any]:
         from ghostsearch.evaluate import check_tasks
 
         check_tasks(cfg.eval.tasks, cfg.data_dir)
-    dp = data_plan(cfg, [c["objective"] for c in grid_cells(cfg)], evaluate=compare,
+    dp = data_plan(cfg, [c.objective for c in grid_cells(cfg)], evaluate=compare,
                    repair=compare and any(m != "none" for m in cfg.compare.recovery))
     return time.perf_counter() - t0, dp
 
@@ -280,7 +281,7 @@ PROBE = "shortgpt"  # the probe cells' searcher: one evaluation, its set from a 
 EVAL_PROBE_ITEMS, EVAL_PROBE_WINDOWS = 32, 4  # the evaluation probe's items (all tasks) and perplexity windows
 
 
-def _probe_cell(cfg, broker, run_dir: str, cell: dict, n_blocks: int) -> float:
+def _probe_cell(cfg, broker, run_dir: str, cell: CellSpec, n_blocks: int) -> float:
     """One probe cell in a Ray task process, as compare runs its cells: the process's imports, the
     searcher, the pool client, its statistic, one evaluation, the dense value. Its seconds."""
     t0 = time.perf_counter()
@@ -289,8 +290,8 @@ def _probe_cell(cfg, broker, run_dir: str, cell: dict, n_blocks: int) -> float:
     from ghostsearch.runner import run_cell
 
     quiet_libraries()
-    run_cell(cfg, broker, __import__("pathlib").Path(run_dir), searcher=PROBE, objective=cell["objective"],
-             k=cell["k"], seed=cell["seed"], n_blocks=n_blocks, progress=False)
+    run_cell(cfg, broker, __import__("pathlib").Path(run_dir), searcher=PROBE, objective=cell.objective,
+             k=cell.k, seed=cell.seed, n_blocks=n_blocks, progress=False)
     return time.perf_counter() - t0
 
 
@@ -307,7 +308,7 @@ def probe_cells(cfg, broker, root, command: str, n_blocks: int) -> tuple[float, 
     if command == "search":
         c = cells[0]
         t0 = time.perf_counter()
-        run_cell(cfg, broker, root, searcher=PROBE, objective=c["objective"], k=c["k"], seed=c["seed"],
+        run_cell(cfg, broker, root, searcher=PROBE, objective=c.objective, k=c.k, seed=c.seed,
                  n_blocks=n_blocks, progress=False)
         return time.perf_counter() - t0, 1
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -388,15 +389,14 @@ def measure_report(cfg, n_blocks: int, data_plan: Any = None) -> float:
 
     from ghostsearch.config import protected_blocks
     from ghostsearch.report import comparison_table, write_report
-    from ghostsearch.rundir import cell_name
 
     free = [b for b in range(n_blocks) if b not in set(protected_blocks(cfg, n_blocks))] or list(range(n_blocks))
     results, evals = [], {}
     tasks = {f"{t}_acc": 0.5 for t in cfg.eval.tasks}
     for i, c in enumerate(grid_cells(cfg)):
-        removed = sorted({free[(i + j) % len(free)] for j in range(c["k"])})
-        name = cell_name(**c)
-        results.append({"cell": name, **c, "removed": removed, "value": 1.0 + 0.1 * i, "dense_value": 1.0,
+        removed = sorted({free[(i + j) % len(free)] for j in range(c.k)})
+        name = c.name
+        results.append({"cell": name, **c.to_dict(), "removed": removed, "value": 1.0 + 0.1 * i, "dense_value": 1.0,
                         "relative_change": 0.1 * i, "evaluations": 1, "budget_used": 1.0, "budget_mode": "own",
                         "wall_seconds": 1.0, "cache_hits": 0})
         for j, m in enumerate(cfg.compare.recovery):
@@ -434,7 +434,7 @@ def measure_run(cfg, command: str, n_blocks: int, held_out) -> dict | None:
         broker = start_pool(cfg)
         specs: dict = {}
         for c in grid_cells(cfg):
-            spec = cfg.objective_spec(c["objective"], c["seed"])
+            spec = cfg.objective_spec(c.objective, c.seed)
             specs.setdefault(spec.key(), spec)
         pool_identity(broker, cfg, list(specs.values()))
         out["start_s"] = time.perf_counter() - t0

@@ -19,7 +19,7 @@ from ghostsearch.errors import GhostsearchError
 from ghostsearch.io import write_json_atomic
 from ghostsearch.outputs import RunOutputs
 from ghostsearch.rundir import Ledger, cell_name
-from ghostsearch.rundir.cell import CellResult, HistoryPoint
+from ghostsearch.rundir.cell import CellResult, CellSpec, HistoryPoint
 from ghostsearch.rundir.ledger import LedgerRow
 
 
@@ -162,7 +162,7 @@ class Run:
     its URI, RUN_DIR released (removed again when this run created it and ledgered nothing), Ray
     shut down when this run started it; ``ok`` (trackers, RUN_DIR): the block ended without raising."""
 
-    def __init__(self, cfg: Config, kind: str, cells: list[dict], *, address: str | None = None,
+    def __init__(self, cfg: Config, kind: str, cells: list[CellSpec], *, address: str | None = None,
                  matched: bool = False, evaluate: bool = False, repair: bool = False,
                  check: Callable[[], object] | None = None, contrasts: list | None = None):
         from ghostsearch.config import check_model_fit
@@ -174,12 +174,12 @@ class Run:
         self.address = address or cfg.pool.address
         self.n_blocks = check_model_fit(cfg)
         for c in cells:  # every config error before any Ray work
-            build_searcher(cfg, c["searcher"], c["k"], c["seed"], self.n_blocks, matched=matched)
+            build_searcher(cfg, c.searcher, c.k, c.seed, self.n_blocks, matched=matched)
         if check is not None:
             check()
         check_run_dir(cfg)
         check_local_capacity(cfg, self.address)  # no run directory for a local pool that cannot start
-        self.data_plan = plan(cfg, [c["objective"] for c in cells], evaluate=evaluate, repair=repair)
+        self.data_plan = plan(cfg, [c.objective for c in cells], evaluate=evaluate, repair=repair)
         announce(self.data_plan)
         self._outputs: RunOutputs | None = None
         self.broker: Any = None  # the pool's broker (a Ray actor handle), once entered
@@ -209,7 +209,7 @@ class Run:
             self.broker = find_pool(cfg.pool.name) if cfg.pool.name else start_pool(cfg)
             specs: dict = {}  # one per objective (and per cell seed with compare.calibration_seeds), in cell order
             for c in self.cells:
-                spec = cfg.objective_spec(c["objective"], c["seed"])
+                spec = cfg.objective_spec(c.objective, c.seed)
                 specs.setdefault(spec.key(), spec)
             check_identity(self.dir, pool_identity(self.broker, cfg, list(specs.values())))
         except BaseException as e:
@@ -267,9 +267,9 @@ class Run:
 
 def search(cfg: Config, address: str | None = None, progress: bool = True) -> dict:
     """`ghostsearch search`: the configured searcher on the pool; writes RUN_DIR."""
-    cell = {"searcher": cfg.searcher, "objective": cfg.objective, "k": cfg.k, "seed": cfg.seed}
+    cell = CellSpec(searcher=cfg.searcher, objective=cfg.objective, k=cfg.k, seed=cfg.seed)
     with Run(cfg, "search", [cell], address=address) as run:
-        res = run_cell(cfg, run.broker, run.dir, searcher=cfg.searcher, objective=cfg.objective, k=cfg.k,
-                       seed=cfg.seed, n_blocks=run.n_blocks, progress=progress)
+        res = run_cell(cfg, run.broker, run.dir, searcher=cell.searcher, objective=cell.objective, k=cell.k,
+                       seed=cell.seed, n_blocks=run.n_blocks, progress=progress)
         run.outputs.cell(res.to_dict())  # the trackers take the JSON form
         return run.finish([res])

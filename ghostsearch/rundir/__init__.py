@@ -1,6 +1,7 @@
-"""Run directories (layout.py), their lock (lock.py) and the ledger of every evaluation (ledger.py)."""
+"""Run directories (layout.py), their lock (lock.py), the ledger of every evaluation (ledger.py) and a
+cell's spec, name and result (cell.py)."""
+from ghostsearch.rundir.cell import cell_name
 from ghostsearch.rundir.layout import (
-                                       cell_name,
                                        cells,
                                        check_run_dir,
                                        close_run_dir,

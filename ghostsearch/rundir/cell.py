@@ -1,12 +1,43 @@
-"""A cell's result: what ``runner.run_cell`` gives for one (searcher, objective, k, seed) cell, and
-what compare, the report and result.json read back. On disk it is JSON (RUN_DIR/cells/<cell>.json,
-result.json's ``cells``), written by :meth:`CellResult.to_dict` and read by
-:meth:`CellResult.from_dict`, which also reads the cells of run directories written before a field
-was added (``race``; ``history``, ``model`` ... in hand-made or planning stand-ins)."""
+"""A cell of a grid (:class:`CellSpec`: searcher, objective, k, seed; what compare's grid lists, the
+run recipe checks and ``runner.run_cell`` runs) and its name (:func:`cell_name`); a cell's result:
+what ``runner.run_cell`` gives for one cell, and what compare, the report and result.json read
+back. On disk it is JSON (RUN_DIR/cells/<cell>.json, result.json's ``cells``), written by
+:meth:`CellResult.to_dict` and read by :meth:`CellResult.from_dict`, which also reads the cells of
+run directories written before a field was added (``race``; ``history``, ``model`` ... in hand-made
+or planning stand-ins)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from typing import Any
+
+
+def cell_name(searcher: str, objective: str, k: int, seed: int) -> str:
+    """The one name of a (searcher, objective, k, seed) cell: ledger rows, result.json, cells/*.json."""
+    return f"{searcher}-{objective}-k{k}-s{seed}"
+
+
+@dataclass(frozen=True)
+class CellSpec:
+    """One cell of a grid: the searcher, the objective, k and the seed it runs with."""
+    searcher: str
+    objective: str
+    k: int
+    seed: int
+
+    @property
+    def name(self) -> str:
+        return cell_name(self.searcher, self.objective, self.k, self.seed)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"searcher": self.searcher, "objective": self.objective, "k": self.k, "seed": self.seed}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> CellSpec:
+        """From the dict form; a key that is not a field is an error, a missing one too."""
+        unknown = sorted(set(d) - {f.name for f in fields(cls)})
+        if unknown:
+            raise ValueError(f"not fields of a cell: {', '.join(unknown)}")
+        return cls(**d)
 
 
 @dataclass(frozen=True)

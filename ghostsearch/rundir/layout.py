@@ -26,11 +26,6 @@ from ghostsearch.rundir.cell import CellResult
 from ghostsearch.rundir.ledger import compact, read_ledger
 
 
-def cell_name(searcher: str, objective: str, k: int, seed: int) -> str:
-    """The one name of a (searcher, objective, k, seed) cell: ledger rows, result.json, cells/*.json."""
-    return f"{searcher}-{objective}-k{k}-s{seed}"
-
-
 def check_run_dir(cfg: Config, out: str | Path | None = None) -> Path:
     """Every reason ``out=`` (or ``out``, its local staging directory) cannot be this run's
     directory, checked before any work; writes nothing."""

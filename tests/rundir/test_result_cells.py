@@ -73,3 +73,24 @@ def test_a_misspelt_cell_field_fails_at_once():
     with pytest.raises(ValueError, match="not fields of a cell result: valeu"):
         CellResult.from_dict({**c.to_dict(), "valeu": 1.0})
     assert CellResult.from_dict(json.loads(json.dumps(c.to_dict()))) == c
+
+
+def test_a_grid_cell_is_a_typed_record_named_as_its_result():
+    """compare's grid and plan's cells are CellSpecs: their dict form is the four fields, their name
+    the committed cells' names, and a foreign key fails at once."""
+    from ghostsearch.compare import grid
+    from ghostsearch.config import load_config
+    from ghostsearch.plan import grid_cells
+    from ghostsearch.rundir import cell_name
+    from ghostsearch.rundir.cell import CellSpec
+
+    run = ROOT / "docs" / "results" / "study-cpu"
+    specs = grid(load_config(run / "config.yaml"))
+    assert specs == grid_cells(load_config(run / "config.yaml"))
+    committed = json.loads((run / "result.json").read_text())
+    assert {c.name for c in specs} == set(result_cells(committed))
+    for c in specs:
+        assert c.name == cell_name(**c.to_dict())
+        assert CellSpec.from_dict(json.loads(json.dumps(c.to_dict()))) == c
+    with pytest.raises(ValueError, match="not fields of a cell: sede"):
+        CellSpec.from_dict({**specs[0].to_dict(), "sede": 1})

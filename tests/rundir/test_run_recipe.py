@@ -61,16 +61,17 @@ def test_a_failure_once_ray_is_up_takes_the_one_error_path(kind, tiny_model_dir,
 
 
 def test_a_failure_after_ledgering_keeps_the_run_directory(tiny_model_dir, tmp_path, no_ray):
+    from ghostsearch.rundir.cell import CellSpec
     from ghostsearch.runner import Run, run_cell
 
     out = tmp_path / "run"
     cfg = _cfg(tiny_model_dir, out)
-    cell = {"searcher": "oneshot", "objective": "perplexity", "k": 2, "seed": 0}
+    cell = CellSpec(searcher="oneshot", objective="perplexity", k=2, seed=0)
     run = Run(cfg, "search", [cell])
     assert not out.exists()  # constructing the recipe checks and writes nothing
     with pytest.raises(RuntimeError, match="after the cell"):
         with run:
-            run_cell(cfg, run.broker, run.dir, n_blocks=run.n_blocks, progress=False, **cell)
+            run_cell(cfg, run.broker, run.dir, n_blocks=run.n_blocks, progress=False, **cell.to_dict())
             raise RuntimeError("after the cell")
     assert len(read_ledger(out)) and not (out / "result.json").exists()
     assert not lock.held(out) and (out / lock.LOCK_FILE).read_text() == "" and not no_ray.is_initialized()
