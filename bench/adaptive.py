@@ -22,7 +22,7 @@ Ghosted (C4 8 x 256); contrasts dense - middle-16, dense - drop-1, Ghosted - non
 900 / 1,200, Pocock, margin 0.04, eval.seed 7. Its targets were missed: on the eight tasks SmolLM2's
 dense accuracy is 0.404 against 0.354 chance, so nothing is large.
 
-Design ``three`` (fixed 2026-12-01 19:50 UTC, before its data; the pilot: ``--pilot`` with eval.seed 5,
+Design ``three`` (fixed 2026-12-01 19:42 UTC (commit 3a89250), before its data; the pilot: ``--pilot`` with eval.seed 5,
 300 items per model on arc_easy, piqa, hellaswag, docs/results/bench-adaptive-3/pilot.json):
 - Tasks arc_easy, piqa, hellaswag: the three where SmolLM2's dense model is well above chance
   (pilot: dense 0.547 macro accuracy against 0.417 chance).

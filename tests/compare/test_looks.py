@@ -249,10 +249,12 @@ def test_eval_share_saves_each_share_and_gives_the_same_numbers(tmp_path, tiny_m
             sorted((r["task"], r["doc"], r["pred"]) for r in rows[1])
 
 
-def test_replay_of_the_smollm2_bench_reproduces_its_adaptive_run():
-    """docs/results/bench-adaptive holds bench/adaptive.py's SmolLM2 run (five models, three contrasts,
-    looks 300/600/900/1200, Pocock, margin 0.04): its fixed design's per-item rows and the adaptive
-    run's looks.json. Replaying the design on the rows (bench/adaptive.py --replay: no forward
+@pytest.mark.parametrize("run", ["bench-adaptive", "bench-adaptive-3"])
+def test_replay_of_the_smollm2_bench_reproduces_its_adaptive_run(run):
+    """docs/results/bench-adaptive and bench-adaptive-3 hold bench/adaptive.py's SmolLM2 runs (design
+    eight: five models, three contrasts, looks 300/600/900/1200; design three: three models, two
+    contrasts, looks 600/1200/2400; both Pocock, margin 0.04): the fixed design's per-item rows and the
+    adaptive run's looks.json. Replaying the design on the rows (bench/adaptive.py --replay: no forward
     passes) must give the live run's items per model, looks of decision and verdicts; and the fixed
     design's verdicts recomputed here must be the ones bench.json records."""
     from pathlib import Path
@@ -260,7 +262,7 @@ def test_replay_of_the_smollm2_bench_reproduces_its_adaptive_run():
     from ghostsearch import stats
     from tests.conftest import load_bench
 
-    out = Path(__file__).resolve().parents[2] / "docs" / "results" / "bench-adaptive"
+    out = Path(__file__).resolve().parents[2] / "docs" / "results" / run
     bench = load_bench("adaptive")
     info = json.loads((out / "bench.json").read_text())
     live = json.loads((out / "adaptive" / "looks.json").read_text())
