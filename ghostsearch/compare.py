@@ -10,7 +10,6 @@ evaluated downstream on the pool's scorers; RUN_DIR/comparison.parquet and the r
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import time
 from pathlib import Path
@@ -21,18 +20,12 @@ from ghostsearch import lmeval_results
 from ghostsearch.config import Config
 from ghostsearch.errors import GhostsearchError
 from ghostsearch.io import write_json_atomic, write_parquet_atomic
-from ghostsearch.rundir.cell import CellResult, CellSpec
+from ghostsearch.rundir.cell import CellResult, CellSpec, grid_cells
 from ghostsearch.runner import Run, run_cell
 
 
 def grid(cfg: Config) -> list[CellSpec]:
-    c = cfg.compare
-    searchers = [cfg.searcher] if c.searchers is None else c.searchers
-    objectives = [cfg.objective] if c.objectives is None else c.objectives
-    ks = [cfg.k] if c.ks is None else c.ks
-    seeds = [cfg.seed] if c.seeds is None else c.seeds
-    cells = [CellSpec(searcher=s, objective=o, k=k, seed=sd)
-             for o, k, sd, s in itertools.product(objectives, ks, seeds, searchers)]
+    cells = grid_cells(cfg)  # the one grid rule, which plan counts too
     if not cells:
         raise GhostsearchError("the comparison grid is empty; set compare.searchers, compare.objectives, compare.ks")
     return cells

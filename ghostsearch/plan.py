@@ -21,7 +21,7 @@ from typing import Any
 
 from ghostsearch.errors import GhostsearchError
 from ghostsearch.memplan import GiB, Shape, plan_memory, read_config, resolve_every, shape_of
-from ghostsearch.rundir.cell import CellSpec
+from ghostsearch.rundir.cell import CellSpec, grid_cells
 
 DEFAULT_TFLOPS = {"cpu": 0.05, "cuda": 200.0}
 # fixed costs of a run, stated, when plan --measure does not time them (a cluster, or no --measure): a
@@ -214,30 +214,23 @@ def command_of(cfg) -> str:
     return "compare" if (c.searchers or c.objectives or c.ks or c.seeds) else "search"
 
 
-def grid_cells(cfg) -> list[CellSpec]:
-    """The cells a command runs, in compare's order (compare.grid's product)."""
-    c = cfg.compare
-    return [CellSpec(searcher=s, objective=o, k=k, seed=sd)
-            for o in (c.objectives or [cfg.objective]) for k in (c.ks or [cfg.k])
-            for sd in (c.seeds or [cfg.seed]) for s in (c.searchers or [cfg.searcher])]
-
-
 def distinct_sets(cfg, cells: list[CellSpec]) -> int:
     """Finalist sets a grid can give at most: one per cell, less LoRP's repeats (its set follows
     from the similarity of ``similarity_source``'s text, perplexity by default, not from the
     cell's objective: its cells that differ only in objective give one set, evaluated once)."""
     keys = set()
+    src = (cfg.search.params.get("lorp") or {}).get("similarity_source", "perplexity")
     for c in cells:
-        src = (cfg.search.params.get("lorp") or {}).get("similarity_source", "perplexity")
         same = c.searcher == "lorp" and src != "objective"
         keys.add((c.searcher, "*" if same else c.objective, c.k, c.seed))
     return len(keys)
 
 
-def measure_process(cfg, command: str) -> tuple[float, float]:
-    """(seconds, checks' seconds) of a fresh Python doing what ``ghostsearch <command>`` does before
-    Ray: start, import the CLI, the recipe, Ray, torch and transformers, run the checks
-    (measure_checks: a cold process's data plan, no cache of this one) and exit; timed here."""
+def measure_process(cfg, command: str) -> tuple[float, float, Any]:
+    """(seconds, checks' seconds, the data plan) of a fresh Python doing what ``ghostsearch <command>``
+    does before Ray: start, import the CLI, the recipe, Ray, torch and transformers, run the checks
+    (measure_checks: a cold process's data plan, no cache of this one) and exit; timed here. The data
+    plan comes back pickled, so this process need not read every data set again."""
     import os
     import pickle
     import subprocess
@@ -247,15 +240,19 @@ def measure_process(cfg, command: str) -> tuple[float, float]:
     mods = ["ghostsearch.cli.main", "ghostsearch.runner", "ghostsearch.dataplan", "ghostsearch.pool.pool",
             "ghostsearch.models", "torch", "transformers"] + (["ghostsearch.compare"] if command == "compare" else [])
     code = ("import pickle, sys\nimport " + ", ".join(mods) + "\nfrom ghostsearch.plan import measure_checks\n"
-            "print(measure_checks(pickle.load(open(sys.argv[1], 'rb')), sys.argv[2])[0])")
-    with tempfile.NamedTemporaryFile(suffix=".pkl") as f:
-        pickle.dump(cfg, f)
-        f.flush()
+            "s, dp = measure_checks(pickle.load(open(sys.argv[1], 'rb')), sys.argv[2])\n"
+            "pickle.dump(dp, open(sys.argv[3], 'wb'))\nprint(s)")
+    with tempfile.TemporaryDirectory() as d:
+        cfg_file, plan_file = f"{d}/cfg.pkl", f"{d}/plan.pkl"
+        with open(cfg_file, "wb") as f:
+            pickle.dump(cfg, f)
         t0 = time.perf_counter()
-        r = subprocess.run([sys.executable, "-c", code, f.name, command], check=True, capture_output=True,
-                           text=True, env=os.environ.copy())
+        r = subprocess.run([sys.executable, "-c", code, cfg_file, command, plan_file], check=True,
+                           capture_output=True, text=True, env=os.environ.copy())
         seconds = time.perf_counter() - t0
-    return seconds, float(r.stdout.strip().splitlines()[-1])
+        with open(plan_file, "rb") as f:
+            data_plan = pickle.load(f)
+    return seconds, float(r.stdout.strip().splitlines()[-1]), data_plan
 
 
 def measure_checks(cfg, command: str) -> tuple[float, Any]:
@@ -515,12 +512,11 @@ def plan_run(cfg, model_config: str | None = None, measure: bool = False, time_s
     fixed: dict[str, tuple[float, str]] = {}  # part -> (seconds, where the number comes from)
     run_m = None
     if timed:
-        process_s, checks_s = measure_process(cfg, command)
+        process_s, checks_s, dp = measure_process(cfg, command)
         fixed["process"] = (process_s - checks_s, "measured: a fresh Python starting, importing the command's "
                                                   "modules and exiting")
         fixed["checks"] = (checks_s, "measured: the model config, tasks and data plan, in that fresh Python")
-        dp = measure_checks(cfg, command)[1]
-        run_m = measure_run(cfg, command, L, dp["held_out"])
+        run_m = measure_run(cfg, command, L, dp.held_out)
     load_rate = measure_load_rate(cfg) if measure and run_m is None else None
     weight_bytes = shape.params * mem.parts["bytes_per_param"]
     if run_m is not None:

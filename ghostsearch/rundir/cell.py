@@ -40,6 +40,19 @@ class CellSpec:
         return cls(**d)
 
 
+
+def grid_cells(cfg: Any) -> list[CellSpec]:
+    """The one grid rule (compare runs it, plan counts it): every objective x k x seed x searcher of
+    ``cfg.compare``, each list the config's single value where compare names none, in this order."""
+    c = cfg.compare
+
+    def pick(many, one):
+        return [one] if many is None else many
+
+    return [CellSpec(searcher=s, objective=o, k=k, seed=sd)
+            for o in pick(c.objectives, cfg.objective) for k in pick(c.ks, cfg.k)
+            for sd in pick(c.seeds, cfg.seed) for s in pick(c.searchers, cfg.searcher)]
+
 @dataclass(frozen=True)
 class HistoryPoint:
     """The searcher's best value after a told candidate: budget spent so far, seconds since the cell
