@@ -184,7 +184,8 @@ def evaluate_finalists(cfg: Config, run_dir: Path, jobs: list[tuple[list[int], s
                                    "set eval.max_items to the last look")
     looks = list(planned) if planned is not None else [len(draw)]
     design = Design(looks, contrasts, spending=cfg.eval.spending, margin=cfg.eval.margin) if adaptive else None
-    run = _Evaluator(cfg, run_dir, jobs_by_key, held_out, progress, broker, draw, on_share)
+    run = _Evaluator(cfg, run_dir, jobs_by_key, held_out, progress, broker, draw, on_share,
+                     perplexity_last=adaptive)
     for j, n in enumerate(looks):
         todo = keys if j == 0 or design is None else sorted(design.open_keys())
         run.extend(todo, n)
@@ -194,6 +195,7 @@ def evaluate_finalists(cfg: Config, run_dir: Path, jobs: list[tuple[list[int], s
             on_look(j, n)
         if design is not None and design.finished():
             break
+    run.perplexities(keys)  # adaptive runs: after the looks (the verdicts need only the items)
     run.close()
     if design is not None:
         used = {k: run.items_used(k) for k in keys}
@@ -213,15 +215,24 @@ def evaluate_finalists(cfg: Config, run_dir: Path, jobs: list[tuple[list[int], s
 class _Evaluator:
     """The per-job state of evaluate_finalists: numbers (evals/<key>.json), per-item rows
     (evals/<key>.items.parquet); ``extend(keys, n)`` brings each of them to the first n items of the
-    draw, evaluating only what its rows lack (perplexities once)."""
+    draw, evaluating only what its rows lack (perplexities once). ``perplexity_last`` (adaptive runs,
+    native engine): a job's first evaluation is its items alone, and ``perplexities(keys)`` measures
+    the perplexities of every job that lacks them after the looks, so that the looks, which decide
+    the contrasts, do not wait behind perplexity (WikiText-2 under the paper protocol costs several
+    looks' worth of items per model on a CPU)."""
 
-    def __init__(self, cfg, run_dir, jobs, held_out, progress, broker, draw, on_share=None):
+    def __init__(self, cfg, run_dir, jobs, held_out, progress, broker, draw, on_share=None,
+                 perplexity_last: bool = False):
         import pyarrow.parquet as pq
         from tqdm.auto import tqdm
 
         self.cfg, self.run_dir, self.jobs, self.held_out, self.broker, self.draw = \
             cfg, run_dir, jobs, held_out, broker, draw
-        self.numbers, self.rows, self.model, self.on_share = {}, {}, None, on_share
+        self.numbers: dict[str, dict] = {}
+        self.rows: dict[str, list[dict]] = {}
+        self.model: tuple | None = None  # (model, tokenizer), loaded at the first local evaluation
+        self.on_share = on_share
+        self.perplexity_last = perplexity_last and self.native_only()
         for key in jobs:
             f, fi = run_dir / "evals" / f"{key}.json", run_dir / "evals" / f"{key}.items.parquet"
             self.rows[key] = pq.read_table(fi).to_pylist() if fi.exists() else []
@@ -244,7 +255,7 @@ class _Evaluator:
         groups: dict[tuple, list[str]] = {}
         for key in keys:
             old = self.numbers.get(key)
-            if old is None or not self.native_only():
+            if (old is None and not self.perplexity_last) or not self.native_only():
                 if old is not None and old.get("items_used") == n:
                     continue
                 need, fresh = want, True
@@ -253,21 +264,35 @@ class _Evaluator:
                 need = {t: [d for d in ds if (t, d) not in have] for t, ds in want.items()}
                 fresh = False
                 if not any(need.values()):
-                    if old.get("items_used") != len(have):  # rows written, numbers not (interrupted)
+                    if old is None or old.get("items_used") != len(have):  # rows written, numbers not (interrupted)
                         self.save(key, self.merged(key))
                     continue
             groups.setdefault((fresh, tuple((t, tuple(v)) for t, v in need.items())), []).append(key)
         for (fresh, need), share_keys in groups.items():
             self.evaluate(share_keys, {t: list(v) for t, v in need}, fresh)
 
+    def lacks_perplexity(self, key: str) -> bool:
+        return any(f"ppl_{name}" not in self.numbers.get(key, {}) for name in self.cfg.eval.perplexity)
+
+    def perplexities(self, keys: list[str]) -> None:
+        """Measures eval.perplexity for every job of ``keys`` whose numbers lack it (after the looks of
+        a ``perplexity_last`` run; nothing otherwise), in shares, each share's numbers saved as it ends."""
+        todo = [k for k in keys if self.lacks_perplexity(k)]
+        if todo:
+            self.evaluate(todo, {t: [] for t in self.cfg.eval.tasks}, fresh=False, perplexity=True)
+
     def native_only(self) -> bool:
         from ghostsearch.evaluation_native import NATIVE_TASKS
 
         return self.cfg.eval.engine == "native" and all(t in NATIVE_TASKS for t in self.cfg.eval.tasks)
 
-    def evaluate(self, keys: list[str], items: dict[str, list[int]], fresh: bool) -> None:
+    def evaluate(self, keys: list[str], items: dict[str, list[int]], fresh: bool,
+                 perplexity: bool | None = None) -> None:
+        """Evaluates jobs ``keys`` on ``items`` in shares; ``fresh``: their rows and numbers are replaced
+        (else the new rows are added); ``perplexity`` (default: ``fresh``): perplexities measured too."""
         from ghostsearch.evaluate import evaluate_finalist_specs
 
+        ppl = fresh if perplexity is None else perplexity
         self.last_items = items
         specs = {k: self.jobs[k] for k in keys}
         if self.broker is not None:
@@ -276,7 +301,7 @@ class _Evaluator:
 
             def submit(share, attempt):
                 ref = self.broker.with_model.remote(evaluate_finalist_specs, self.cfg, [specs[k] for k in share],
-                                                    list(self.held_out), False, items, fresh)
+                                                    list(self.held_out), False, items, ppl)
                 pending[ref] = (share, attempt)
 
             for share in _shares(keys, specs, n, self.cfg.eval.share):
@@ -300,7 +325,7 @@ class _Evaluator:
             model, tok = self.model
             for share in _shares(keys, specs, 1, self.cfg.eval.share):
                 self.finish(share, evaluate_finalist_specs(model, tok, self.cfg, [specs[k] for k in share],
-                                                           self.held_out, not self.bar.disable, items, fresh), fresh)
+                                                           self.held_out, not self.bar.disable, items, ppl), fresh)
 
     def finish(self, share: list[str], res: tuple[list[dict], list[dict]], fresh: bool) -> None:
         from ghostsearch.evaluation_native import write_item_rows
@@ -314,8 +339,10 @@ class _Evaluator:
             if fresh:
                 numbers = finalist_numbers(self.cfg, self.run_dir / "lm_eval", removed, method, results[i])
                 numbers["items_used"] = sum(len(v) for v in self.last_items.values())
-            else:
-                numbers = self.merged(key)
+            else:  # the new rows added; perplexities measured now (perplexities()) or as first measured
+                first = {k: v for k, v in results[i].items() if k != "lm_eval"} if key not in self.numbers else {}
+                ppl = {k: v for k, v in results[i].items() if k.startswith(("ppl_", "lambada_"))}
+                numbers = {**first, **self.merged(key), **ppl}
             self.save(key, numbers)
         self.bar.set_postfix(last=self.numbers[share[-1]].get("mean_acc", ""))
         if self.on_share is not None:
@@ -332,7 +359,7 @@ class _Evaluator:
         from ghostsearch.evaluate import summarize
         from ghostsearch.evaluation_native import accuracies
 
-        old = self.numbers[key]
+        old = self.numbers.get(key, {})
         tasks = list(self.cfg.eval.tasks)
         keep = {k: v for k, v in old.items() if not any(k.startswith(f"{t}_") for t in tasks)
                 and not k.startswith("mean_acc") and k != "items_used"}

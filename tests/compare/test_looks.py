@@ -87,11 +87,34 @@ def test_adaptive_run_records_its_looks_and_resumes_without_reevaluating(tmp_pat
     keys = [eval_key(r, m, full) for r, m in jobs]
     assert keys == [eval_key(r, m, short) for r, m in jobs]  # looks do not change what a number means
     contrasts = [Contrast("dense - cut3", keys[0], keys[1]), Contrast("dense - cut1", keys[0], keys[2])]
+    # the items first (3 models x 4 items, no perplexity), the perplexities after the looks (no items);
+    # a run killed between the two resumes with the perplexities alone
+    real_ppl = evaluate.perplexity_finalists
+
+    def killed(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(evaluate, "perplexity_finalists", killed)
+    with pytest.raises(KeyboardInterrupt):
+        evaluate_finalists(short, tmp_path, jobs, progress=False, contrasts=contrasts)
+    assert len(calls) == 2 and calls[0][0] == 3 and len(calls[0][1]) == 4 and not calls[0][2]
+    assert calls[1][0] == 3 and calls[1][1] == [] and calls[1][2]
+    items_asked = calls[0][1]
+    assert all("lambada_acc" not in json.loads((tmp_path / "evals" / f"{k}.json").read_text()) for k in keys)
+    monkeypatch.setattr(evaluate, "perplexity_finalists", real_ppl)
+    calls.clear()
     first = evaluate_finalists(short, tmp_path, jobs, progress=False, contrasts=contrasts)
-    assert len(calls) == 1 and calls[0][0] == 3 and len(calls[0][1]) == 4 and calls[0][2]  # one pass: 3 models x 4
+    assert len(calls) == 1 and calls[0][0] == 3 and calls[0][1] == [] and calls[0][2]
+    # the same perplexities as one pass of items and perplexities together (a run without contrasts)
+    (tmp_path / "together").mkdir()
+    together = evaluate_finalists(short, tmp_path / "together", jobs, progress=False)
+    for k in keys:
+        ppl = {n: v for n, v in together[k].items() if n.startswith(("ppl_", "lambada_"))}
+        assert ppl and {n: first[k][n] for n in ppl} == ppl and first[k]["recovery"] == "none"
+    calls.clear()
     drawn = pq.read_table(tmp_path / "items.parquet").to_pylist()  # the draw, recorded: 8 items, random
     assert [r["rank"] for r in drawn] == list(range(8))
-    assert sorted(calls[0][1]) == sorted((r["task"], r["doc"]) for r in drawn[:4])
+    assert sorted(items_asked) == sorted((r["task"], r["doc"]) for r in drawn[:4])
     looks = json.loads((tmp_path / "looks.json").read_text())
     assert looks["looks_run"] == 1 and looks["items_per_model"] == {k: 4 for k in keys}
     assert [c["contrast"] for c in looks["contrasts"]] == ["dense - cut3", "dense - cut1"]
@@ -102,7 +125,7 @@ def test_adaptive_run_records_its_looks_and_resumes_without_reevaluating(tmp_pat
     open_ = {k for c, row in zip(contrasts, looks["contrasts"]) if row["decided_at_look"] != 1
              for k in (c.left_key, c.right_key)}
     if open_:
-        assert len(calls) == 1 and calls[0][0] == len(open_) and not calls[0][2]
+        assert len(calls) == 1 and calls[0][0] == len(open_) and not calls[0][2]  # no perplexity again
         assert sorted(calls[0][1]) == sorted((r["task"], r["doc"]) for r in drawn[4:])
     assert looks["items_per_model"] == {k: 8 if k in open_ else 4 for k in keys}
     for k in keys:
