@@ -39,6 +39,7 @@ Design ``three`` (fixed 2026-12-01 19:42 UTC (commit 3a89250), before its data; 
   near-null one within +-0.04 at look 1 or 2 (half-width 2.61 * sqrt(0.05 / 600) = 0.024 at look 1),
   so 1,800-3,000 of the fixed design's 7,200 items (0.25-0.42).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -55,19 +56,39 @@ DROP1 = 14  # oneshot k = 1 (C4 16 x 256, seed 0): C4 perplexity 36.58 dense -> 
 # each design: models (name -> (removed, repair)), contrasts (name, left, right), eval.tasks (None: all
 # eight), looks, spending, margin, eval.seed, and its output directory
 DESIGNS = {
-    "eight": {"models": {"dense": ([], "none"), "drop-1": ([DROP1], "none"), "middle-16": (MIDDLE, "none"),
-                         "greedy": (GREEDY, "none"), "greedy+ghosted": (GREEDY, "ghosted")},
-              "contrasts": [("dense - middle-16 (large)", "dense", "middle-16"),
-                            (f"dense - drop-1 {{{DROP1}}} (near-null)", "dense", "drop-1"),
-                            ("ghosted - none (greedy-ppl k8)", "greedy+ghosted", "greedy")],
-              "tasks": None, "looks": [300, 600, 900, 1200], "spending": "pocock", "margin": 0.04, "seed": 7,
-              "out": "docs/results/bench-adaptive"},
-    "three": {"models": {"dense": ([], "none"), "greedy": (GREEDY, "none"),
-                         "greedy+linearpatch": (GREEDY, "linearpatch")},
-              "contrasts": [("dense - greedy k8 (large)", "dense", "greedy"),
-                            ("linearpatch - none, greedy k8 (near-null)", "greedy+linearpatch", "greedy")],
-              "tasks": "arc_easy,piqa,hellaswag", "looks": [600, 1200, 2400], "spending": "pocock", "margin": 0.04,
-              "seed": 11, "out": "docs/results/bench-adaptive-3"},
+    "eight": {
+        "models": {
+            "dense": ([], "none"),
+            "drop-1": ([DROP1], "none"),
+            "middle-16": (MIDDLE, "none"),
+            "greedy": (GREEDY, "none"),
+            "greedy+ghosted": (GREEDY, "ghosted"),
+        },
+        "contrasts": [
+            ("dense - middle-16 (large)", "dense", "middle-16"),
+            (f"dense - drop-1 {{{DROP1}}} (near-null)", "dense", "drop-1"),
+            ("ghosted - none (greedy-ppl k8)", "greedy+ghosted", "greedy"),
+        ],
+        "tasks": None,
+        "looks": [300, 600, 900, 1200],
+        "spending": "pocock",
+        "margin": 0.04,
+        "seed": 7,
+        "out": "docs/results/bench-adaptive",
+    },
+    "three": {
+        "models": {"dense": ([], "none"), "greedy": (GREEDY, "none"), "greedy+linearpatch": (GREEDY, "linearpatch")},
+        "contrasts": [
+            ("dense - greedy k8 (large)", "dense", "greedy"),
+            ("linearpatch - none, greedy k8 (near-null)", "greedy+linearpatch", "greedy"),
+        ],
+        "tasks": "arc_easy,piqa,hellaswag",
+        "looks": [600, 1200, 2400],
+        "spending": "pocock",
+        "margin": 0.04,
+        "seed": 11,
+        "out": "docs/results/bench-adaptive-3",
+    },
 }
 
 
@@ -81,11 +102,19 @@ def main() -> None:
     ap.add_argument("--tasks", default=None, help="--pilot: eval.tasks (default: the eight commonsense tasks)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", default=None, help="the run's directory (default: the design's, under docs/results)")
-    ap.add_argument("--replay", metavar="OUT", help="no evaluation: replay the design (--looks, --spending, "
-                    "--margin) on the per-item rows of an earlier run's fixed design (OUT/fixed)")
-    ap.add_argument("--pilot", metavar="OUT", help="no design: evaluate --pilot-models on --pilot-items items per "
-                    "model (a fixed draw, --seed, --tasks) and print every pair's paired mean difference and "
-                    "variance, to choose and size a design before fixing it")
+    ap.add_argument(
+        "--replay",
+        metavar="OUT",
+        help="no evaluation: replay the design (--looks, --spending, "
+        "--margin) on the per-item rows of an earlier run's fixed design (OUT/fixed)",
+    )
+    ap.add_argument(
+        "--pilot",
+        metavar="OUT",
+        help="no design: evaluate --pilot-models on --pilot-items items per "
+        "model (a fixed draw, --seed, --tasks) and print every pair's paired mean difference and "
+        "variance, to choose and size a design before fixing it",
+    )
     ap.add_argument("--pilot-models", default="dense,greedy,greedy+ghosted,greedy+replaceme,greedy+linearpatch")
     ap.add_argument("--pilot-items", type=int, default=300)
     args = ap.parse_args()
@@ -108,11 +137,23 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     des = DESIGNS[args.design]
     looks, margin, spending, seed = des["looks"], des["margin"], des["spending"], des["seed"]
-    over = ["model=smollm2-135m", "dtype=fp32", "device=cpu", "recovery.n_seq=8", "recovery.seq_len=256",
-            "eval.perplexity=[]", "eval.batch_size=16", f"eval.max_items={looks[-1]}", f"eval.seed={seed}"] \
-        + ([f"eval.tasks=[{des['tasks']}]"] if des["tasks"] else [])
-    adaptive = load_config(None, over + [f"eval.looks=[{','.join(map(str, looks))}]", f"eval.spending={spending}"]
-                           + ([f"eval.margin={margin}"] if margin else []))
+    over = [
+        "model=smollm2-135m",
+        "dtype=fp32",
+        "device=cpu",
+        "recovery.n_seq=8",
+        "recovery.seq_len=256",
+        "eval.perplexity=[]",
+        "eval.batch_size=16",
+        f"eval.max_items={looks[-1]}",
+        f"eval.seed={seed}",
+    ] + ([f"eval.tasks=[{des['tasks']}]"] if des["tasks"] else [])
+    adaptive = load_config(
+        None,
+        over
+        + [f"eval.looks=[{','.join(map(str, looks))}]", f"eval.spending={spending}"]
+        + ([f"eval.margin={margin}"] if margin else []),
+    )
     fixed = load_config(None, over)
     names, jobs = list(des["models"]), list(des["models"].values())
     k = {name: eval_key(r, m, adaptive) for name, (r, m) in zip(names, jobs)}
@@ -120,10 +161,15 @@ def main() -> None:
     out = Path(args.out or des["out"])
     a_dir, f_dir = out / "adaptive", out / "fixed"
     if (out / "bench.json").exists():
-        raise SystemExit(f"{out} holds a finished run of this bench (bench.json): --replay {out} reads it; "
-                         f"give --out a new directory to run again")
-    foreign = sorted(p.name for p in out.iterdir() if p.name not in ("adaptive", "fixed", "fixed.partial", "pilot.json")) \
-        if out.exists() else []
+        raise SystemExit(
+            f"{out} holds a finished run of this bench (bench.json): --replay {out} reads it; "
+            f"give --out a new directory to run again"
+        )
+    foreign = (
+        sorted(p.name for p in out.iterdir() if p.name not in ("adaptive", "fixed", "fixed.partial", "pilot.json"))
+        if out.exists()
+        else []
+    )
     if foreign:
         raise SystemExit(f"{out} holds {foreign}, not this bench's output; give --out a new directory")
     resumed = (a_dir / "items.parquet").exists()  # an interrupted run resumes from its per-item rows
@@ -151,44 +197,92 @@ def main() -> None:
     for r in rows:
         corr.setdefault(r["key"], {})[(r["task"], r["doc"])] = float(r["pred"] == r["gold"])
     items = sorted(next(iter(corr.values())))
-    tests = [stats.paired_test([corr[c.left_key][i] for i in items], [corr[c.right_key][i] for i in items],
-                               [t for t, _ in items]) for c in contrasts]
+    tests = [
+        stats.paired_test(
+            [corr[c.left_key][i] for i in items], [corr[c.right_key][i] for i in items], [t for t, _ in items]
+        )
+        for c in contrasts
+    ]
     adj = stats.holm([t.p for t in tests])
     zc = stats.z_of_level(1 - stats.ALPHA / len(contrasts))
     fixed_total = looks[-1] * len(jobs)
-    print(f"design {args.design}: looks {looks} items per model, {len(jobs)} models, {spending} spending, "
-          f"margin {margin}, Holm over {len(contrasts)} contrasts, eval.seed {seed}, tasks {des['tasks'] or 'all'}")
-    print(f"adaptive: {res['items_total']} items in all (looks run: {res['looks_run']}); fixed: {fixed_total}; "
-          f"ratio adaptive / fixed = {res['items_total'] / fixed_total:.2f}")
+    print(
+        f"design {args.design}: looks {looks} items per model, {len(jobs)} models, {spending} spending, "
+        f"margin {margin}, Holm over {len(contrasts)} contrasts, eval.seed {seed}, tasks {des['tasks'] or 'all'}"
+    )
+    print(
+        f"adaptive: {res['items_total']} items in all (looks run: {res['looks_run']}); fixed: {fixed_total}; "
+        f"ratio adaptive / fixed = {res['items_total'] / fixed_total:.2f}"
+    )
     print(f"items per model (adaptive): {[res['items_per_model'][k[n]] for n in k]} for {list(k)}")
     same, out_rows = True, []
     for c, row, t, p in zip(contrasts, res["contrasts"], tests, adj):
-        fv = ("differs" if p <= stats.ALPHA else
-              "within margin" if margin and abs(t.estimate) + zc * t.se < margin else "open")
+        fv = (
+            "differs"
+            if p <= stats.ALPHA
+            else "within margin"
+            if margin and abs(t.estimate) + zc * t.se < margin
+            else "open"
+        )
         av = row["verdict"]
         agree = av == fv and (av != "differs" or row["sign"] == (1 if t.estimate > 0 else -1))
         same &= agree
-        print(f"  {c.name:36s} adaptive: {av} at look {row['decided_at_look']} (estimate {row['estimate']:+.3f}, "
-              f"z {row['z']:.2f}); fixed: {fv}, estimate {t.estimate:+.3f}, z {t.z:.2f}, Holm p {p:.3g}")
-        out_rows.append({"contrast": c.name, "adaptive": av, "look": row["decided_at_look"],
-                         "adaptive_estimate": row["estimate"], "fixed": fv, "fixed_estimate": t.estimate,
-                         "fixed_z": t.z, "fixed_holm_p": float(p), "same": agree})
+        print(
+            f"  {c.name:36s} adaptive: {av} at look {row['decided_at_look']} (estimate {row['estimate']:+.3f}, "
+            f"z {row['z']:.2f}); fixed: {fv}, estimate {t.estimate:+.3f}, z {t.z:.2f}, Holm p {p:.3g}"
+        )
+        out_rows.append(
+            {
+                "contrast": c.name,
+                "adaptive": av,
+                "look": row["decided_at_look"],
+                "adaptive_estimate": row["estimate"],
+                "fixed": fv,
+                "fixed_estimate": t.estimate,
+                "fixed_z": t.z,
+                "fixed_holm_p": float(p),
+                "same": agree,
+            }
+        )
     print(f"same verdicts: {same}")
-    print(f"seconds: adaptive {t_a:.0f} wall / {c_a:.0f} CPU (ghosted fit and model load included); the fixed design's "
-          f"further items {t_f:.0f} wall / {c_f:.0f} CPU (fixed = both)")
-    (out / "bench.json").write_text(json.dumps({
-        "design": args.design, "tasks": des["tasks"], "looks": looks, "spending": spending, "margin": margin,
-        "seed": seed, "drop1": DROP1, "keys": k, "resumed": resumed,
-        "items_adaptive": res["items_total"], "items_fixed": fixed_total,
-        "ratio": res["items_total"] / fixed_total, "items_per_model": {n: res["items_per_model"][k[n]] for n in k},
-        "contrasts": out_rows, "same_verdicts": same, "seconds": {"adaptive_wall": t_a, "adaptive_cpu": c_a,
-                                                                   "fixed_extra_wall": t_f, "fixed_extra_cpu": c_f}},
-        indent=1))
+    print(
+        f"seconds: adaptive {t_a:.0f} wall / {c_a:.0f} CPU (ghosted fit and model load included); the fixed design's "
+        f"further items {t_f:.0f} wall / {c_f:.0f} CPU (fixed = both)"
+    )
+    (out / "bench.json").write_text(
+        json.dumps(
+            {
+                "design": args.design,
+                "tasks": des["tasks"],
+                "looks": looks,
+                "spending": spending,
+                "margin": margin,
+                "seed": seed,
+                "drop1": DROP1,
+                "keys": k,
+                "resumed": resumed,
+                "items_adaptive": res["items_total"],
+                "items_fixed": fixed_total,
+                "ratio": res["items_total"] / fixed_total,
+                "items_per_model": {n: res["items_per_model"][k[n]] for n in k},
+                "contrasts": out_rows,
+                "same_verdicts": same,
+                "seconds": {"adaptive_wall": t_a, "adaptive_cpu": c_a, "fixed_extra_wall": t_f, "fixed_extra_cpu": c_f},
+            },
+            indent=1,
+        )
+    )
 
 
-PILOT_MODELS = {"dense": ([], "none"), "drop-1": ([DROP1], "none"), "middle-16": (MIDDLE, "none"),
-                "greedy": (GREEDY, "none"), "greedy+ghosted": (GREEDY, "ghosted"),
-                "greedy+replaceme": (GREEDY, "replaceme"), "greedy+linearpatch": (GREEDY, "linearpatch")}
+PILOT_MODELS = {
+    "dense": ([], "none"),
+    "drop-1": ([DROP1], "none"),
+    "middle-16": (MIDDLE, "none"),
+    "greedy": (GREEDY, "none"),
+    "greedy+ghosted": (GREEDY, "ghosted"),
+    "greedy+replaceme": (GREEDY, "replaceme"),
+    "greedy+linearpatch": (GREEDY, "linearpatch"),
+}
 
 
 def pilot(out: Path, names: list[str], n: int, seed: int, tasks: str | None, threads: int) -> list[dict]:
@@ -210,9 +304,21 @@ def pilot(out: Path, names: list[str], n: int, seed: int, tasks: str | None, thr
     unknown = [m for m in names if m not in PILOT_MODELS]
     if unknown:
         raise SystemExit(f"--pilot-models: unknown {unknown}; choose from {list(PILOT_MODELS)}")
-    cfg = load_config(None, ["model=smollm2-135m", "dtype=fp32", "device=cpu", "recovery.n_seq=8",
-                             "recovery.seq_len=256", "eval.perplexity=[]", "eval.batch_size=16",
-                             f"eval.max_items={n}", f"eval.seed={seed}"] + ([f"eval.tasks=[{tasks}]"] if tasks else []))
+    cfg = load_config(
+        None,
+        [
+            "model=smollm2-135m",
+            "dtype=fp32",
+            "device=cpu",
+            "recovery.n_seq=8",
+            "recovery.seq_len=256",
+            "eval.perplexity=[]",
+            "eval.batch_size=16",
+            f"eval.max_items={n}",
+            f"eval.seed={seed}",
+        ]
+        + ([f"eval.tasks=[{tasks}]"] if tasks else []),
+    )
     out.mkdir(parents=True, exist_ok=True)
     jobs = [PILOT_MODELS[m] for m in names]
     t0 = time.perf_counter()
@@ -222,8 +328,10 @@ def pilot(out: Path, names: list[str], n: int, seed: int, tasks: str | None, thr
     for r in pq.read_table(out / "eval_items.parquet").to_pylist():
         corr.setdefault(r["key"], {})[(r["task"], r["doc"])] = float(r["pred"] == r["gold"])
     items = sorted(corr[keys[names[0]]])
-    print(f"pilot: {len(items)} items per model (eval.seed {seed}, tasks {tasks or 'all eight'}), "
-          f"{time.perf_counter() - t0:.0f} s")
+    print(
+        f"pilot: {len(items)} items per model (eval.seed {seed}, tasks {tasks or 'all eight'}), "
+        f"{time.perf_counter() - t0:.0f} s"
+    )
     for m in names:
         print(f"  {m:20s} accuracy {np.mean([corr[keys[m]][i] for i in items]):.3f}")
     rows = []
@@ -232,8 +340,9 @@ def pilot(out: Path, names: list[str], n: int, seed: int, tasks: str | None, thr
         z = d.mean() / np.sqrt(d.var(ddof=1) / len(d)) if d.var() > 0 else float("nan")
         rows.append({"left": a, "right": b, "mean": float(d.mean()), "var": float(d.var(ddof=1)), "z": float(z)})
         print(f"  {a:20s} - {b:20s} mean {d.mean():+.3f}  paired variance {d.var(ddof=1):.3f}  z {z:+.2f}")
-    (out / "pilot.json").write_text(json.dumps({"seed": seed, "tasks": tasks, "items": len(items), "keys": keys,
-                                                "pairs": rows}, indent=1))
+    (out / "pilot.json").write_text(
+        json.dumps({"seed": seed, "tasks": tasks, "items": len(items), "keys": keys, "pairs": rows}, indent=1)
+    )
     return rows
 
 
@@ -247,8 +356,10 @@ def replay(out: Path, looks: list[int], spending: str, margin: float | None) -> 
     from ghostsearch.looks import Contrast, Design
 
     info = json.loads((out / "bench.json").read_text())
-    order = [(r["task"], r["doc"]) for r in sorted(pq.read_table(out / "fixed" / "items.parquet").to_pylist(),
-                                                    key=lambda r: r["rank"])]
+    order = [
+        (r["task"], r["doc"])
+        for r in sorted(pq.read_table(out / "fixed" / "items.parquet").to_pylist(), key=lambda r: r["rank"])
+    ]
     looked = json.loads((out / "adaptive" / "looks.json").read_text())
     names = {v: n for n, v in info.get("keys", {}).items()}
     correct: dict[str, dict] = {}
@@ -261,26 +372,38 @@ def replay(out: Path, looks: list[int], spending: str, margin: float | None) -> 
     d = Design(looks, contrasts, spending=spending, margin=margin)
     used = {k: 0 for k in correct}
     for j, n in enumerate(looks):
-        for k in (correct if j == 0 else d.open_keys()):
+        for k in correct if j == 0 else d.open_keys():
             used[k] = n
         d.test(j, correct, order[:n])
         if d.finished():
             break
     rows = d.table(used, j + 1)
     total, fixed = sum(used.values()), looks[-1] * len(correct)
-    print(f"replay of {out}/fixed: looks {looks}, {spending}, margin {margin}: {total} items of the fixed "
-          f"design's {fixed} (ratio {total / fixed:.2f}); items per model "
-          f"{ {names.get(k, k[:6]): v for k, v in used.items()} }")
+    print(
+        f"replay of {out}/fixed: looks {looks}, {spending}, margin {margin}: {total} items of the fixed "
+        f"design's {fixed} (ratio {total / fixed:.2f}); items per model "
+        f"{ {names.get(k, k[:6]): v for k, v in used.items()} }"
+    )
     by_name = {c["contrast"]: c for c in info["contrasts"]}
     same = True
     for r in rows:
         f = by_name.get(r["contrast"], {})
         agree = r["verdict"] == f.get("fixed") if looks[-1] == info["looks"][-1] else None
         same = same and bool(agree) if agree is not None else same
-        print(f"  {r['contrast']:36s} {r['verdict']} at look {r['decided_at_look']} (estimate {r['estimate']:+.3f}, "
-              f"z {r['z']:.2f}); fixed design: {f.get('fixed')}")
-    return {"looks": looks, "spending": spending, "margin": margin, "items": total, "fixed": fixed,
-            "ratio": total / fixed, "contrasts": rows, "same_verdicts": same}
+        print(
+            f"  {r['contrast']:36s} {r['verdict']} at look {r['decided_at_look']} (estimate {r['estimate']:+.3f}, "
+            f"z {r['z']:.2f}); fixed design: {f.get('fixed')}"
+        )
+    return {
+        "looks": looks,
+        "spending": spending,
+        "margin": margin,
+        "items": total,
+        "fixed": fixed,
+        "ratio": total / fixed,
+        "contrasts": rows,
+        "same_verdicts": same,
+    }
 
 
 if __name__ == "__main__":

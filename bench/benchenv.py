@@ -3,6 +3,7 @@ Hugging Face, and ../shared/data as the data directory when it is there (GHOSTSE
 
     import benchenv  # noqa: F401  (first import of a bench script run as python bench/x.py)
 """
+
 import os
 import sys
 from pathlib import Path

@@ -10,6 +10,7 @@ upto:     the blocks past the finalist's start are passed through.
 The two alternate (baseline, upto, baseline, upto, ...); prints each one's best CPU and wall seconds,
 the ratio baseline / upto, and whether the perplexities and per-window NLLs are identical.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,9 +38,19 @@ def main() -> None:
     quiet_libraries()
     torch.set_num_threads(args.threads)
     removed = [int(x) for x in args.removed.split(",")]
-    cfg = load_config(None, ["model=smollm2-135m", "dtype=fp32", "device=cpu", "eval.perplexity=[wikitext2]",
-                             "eval.protocol=quick", "eval.ppl_seq_len=2048", f"eval.ppl_max_seq={args.windows}",
-                             "eval.batch_size=1"])
+    cfg = load_config(
+        None,
+        [
+            "model=smollm2-135m",
+            "dtype=fp32",
+            "device=cpu",
+            "eval.perplexity=[wikitext2]",
+            "eval.protocol=quick",
+            "eval.ppl_seq_len=2048",
+            f"eval.ppl_max_seq={args.windows}",
+            "eval.batch_size=1",
+        ],
+    )
     model, tok = load_model(cfg.model, dtype="fp32", device="cpu")
     real = Stack.capture
 
@@ -59,8 +70,10 @@ def main() -> None:
     Stack.capture = real  # type: ignore[method-assign]
     (b_cpu, b_wall), (u_cpu, u_wall) = best["baseline"], best["upto"]
     same = out["baseline"] == out["upto"]
-    print(f"finalist removes {removed} (first cut {min(removed)} of 30 blocks), {args.windows} windows x 2048 "
-          f"tokens, {args.threads} threads, best of {args.repeats}")
+    print(
+        f"finalist removes {removed} (first cut {min(removed)} of 30 blocks), {args.windows} windows x 2048 "
+        f"tokens, {args.threads} threads, best of {args.repeats}"
+    )
     print(f"baseline (full dense pass): {b_cpu:.1f} CPU-s, {b_wall:.1f} s wall")
     print(f"upto (dense pass to block {min(removed)}): {u_cpu:.1f} CPU-s, {u_wall:.1f} s wall")
     print(f"ratio baseline / upto: {b_cpu / u_cpu:.2f}x CPU, {b_wall / u_wall:.2f}x wall; identical numbers: {same}")

@@ -7,6 +7,7 @@ held-out set over the true best, over 20 random splits:
 
   python bench/cbo_surrogate.py --runs runs/bench-16x32 --k 6
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,8 +55,10 @@ def main():
             rhos.append(spearmanr(e, truth)[0])
             ratio.append(truth[np.argmin(e)] / truth.min())
         name = {"none": "value", "auto": "log(value)" if (y > 0).all() else "value (auto)"}[transform]
-        print(f"fitted to {name:10s}: held-out Spearman {np.mean(rhos):.3f} +- {np.std(rhos):.3f}; "
-              f"predicted best / true best {np.mean(ratio):.4f}")
+        print(
+            f"fitted to {name:10s}: held-out Spearman {np.mean(rhos):.3f} +- {np.std(rhos):.3f}; "
+            f"predicted best / true best {np.mean(ratio):.4f}"
+        )
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ quick: eval.ppl_max_seq (64) windows of eval.ppl_seq_len (512) tokens; paper: th
 non-overlapping windows of min(2048, context), as SLEB and ShortGPT report WikiText-2 (test) and C4
 (validation). Prints one line per (corpus, protocol) with the windows and tokens scored, and seconds.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,8 +36,11 @@ def main() -> None:
             n = len(data.chunk_windows(ids, seq_len, max_seq))
             t0 = time.perf_counter()
             ppl = window_perplexity(model, ids, seq_len, max_seq, batch_size=1)
-            print(f"{args.model} {name}: protocol {protocol}: {n} windows x {seq_len} tokens "
-                  f"({n * seq_len} of {ids.numel()}): ppl {ppl:.4f} ({time.perf_counter() - t0:.0f} s)", flush=True)
+            print(
+                f"{args.model} {name}: protocol {protocol}: {n} windows x {seq_len} tokens "
+                f"({n * seq_len} of {ids.numel()}): ppl {ppl:.4f} ({time.perf_counter() - t0:.0f} s)",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ lm-eval (the issue's target: >= 5x) and native /
 packed (the prefix cache's share), each finalist's cost relative to one dense forward, the cached
 states' peak bytes and the process's peak RSS, and whether accuracies agree (must be identical).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -65,15 +66,27 @@ def main() -> None:
     quiet_libraries()
     torch.set_num_threads(args.threads)
     tasks = list(data.MC_TASKS) if args.tasks == "all" else args.tasks.split(",")
-    cfg = load_config(None, ["model=smollm2-135m", "dtype=fp32", "recovery.n_seq=8", "recovery.seq_len=256",
-                             f"eval.tasks=[{','.join(tasks)}]", f"eval.limit={args.limit}", "eval.sample=first",
-                             f"eval.batch_size={args.batch}"])
+    cfg = load_config(
+        None,
+        [
+            "model=smollm2-135m",
+            "dtype=fp32",
+            "recovery.n_seq=8",
+            "recovery.seq_len=256",
+            f"eval.tasks=[{','.join(tasks)}]",
+            f"eval.limit={args.limit}",
+            "eval.sample=first",
+            f"eval.batch_size={args.batch}",
+        ],
+    )
     model, tok = load_model(cfg.model, dtype=cfg.dtype)
-    finalists = fit_finalists(model, tok, cfg, [(s, m) for s in SETS[:args.sets] for m in ("none", "ghosted")])
+    finalists = fit_finalists(model, tok, cfg, [(s, m) for s in SETS[: args.sets] for m in ("none", "ghosted")])
     names = [f"-{','.join(map(str, r))}{'+ghosted' if ops else ''}" for r, ops in finalists]
     items = len(finalists) * sum(min(args.limit, len(data.task_rows(t, cfg.data_dir))) for t in tasks)
-    print(f"{len(finalists)} finalists x {len(tasks)} tasks x {args.limit} docs = {items} items; "
-          f"{args.threads} threads, batch {args.batch}")
+    print(
+        f"{len(finalists)} finalists x {len(tasks)} tasks x {args.limit} docs = {items} items; "
+        f"{args.threads} threads, batch {args.batch}"
+    )
     evaluate_finalists_native(model, tok, finalists[:1], cfg.eval, cfg.data_dir, progress=False)  # warm caches
 
     cpu = {"native": 0.0, "packed": 0.0, "capped": 0.0, "lm-eval": 0.0}
@@ -86,23 +99,42 @@ def main() -> None:
 
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     st: dict = {}
-    (native, rows), t_native = run(lambda: evaluate_finalists_native(model, tok, finalists, cfg.eval, cfg.data_dir,
-                                                                        progress=False, stats=st), "native")
+    (native, rows), t_native = run(
+        lambda: evaluate_finalists_native(model, tok, finalists, cfg.eval, cfg.data_dir, progress=False, stats=st),
+        "native",
+    )
     rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     stack, max_len = Stack(model), resolve_max_length(model, tok)
-    one_mb = max(state_bytes(mb, stack, len({r[0] for r, _ in finalists})) for t in tasks
-                 for mb in pack_docs(tok, task_docs(t, cfg.data_dir, args.limit), max_len, args.batch)[0])
+    one_mb = max(
+        state_bytes(mb, stack, len({r[0] for r, _ in finalists}))
+        for t in tasks
+        for mb in pack_docs(tok, task_docs(t, cfg.data_dir, args.limit), max_len, args.batch)[0]
+    )
     cap = max(st["cache_bytes_peak"] / 4, one_mb)  # a quarter, or one micro-batch where that is more
-    capped_cfg = load_config(None, [f"eval.tasks=[{','.join(tasks)}]", f"eval.limit={args.limit}", "eval.sample=first",
-                                    f"eval.batch_size={args.batch}", f"eval.cache_gib={cap / 2**30}"])
+    capped_cfg = load_config(
+        None,
+        [
+            f"eval.tasks=[{','.join(tasks)}]",
+            f"eval.limit={args.limit}",
+            "eval.sample=first",
+            f"eval.batch_size={args.batch}",
+            f"eval.cache_gib={cap / 2**30}",
+        ],
+    )
     st_cap: dict = {}
-    (capped, _), t_capped = run(lambda: evaluate_finalists_native(model, tok, finalists, capped_cfg.eval, cfg.data_dir,
-                                                                     progress=False, stats=st_cap), "capped")
+    (capped, _), t_capped = run(
+        lambda: evaluate_finalists_native(
+            model, tok, finalists, capped_cfg.eval, cfg.data_dir, progress=False, stats=st_cap
+        ),
+        "capped",
+    )
     packed, ref, t_packed, t_ref = [], [], 0.0, 0.0
     for r, ops in finalists:  # one pruned copy at a time (a copy per finalist would be 8 x 0.5 GB)
         m = pruned_model(model, ops) if ops else physically_prune(model, r)
-        (res, _), t = run(lambda m=m: evaluate_finalists_native(m, tok, [((), None)], cfg.eval, cfg.data_dir,
-                                                            progress=False), "packed")
+        (res, _), t = run(
+            lambda m=m: evaluate_finalists_native(m, tok, [((), None)], cfg.eval, cfg.data_dir, progress=False),
+            "packed",
+        )
         packed.append(res[0])
         t_packed += t
         if not args.skip_lm_eval:
@@ -115,31 +147,42 @@ def main() -> None:
     print(f"capped  (cache_gib ~ peak / 4):  {t_capped:8.1f} s  {items / t_capped:7.2f} items/s")
     print(f"prefix cache's share: packed / native = {t_packed / t_native:.2f}x")
     dense = st["dense_seconds"]
-    print(f"dense forwards {dense:.1f} s; per finalist, seconds from its start / one dense forward "
-          "(LM head on answer tokens included):")
+    print(
+        f"dense forwards {dense:.1f} s; per finalist, seconds from its start / one dense forward "
+        "(LM head on answer tokens included):"
+    )
     for name, (r, _), s in zip(names, finalists, st["finalist_seconds"]):
         print(f"  {name:32s} first cut {r[0]:2d}: {s:6.1f} s = {s / dense:.2f} of a dense forward")
-    print(f"cached dense states: peak {st['cache_bytes_peak'] / 2**20:.1f} MiB (cap {cfg.eval.cache_gib} GiB); "
-          f"capped run: peak {st_cap['cache_bytes_peak'] / 2**20:.1f} MiB <= cap "
-          f"{capped_cfg.eval.cache_gib * 1024:.1f} MiB: "
-          f"{st_cap['cache_bytes_peak'] <= capped_cfg.eval.cache_gib * 2**30}")
+    print(
+        f"cached dense states: peak {st['cache_bytes_peak'] / 2**20:.1f} MiB (cap {cfg.eval.cache_gib} GiB); "
+        f"capped run: peak {st_cap['cache_bytes_peak'] / 2**20:.1f} MiB <= cap "
+        f"{capped_cfg.eval.cache_gib * 1024:.1f} MiB: "
+        f"{st_cap['cache_bytes_peak'] <= capped_cfg.eval.cache_gib * 2**30}"
+    )
     print(f"process peak RSS: {rss0 / 1024:.0f} MiB before the native run, {rss1 / 1024:.0f} MiB after")
-    same = all(accuracies(a, tasks) == accuracies(b, tasks) for a, b in zip(native, capped)) and \
-        all(accuracies(a, tasks) == accuracies(b, tasks) for a, b in zip(native, packed))
+    same = all(accuracies(a, tasks) == accuracies(b, tasks) for a, b in zip(native, capped)) and all(
+        accuracies(a, tasks) == accuracies(b, tasks) for a, b in zip(native, packed)
+    )
     print(f"accuracies identical native = capped = packed: {same}")
     if args.skip_lm_eval:
         return
     print(f"lm-eval (HFLM per finalist):     {t_ref:8.1f} s  {items / t_ref:7.2f} items/s")
-    print(f"native / lm-eval = {t_ref / t_native:.2f}x items per second (target >= 5x); "
-          f"packing alone (packed / lm-eval) = {t_ref / t_packed:.2f}x")
-    print(f"CPU seconds (this process): native {cpu['native']:.1f}, packed {cpu['packed']:.1f}, capped "
-          f"{cpu['capped']:.1f}, lm-eval {cpu['lm-eval']:.1f}; native / lm-eval = "
-          f"{cpu['lm-eval'] / cpu['native']:.2f}x, "
-          f"packed / lm-eval = {cpu['lm-eval'] / cpu['packed']:.2f}x, cache's share = "
-          f"{cpu['packed'] / cpu['native']:.2f}x")
+    print(
+        f"native / lm-eval = {t_ref / t_native:.2f}x items per second (target >= 5x); "
+        f"packing alone (packed / lm-eval) = {t_ref / t_packed:.2f}x"
+    )
+    print(
+        f"CPU seconds (this process): native {cpu['native']:.1f}, packed {cpu['packed']:.1f}, capped "
+        f"{cpu['capped']:.1f}, lm-eval {cpu['lm-eval']:.1f}; native / lm-eval = "
+        f"{cpu['lm-eval'] / cpu['native']:.2f}x, "
+        f"packed / lm-eval = {cpu['lm-eval'] / cpu['packed']:.2f}x, cache's share = "
+        f"{cpu['packed'] / cpu['native']:.2f}x"
+    )
     diff = max(abs(a[k] - b[k]) for a, b in zip(native, ref) for k in accuracies(b, tasks))
-    print(f"accuracies identical native = lm-eval: {diff == 0} (largest difference {diff:g}); "
-          f"native mean_acc per finalist: {[round(sum(r[f'{t}_acc'] for t in tasks) / len(tasks), 4) for r in native]}")
+    print(
+        f"accuracies identical native = lm-eval: {diff == 0} (largest difference {diff:g}); "
+        f"native mean_acc per finalist: {[round(sum(r[f'{t}_acc'] for t in tasks) / len(tasks), 4) for r in native]}"
+    )
 
 
 if __name__ == "__main__":

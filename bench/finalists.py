@@ -12,6 +12,7 @@ and the zero-shot tasks. In the same run:
 Prints both wall times (the pool's start is timed separately), the ratio, and the largest
 difference between the two runs' numbers.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,15 +46,31 @@ def main() -> None:
 
     cores = os.cpu_count() or 1
     threads = max(1, cores // args.actors)
-    cfg = load_config(None, ["model=smollm2-135m", "device=cpu", "dtype=fp32", f"pool.actors={args.actors}",
-                             f"pool.threads={threads}", "pool.dashboard=false", "recovery.n_seq=8",
-                             "recovery.seq_len=256", "calibration.dataset=c4", f"eval.tasks=[{args.tasks}]",
-                             "eval.perplexity=[wikitext2]", "eval.ppl_max_seq=2", f"eval.limit={args.limit}",
-                             "compare.recovery=[none,ghosted]"])
+    cfg = load_config(
+        None,
+        [
+            "model=smollm2-135m",
+            "device=cpu",
+            "dtype=fp32",
+            f"pool.actors={args.actors}",
+            f"pool.threads={threads}",
+            "pool.dashboard=false",
+            "recovery.n_seq=8",
+            "recovery.seq_len=256",
+            "calibration.dataset=c4",
+            f"eval.tasks=[{args.tasks}]",
+            "eval.perplexity=[wikitext2]",
+            "eval.ppl_max_seq=2",
+            f"eval.limit={args.limit}",
+            "compare.recovery=[none,ghosted]",
+        ],
+    )
     rng = random.Random(args.seed)
     jobs = finalist_jobs(cfg, [sorted(rng.sample(range(1, 29), 4)) for _ in range(args.finalists)])
-    print(f"{len(jobs)} models (dense + {args.finalists} sets x [none, ghosted]) x ({args.tasks}, limit "
-          f"{args.limit}) + WikiText-2; {cores} cores")
+    print(
+        f"{len(jobs)} models (dense + {args.finalists} sets x [none, ghosted]) x ({args.tasks}, limit "
+        f"{args.limit}) + WikiText-2; {cores} cores"
+    )
 
     torch.set_num_threads(cores)
     model, tok = load_model(cfg.model, dtype=cfg.dtype, device="cpu")
@@ -77,8 +94,10 @@ def main() -> None:
         ray.shutdown()
     diff = max(abs(base[k][m] - pool[k][m]) for k in base for m in base[k] if isinstance(base[k][m], float))
     print(f"baseline (one by one, {cores} threads): {t_base:7.1f} s  ({t_base / len(jobs):.1f} s per model)")
-    print(f"pool ({args.actors} scorers x {threads} threads): {t_pool:7.1f} s  (+ {t_start:.1f} s pool start, "
-          "paid once by compare for search and evaluation)")
+    print(
+        f"pool ({args.actors} scorers x {threads} threads): {t_pool:7.1f} s  (+ {t_start:.1f} s pool start, "
+        "paid once by compare for search and evaluation)"
+    )
     print(f"ratio baseline / pool: {t_base / t_pool:.2f}x   max |difference| of the numbers: {diff:.2e}")
 
 

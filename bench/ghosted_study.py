@@ -14,6 +14,7 @@ eval settings say, the eight tasks, the run's held-out halves. Writes OUT.parque
 finalist, with each cut's alignment and antisymmetric shares) and OUT_items.parquet (per-item
 predictions, column ``key``), then prints the claims table (ghostsearch.claims).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,8 +29,14 @@ import benchenv  # noqa: F401  (repository on sys.path, offline HF, ../shared/da
 if TYPE_CHECKING:
     from ghostsearch.claims import ClaimRow
 
-METHODS = [("none", None), ("ghosted", "dense"), ("ghosted", "symmetric"), ("replaceme", "lstsq"),
-           ("replaceme", "cosine"), ("linearpatch", "hadamard")]
+METHODS = [
+    ("none", None),
+    ("ghosted", "dense"),
+    ("ghosted", "symmetric"),
+    ("replaceme", "lstsq"),
+    ("replaceme", "cosine"),
+    ("linearpatch", "hadamard"),
+]
 SATURATION = (8, 16, 32, 64, 128)
 
 
@@ -55,8 +62,9 @@ def share(ops, key: str):
     return sum(vals) / len(vals) if vals else None
 
 
-GHOSTED_PAPER = ("Ghosted > ReplaceMe > LinearPatch in mean accuracy (LLaMA-3.1-8B, 7 blocks removed: "
-                 "60.01 / 59.68 / 53.27 %)")
+GHOSTED_PAPER = (
+    "Ghosted > ReplaceMe > LinearPatch in mean accuracy (LLaMA-3.1-8B, 7 blocks removed: 60.01 / 59.68 / 53.27 %)"
+)
 SATURATION_PAPER = "accuracy saturates at 32 calibration sequences"
 DATASET_PAPER = "C4 vs WikiText-2 as calibration: minimal impact"
 ANTISYM_PAPER = "W* = I + M has a substantial antisymmetric part, which symmetric operators (LinearPatch) cannot reach"
@@ -85,47 +93,93 @@ def claims(rows: list[dict], matrix) -> tuple[list[ClaimRow], list[str]]:
                 pairs.append((f"ghosted ({kind} k={k})", g["key"], other, m[other]["key"], GHOSTED_PAPER))
         ppl = {lab: r.get("ppl_wikitext2") for lab, r in m.items()}
         best = min(ppl, key=lambda x: ppl[x] if ppl[x] is not None else float("inf"))
-        lines.append(f"{kind} k={k} {g['removed']}: WikiText-2 perplexity " + ", ".join(
-            f"{lab} {v:.1f}" for lab, v in sorted(ppl.items(), key=lambda x: x[1] or 0)) + f" (lowest: {best}); "
+        lines.append(
+            f"{kind} k={k} {g['removed']}: WikiText-2 perplexity "
+            + ", ".join(f"{lab} {v:.1f}" for lab, v in sorted(ppl.items(), key=lambda x: x[1] or 0))
+            + f" (lowest: {best}); "
             f"antisymmetric share of W* {g.get('antisymmetric_share_w') or 0:.2f}, of M "
-            f"{g.get('antisymmetric_share_m') or 0:.2f}")
+            f"{g.get('antisymmetric_share_m') or 0:.2f}"
+        )
     out = recovery_comparison(matrix, pairs)
     extra = [r for r in rows if r["role"] == "saturation"]
-    sat = sorted(extra + [r for r in main_rows if extra and r["set"] == "greedy" and r["k"] == extra[0]["k"]
-                          and label(r) == "ghosted"], key=lambda r: r["n_seq"])
+    sat = sorted(
+        extra
+        + [
+            r for r in main_rows if extra and r["set"] == "greedy" and r["k"] == extra[0]["k"] and label(r) == "ghosted"
+        ],
+        key=lambda r: r["n_seq"],
+    )
     if matrix is not None and len(sat) > 1:
         top = sat[-1]
         for r in sat[:-1]:
             if r["n_seq"] >= 32 and r["key"] in matrix and top["key"] in matrix:
-                p, lo, hi = item_bootstrap(matrix, lambda acc, a=top["key"], b=r["key"]: acc[a] - acc[b],
-                                           keys=[top["key"], r["key"]])
-                out.append(claim_row("accuracy gained beyond n sequences is < 0.01", SATURATION_PAPER,
-                                     f"acc({top['n_seq']}) - acc({r['n_seq']}), greedy k={r['k']}", p, lo, hi, 0.01,
-                                     "<"))
-        lines.append("saturation (greedy k=%d): " % top["k"] + ", ".join(
-            f"{r['n_seq']} seq: ppl {r.get('ppl_wikitext2', float('nan')):.1f}, acc "
-            f"{r.get('mean_acc', float('nan')):.3f}"
-            for r in sat))
+                p, lo, hi = item_bootstrap(
+                    matrix, lambda acc, a=top["key"], b=r["key"]: acc[a] - acc[b], keys=[top["key"], r["key"]]
+                )
+                out.append(
+                    claim_row(
+                        "accuracy gained beyond n sequences is < 0.01",
+                        SATURATION_PAPER,
+                        f"acc({top['n_seq']}) - acc({r['n_seq']}), greedy k={r['k']}",
+                        p,
+                        lo,
+                        hi,
+                        0.01,
+                        "<",
+                    )
+                )
+        lines.append(
+            "saturation (greedy k=%d): " % top["k"]
+            + ", ".join(
+                f"{r['n_seq']} seq: ppl {r.get('ppl_wikitext2', float('nan')):.1f}, acc "
+                f"{r.get('mean_acc', float('nan')):.3f}"
+                for r in sat
+            )
+        )
     wt = [r for r in rows if r["role"] == "dataset"]
     for w in wt:
         c4 = by_set.get(("greedy", w["k"]), {}).get("ghosted")
         if c4 is not None and matrix is not None and c4["key"] in matrix and w["key"] in matrix:
-            p, lo, hi = item_bootstrap(matrix, lambda acc, a=c4["key"], b=w["key"]: abs(acc[a] - acc[b]),
-                                       keys=[c4["key"], w["key"]])
-            out.append(claim_row("|acc(C4 calib) - acc(WikiText-2 calib)| < 0.01", DATASET_PAPER,
-                                 f"ghosted, greedy k={w['k']}", p, lo, hi, 0.01, "<"))
-            lines.append(f"calibration data (greedy k={w['k']}): C4 ppl {c4.get('ppl_wikitext2', float('nan')):.1f} / "
-                         f"acc {c4.get('mean_acc', float('nan')):.3f}; WikiText-2 ppl "
-                         f"{w.get('ppl_wikitext2', float('nan')):.1f}"
-                         f" / acc {w.get('mean_acc', float('nan')):.3f} (WikiText-2 perplexity is measured on its test "
-                         "split, calibration read its validation split)")
-    shares = [r["antisymmetric_share_w"] for r in main_rows if r["method"] == "ghosted" and r["variant"] == "dense"
-              and r.get("antisymmetric_share_w") is not None]
+            p, lo, hi = item_bootstrap(
+                matrix, lambda acc, a=c4["key"], b=w["key"]: abs(acc[a] - acc[b]), keys=[c4["key"], w["key"]]
+            )
+            out.append(
+                claim_row(
+                    "|acc(C4 calib) - acc(WikiText-2 calib)| < 0.01",
+                    DATASET_PAPER,
+                    f"ghosted, greedy k={w['k']}",
+                    p,
+                    lo,
+                    hi,
+                    0.01,
+                    "<",
+                )
+            )
+            lines.append(
+                f"calibration data (greedy k={w['k']}): C4 ppl {c4.get('ppl_wikitext2', float('nan')):.1f} / "
+                f"acc {c4.get('mean_acc', float('nan')):.3f}; WikiText-2 ppl "
+                f"{w.get('ppl_wikitext2', float('nan')):.1f}"
+                f" / acc {w.get('mean_acc', float('nan')):.3f} (WikiText-2 perplexity is measured on its test "
+                "split, calibration read its validation split)"
+            )
+    shares = [
+        r["antisymmetric_share_w"]
+        for r in main_rows
+        if r["method"] == "ghosted" and r["variant"] == "dense" and r.get("antisymmetric_share_w") is not None
+    ]
     if shares:
-        out.append(ClaimRow(claim="antisymmetric share of W* = I + M", paper=ANTISYM_PAPER,
-                            condition=f"ghosted, {len(shares)} sets", ours=float(sum(shares) / len(shares)),
-                            lo=float(min(shares)), hi=float(max(shares)), rule="reported (range over sets)",
-                            verdict="reported"))
+        out.append(
+            ClaimRow(
+                claim="antisymmetric share of W* = I + M",
+                paper=ANTISYM_PAPER,
+                condition=f"ghosted, {len(shares)} sets",
+                ours=float(sum(shares) / len(shares)),
+                lo=float(min(shares)),
+                hi=float(max(shares)),
+                rule="reported (range over sets)",
+                verdict="reported",
+            )
+        )
     return out, lines
 
 
@@ -187,24 +241,76 @@ def main() -> None:
         for method, variant in METHODS:
             c = with_recovery(method=method, variant=variant or "dense")
             ops = None if method == "none" else recovery_from_config(c, method).fit(stack, list(removed), data)
-            jobs.append(({"set": kind, "k": k, "removed": list(removed), "method": method, "variant": variant or "",
-                          "calibration": "none" if method == "none" else (cfg.recovery.dataset or "c4"),
-                          "n_seq": 0 if method == "none" else cfg.recovery.n_seq, "role": "main"}, (removed, ops)))
+            jobs.append(
+                (
+                    {
+                        "set": kind,
+                        "k": k,
+                        "removed": list(removed),
+                        "method": method,
+                        "variant": variant or "",
+                        "calibration": "none" if method == "none" else (cfg.recovery.dataset or "c4"),
+                        "n_seq": 0 if method == "none" else cfg.recovery.n_seq,
+                        "role": "main",
+                    },
+                    (removed, ops),
+                )
+            )
     mid = ks[len(ks) // 2]
     greedy_mid = next(r for kind, k, r in sets if kind == "greedy" and k == mid)
     for n in [int(x) for x in args.saturation.split(",") if x]:
         if n == cfg.recovery.n_seq:
             continue  # the main row
         ops = fit(model, tok, list(greedy_mid), with_recovery(method="ghosted", variant="dense", n_seq=n), "ghosted")
-        jobs.append(({"set": "greedy", "k": mid, "removed": list(greedy_mid), "method": "ghosted", "variant": "dense",
-                      "calibration": cfg.recovery.dataset or "c4", "n_seq": n, "role": "saturation"}, (greedy_mid,
-                                                                                                       ops)))
-    ops = fit(model, tok, list(greedy_mid), with_recovery(method="ghosted", variant="dense", dataset="wikitext2"),
-              "ghosted")
-    jobs.append(({"set": "greedy", "k": mid, "removed": list(greedy_mid), "method": "ghosted", "variant": "dense",
-                  "calibration": "wikitext2", "n_seq": cfg.recovery.n_seq, "role": "dataset"}, (greedy_mid, ops)))
-    jobs.insert(0, ({"set": "dense", "k": 0, "removed": [], "method": "none", "variant": "", "calibration": "none",
-                     "n_seq": 0, "role": "dense"}, ((), None)))
+        jobs.append(
+            (
+                {
+                    "set": "greedy",
+                    "k": mid,
+                    "removed": list(greedy_mid),
+                    "method": "ghosted",
+                    "variant": "dense",
+                    "calibration": cfg.recovery.dataset or "c4",
+                    "n_seq": n,
+                    "role": "saturation",
+                },
+                (greedy_mid, ops),
+            )
+        )
+    ops = fit(
+        model, tok, list(greedy_mid), with_recovery(method="ghosted", variant="dense", dataset="wikitext2"), "ghosted"
+    )
+    jobs.append(
+        (
+            {
+                "set": "greedy",
+                "k": mid,
+                "removed": list(greedy_mid),
+                "method": "ghosted",
+                "variant": "dense",
+                "calibration": "wikitext2",
+                "n_seq": cfg.recovery.n_seq,
+                "role": "dataset",
+            },
+            (greedy_mid, ops),
+        )
+    )
+    jobs.insert(
+        0,
+        (
+            {
+                "set": "dense",
+                "k": 0,
+                "removed": [],
+                "method": "none",
+                "variant": "",
+                "calibration": "none",
+                "n_seq": 0,
+                "role": "dense",
+            },
+            ((), None),
+        ),
+    )
     fit_s = time.monotonic() - t0
     print(f"{len(jobs)} finalists fitted in {fit_s:.0f} s; evaluating", flush=True)
 
@@ -215,26 +321,39 @@ def main() -> None:
     eval_s = time.monotonic() - t0
     rows = []
     for i, ((row, (_, ops)), p, z) in enumerate(zip(jobs, ppl, zs)):
-        key = f"{row['set']}-k{row['k']}-{row['method']}{'-' + row['variant'] if row['variant'] else ''}" \
-              f"-{row['calibration']}-n{row['n_seq']}"
-        numbers = {m: float(v) for m, v in {**p, **z}.items() if isinstance(v, (int, float)) and not isinstance(v,
-                                                                                                                bool)}
-        rows.append({**row, "key": key, "eval_key": key, **numbers,
-                     "antisymmetric_share_w": share(ops, "antisymmetric_share_w"),
-                     "antisymmetric_share_m": share(ops, "antisymmetric_share"),
-                     "alignment_before": share(ops, "alignment_before"), "alignment_after": share(ops,
-                                                                                                  "alignment_after")})
+        key = (
+            f"{row['set']}-k{row['k']}-{row['method']}{'-' + row['variant'] if row['variant'] else ''}"
+            f"-{row['calibration']}-n{row['n_seq']}"
+        )
+        numbers = {
+            m: float(v) for m, v in {**p, **z}.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
+        }
+        rows.append(
+            {
+                **row,
+                "key": key,
+                "eval_key": key,
+                **numbers,
+                "antisymmetric_share_w": share(ops, "antisymmetric_share_w"),
+                "antisymmetric_share_m": share(ops, "antisymmetric_share"),
+                "alignment_before": share(ops, "alignment_before"),
+                "alignment_after": share(ops, "alignment_after"),
+            }
+        )
         for it in items:
             if it["finalist"] == i:
                 it["key"] = key
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     names = list(dict.fromkeys(k for r in rows for k in r))
-    write_parquet_atomic(out.with_suffix(".parquet"),
-                         pa.Table.from_pylist([{k: r.get(k) for k in names} for r in rows]))
+    write_parquet_atomic(
+        out.with_suffix(".parquet"), pa.Table.from_pylist([{k: r.get(k) for k in names} for r in rows])
+    )
     write_item_rows(items, out.with_name(out.name + "_items.parquet"))
-    print(f"fit {fit_s:.0f} s, evaluation {eval_s:.0f} s; wrote {out.with_suffix('.parquet')} and "
-          f"{out.with_name(out.name + '_items.parquet')}\n")
+    print(
+        f"fit {fit_s:.0f} s, evaluation {eval_s:.0f} s; wrote {out.with_suffix('.parquet')} and "
+        f"{out.with_name(out.name + '_items.parquet')}\n"
+    )
     print_claims(out)
 
 

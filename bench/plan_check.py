@@ -10,6 +10,7 @@ repairs, finalist evaluation and the report), then the next config. Prints plann
 seconds and their ratio (the target: within +-30%), the planned and measured evaluations, and the
 run's own cell seconds (result.json) beside the plan's scoring seconds.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,8 +45,9 @@ def check(command: str, out: Path, env: dict | None = None) -> dict:
     t_plan = time.perf_counter() - t0
     planned = p["search_wall_s"] if command == "search" else p["compare_wall_s"]
     t0 = time.perf_counter()
-    r = subprocess.run([sys.executable, "-m", "ghostsearch", command, path, *over], capture_output=True, text=True,
-                       env=env)
+    r = subprocess.run(
+        [sys.executable, "-m", "ghostsearch", command, path, *over], capture_output=True, text=True, env=env
+    )
     measured = time.perf_counter() - t0
     if r.returncode != 0:
         print(r.stdout[-2000:], r.stderr[-3000:])
@@ -53,8 +55,17 @@ def check(command: str, out: Path, env: dict | None = None) -> dict:
     cells = result_cells(json.loads((out / "result.json").read_text()))
     used = sum(c.get("budget_used", c.get("evaluations", 0)) for c in cells.values())
     cell_s = sum(c.get("wall_seconds", 0.0) for c in cells.values())
-    return {"command": command, "path": path, "planned": planned, "measured": measured, "plan": p,
-            "plan_seconds": t_plan, "evaluations": used, "cell_seconds": cell_s, "load": os.getloadavg()[0]}
+    return {
+        "command": command,
+        "path": path,
+        "planned": planned,
+        "measured": measured,
+        "plan": p,
+        "plan_seconds": t_plan,
+        "evaluations": used,
+        "cell_seconds": cell_s,
+        "load": os.getloadavg()[0],
+    }
 
 
 def main() -> None:
@@ -72,24 +83,40 @@ def main() -> None:
             continue
         c = check(command, Path(args.out) / command)
         p, planned, measured = c["plan"], c["planned"], c["measured"]
-        rows.append((command, planned, measured, p["evaluations"], c["evaluations"], p["scoring_s"] + p["prepare_s"],
-                     c["cell_seconds"]))
-        print(f"{command} ({c['path']}): planned {planned:.0f} s = prepare {p['prepare_s']:.0f} + scoring "
-              f"{p['scoring_s']:.0f} + " + " + ".join(f"{n} {v[0]:.0f}" for n, v in p["fixed"].items()
-                                                      if command == "compare" or n != "report")
-              + (f" + evaluation {p['evaluation_s']:.0f}" if command == "compare" else "")
-              + f"; rate {p['rate'] / 1e12:.4f} TFLOP/s per actor, plan --measure took {c['plan_seconds']:.0f} s; "
-              f"measured {measured:.0f} s; ratio planned / measured {planned / measured:.2f}; load "
-              f"{c['load']:.1f}", flush=True)
+        rows.append(
+            (
+                command,
+                planned,
+                measured,
+                p["evaluations"],
+                c["evaluations"],
+                p["scoring_s"] + p["prepare_s"],
+                c["cell_seconds"],
+            )
+        )
+        print(
+            f"{command} ({c['path']}): planned {planned:.0f} s = prepare {p['prepare_s']:.0f} + scoring "
+            f"{p['scoring_s']:.0f} + "
+            + " + ".join(f"{n} {v[0]:.0f}" for n, v in p["fixed"].items() if command == "compare" or n != "report")
+            + (f" + evaluation {p['evaluation_s']:.0f}" if command == "compare" else "")
+            + f"; rate {p['rate'] / 1e12:.4f} TFLOP/s per actor, plan --measure took {c['plan_seconds']:.0f} s; "
+            f"measured {measured:.0f} s; ratio planned / measured {planned / measured:.2f}; load "
+            f"{c['load']:.1f}",
+            flush=True,
+        )
         if command == "compare":
             print(f"  evaluation: {p['evaluation_note']}", flush=True)
     print()
-    print("| run | planned s | measured s | ratio | evaluations planned | measured | prepare+scoring planned s | "
-          "cells' own s |")
+    print(
+        "| run | planned s | measured s | ratio | evaluations planned | measured | prepare+scoring planned s | "
+        "cells' own s |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for command, planned, measured, ev_p, ev_m, sc_p, sc_m in rows:
-        print(f"| {command} | {planned:.0f} | {measured:.0f} | {planned / measured:.2f} | {ev_p:.0f} | {ev_m:.0f} | "
-              f"{sc_p:.0f} | {sc_m:.0f} |")
+        print(
+            f"| {command} | {planned:.0f} | {measured:.0f} | {planned / measured:.2f} | {ev_p:.0f} | {ev_m:.0f} | "
+            f"{sc_p:.0f} | {sc_m:.0f} |"
+        )
 
 
 if __name__ == "__main__":

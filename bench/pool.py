@@ -8,6 +8,7 @@
    broker -> driver for distinct candidates; median and p90 ms per evaluation (target median <= 5 ms).
 3. The ledger's share of it: a journal line per row (now) vs a Parquet part per row (before), ratio.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,9 +54,9 @@ def candidates(n, L=30, k=6, seed=0):
 def throughput(cfg, cands, tmp) -> float:
     broker = start_pool(cfg)
     client = PoolClient(broker, cfg.objective_spec(), Ledger(tmp), "bench", 0, cfg.model, cfg.dtype)
-    client.evaluate(cands[:cfg.pool.actors], "warm")  # prepares the objective on each actor
+    client.evaluate(cands[: cfg.pool.actors], "warm")  # prepares the objective on each actor
     t0 = time.perf_counter()
-    client.evaluate(cands[cfg.pool.actors:], "bench")
+    client.evaluate(cands[cfg.pool.actors :], "bench")
     dt = time.perf_counter() - t0
     for a in ray.get(broker.status.remote())["actors"]:
         ray.kill(ray.get_actor(a, namespace="ghostsearch"))
@@ -70,9 +71,23 @@ def ledger_write(tmp, n=200) -> tuple[float, float]:
 
     from ghostsearch.rundir.ledger import SCHEMA
 
-    row = {"cell": "c", "searcher": "s", "objective": "perplexity", "objective_key": "k" * 80, "removed": [1, 2, 3],
-           "k": 3, "fidelity": 1.0, "value": 3.25, "tokens": 512, "seconds": 0.1, "cached": False, "actor": "a",
-           "node": "n", "time": 1.0, "seed": 0}
+    row = {
+        "cell": "c",
+        "searcher": "s",
+        "objective": "perplexity",
+        "objective_key": "k" * 80,
+        "removed": [1, 2, 3],
+        "k": 3,
+        "fidelity": 1.0,
+        "value": 3.25,
+        "tokens": 512,
+        "seconds": 0.1,
+        "cached": False,
+        "actor": "a",
+        "node": "n",
+        "time": 1.0,
+        "seed": 0,
+    }
     led = Ledger(os.path.join(tmp, "journal"))
     t0 = time.perf_counter()
     for i in range(n):
@@ -94,8 +109,19 @@ def ledger_fsync(tmp, n=200, rows=5000) -> dict:
     row), and ms to compact ``rows`` rows (new part fsynced, directory fsynced, old files removed)."""
     from ghostsearch.rundir.ledger import compact
 
-    row = {"cell": "c", "searcher": "s", "objective": "perplexity", "objective_key": "k" * 80, "removed": [1, 2, 3],
-           "k": 3, "fidelity": 1.0, "value": 3.25, "tokens": 512, "seconds": 0.1, "cached": False}
+    row = {
+        "cell": "c",
+        "searcher": "s",
+        "objective": "perplexity",
+        "objective_key": "k" * 80,
+        "removed": [1, 2, 3],
+        "k": 3,
+        "fidelity": 1.0,
+        "value": 3.25,
+        "tokens": 512,
+        "seconds": 0.1,
+        "cached": False,
+    }
     out = {}
     for name, every in (("never", float("inf")), ("1 s", 1.0), ("every row", 0.0)):
         led = Ledger(os.path.join(tmp, f"fsync-{name}"), fsync_seconds=every, checkpoint_seconds=float("inf"))
@@ -129,19 +155,26 @@ def main():
 
     tmp = tempfile.mkdtemp(prefix="gs-bench-pool-")
     f = ledger_fsync(tmp)
-    print(f"ledger append per row: no fsync {f['never']:.3f} ms | fsync at most every 1 s (default) {f['1 s']:.3f} ms "
-          f"| fsync every row {f['every row']:.3f} ms (ratio to the default {f['every row'] / f['1 s']:.0f}x); "
-          f"compaction of 5,000 rows + 500 journal rows (fsync file and directory) {f['compact']:.0f} ms")
+    print(
+        f"ledger append per row: no fsync {f['never']:.3f} ms | fsync at most every 1 s (default) {f['1 s']:.3f} ms "
+        f"| fsync every row {f['every row']:.3f} ms (ratio to the default {f['every row'] / f['1 s']:.0f}x); "
+        f"compaction of 5,000 rows + 500 journal rows (fsync file and directory) {f['compact']:.0f} ms"
+    )
     if args.ledger_only:
         return
     connect(None, dashboard=False, num_cpus=2)
-    base = ["dtype=fp32", "device=cpu", "calibration.dataset=lambada", f"calibration.n_seq={args.n_seq}",
-            f"calibration.seq_len={args.seq_len}", "pool.threads=1"]
+    base = [
+        "dtype=fp32",
+        "device=cpu",
+        "calibration.dataset=lambada",
+        f"calibration.n_seq={args.n_seq}",
+        f"calibration.seq_len={args.seq_len}",
+        "pool.threads=1",
+    ]
     if not args.overhead_only:
         r1 = throughput(load_config(None, base + ["pool.actors=1"]), candidates(args.evals), tmp)
         r2 = throughput(load_config(None, base + ["pool.actors=2"]), candidates(args.evals, seed=1), tmp)
-        print(f"throughput: 1 actor {r1:.3f} eval/s | 2 actors {r2:.3f} eval/s | ratio {r2 / r1:.2f}x "
-              "(target >= 1.7x)")
+        print(f"throughput: 1 actor {r1:.3f} eval/s | 2 actors {r2:.3f} eval/s | ratio {r2 / r1:.2f}x (target >= 1.7x)")
 
     cfg = load_config(None, ["pool.actors=2", "pool.threads=1", "calibration.dataset=lambada"])
     broker = start_pool(cfg, actor_class=NoopScorer)
@@ -156,13 +189,17 @@ def main():
     batch = candidates(args.noop_evals, seed=3)
     client.evaluate(batch, "noop-batch")
     per = (time.perf_counter() - t0) * 1000 / len(batch)
-    print(f"overhead (no-op scorer, ledger included): one at a time median {statistics.median(lat):.2f} ms, "
-          f"p90 {lat[int(0.9 * len(lat))]:.2f} ms per evaluation; in a batch of {len(batch)}: {per:.2f} ms per "
-          f"evaluation (target median <= 5 ms)")
+    print(
+        f"overhead (no-op scorer, ledger included): one at a time median {statistics.median(lat):.2f} ms, "
+        f"p90 {lat[int(0.9 * len(lat))]:.2f} ms per evaluation; in a batch of {len(batch)}: {per:.2f} ms per "
+        f"evaluation (target median <= 5 ms)"
+    )
     ray.shutdown()
     journal, parts = ledger_write(tmp)
-    print(f"ledger write per row: journal line {journal:.3f} ms | Parquet part per row (the old ledger) {parts:.2f} ms "
-          f"| ratio {parts / journal:.0f}x")
+    print(
+        f"ledger write per row: journal line {journal:.3f} ms | Parquet part per row (the old ledger) {parts:.2f} ms "
+        f"| ratio {parts / journal:.0f}x"
+    )
 
 
 if __name__ == "__main__":

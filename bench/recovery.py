@@ -12,6 +12,7 @@ process, for 1/4, 1/2 and all of the tokens:
 Peak memory = the peak RSS above the RSS before the step (sampled every 2 ms, after malloc_trim). Prints the relative
 difference of M (target <= 1e-6) and the time and memory ratios baseline / streamed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -68,7 +69,7 @@ def capture(model, tok, args, a, b):
     pairs = []
     with torch.no_grad():
         for s in range(0, ids.shape[0], args.micro_batch):
-            st = head.capture(Batch(input_ids=ids[s:s + args.micro_batch])).states
+            st = head.capture(Batch(input_ids=ids[s : s + args.micro_batch])).states
             pairs.append((st[a].reshape(-1, st[a].shape[-1]).clone(), st[b].reshape(-1, st[b].shape[-1]).clone()))
     return pairs
 
@@ -101,10 +102,14 @@ def main():
     t0 = time.perf_counter()
     pairs = capture(model, tok, args, a, b)
     n_all = sum(x.shape[0] for x, _ in pairs)
-    print(f"SmolLM2-135M, cut [{a},{b}), C={pairs[0][0].shape[1]}, {n_all} tokens captured in "
-          f"{time.perf_counter() - t0:.0f}s; torch threads {args.threads}")
-    print(f"{'tokens':>7} {'stream s':>9} {'stream MiB':>10} {'pinv s':>8} {'pinv MiB':>9} "
-          f"{'t ratio':>7} {'mem ratio':>9} {'rel diff (pinv)':>15} {'rel diff (ridge 1e-6)':>21}")
+    print(
+        f"SmolLM2-135M, cut [{a},{b}), C={pairs[0][0].shape[1]}, {n_all} tokens captured in "
+        f"{time.perf_counter() - t0:.0f}s; torch threads {args.threads}"
+    )
+    print(
+        f"{'tokens':>7} {'stream s':>9} {'stream MiB':>10} {'pinv s':>8} {'pinv MiB':>9} "
+        f"{'t ratio':>7} {'mem ratio':>9} {'rel diff (pinv)':>15} {'rel diff (ridge 1e-6)':>21}"
+    )
     for frac in (4, 2, 1):
         part = pairs[: max(1, len(pairs) // frac)]
         n = sum(x.shape[0] for x, _ in part)
@@ -115,8 +120,10 @@ def main():
             m_ref = baseline(part)
         rel = float((m_stream - m_ref).norm() / m_ref.norm())
         rel_r = float((m_ridge - m_ref).norm() / m_ref.norm())
-        print(f"{n:>7} {ms.seconds:>9.2f} {ms.mib:>10.1f} {mb.seconds:>8.2f} {mb.mib:>9.1f} "
-              f"{mb.seconds / ms.seconds:>7.2f} {mb.mib / max(ms.mib, 1e-9):>9.1f} {rel:>15.2e} {rel_r:>21.2e}")
+        print(
+            f"{n:>7} {ms.seconds:>9.2f} {ms.mib:>10.1f} {mb.seconds:>8.2f} {mb.mib:>9.1f} "
+            f"{mb.seconds / ms.seconds:>7.2f} {mb.mib / max(ms.mib, 1e-9):>9.1f} {rel:>15.2e} {rel_r:>21.2e}"
+        )
     share = float(((m_stream - m_stream.T) / 2).norm() / m_stream.norm())
     print(f"antisymmetric share of M (all tokens): {share:.3f}")
 

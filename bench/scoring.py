@@ -18,6 +18,7 @@ Floor: only the blocks a candidate must run (kept blocks from its first removed 
 from the dense cached state, measured in the same run. The naive loop is timed on every
 ``--naive-every``-th candidate (the rate is per candidate); values are compared on those.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,10 +36,24 @@ from ghostsearch.scoring import Scorer  # noqa: E402
 from ghostsearch.stack import Stack, physically_prune  # noqa: E402
 
 SHAPES = {  # random-weight Llamas: Llama-3-8B itself, and its proportions at a CPU's width
-    "llama3-8b-random": dict(vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
-                             num_attention_heads=32, num_key_value_heads=8, rope_theta=500000.0),
-    "llama8b-shape": dict(vocab_size=32000, hidden_size=1024, intermediate_size=3584, num_hidden_layers=32,
-                          num_attention_heads=16, num_key_value_heads=8, rope_theta=500000.0),
+    "llama3-8b-random": dict(
+        vocab_size=128256,
+        hidden_size=4096,
+        intermediate_size=14336,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        rope_theta=500000.0,
+    ),
+    "llama8b-shape": dict(
+        vocab_size=32000,
+        hidden_size=1024,
+        intermediate_size=3584,
+        num_hidden_layers=32,
+        num_attention_heads=16,
+        num_key_value_heads=8,
+        rope_theta=500000.0,
+    ),
 }
 
 
@@ -83,8 +98,9 @@ def naive_ppl(model, removed, batches):
         for b in batches:
             ids = b.input_ids.to(m.device)
             lg = m(ids).logits
-            loss = F.cross_entropy(lg[:, :-1].reshape(-1, lg.shape[-1]).float(), ids[:, 1:].reshape(-1),
-                                   reduction="sum")
+            loss = F.cross_entropy(
+                lg[:, :-1].reshape(-1, lg.shape[-1]).float(), ids[:, 1:].reshape(-1), reduction="sum"
+            )
             total, n = total + loss.item(), n + ids[:, 1:].numel()
     del m
     return math.exp(total / n)
@@ -193,9 +209,11 @@ def look_overhead(sc, key, spec, L):
         t0 = time.perf_counter()
         sc.score_rows_many(key, [(c, None) for c in cands], rows)
         many = time.perf_counter() - t0
-        print(f"  look of {n:3d} of {N} rows, {len(cands)} candidates: exact {exact:6.2f}s | one at a time "
-              f"{alone:6.2f}s ({alone / exact:.2f}x exact) | all at once {many:6.2f}s ({many / exact:.2f}x exact)",
-              flush=True)
+        print(
+            f"  look of {n:3d} of {N} rows, {len(cands)} candidates: exact {exact:6.2f}s | one at a time "
+            f"{alone:6.2f}s ({alone / exact:.2f}x exact) | all at once {many:6.2f}s ({many / exact:.2f}x exact)",
+            flush=True,
+        )
 
 
 def raced_steps(sc, key, spec, L, steps, model, batches, naive_every):
@@ -223,21 +241,27 @@ def raced_steps(sc, key, spec, L, steps, model, batches, naive_every):
         t_naive += (time.perf_counter() - t0) * len(cands) / len(sub)
         best = min((v, c) for c, v in exact.items())
         diff = max(abs(exact[c] - v) / v for c, v in naive.items())
-        print(f"  step {step + 1}: {len(cands)} candidates; raced used {used:.2f} evaluations; raced picks {won[1]}, "
-              f"exact picks {best[1]}: {'same answer' if won[1] == best[1] else 'DIFFERENT'}; exact vs "
-              f"naive rel {diff:.1e}")
+        print(
+            f"  step {step + 1}: {len(cands)} candidates; raced used {used:.2f} evaluations; raced picks {won[1]}, "
+            f"exact picks {best[1]}: {'same answer' if won[1] == best[1] else 'DIFFERENT'}; exact vs "
+            f"naive rel {diff:.1e}"
+        )
         R = best[1]
-    print(f"(d) greedy, {steps} step(s): raced {steps / t_race:.4f} steps/s | exact ghostsearch "
-          f"{steps / t_exact:.4f} | "
-          f"naive {steps / t_naive:.4f} | raced vs naive {t_naive / t_race:.2f}x (target 3x) | "
-          f"raced vs exact ghostsearch {t_exact / t_race:.2f}x")
+    print(
+        f"(d) greedy, {steps} step(s): raced {steps / t_race:.4f} steps/s | exact ghostsearch "
+        f"{steps / t_exact:.4f} | "
+        f"naive {steps / t_naive:.4f} | raced vs naive {t_naive / t_race:.2f}x (target 3x) | "
+        f"raced vs exact ghostsearch {t_exact / t_race:.2f}x"
+    )
 
 
 def report(name, n, ours_s, naive_n, naive_s, floor_s, diffs):
     ours_rate, naive_rate = n / ours_s, naive_n / naive_s
-    print(f"{name:28s} ours {ours_rate:7.3f} cand/s | naive {naive_rate:7.3f} cand/s | speed-up "
-          f"{ours_rate / naive_rate:5.2f}x"
-          f" | max rel diff {max(diffs):.2e}" + (f" | {floor_s / ours_s:6.1%} of floor speed" if floor_s else ""))
+    print(
+        f"{name:28s} ours {ours_rate:7.3f} cand/s | naive {naive_rate:7.3f} cand/s | speed-up "
+        f"{ours_rate / naive_rate:5.2f}x"
+        f" | max rel diff {max(diffs):.2e}" + (f" | {floor_s / ours_s:6.1%} of floor speed" if floor_s else "")
+    )
 
 
 def main():
@@ -263,8 +287,10 @@ def main():
     model, tok = load(args)
     sc = Scorer(Stack(model), tok)
     L = sc.stack.n_blocks
-    print(f"model {args.model} ({L} blocks), {args.dtype}, {args.device}, {args.n_seq} x {args.seq_len} tokens, "
-          f"{torch.get_num_threads()} threads")
+    print(
+        f"model {args.model} ({L} blocks), {args.dtype}, {args.device}, {args.n_seq} x {args.seq_len} tokens, "
+        f"{torch.get_num_threads()} threads"
+    )
     dataset = "c4" if args.data_dir else "lambada"
     spec = ObjectiveSpec.make("perplexity", CalibrationSpec(dataset, args.n_seq, args.seq_len, 0, args.data_dir))
     key = sc.prepare(spec)
@@ -281,8 +307,15 @@ def main():
         naive_vals = [naive(c) for c in sub]
         naive_s = time.perf_counter() - t0
         sc.prepared[k].runs.clear()
-        report(name, len(cands), ours_s, len(sub), naive_s, floor_time(sc, k, cands),
-               [abs(values[c] - v) / max(abs(v), 1e-3) for c, v in zip(sub, naive_vals)])
+        report(
+            name,
+            len(cands),
+            ours_s,
+            len(sub),
+            naive_s,
+            floor_time(sc, k, cands),
+            [abs(values[c] - v) / max(abs(v), 1e-3) for c, v in zip(sub, naive_vals)],
+        )
 
     def timed(k, cands):
         t0 = time.perf_counter()
@@ -310,8 +343,9 @@ def main():
     items = data.sample_items(data.mc_items("arc_easy", args.data_dir), args.items, 0, "arc_easy")
     toks, golds = [tokenize_item(tok, it) for it in items], [it.gold for it in items]
     mc = [tuple(sorted(rng.sample(range(L), 4))) for _ in range(9)]
-    workload(f"(c) margin, {args.items} items", mkey, mc, *timed(mkey, mc), lambda c: naive_margin(model, c, toks,
-                                                                                                   golds))
+    workload(
+        f"(c) margin, {args.items} items", mkey, mc, *timed(mkey, mc), lambda c: naive_margin(model, c, toks, golds)
+    )
     print("targets: >= 2x on (a), >= 1.2x on (b), >= 3x on (c); values equal to 1e-3 relative; >= 85% of floor speed")
 
 

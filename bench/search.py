@@ -14,6 +14,7 @@ greedy (race: true), beam (width 2), and ga, bo, cbo given exactly greedy's cost
 reached exact greedy's value (<= 1.0001x, lower is better) and wall seconds; each cell's result and
 best-value history is appended to <out>/matched.jsonl, which ``--plot`` draws.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -70,13 +71,22 @@ def report(run_dir, objective="perplexity", k=6):
         c = cs[name]
         used, sec = evals_to_reach(c["trace"], g["best"])
         ratio = f"{used / g['used']:.2f}x" if used else "-"
-        print(f"{name:10s} {c['best']:10.4f} {c['used']:10.1f} {c['seconds']:8.1f} "
-              f"{(f'{used:.1f}' if used else 'not reached'):>16s} {ratio:>7s}")
+        print(
+            f"{name:10s} {c['best']:10.4f} {c['used']:10.1f} {c['seconds']:8.1f} "
+            f"{(f'{used:.1f}' if used else 'not reached'):>16s} {ratio:>7s}"
+        )
 
 
-MATCHED = [("greedy", {"race": False}), ("greedy+race", {"race": True}), ("ga", {}), ("bo", {}), ("cbo", {}),
-           ("beam+race", {"width": 2, "race": True}), ("beam", {"width": 2, "race": False}),
-           ("cbo+none", {"transform": "none"})]
+MATCHED = [
+    ("greedy", {"race": False}),
+    ("greedy+race", {"race": True}),
+    ("ga", {}),
+    ("bo", {}),
+    ("cbo", {}),
+    ("beam+race", {"width": 2, "race": True}),
+    ("beam", {"width": 2, "race": False}),
+    ("cbo+none", {"transform": "none"}),
+]
 DEFAULT = ["greedy", "greedy+race", "ga", "bo", "cbo", "beam+race"]  # --searchers default
 # no seed enters them (the race's row order is fixed): run once
 DETERMINISTIC = {"greedy", "greedy+race", "beam", "beam+race"}
@@ -92,8 +102,14 @@ def improvements(history: list[dict]) -> list[dict]:
 def reach(history, target, tol=1e-4):
     """Budget at which a cell history [{budget_used, best_value}] first reaches target within tol (relative, either
     sign)."""
-    return next((h["budget_used"] for h in history if h["best_value"] is not None
-                 and h["best_value"] <= target + tol * abs(target)), None)
+    return next(
+        (
+            h["budget_used"]
+            for h in history
+            if h["best_value"] is not None and h["best_value"] <= target + tol * abs(target)
+        ),
+        None,
+    )
 
 
 def matched(args):
@@ -108,15 +124,23 @@ def matched(args):
     from ghostsearch.search import Space
     from ghostsearch.search.common import greedy_cost
 
-    base = [f"out={args.out}", f"calibration.n_seq={args.n_seq}", f"calibration.seq_len={args.seq_len}",
-            "search.protected=[0,-1]", f"pool.actors={args.actors}", "pool.threads=1", "pool.dashboard=false"]
+    base = [
+        f"out={args.out}",
+        f"calibration.n_seq={args.n_seq}",
+        f"calibration.seq_len={args.seq_len}",
+        "search.protected=[0,-1]",
+        f"pool.actors={args.actors}",
+        "pool.threads=1",
+        "pool.dashboard=false",
+    ]
     labels = args.searchers.split(",") if args.searchers else DEFAULT
     unknown = sorted(set(labels) - {m[0] for m in MATCHED})
     if unknown:
         raise SystemExit(f"--searchers: unknown {unknown}; choose from {[m[0] for m in MATCHED]}")
     if "greedy" not in labels and args.greedy_value is None:
-        raise SystemExit("--searchers without greedy needs --greedy-value "
-                         "(exact greedy's best value of an earlier run)")
+        raise SystemExit(
+            "--searchers without greedy needs --greedy-value (exact greedy's best value of an earlier run)"
+        )
     cfg = load_config(None, base)
     n_blocks = model_depth(cfg.model)
     connect(None, dashboard=False)
@@ -133,8 +157,11 @@ def matched(args):
                         if label not in labels:
                             continue
                         if label in DETERMINISTIC and label in first:  # no seed: the same run again
-                            print(f"{objective:10s} k={k} seed={seed} {label:12s} deterministic: seed "
-                                  f"{first[label]['seed']}'s run stands", flush=True)
+                            print(
+                                f"{objective:10s} k={k} seed={seed} {label:12s} deterministic: seed "
+                                f"{first[label]['seed']}'s run stands",
+                                flush=True,
+                            )
                             continue
                         name = label.split("+")[0]
                         over = [f"search.params.{name}.{p}={str(v).lower()}" for p, v in params.items()]
@@ -144,34 +171,75 @@ def matched(args):
                         c = load_config(None, base + over + [f"objective={objective}", f"out={d}"])
                         run_dir = open_run_dir(c, "bench-search")
                         try:
-                            r = run_cell(c, broker, run_dir, searcher=name, objective=objective, k=k, seed=seed,
-                                         n_blocks=n_blocks, progress=False).to_dict()  # the JSON form it writes
+                            r = run_cell(
+                                c,
+                                broker,
+                                run_dir,
+                                searcher=name,
+                                objective=objective,
+                                k=k,
+                                seed=seed,
+                                n_blocks=n_blocks,
+                                progress=False,
+                            ).to_dict()  # the JSON form it writes
                         finally:
                             close_run_dir(run_dir)
                         first.setdefault(label, r)
                         if label == "greedy":
                             greedy_best = r["value"]
                         at = reach(r["history"], greedy_best)
-                        rows.append((objective, k, seed, label, r["value"], r["budget_used"], at, cost,
-                                     r["wall_seconds"],
-                                     r["removed"]))
+                        rows.append(
+                            (
+                                objective,
+                                k,
+                                seed,
+                                label,
+                                r["value"],
+                                r["budget_used"],
+                                at,
+                                cost,
+                                r["wall_seconds"],
+                                r["removed"],
+                            )
+                        )
                         g = first.get("greedy")
                         race = r.get("race") or {}
                         with open(os.path.join(args.out, "matched.jsonl"), "a") as f:  # --plot reads these
-                            f.write(json.dumps({"objective": objective, "k": k, "seed": seed, "searcher": label,
-                                                "value": r["value"], "budget_used": r["budget_used"],
-                                                "greedy_cost": cost, "wall_seconds": r["wall_seconds"],
-                                                "removed": r["removed"], "history": improvements(r["history"]),
-                                                "n_seq": args.n_seq, "seq_len": args.seq_len, "race": race,
-                                                "evaluations": r["evaluations"]}) + "\n")
-                        print(f"{objective:10s} k={k} seed={seed} {label:12s} best {r['value']:10.4f} used "
-                              f"{r['budget_used']:7.1f} "
-                              f"reached greedy at {'-' if at is None else f'{at:.1f} ({at / cost:.2f}x)':>14s} "
-                              f"wall {r['wall_seconds']:7.1f}s {r['removed']} ({race.get('used', '-')})"
-                              + (f" | vs exact greedy: budget {r['budget_used'] / g['budget_used']:.2f}x, wall "
-                                 f"{r['wall_seconds'] / g['wall_seconds']:.2f}x, same set "
-                                 f"{sorted(r['removed']) == sorted(g['removed'])}"
-                                 if g is not None and label != "greedy" else ""), flush=True)
+                            f.write(
+                                json.dumps(
+                                    {
+                                        "objective": objective,
+                                        "k": k,
+                                        "seed": seed,
+                                        "searcher": label,
+                                        "value": r["value"],
+                                        "budget_used": r["budget_used"],
+                                        "greedy_cost": cost,
+                                        "wall_seconds": r["wall_seconds"],
+                                        "removed": r["removed"],
+                                        "history": improvements(r["history"]),
+                                        "n_seq": args.n_seq,
+                                        "seq_len": args.seq_len,
+                                        "race": race,
+                                        "evaluations": r["evaluations"],
+                                    }
+                                )
+                                + "\n"
+                            )
+                        print(
+                            f"{objective:10s} k={k} seed={seed} {label:12s} best {r['value']:10.4f} used "
+                            f"{r['budget_used']:7.1f} "
+                            f"reached greedy at {'-' if at is None else f'{at:.1f} ({at / cost:.2f}x)':>14s} "
+                            f"wall {r['wall_seconds']:7.1f}s {r['removed']} ({race.get('used', '-')})"
+                            + (
+                                f" | vs exact greedy: budget {r['budget_used'] / g['budget_used']:.2f}x, wall "
+                                f"{r['wall_seconds'] / g['wall_seconds']:.2f}x, same set "
+                                f"{sorted(r['removed']) == sorted(g['removed'])}"
+                                if g is not None and label != "greedy"
+                                else ""
+                            ),
+                            flush=True,
+                        )
     finally:
         ray.shutdown()
     return rows
@@ -193,14 +261,22 @@ def plot(paths: list[str], out: str) -> None:
         mine = [r for r in rows if (r["objective"], r["k"]) == (objective, k)]
         finals = []
         for r in mine:
-            h = [(x["budget_used"] / r["greedy_cost"],
-                  x["best_value"]) for x in r["history"] if x["best_value"] is not None]
+            h = [
+                (x["budget_used"] / r["greedy_cost"], x["best_value"])
+                for x in r["history"]
+                if x["best_value"] is not None
+            ]
             if not h:
                 continue
             xs, ys = zip(*h)
-            ax.step(xs, ys, where="post", color=f"C{labels.index(r['searcher'])}", ls=["-", "--", ":",
-                                                                                       "-."][r["seed"] % 4],
-                    label=f"{r['searcher']} s{r['seed']}")
+            ax.step(
+                xs,
+                ys,
+                where="post",
+                color=f"C{labels.index(r['searcher'])}",
+                ls=["-", "--", ":", "-."][r["seed"] % 4],
+                label=f"{r['searcher']} s{r['seed']}",
+            )
             finals.append(r["value"])
             if r["searcher"] == "greedy":
                 ax.axhline(r["value"], color="grey", ls="--", lw=0.8)
@@ -209,9 +285,11 @@ def plot(paths: list[str], out: str) -> None:
         ax.set_ylim(lo - pad, hi + 3 * pad)  # the end game, not the first (catastrophic) candidates
         ax.axvline(1.0, color="grey", lw=0.8)
         n = mine[0]
-        ax.set(title=f"{objective}, k={k} ({n['n_seq']} x {n['seq_len']} tokens)",
-               xlabel="budget used (x exact greedy's cost)",
-               ylabel="best value (lower is better)")
+        ax.set(
+            title=f"{objective}, k={k} ({n['n_seq']} x {n['seq_len']} tokens)",
+            xlabel="budget used (x exact greedy's cost)",
+            ylabel="best value (lower is better)",
+        )
         ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
@@ -227,8 +305,10 @@ def table(paths: list[str]) -> None:
     greedy = {(r["objective"], r["k"], r["n_seq"], r["seq_len"]): r for r in rows if r["searcher"] == "greedy"}
     order = [m[0] for m in MATCHED]
     rows.sort(key=lambda r: (r["objective"], r["n_seq"] * r["seq_len"], r["k"], order.index(r["searcher"]), r["seed"]))
-    print("| calibration | k | searcher | seed | best value | budget used | reached greedy's value at "
-          "(x its cost) | set |")
+    print(
+        "| calibration | k | searcher | seed | best value | budget used | reached greedy's value at "
+        "(x its cost) | set |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         g = greedy.get((r["objective"], r["k"], r["n_seq"], r["seq_len"]))
@@ -237,10 +317,12 @@ def table(paths: list[str]) -> None:
         ratio = "-" if r["searcher"] == "greedy" else ("not reached" if at is None else f"{at / r['greedy_cost']:.2f}x")
         if at is None and g is not None and r["searcher"] != "greedy":
             ratio += f" ({r['value'] / g['value']:.4f}x greedy's value)" if g["value"] > 0 else ""
-        print(f"| {r['objective']} {r['n_seq']} x {r['seq_len']} | {r['k']} | {r['searcher']} | "
-              f"{'all' if r['searcher'] in DETERMINISTIC else r['seed']} | "
-              f"{r['value']:.4f}{' (same set)' if same else ''} | "
-              f"{r['budget_used']:.1f} of {r['greedy_cost']} | {ratio} | {sorted(r['removed'])} |")
+        print(
+            f"| {r['objective']} {r['n_seq']} x {r['seq_len']} | {r['k']} | {r['searcher']} | "
+            f"{'all' if r['searcher'] in DETERMINISTIC else r['seed']} | "
+            f"{r['value']:.4f}{' (same set)' if same else ''} | "
+            f"{r['budget_used']:.1f} of {r['greedy_cost']} | {ratio} | {sorted(r['removed'])} |"
+        )
 
 
 def main():
@@ -251,8 +333,12 @@ def main():
     ap.add_argument("--seeds", default="0")
     ap.add_argument("--actors", type=int, default=2)
     ap.add_argument("--searchers", default=None, help="--matched: a comma list of " + ",".join(m[0] for m in MATCHED))
-    ap.add_argument("--greedy-value", type=float, default=None,
-                    help="--matched without greedy: exact greedy's best value, the target to reach")
+    ap.add_argument(
+        "--greedy-value",
+        type=float,
+        default=None,
+        help="--matched without greedy: exact greedy's best value, the target to reach",
+    )
     ap.add_argument("--from-run", default=None)
     ap.add_argument("--out", default="runs/bench-search")
     ap.add_argument("--k", type=int, default=6)
@@ -283,10 +369,21 @@ def main():
     from ghostsearch.pool.pool import connect, start_pool
     from ghostsearch.rundir import open_run_dir
 
-    cfg = load_config(None, [f"k={args.k}", f"objective={args.objective}", f"out={args.out}",
-                             f"calibration.n_seq={args.n_seq}", f"calibration.seq_len={args.seq_len}",
-                             "search.protected=[0,-1]", f"compare.searchers=[{','.join(SEARCHERS)}]",
-                             "pool.actors=2", "pool.threads=1", "pool.dashboard=false"])
+    cfg = load_config(
+        None,
+        [
+            f"k={args.k}",
+            f"objective={args.objective}",
+            f"out={args.out}",
+            f"calibration.n_seq={args.n_seq}",
+            f"calibration.seq_len={args.seq_len}",
+            "search.protected=[0,-1]",
+            f"compare.searchers=[{','.join(SEARCHERS)}]",
+            "pool.actors=2",
+            "pool.threads=1",
+            "pool.dashboard=false",
+        ],
+    )
     run_dir = open_run_dir(cfg, "bench-search")
     connect(None, dashboard=False)
     try:

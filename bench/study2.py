@@ -12,6 +12,7 @@ later session continues from it) keeps the draw (items.parquet) and every model'
 (``git commit -- DIR``), so a long run survives the session that started it. Writes DIR/study2.md (the contrasts' table) at the end, or
 at once with ``--report-only``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -88,16 +89,26 @@ def report(run_dir: Path, keys: dict[str, str]) -> str:
         if f.exists():
             t = pq.read_table(f, columns=["task", "doc", "gold", "pred"]).to_pylist()
             rows[m] = {(r["task"], r["doc"]): float(r["pred"] == r["gold"]) for r in t}
-    order = [(r["task"], r["doc"]) for r in pq.read_table(run_dir / "items.parquet").sort_by("rank").to_pylist()] \
-        if (run_dir / "items.parquet").exists() else []
-    numbers = {m: json.loads((run_dir / "evals" / f"{k}.json").read_text())
-               for m, k in keys.items() if (run_dir / "evals" / f"{k}.json").exists()}
-    lines = [f"Looks run: {looks['looks_run']} of {len(looks['looks'])} ({', '.join(map(str, looks['looks']))} items "
-             f"per model); items evaluated in all: {looks['items_total']:,} of the fixed design's "
-             f"{looks['fixed_items_total']:,}; rule: Holm at {looks['alpha']} over the seven contrasts, "
-             f"{looks['spending']} spending.", "",
-             "| contrast | left - right | estimate | interval at its level | confidence | look | items | verdict | "
-             "WikiText-2 ppl (left / right; log ratio, 95% interval over windows) |", "|---|---|---|---|---|---|---|---|---|"]
+    order = (
+        [(r["task"], r["doc"]) for r in pq.read_table(run_dir / "items.parquet").sort_by("rank").to_pylist()]
+        if (run_dir / "items.parquet").exists()
+        else []
+    )
+    numbers = {
+        m: json.loads((run_dir / "evals" / f"{k}.json").read_text())
+        for m, k in keys.items()
+        if (run_dir / "evals" / f"{k}.json").exists()
+    }
+    lines = [
+        f"Looks run: {looks['looks_run']} of {len(looks['looks'])} ({', '.join(map(str, looks['looks']))} items "
+        f"per model); items evaluated in all: {looks['items_total']:,} of the fixed design's "
+        f"{looks['fixed_items_total']:,}; rule: Holm at {looks['alpha']} over the seven contrasts, "
+        f"{looks['spending']} spending.",
+        "",
+        "| contrast | left - right | estimate | interval at its level | confidence | look | items | verdict | "
+        "WikiText-2 ppl (left / right; log ratio, 95% interval over windows) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for cid, question, left, right in CONTRASTS:
         c = by_name.get(f"{cid} {question}")
         if c is None:
@@ -109,21 +120,30 @@ def report(run_dir: Path, keys: dict[str, str]) -> str:
         strata = np.array([t for t, _ in items])
         level = 1 - c["level"] if not math.isnan(c["level"]) else 0.95
         ci = stats.paired_diff_ci(a, b, strata, level=level, seed=0) if len(items) else None
-        verdict = ("differs: " + ("left better" if c["sign"] > 0 else "right better")) if c["decided"] \
-            else "not decided"
-        ppl = " / ".join(f"{numbers[m].get('ppl_wikitext2', float('nan')):.1f}" if m in numbers else "-"
-                         for m in (left, right))
+        verdict = (
+            ("differs: " + ("left better" if c["sign"] > 0 else "right better")) if c["decided"] else "not decided"
+        )
+        ppl = " / ".join(
+            f"{numbers[m].get('ppl_wikitext2', float('nan')):.1f}" if m in numbers else "-" for m in (left, right)
+        )
         wl, wr = (numbers.get(m, {}).get("ppl_wikitext2_window_nll") for m in (left, right))
         if wl and wr and len(wl) == len(wr):  # log-perplexity difference, paired over the same windows
             w = stats.paired_diff_ci(np.array(wl), np.array(wr), seed=0)
             ppl += f"; log ratio {w.estimate:+.3f} [{w.lo:+.3f}, {w.hi:+.3f}] over {len(wl)} windows"
         interval = f"[{ci.lo:+.3f}, {ci.hi:+.3f}]" if ci else "-"
-        lines.append(f"| {cid} {question} | {left} - {right} | {c['estimate']:+.3f} | {interval} | "
-                     f"{level:.4f} | {c['decided_at_look'] or looks['looks_run']} | {n} | {verdict} | {ppl} |")
-    lines += ["", "Models: " + "; ".join(f"{m} {lab} {rem or ''} {rep}".replace("  ", " ")
-                                           for m, (lab, rem, rep) in MODELS.items()) + ".",
-              "Items used per model: " + ", ".join(f"{label[k]} {n}" for k, n in looks["items_per_model"].items()
-                                                   if k in label) + "."]
+        lines.append(
+            f"| {cid} {question} | {left} - {right} | {c['estimate']:+.3f} | {interval} | "
+            f"{level:.4f} | {c['decided_at_look'] or looks['looks_run']} | {n} | {verdict} | {ppl} |"
+        )
+    lines += [
+        "",
+        "Models: "
+        + "; ".join(f"{m} {lab} {rem or ''} {rep}".replace("  ", " ") for m, (lab, rem, rep) in MODELS.items())
+        + ".",
+        "Items used per model: "
+        + ", ".join(f"{label[k]} {n}" for k, n in looks["items_per_model"].items() if k in label)
+        + ".",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -159,9 +179,12 @@ def s1(run_dir: Path) -> str:
     rows, t = s1_test(run_dir)
     lines = ["| objective | calibration seed | removed |", "|---|---|---|"]
     lines += [f"| {o} | {sd} | {' '.join(map(str, r))} |" for o, sd, r in rows]
-    lines += ["", f"S1: same-objective minus cross-objective Jaccard = {t.estimate:.3f}; exact permutation p = "
-              f"{t.p:.4f} over {t.n_perm} relabellings (one-sided; the smallest possible p is {2 / t.n_perm:.4f}: "
-              "swapping the two objectives' names leaves the statistic unchanged)."]
+    lines += [
+        "",
+        f"S1: same-objective minus cross-objective Jaccard = {t.estimate:.3f}; exact permutation p = "
+        f"{t.p:.4f} over {t.n_perm} relabellings (one-sided; the smallest possible p is {2 / t.n_perm:.4f}: "
+        "swapping the two objectives' names leaves the statistic unchanged).",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -195,19 +218,27 @@ def main() -> None:
     keys, jobs, pairs = design(cfg, held_out)
     run_dir.mkdir(parents=True, exist_ok=True)
     save_config(cfg, run_dir / "config.yaml")
-    write_json_atomic(run_dir / "study.json", {
-        "preregistered": "docs/results.md, 'Pre-registration: study 2' (2026-12-01)",
-        "models": {m: {"label": lab, "removed": rem, "recovery": rep, "eval_key": keys[m]}
-                   for m, (lab, rem, rep) in MODELS.items()},
-        "contrasts": [{"id": cid, "question": q, "left": lft, "right": rgt} for cid, q, lft, rgt in CONTRASTS],
-        "data": data_plan})
+    write_json_atomic(
+        run_dir / "study.json",
+        {
+            "preregistered": "docs/results.md, 'Pre-registration: study 2' (2026-12-01)",
+            "models": {
+                m: {"label": lab, "removed": rem, "recovery": rep, "eval_key": keys[m]}
+                for m, (lab, rem, rep) in MODELS.items()
+            },
+            "contrasts": [{"id": cid, "question": q, "left": lft, "right": rgt} for cid, q, lft, rgt in CONTRASTS],
+            "data": data_plan,
+        },
+    )
     if not args.report_only:
         t0 = time.monotonic()
 
         def on_look(j: int, n: int) -> None:
             print(f"look {j + 1} done: {n} items per model, {time.monotonic() - t0:.0f} s", flush=True)
             if args.commit:
-                commit(run_dir, f"study 2 (issue 24): look {j + 1} ({n} items per model) evaluated; data under {run_dir}")
+                commit(
+                    run_dir, f"study 2 (issue 24): look {j + 1} ({n} items per model) evaluated; data under {run_dir}"
+                )
 
         names = {v: m for m, v in keys.items()}
 
@@ -217,8 +248,9 @@ def main() -> None:
             if args.commit:
                 commit(run_dir, f"study 2 (issue 24): {done} evaluated (rows saved); data under {run_dir}")
 
-        evaluate_finalists(cfg, run_dir, jobs, held_out, progress=True, contrasts=pairs, on_look=on_look,
-                           on_share=on_share)
+        evaluate_finalists(
+            cfg, run_dir, jobs, held_out, progress=True, contrasts=pairs, on_look=on_look, on_share=on_share
+        )
     text = report(run_dir, keys)
     (run_dir / "study2.md").write_text(text)
     print(text)

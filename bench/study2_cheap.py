@@ -67,6 +67,7 @@ W32 together, then G8 and G16) shares the dense pass: ~1.4 CPU-hours; ``--share 
 pre-registration's "S2-S4 under 1 CPU-hour" holds only roughly, with ``--share 5``.
 
 """
+
 from __future__ import annotations
 
 import argparse
@@ -81,7 +82,7 @@ from pathlib import Path
 import benchenv  # noqa: F401  (repository on sys.path, offline HF, ../shared/data)
 
 ROOT = Path(__file__).resolve().parents[1]
-DELTA = math.log(1.01)       # the pre-registered margin: +-1% in perplexity, on the log scale
+DELTA = math.log(1.01)  # the pre-registered margin: +-1% in perplexity, on the log scale
 N_BOOT, BOOT_SEED = 2000, 0  # the windows' paired bootstrap (stats.paired_diff_ci)
 S1_DIR = "docs/results/study-cpu-2/s1"
 
@@ -90,7 +91,7 @@ S1_DIR = "docs/results/study-cpu-2/s1"
 class Model:
     id: str
     dataset: str  # the repair's calibration: c4 (train) or wikitext2 (the tokenized validation split)
-    n_seq: int    # calibration sequences (of Design.seq_len tokens)
+    n_seq: int  # calibration sequences (of Design.seq_len tokens)
     method: str = "ghosted"
     variant: str = "dense"
 
@@ -101,15 +102,15 @@ class Model:
 
 @dataclass(frozen=True)
 class Corpus:
-    name: str                # an evaluate.PPL_SPLIT corpus: wikitext2 (test), c4 (validation)
-    window: int | None       # tokens per window; None: the paper protocol (min(2048, the model's context))
+    name: str  # an evaluate.PPL_SPLIT corpus: wikitext2 (test), c4 (validation)
+    window: int | None  # tokens per window; None: the paper protocol (min(2048, the model's context))
     max_windows: int | None  # None: every window
 
 
 @dataclass(frozen=True)
 class Claim:
     id: str
-    left: str   # model ids: left - right
+    left: str  # model ids: left - right
     right: str
     question: str
     tested: bool = True  # False: reported with its interval only
@@ -118,10 +119,15 @@ class Claim:
 @dataclass(frozen=True)
 class Design:
     removed: tuple[int, ...] = tuple(range(12, 20))  # the fastblock set (M3-M6 of study 2)
-    seq_len: int = 256                               # calibration tokens per sequence
-    seed: int = 0                                    # calibration seed
-    models: tuple[Model, ...] = (Model("G32", "c4", 32), Model("G64", "c4", 64), Model("W32", "wikitext2", 32),
-                                 Model("G8", "c4", 8), Model("G16", "c4", 16))
+    seq_len: int = 256  # calibration tokens per sequence
+    seed: int = 0  # calibration seed
+    models: tuple[Model, ...] = (
+        Model("G32", "c4", 32),
+        Model("G64", "c4", 64),
+        Model("W32", "wikitext2", 32),
+        Model("G8", "c4", 8),
+        Model("G16", "c4", 16),
+    )
     corpora: tuple[Corpus, ...] = (Corpus("wikitext2", None, None), Corpus("c4", 256, None))
     claims: tuple[Claim, ...] = (
         Claim("S2", "G64", "G32", "Ghosted's calibration saturation: 64 minus 32 C4 sequences"),
@@ -161,25 +167,36 @@ def s1_p(run_dir: Path) -> float:
 # ---------------------------------------------------------------- running the models
 def model_config(cfg, design: Design, m: Model):
     """The study's config with this model's repair: method, variant, calibration data and size, seed."""
-    rec = dataclasses.replace(cfg.recovery, method=m.method, variant=m.variant, dataset=m.dataset, n_seq=m.n_seq,
-                              seq_len=design.seq_len)
+    rec = dataclasses.replace(
+        cfg.recovery, method=m.method, variant=m.variant, dataset=m.dataset, n_seq=m.n_seq, seq_len=design.seq_len
+    )
     return dataclasses.replace(cfg, recovery=rec, calibration=dataclasses.replace(cfg.calibration, seed=design.seed))
 
 
 def spec(cfg, design: Design, m: Model) -> dict:
     """Everything a model's numbers depend on: a rerun under other settings is refused."""
-    return {"model": cfg.model, "dtype": cfg.dtype, "removed": list(design.removed), "method": m.method,
-            "variant": m.variant, "ridge": cfg.recovery.ridge, "calibration": m.dataset, "n_seq": m.n_seq,
-            "seq_len": design.seq_len, "seed": design.seed,
-            "corpora": [dataclasses.asdict(c) for c in design.corpora]}
+    return {
+        "model": cfg.model,
+        "dtype": cfg.dtype,
+        "removed": list(design.removed),
+        "method": m.method,
+        "variant": m.variant,
+        "ridge": cfg.recovery.ridge,
+        "calibration": m.dataset,
+        "n_seq": m.n_seq,
+        "seq_len": design.seq_len,
+        "seed": design.seed,
+        "corpora": [dataclasses.asdict(c) for c in design.corpora],
+    }
 
 
 def corpus_eval(cfg, c: Corpus):
     """cfg.eval set to evaluate one corpus: the paper protocol, or windows of ``c.window`` tokens."""
     if c.window is None:
         return dataclasses.replace(cfg.eval, perplexity=[c.name], protocol="paper")
-    return dataclasses.replace(cfg.eval, perplexity=[c.name], protocol="quick", ppl_seq_len=c.window,
-                               ppl_max_seq=c.max_windows)
+    return dataclasses.replace(
+        cfg.eval, perplexity=[c.name], protocol="quick", ppl_seq_len=c.window, ppl_max_seq=c.max_windows
+    )
 
 
 def check_data(cfg, design: Design) -> list[dict]:
@@ -191,8 +208,9 @@ def check_data(cfg, design: Design) -> list[dict]:
     for ds in dict.fromkeys(m.dataset for m in design.models):
         m = next(x for x in design.models if x.dataset == ds)
         c = model_config(cfg, design, m)
-        c = dataclasses.replace(c, eval=dataclasses.replace(c.eval, tasks=[],
-                                                            perplexity=[x.name for x in design.corpora]))
+        c = dataclasses.replace(
+            c, eval=dataclasses.replace(c.eval, tasks=[], perplexity=[x.name for x in design.corpora])
+        )
         p = plan(c, [], evaluate=True, repair=True)
         if p["held_out"]:
             raise SystemExit(f"calibration {ds} draws from evaluation sets {p['held_out']}: not this design")
@@ -210,8 +228,11 @@ def evaluate_group(model, tok, cfg, design: Design, group: list[Model]) -> list[
     ops, fit_s = [], []
     for m in group:
         t0 = time.monotonic()
-        ops.append(None if m.method == "none" else fit(model, tok, list(design.removed), model_config(cfg, design, m),
-                                                       m.method))
+        ops.append(
+            None
+            if m.method == "none"
+            else fit(model, tok, list(design.removed), model_config(cfg, design, m), m.method)
+        )
         fit_s.append(time.monotonic() - t0)
     finalists = [(tuple(design.removed), o) for o in ops]
     results = [([], {"ppl": {}, "windows": {}, "seconds": {"fit": f}}) for f in fit_s]
@@ -222,16 +243,47 @@ def evaluate_group(model, tok, cfg, design: Design, group: list[Model]) -> list[
         tokens = window_tokens(model, c)
         for m, out, (rows, summary) in zip(group, outs, results):
             nll = out[f"ppl_{c.name}_window_nll"]
-            rows += [{"model": m.id, "corpus": c.name, "window": i, "tokens": tokens, "nll": float(v),
-                      "nll_sum": float(v) * tokens} for i, v in enumerate(nll)]
+            rows += [
+                {
+                    "model": m.id,
+                    "corpus": c.name,
+                    "window": i,
+                    "tokens": tokens,
+                    "nll": float(v),
+                    "nll_sum": float(v) * tokens,
+                }
+                for i, v in enumerate(nll)
+            ]
             summary["ppl"][c.name], summary["windows"][c.name] = out[f"ppl_{c.name}"], len(nll)
             summary["seconds"][c.name] = seconds
     for m, o, (_, summary) in zip(group, ops, results):
-        summary["seconds"]["total"] = summary["seconds"]["fit"] + sum(summary["seconds"][c.name] for c in design.corpora)
-        cuts = [{k: r[k] for k in ("cut", "tokens", "alignment_before", "alignment_after", "antisymmetric_share",
-                                   "antisymmetric_share_w") if k in r} for r in (o.report if o is not None else [])]
-        summary.update({"id": m.id, "label": m.label(design.seq_len), "spec": spec(cfg, design, m), "cuts": cuts,
-                        "evaluated_with": [x.id for x in group]})  # the seconds of a corpus are the group's
+        summary["seconds"]["total"] = summary["seconds"]["fit"] + sum(
+            summary["seconds"][c.name] for c in design.corpora
+        )
+        cuts = [
+            {
+                k: r[k]
+                for k in (
+                    "cut",
+                    "tokens",
+                    "alignment_before",
+                    "alignment_after",
+                    "antisymmetric_share",
+                    "antisymmetric_share_w",
+                )
+                if k in r
+            }
+            for r in (o.report if o is not None else [])
+        ]
+        summary.update(
+            {
+                "id": m.id,
+                "label": m.label(design.seq_len),
+                "spec": spec(cfg, design, m),
+                "cuts": cuts,
+                "evaluated_with": [x.id for x in group],
+            }
+        )  # the seconds of a corpus are the group's
     return results
 
 
@@ -248,8 +300,16 @@ def write_rows(rows: list[dict], path: Path) -> None:
 
     from ghostsearch.io import write_parquet_atomic
 
-    schema = pa.schema([("model", pa.string()), ("corpus", pa.string()), ("window", pa.int64()),
-                        ("tokens", pa.int64()), ("nll", pa.float64()), ("nll_sum", pa.float64())])
+    schema = pa.schema(
+        [
+            ("model", pa.string()),
+            ("corpus", pa.string()),
+            ("window", pa.int64()),
+            ("tokens", pa.int64()),
+            ("nll", pa.float64()),
+            ("nll_sum", pa.float64()),
+        ]
+    )
     write_parquet_atomic(path, pa.Table.from_pylist(rows, schema=schema))
 
 
@@ -260,8 +320,10 @@ def finished(out: Path, cfg, design: Design, m: Model) -> bool:
         return False
     old = json.loads((out / f"{m.id}.json").read_text())["spec"]
     if old != spec(cfg, design, m):
-        raise SystemExit(f"{out / m.id}.json was written under other settings ({old}); use another --out or "
-                         f"remove {m.id}.json and {m.id}.parquet to evaluate it again")
+        raise SystemExit(
+            f"{out / m.id}.json was written under other settings ({old}); use another --out or "
+            f"remove {m.id}.json and {m.id}.parquet to evaluate it again"
+        )
     return True
 
 
@@ -280,16 +342,26 @@ def run(model, tok, cfg, out: Path, design: Design = Design(), on_model=None, sh
             todo.append(m)
     done = []
     for i in range(0, len(todo), max(1, share)):
-        group = todo[i:i + max(1, share)]
+        group = todo[i : i + max(1, share)]
         for m, (rows, summary) in zip(group, evaluate_group(model, tok, cfg, design, group)):
             write_json_atomic(out / f"{m.id}.json", summary)
             write_rows(rows, out / f"{m.id}.parquet")  # last: the model counts as finished once this exists
             s = summary["seconds"]
-            print(f"{m.id} ({summary['label']}): " + ", ".join(
-                f"{CORPUS_NAME.get(c, c)} ppl {summary['ppl'][c]:.3f} over {summary['windows'][c]} windows in "
-                f"{s[c]:.0f} s" for c in summary["ppl"]) + f"; fit {s['fit']:.0f} s; {s['total']:.0f} s in all"
-                + (f" (evaluated together with {', '.join(x.id for x in group if x is not m)})" if len(group) > 1
-                   else ""), flush=True)
+            print(
+                f"{m.id} ({summary['label']}): "
+                + ", ".join(
+                    f"{CORPUS_NAME.get(c, c)} ppl {summary['ppl'][c]:.3f} over {summary['windows'][c]} windows in "
+                    f"{s[c]:.0f} s"
+                    for c in summary["ppl"]
+                )
+                + f"; fit {s['fit']:.0f} s; {s['total']:.0f} s in all"
+                + (
+                    f" (evaluated together with {', '.join(x.id for x in group if x is not m)})"
+                    if len(group) > 1
+                    else ""
+                ),
+                flush=True,
+            )
             done.append(m.id)
             if on_model is not None:
                 on_model(m.id, summary)
@@ -340,25 +412,51 @@ def numbers(out: Path, design: Design, s1_dir: Path | None) -> dict:
     models = []
     for m in design.models:
         s = summaries.get(m.id)
-        models.append({"id": m.id, "label": m.label(design.seq_len), "run": s is not None,
-                       "ppl": {c.name: math.exp(log_ppl(rows[m.id][c.name])) for c in design.corpora} if s else {},
-                       "windows": {c.name: len(rows[m.id][c.name]) for c in design.corpora} if s else {},
-                       "cuts": s["cuts"] if s else [], "seconds": s["seconds"]["total"] if s else None})
+        models.append(
+            {
+                "id": m.id,
+                "label": m.label(design.seq_len),
+                "run": s is not None,
+                "ppl": {c.name: math.exp(log_ppl(rows[m.id][c.name])) for c in design.corpora} if s else {},
+                "windows": {c.name: len(rows[m.id][c.name]) for c in design.corpora} if s else {},
+                "cuts": s["cuts"] if s else [],
+                "seconds": s["seconds"]["total"] if s else None,
+            }
+        )
     claims = []
     for cl in design.claims:
         per = {c.name: contrast(rows, cl.left, cl.right, c.name) for c in design.corpora}
         done = all(v is not None for v in per.values())
-        claims.append({"id": cl.id, "left": cl.left, "right": cl.right, "question": cl.question, "tested": cl.tested,
-                       "corpora": per, "p": max(v["p"] for v in per.values()) if done and cl.tested else math.nan})
+        claims.append(
+            {
+                "id": cl.id,
+                "left": cl.left,
+                "right": cl.right,
+                "question": cl.question,
+                "tested": cl.tested,
+                "corpora": per,
+                "p": max(v["p"] for v in per.values()) if done and cl.tested else math.nan,
+            }
+        )
     s1 = s1_p(s1_dir) if s1_dir is not None and (s1_dir / "result.json").exists() else math.nan
     family = [("S1", s1)] + [(c["id"], c["p"]) for c in claims if c["tested"]]
     complete = not any(math.isnan(p) for _, p in family)
     adj = stats.holm([p for _, p in family]) if complete else [math.nan] * len(family)
-    decisions = {cid: {"p": p, "p_holm": float(a), "decided": bool(complete and a <= stats.ALPHA)}
-                 for (cid, p), a in zip(family, adj)}
-    return {"delta": DELTA, "alpha": stats.ALPHA, "n_boot": N_BOOT, "boot_seed": BOOT_SEED,
-            "removed": list(design.removed), "models": models, "claims": claims, "family": decisions,
-            "complete": complete}
+    decisions = {
+        cid: {"p": p, "p_holm": float(a), "decided": bool(complete and a <= stats.ALPHA)}
+        for (cid, p), a in zip(family, adj)
+    }
+    return {
+        "delta": DELTA,
+        "alpha": stats.ALPHA,
+        "n_boot": N_BOOT,
+        "boot_seed": BOOT_SEED,
+        "removed": list(design.removed),
+        "models": models,
+        "claims": claims,
+        "family": decisions,
+        "complete": complete,
+    }
 
 
 VERDICT = {"S1": "the objectives shape the removed set", "S2": "saturated: within +-1%", "S3": "within +-1%"}
@@ -371,29 +469,42 @@ def fmt_p(p: float) -> str:
 def render(nums: dict, design: Design) -> str:
     corpora = [c.name for c in design.corpora]
     win = {c.name: "paper protocol" if c.window is None else f"{c.window}-token windows" for c in design.corpora}
-    lines = [f"Fastblock set {' '.join(map(str, nums['removed']))} repaired by Ghosted; held out: "
-             + ", ".join(f"{CORPUS_NAME.get(c, c)} ({win[c]})" for c in corpora)
-             + f". Margin +-1% in perplexity (delta = log 1.01 = {nums['delta']:.5f} in log-perplexity); "
-             f"differences are left - right in log-perplexity (mean NLL per token), paired over windows, 95% "
-             f"intervals from {nums['n_boot']:,} bootstrap resamples of the windows.", "",
-             "| model | repair calibration | " + " | ".join(f"{CORPUS_NAME.get(c, c)} ppl (windows)" for c in corpora)
-             + " | S4: antisymmetric share of W* = I + M, per cut | seconds |",
-             "|---|---|" + "---|" * len(corpora) + "---|---|"]
+    lines = [
+        f"Fastblock set {' '.join(map(str, nums['removed']))} repaired by Ghosted; held out: "
+        + ", ".join(f"{CORPUS_NAME.get(c, c)} ({win[c]})" for c in corpora)
+        + f". Margin +-1% in perplexity (delta = log 1.01 = {nums['delta']:.5f} in log-perplexity); "
+        f"differences are left - right in log-perplexity (mean NLL per token), paired over windows, 95% "
+        f"intervals from {nums['n_boot']:,} bootstrap resamples of the windows.",
+        "",
+        "| model | repair calibration | "
+        + " | ".join(f"{CORPUS_NAME.get(c, c)} ppl (windows)" for c in corpora)
+        + " | S4: antisymmetric share of W* = I + M, per cut | seconds |",
+        "|---|---|" + "---|" * len(corpora) + "---|---|",
+    ]
     for m in nums["models"]:
         if not m["run"]:
             lines.append(f"| {m['id']} | {m['label']} | " + " | ".join("not run" for _ in corpora) + " | - | - |")
             continue
-        shares = ", ".join(f"{a}-{b}: {c['antisymmetric_share_w']:.4f}" for c in m["cuts"]
-                           for a, b in [c["cut"]]) or "-"
-        lines.append(f"| {m['id']} | {m['label']} | " + " | ".join(f"{m['ppl'][c]:.3f} ({m['windows'][c]})"
-                                                                   for c in corpora)
-                     + f" | {shares} | {m['seconds']:.0f} |")
-    lines += ["", "| claim | left - right | held out | windows | difference | 95% interval | TOST p | claim p | "
-              "Holm-adjusted p | verdict |", "|---|---|---|---|---|---|---|---|---|---|"]
+        shares = (
+            ", ".join(f"{a}-{b}: {c['antisymmetric_share_w']:.4f}" for c in m["cuts"] for a, b in [c["cut"]]) or "-"
+        )
+        lines.append(
+            f"| {m['id']} | {m['label']} | "
+            + " | ".join(f"{m['ppl'][c]:.3f} ({m['windows'][c]})" for c in corpora)
+            + f" | {shares} | {m['seconds']:.0f} |"
+        )
+    lines += [
+        "",
+        "| claim | left - right | held out | windows | difference | 95% interval | TOST p | claim p | "
+        "Holm-adjusted p | verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     fam = nums["family"]
     s1 = fam["S1"]
-    lines.append(f"| S1 objectives shape the removed set | - | - | - | - | - | - | {fmt_p(s1['p'])} | "
-                 f"{fmt_p(s1['p_holm'])} | {verdict('S1', fam, nums['complete'])} |")
+    lines.append(
+        f"| S1 objectives shape the removed set | - | - | - | - | - | - | {fmt_p(s1['p'])} | "
+        f"{fmt_p(s1['p_holm'])} | {verdict('S1', fam, nums['complete'])} |"
+    )
     for cl in nums["claims"]:
         for c in corpora:
             v = cl["corpora"][c]
@@ -401,14 +512,22 @@ def render(nums: dict, design: Design) -> str:
             if v is None:
                 lines.append(head + " - | not run | - | - | - | - | pending |")
                 continue
-            tail = (f" {fmt_p(cl['p'])} | {fmt_p(fam[cl['id']]['p_holm'])} | {verdict(cl['id'], fam, nums['complete'])} |"
-                    if cl["tested"] else " - | - | reported |")
-            lines.append(head + f" {v['windows']} | {v['estimate']:+.5f} | [{v['lo']:+.5f}, {v['hi']:+.5f}] | "
-                         f"{fmt_p(v['p']) if cl['tested'] else '-'} |" + tail)
-    lines += ["", f"Rule: Holm at {nums['alpha']} over S1-S3 (S1's exact permutation p from its run; S2 and S3: the "
-              "larger of the two held-out corpora's TOST p, each the larger of two one-sided paired z tests over "
-              "windows against +-delta). A claim is decided when its Holm-adjusted p is at most "
-              f"{nums['alpha']}; nothing is decided until S2 and S3 have run. S4 and the S2' rows are reported only."]
+            tail = (
+                f" {fmt_p(cl['p'])} | {fmt_p(fam[cl['id']]['p_holm'])} | {verdict(cl['id'], fam, nums['complete'])} |"
+                if cl["tested"]
+                else " - | - | reported |"
+            )
+            lines.append(
+                head + f" {v['windows']} | {v['estimate']:+.5f} | [{v['lo']:+.5f}, {v['hi']:+.5f}] | "
+                f"{fmt_p(v['p']) if cl['tested'] else '-'} |" + tail
+            )
+    lines += [
+        "",
+        f"Rule: Holm at {nums['alpha']} over S1-S3 (S1's exact permutation p from its run; S2 and S3: the "
+        "larger of the two held-out corpora's TOST p, each the larger of two one-sided paired z tests over "
+        "windows against +-delta). A claim is decided when its Holm-adjusted p is at most "
+        f"{nums['alpha']}; nothing is decided until S2 and S3 have run. S4 and the S2' rows are reported only.",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -435,8 +554,9 @@ def commit(out: Path, message: str) -> None:
     r = None
     for attempt in range(8):
         a = subprocess.run(["git", "add", "--", str(out)], capture_output=True, text=True, cwd=ROOT)
-        r = subprocess.run(["git", "commit", "-q", "-m", message, "--", str(out)], capture_output=True, text=True,
-                           cwd=ROOT)
+        r = subprocess.run(
+            ["git", "commit", "-q", "-m", message, "--", str(out)], capture_output=True, text=True, cwd=ROOT
+        )
         locked = "index.lock" in a.stderr + r.stderr + r.stdout
         if not locked:
             break
@@ -455,8 +575,13 @@ def main() -> None:
     ap.add_argument("--s1", default=S1_DIR, help="S1's run directory (its result.json)")
     ap.add_argument("--commit", action="store_true", help="commit --out after every model and the report")
     ap.add_argument("--report-only", action="store_true", help="write cheap.md from what has run")
-    ap.add_argument("--share", type=int, default=1, help="models evaluated together over one dense pass "
-                    "(default 1: each saved as it ends; 3: G32, G64, W32 then G8, G16; 5: all, ~half the CPU)")
+    ap.add_argument(
+        "--share",
+        type=int,
+        default=1,
+        help="models evaluated together over one dense pass "
+        "(default 1: each saved as it ends; 3: G32, G64, W32 then G8, G16; 5: all, ~half the CPU)",
+    )
     ap.add_argument("overrides", nargs="*", help="key=value config overrides (e.g. pool.threads=2)")
     args = ap.parse_args()
     out, s1_dir = Path(args.out), Path(args.s1)
@@ -472,8 +597,10 @@ def main() -> None:
         from ghostsearch.models import load_model
 
         # fp32 as pre-registered (the config's dtype auto would give bf16 on a CPU with native bf16)
-        cfg = load_config(str(ROOT / args.config) if not Path(args.config).is_absolute() else args.config,
-                          ["dtype=fp32", *args.overrides])
+        cfg = load_config(
+            str(ROOT / args.config) if not Path(args.config).is_absolute() else args.config,
+            ["dtype=fp32", *args.overrides],
+        )
         torch.set_num_threads(max(1, cfg.pool.threads))
         check_data(cfg, design)
         todo = [m.id for m in design.models if not finished(out, cfg, design, m)]
@@ -483,8 +610,11 @@ def main() -> None:
 
             def on_model(mid: str, summary: dict) -> None:
                 if args.commit:
-                    commit(out, f"study 2 (issue 24): cheap claims, model {mid} ({summary['label']}) evaluated in "
-                                f"{summary['seconds']['total']:.0f} s; rows under {_rel(out)}")
+                    commit(
+                        out,
+                        f"study 2 (issue 24): cheap claims, model {mid} ({summary['label']}) evaluated in "
+                        f"{summary['seconds']['total']:.0f} s; rows under {_rel(out)}",
+                    )
 
             run(model, tok, cfg, out, design, on_model, args.share)
     out.mkdir(parents=True, exist_ok=True)

@@ -7,6 +7,7 @@ The verdicts come from ghostsearch.claims (computed, never written by hand): eve
 here (the claims and the LoRP comparisons) is ONE family, Holm-adjusted at 0.05 (claims.family);
 without RUN_DIR/eval_items.parquet (older runs) the per-item claims read "not computed".
 """
+
 from __future__ import annotations
 
 import math
@@ -51,20 +52,39 @@ def tables(rows: list[dict]) -> str:
     out = []
     for rec in sorted({r.get("recovery") or "none" for r in rows}):
         for obj in sorted({r["objective"] for r in rows}):
-            out += [f"\n### recovery {rec}, objective {obj}\n",
-                    "| searcher | " + " | ".join(f"k={k} calib | k={k} ppl WT2 | k={k} mean acc (seeds)" for k in ks)
-                    + " |", "|---|" + "---|---|---|" * len(ks)]
+            out += [
+                f"\n### recovery {rec}, objective {obj}\n",
+                "| searcher | "
+                + " | ".join(f"k={k} calib | k={k} ppl WT2 | k={k} mean acc (seeds)" for k in ks)
+                + " |",
+                "|---|" + "---|---|---|" * len(ks),
+            ]
             for s in searchers:
                 cells = []
                 for k in ks:
-                    g = [r for r in rows if (r.get("recovery") or "none") == rec and r["objective"] == obj
-                         and r["searcher"] == s and r["k"] == k]
-                    cells += ([fmt(mean(g, "calib_value")), fmt(mean(g, "ppl_wikitext2"), 1),
-                               f"{fmt(mean(g, 'mean_acc'))} ({len(g)})"] if g else ["–"] * 3)
+                    g = [
+                        r
+                        for r in rows
+                        if (r.get("recovery") or "none") == rec
+                        and r["objective"] == obj
+                        and r["searcher"] == s
+                        and r["k"] == k
+                    ]
+                    cells += (
+                        [
+                            fmt(mean(g, "calib_value")),
+                            fmt(mean(g, "ppl_wikitext2"), 1),
+                            f"{fmt(mean(g, 'mean_acc'))} ({len(g)})",
+                        ]
+                        if g
+                        else ["–"] * 3
+                    )
                 if any(c != "–" for c in cells):
                     out.append(f"| {s} | " + " | ".join(cells) + " |")
-    out.append("\n(means over seeds, seed count in parentheses; calib = the objective's value on calibration "
-               "data, lower is better)")
+    out.append(
+        "\n(means over seeds, seed count in parentheses; calib = the objective's value on calibration "
+        "data, lower is better)"
+    )
     return "\n".join(out)
 
 
@@ -72,8 +92,11 @@ def lorp_claims(rows: list[dict], matrix) -> tuple[list[ClaimRow], list[str]]:
     """LoRP against ShortGPT and Streamline, unrepaired (the LoRP paper's setting), per k, on the
     perplexity-objective cells of seed 0 (their sets do not depend on the objective's search):
     paired accuracy differences (claims) and a perplexity line per k (one evaluation, no interval)."""
-    pick = {(r["searcher"], r["k"]): r for r in finalists(rows)
-            if (r.get("recovery") or "none") == "none" and r["objective"] == "perplexity" and r.get("seed") == 0}
+    pick = {
+        (r["searcher"], r["k"]): r
+        for r in finalists(rows)
+        if (r.get("recovery") or "none") == "none" and r["objective"] == "perplexity" and r.get("seed") == 0
+    }
     pairs, lines = [], []
     for k in sorted({k for _, k in pick}):
         lo = pick.get(("lorp", k))
@@ -82,12 +105,21 @@ def lorp_claims(rows: list[dict], matrix) -> tuple[list[ClaimRow], list[str]]:
         for other in ("shortgpt", "streamline"):
             o = pick.get((other, k))
             if o is not None:
-                pairs.append((f"lorp (k={k}, {lo['removed']})", lo.get("eval_key"),
-                              f"{other} ({o['removed']})", o.get("eval_key"), LORP_PAPER))
+                pairs.append(
+                    (
+                        f"lorp (k={k}, {lo['removed']})",
+                        lo.get("eval_key"),
+                        f"{other} ({o['removed']})",
+                        o.get("eval_key"),
+                        LORP_PAPER,
+                    )
+                )
         ppl = {s: pick[(s, k)].get("ppl_wikitext2") for s in ("lorp", "shortgpt", "streamline") if (s, k) in pick}
-        lines.append(f"k={k}, unrepaired WikiText-2 perplexity: "
-                     + ", ".join(f"{s} {fmt(v, 1)}" for s, v in ppl.items())
-                     + (f" (lowest: {min(ppl, key=lambda s: ppl[s] or math.inf)})" if ppl else ""))
+        lines.append(
+            f"k={k}, unrepaired WikiText-2 perplexity: "
+            + ", ".join(f"{s} {fmt(v, 1)}" for s, v in ppl.items())
+            + (f" (lowest: {min(ppl, key=lambda s: ppl[s] or math.inf)})" if ppl else "")
+        )
     return recovery_comparison(matrix, pairs), lines
 
 
@@ -107,7 +139,7 @@ def main(run_dir: str):
     main_rows = all_claims(rows, matrix)
     lorp, lines = lorp_claims(rows, matrix)
     decided = family(main_rows + lorp)  # one family: every tested row of the run
-    main_rows, lorp = decided[:len(main_rows)], decided[len(main_rows):]
+    main_rows, lorp = decided[: len(main_rows)], decided[len(main_rows) :]
     n = sum(r.p_adj is not None for r in decided)
     print(f"One family of {n} tested rows (this table and the LoRP table below), Holm at 0.05.\n")
     print(render(main_rows))
@@ -128,32 +160,39 @@ def partial(run_dir: str):
     from ghostsearch.config import load_config
 
     cfg = load_config(os.path.join(run_dir, "config.yaml"))
+
     def load(path):
         with open(path) as f:
             return json.load(f)
 
     cells = [load(f) for f in sorted(glob.glob(os.path.join(run_dir, "cells", "*.json")))]
     print(f"{len(cells)} finished cells\n")
-    print("| cell | removed | calib value | evaluations | cache hits | ppl WT2 (repaired) | mean acc |\n"
-          "|---|---|---|---|---|---|---|")
+    print(
+        "| cell | removed | calib value | evaluations | cache hits | ppl WT2 (repaired) | mean acc |\n"
+        "|---|---|---|---|---|---|---|"
+    )
     for c in sorted(cells, key=lambda c: (c["objective"], c["k"], c["searcher"], c["seed"])):
         f = os.path.join(run_dir, "evals", eval_key(c["removed"], cfg.recovery.method, cfg) + ".json")
         e = load(f) if os.path.exists(f) else {}
-        print(f"| {c['cell']} | {c['removed']} | {c['value']:.4g} | {c['evaluations']} | {c['cache_hits']} | "
-              f"{fmt(e.get('ppl_wikitext2'), 1)} | {fmt(e.get('mean_acc'))} |")
+        print(
+            f"| {c['cell']} | {c['removed']} | {c['value']:.4g} | {c['evaluations']} | {c['cache_hits']} | "
+            f"{fmt(e.get('ppl_wikitext2'), 1)} | {fmt(e.get('mean_acc'))} |"
+        )
     by_k = defaultdict(list)
     for c in cells:
         by_k[c["k"]].append(c)
     for k, g in sorted(by_k.items()):
         within, between = [], []
         for i, a in enumerate(g):
-            for b in g[i + 1:]:
+            for b in g[i + 1 :]:
                 if a["searcher"] == b["searcher"] and a["seed"] != b["seed"]:
                     continue
                 (within if a["objective"] == b["objective"] else between).append(jaccard(a["removed"], b["removed"]))
         if within and between:
-            print(f"\nk={k}: mean Jaccard of removed sets, same objective {np.mean(within):.2f} (n={len(within)}), "
-                  f"different objectives {np.mean(between):.2f} (n={len(between)})")
+            print(
+                f"\nk={k}: mean Jaccard of removed sets, same objective {np.mean(within):.2f} (n={len(within)}), "
+                f"different objectives {np.mean(between):.2f} (n={len(between)})"
+            )
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ Prints wall seconds of each, the ratio (b)/(a), Tune's fixed cost and its cost p
 bytes beside the ledger,
 and the import time of ray.tune over ray (fresh interpreters).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -64,11 +65,14 @@ def tuned(run_dir: str, storage: str, cells: list[str], tells: int) -> float:
         cell_loop(run_dir, config["cell"], tells, report=tune.report)
 
     t0 = time.perf_counter()
-    tuner = tune.Tuner(tune.with_resources(trainable, {"cpu": 0.01}),  # 0 is refused: a trial needs a bundle
-                       param_space={"cell": tune.grid_search(cells)},
-                       tune_config=tune.TuneConfig(max_concurrent_trials=len(cells)),
-                       run_config=tune.RunConfig(name="cells", storage_path=storage, verbose=0,
-                                                 failure_config=tune.FailureConfig(max_failures=1)))
+    tuner = tune.Tuner(
+        tune.with_resources(trainable, {"cpu": 0.01}),  # 0 is refused: a trial needs a bundle
+        param_space={"cell": tune.grid_search(cells)},
+        tune_config=tune.TuneConfig(max_concurrent_trials=len(cells)),
+        run_config=tune.RunConfig(
+            name="cells", storage_path=storage, verbose=0, failure_config=tune.FailureConfig(max_failures=1)
+        ),
+    )
     results = tuner.fit()
     assert not results.errors, results.errors
     return time.perf_counter() - t0
@@ -108,8 +112,10 @@ def main() -> None:
     print(f"(b) Tune trials     : {b:7.2f} s   ratio (b)/(a) = {b / a:.1f}x")
     per_report = (b - b1) / (args.cells * (args.tells - 1)) * 1e3
     print(f"    of which fixed (1 tell per trial) {b1:.2f} s; per tune.report {per_report:.1f} ms")
-    print(f"Tune's experiment dir: {n_files} files, {n_bytes / 1e6:.2f} MB (the ledger itself: "
-          f"{ledger_bytes / 1e6:.2f} MB)")
+    print(
+        f"Tune's experiment dir: {n_files} files, {n_bytes / 1e6:.2f} MB (the ledger itself: "
+        f"{ledger_bytes / 1e6:.2f} MB)"
+    )
     print(f"import ray {imp_ray:.2f} s; import ray.tune {imp_tune:.2f} s (+{imp_tune - imp_ray:.2f} s)")
 
 

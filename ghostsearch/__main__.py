@@ -1,4 +1,5 @@
 """`python -m ghostsearch ...` (for Ray images where the console script is not installed)."""
+
 import sys
 
 from ghostsearch.cli import main

@@ -10,6 +10,7 @@ row's interval shown at its Holm level, its verdict from its adjusted p. :func:`
 as one Markdown table (applying :func:`family` to rows not yet adjusted). The statistics come from
 :mod:`ghostsearch.stats`.
 """
+
 from __future__ import annotations
 
 import math
@@ -64,21 +65,23 @@ def decide(estimate: float | None, p_adj: float | None, threshold: float, direct
     return "holds" if (estimate > threshold) == (direction == ">") else "does not hold"
 
 
-RULE = ("Verdict rule (one family per run): every tested row is a two-sided test of \"statistic = t\"; Holm's "
-        "step-down adjustment over all tested rows of the run keeps the family-wise error at 0.05; a row whose "
-        "adjusted p is <= 0.05 holds (estimate on the claimed side of t) or does not hold (the other side), "
-        "every other row is within noise. Each interval is shown at its row's Holm level (1 - 0.05/(m - i) for "
-        "the i-th smallest p), so it excludes t exactly when the row is decided (up to bootstrap resolution). "
-        "p values: accuracy differences of two models, the paired z test of the macro mean over tasks with the "
-        "item variance within tasks; statistics that pick a best or worst model (searcher spread, objective vs "
-        "search, complex vs simple) are cross-fitted (picked on one half of each task's items, measured on the "
-        "other, both ways, averaged over 20 random splits) with a paired percentile-bootstrap p (items "
-        "resampled within tasks, the same resample for every model); \"objectives shape the removed set\" is an "
-        "exact permutation test of the objective labels within each searcher; Spearman rows an exact "
-        "permutation test of the ranks. A row whose design cannot reach p <= 0.05 (too few relabellings or "
-        "cells) is descriptive and not tested; no verdict on fewer than 3 distinct evaluated models (a removed "
-        "set under one repair, whichever searchers and seeds found it). A row within noise states the minimum "
-        "detectable difference at its level (80% power) and the items per model that would detect 0.03.")
+RULE = (
+    'Verdict rule (one family per run): every tested row is a two-sided test of "statistic = t"; Holm\'s '
+    "step-down adjustment over all tested rows of the run keeps the family-wise error at 0.05; a row whose "
+    "adjusted p is <= 0.05 holds (estimate on the claimed side of t) or does not hold (the other side), "
+    "every other row is within noise. Each interval is shown at its row's Holm level (1 - 0.05/(m - i) for "
+    "the i-th smallest p), so it excludes t exactly when the row is decided (up to bootstrap resolution). "
+    "p values: accuracy differences of two models, the paired z test of the macro mean over tasks with the "
+    "item variance within tasks; statistics that pick a best or worst model (searcher spread, objective vs "
+    "search, complex vs simple) are cross-fitted (picked on one half of each task's items, measured on the "
+    "other, both ways, averaged over 20 random splits) with a paired percentile-bootstrap p (items "
+    'resampled within tasks, the same resample for every model); "objectives shape the removed set" is an '
+    "exact permutation test of the objective labels within each searcher; Spearman rows an exact "
+    "permutation test of the ranks. A row whose design cannot reach p <= 0.05 (too few relabellings or "
+    "cells) is descriptive and not tested; no verdict on fewer than 3 distinct evaluated models (a removed "
+    "set under one repair, whichever searchers and seeds found it). A row within noise states the minimum "
+    "detectable difference at its level (80% power) and the items per model that would detect 0.03."
+)
 
 
 def _rule(direction: str, t: float) -> str:
@@ -90,6 +93,7 @@ class Hypothesis:
     """What :func:`family` needs to decide a tested row, never written: the threshold t and the
     direction of "statistic = t", the bootstrap statistics (its interval at the Holm level), the
     statistic's standard error and the items per model (the note of a row within noise)."""
+
     threshold: float
     direction: str
     boot: np.ndarray | None = None
@@ -102,6 +106,7 @@ class ClaimRow:
     """One verdict row: the claim, the paper's statement, the condition, our estimate and interval,
     the rule and the verdict; ``note``; a tested row's raw ``p`` and, once :func:`family` decided it,
     ``p_adj`` (Holm), ``level``, ``family`` (its size) and ``ci_level`` (the interval's level)."""
+
     claim: str
     paper: str
     condition: str
@@ -120,27 +125,60 @@ class ClaimRow:
 
     def to_dict(self) -> dict:
         """The row as written (summary.json's ``verdicts``): the eight columns, then those that are set."""
-        out = {"claim": self.claim, "paper": self.paper, "condition": self.condition, "ours": self.ours,
-               "lo": self.lo, "hi": self.hi, "rule": self.rule, "verdict": self.verdict}
+        out = {
+            "claim": self.claim,
+            "paper": self.paper,
+            "condition": self.condition,
+            "ours": self.ours,
+            "lo": self.lo,
+            "hi": self.hi,
+            "rule": self.rule,
+            "verdict": self.verdict,
+        }
         for name in ("note", "p", "p_adj", "level", "family", "ci_level"):
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name)
         return out
 
 
-def claim_row(claim: str, paper: str, condition: str, ours, lo, hi, threshold: float, direction: str,
-              note: str | None = None, p: float | None = None, boot=None, se: float | None = None,
-              n_items: int | None = None) -> ClaimRow:
+def claim_row(
+    claim: str,
+    paper: str,
+    condition: str,
+    ours,
+    lo,
+    hi,
+    threshold: float,
+    direction: str,
+    note: str | None = None,
+    p: float | None = None,
+    boot=None,
+    se: float | None = None,
+    n_items: int | None = None,
+) -> ClaimRow:
     """One claim's row. Without ``p``: its verdict from :func:`verdict` on [lo, hi]. With ``p`` (the
     raw two-sided p of "statistic = threshold"): a tested row; :func:`family` adjusts it (Holm),
     recomputes [lo, hi] at its Holm level from ``boot`` (the bootstrap statistics) and decides it;
     ``se`` (the statistic's standard error) and ``n_items`` (items per model) size the note of a
     row within noise."""
-    row = ClaimRow(claim=claim, paper=paper, condition=condition, ours=ours, lo=lo, hi=hi,
-                   rule=_rule(direction, threshold), verdict=verdict(lo, hi, threshold, direction), note=note or None)
+    row = ClaimRow(
+        claim=claim,
+        paper=paper,
+        condition=condition,
+        ours=ours,
+        lo=lo,
+        hi=hi,
+        rule=_rule(direction, threshold),
+        verdict=verdict(lo, hi, threshold, direction),
+        note=note or None,
+    )
     if p is not None:
-        row = replace(row, p=float(p), tested=Hypothesis(threshold, direction, boot, se, n_items),
-                      verdict="within noise" if not math.isnan(p) else "not computed")
+        row = replace(
+            row,
+            p=float(p),
+            tested=Hypothesis(threshold, direction, boot, se, n_items),
+            verdict="within noise" if not math.isnan(p) else "not computed",
+        )
     return row
 
 
@@ -177,14 +215,25 @@ def family(rows: list[ClaimRow], alpha: float = ALPHA) -> list[ClaimRow]:
             decided = decide(r.ours, pa, t.threshold, t.direction, alpha)
             note = r.note
             if decided == "within noise" and t.se:
-                d = stats.mdd(t.se ** 2, 1, alpha=1 - lv)
+                d = stats.mdd(t.se**2, 1, alpha=1 - lv)
                 more = ""
                 if t.n_items:
-                    more = (f"; ~{math.ceil(t.n_items * (d / SMALL_GAP) ** 2):,} items per model would detect "
-                            f"{SMALL_GAP:g}")
+                    more = (
+                        f"; ~{math.ceil(t.n_items * (d / SMALL_GAP) ** 2):,} items per model would detect {SMALL_GAP:g}"
+                    )
                 note = "; ".join(x for x in (r.note, f"MDD {d:.3f} at this size and level{more}") if x)
-            out[i] = replace(r, p_adj=float(pa), level=float(lv), family=len(idx), lo=lo, hi=hi, ci_level=ci_level,
-                             verdict=decided, rule=f"Holm over {len(idx)} rows at {alpha:g}; " + r.rule, note=note)
+            out[i] = replace(
+                r,
+                p_adj=float(pa),
+                level=float(lv),
+                family=len(idx),
+                lo=lo,
+                hi=hi,
+                ci_level=ci_level,
+                verdict=decided,
+                rule=f"Holm over {len(idx)} rows at {alpha:g}; " + r.rule,
+                note=note,
+            )
     return out
 
 
@@ -210,6 +259,7 @@ def distinct(rows: list[dict]) -> list[dict]:
 class ItemMatrix:
     """0/1 correctness of evaluated models (rows, by eval_key) on items (columns, (task, doc) pairs
     every model has), and each item's task (index into ``tasks``)."""
+
     keys: tuple[str, ...]
     tasks: tuple[str, ...]
     task_of: np.ndarray  # (n_items,) int
@@ -233,22 +283,31 @@ class ItemMatrix:
         used = np.unique(pairs[:, 0])  # tasks left with at least one item
         remap = np.full(len(tasks), -1)
         remap[used] = np.arange(len(used))
-        return cls(tuple(keys.tolist()), tuple(tasks[used].tolist()), remap[pairs[:, 0]], pairs[:, 1].copy(),
-                   mat[:, keep])
+        return cls(
+            tuple(keys.tolist()), tuple(tasks[used].tolist()), remap[pairs[:, 0]], pairs[:, 1].copy(), mat[:, keep]
+        )
 
     @classmethod
     def from_rows(cls, rows: list[dict]) -> ItemMatrix:
         """From item rows {key, task, doc, gold, pred}; correct = pred == gold."""
-        return cls.from_columns([r["key"] for r in rows], [r["task"] for r in rows], [r["doc"] for r in rows],
-                                [float(r["pred"] == r["gold"]) for r in rows])
+        return cls.from_columns(
+            [r["key"] for r in rows],
+            [r["task"] for r in rows],
+            [r["doc"] for r in rows],
+            [float(r["pred"] == r["gold"]) for r in rows],
+        )
 
     @classmethod
     def from_table(cls, table) -> ItemMatrix:
         """From a pyarrow table with columns key, task, doc, gold, pred."""
         gold = table.column("gold").to_numpy(zero_copy_only=False)
         pred = table.column("pred").to_numpy(zero_copy_only=False)
-        return cls.from_columns(table.column("key").to_pylist(), table.column("task").to_pylist(),
-                                table.column("doc").to_numpy(zero_copy_only=False), (pred == gold).astype(float))
+        return cls.from_columns(
+            table.column("key").to_pylist(),
+            table.column("task").to_pylist(),
+            table.column("doc").to_numpy(zero_copy_only=False),
+            (pred == gold).astype(float),
+        )
 
     @classmethod
     def read(cls, path) -> ItemMatrix | None:
@@ -291,8 +350,9 @@ class ItemMatrix:
     def subset(self, items: np.ndarray) -> ItemMatrix:
         """The same models on the items ``items`` (indices); tasks left without items are dropped."""
         used, task_of = np.unique(self.task_of[items], return_inverse=True)
-        return ItemMatrix(self.keys, tuple(self.tasks[t] for t in used), task_of.ravel(), self.docs[items],
-                          self.correct[:, items])
+        return ItemMatrix(
+            self.keys, tuple(self.tasks[t] for t in used), task_of.ravel(), self.docs[items], self.correct[:, items]
+        )
 
     def splittable(self) -> bool:
         """Every task has 2 or more items, so both halves of :meth:`split` keep every task."""
@@ -305,7 +365,7 @@ class ItemMatrix:
         rng = np.random.default_rng([seed, 7])
         a = []
         for idx in self.task_items():
-            a += rng.permutation(idx)[:(len(idx) + 1) // 2].tolist()
+            a += rng.permutation(idx)[: (len(idx) + 1) // 2].tolist()
         in_a = np.zeros(self.n_items, dtype=bool)
         in_a[a] = True
         return self.subset(np.flatnonzero(in_a)), self.subset(np.flatnonzero(~in_a))
@@ -320,10 +380,8 @@ class ItemMatrix:
         for idx in self.task_items():
             n = len(idx)
             draw = rng.integers(0, n, size=(n_boot, max(n - 1, 1)))
-            out.append(np.bincount((draw + offsets * n).ravel(), minlength=n_boot * n)
-                       .reshape(n_boot, n).astype(float))
+            out.append(np.bincount((draw + offsets * n).ravel(), minlength=n_boot * n).reshape(n_boot, n).astype(float))
         return out
-
 
 
 def _percentile(boot: np.ndarray, level: float = LEVEL) -> tuple[float, float]:
@@ -334,8 +392,14 @@ def _percentile(boot: np.ndarray, level: float = LEVEL) -> tuple[float, float]:
     return float(np.quantile(boot, a)), float(np.quantile(boot, 1 - a))
 
 
-def item_bootstrap_samples(matrix: ItemMatrix, stat_fn: Callable[[dict], float], n_boot: int = 2000, seed: int = 0,
-                           keys=None, paired: bool = True) -> tuple[float, np.ndarray]:
+def item_bootstrap_samples(
+    matrix: ItemMatrix,
+    stat_fn: Callable[[dict], float],
+    n_boot: int = 2000,
+    seed: int = 0,
+    keys=None,
+    paired: bool = True,
+) -> tuple[float, np.ndarray]:
     """(point, the n_boot resampled statistics) of ``stat_fn({eval_key: macro accuracy})``: items
     resampled with replacement within each task; paired: one resample for every model;
     ``paired=False`` draws each model its own resample (for comparison only)."""
@@ -346,13 +410,20 @@ def item_bootstrap_samples(matrix: ItemMatrix, stat_fn: Callable[[dict], float],
     if paired:
         acc = matrix.macro(c, matrix.resample_counts(n_boot, seed))  # (models, n_boot)
     else:
-        acc = np.concatenate([matrix.macro(c[[i]], matrix.resample_counts(n_boot, seed + 1 + i))
-                              for i in range(len(keys))])
+        acc = np.concatenate(
+            [matrix.macro(c[[i]], matrix.resample_counts(n_boot, seed + 1 + i)) for i in range(len(keys))]
+        )
     return point, np.array([stat_fn(dict(zip(keys, col))) for col in acc.T.tolist()], dtype=float)
 
 
-def item_bootstrap(matrix: ItemMatrix, stat_fn: Callable[[dict], float], n_boot: int = 2000, seed: int = 0,
-                   keys=None, paired: bool = True) -> tuple[float, float, float]:
+def item_bootstrap(
+    matrix: ItemMatrix,
+    stat_fn: Callable[[dict], float],
+    n_boot: int = 2000,
+    seed: int = 0,
+    keys=None,
+    paired: bool = True,
+) -> tuple[float, float, float]:
     """(point, lo, hi): :func:`item_bootstrap_samples` with its 95% percentile interval."""
     point, boot = item_bootstrap_samples(matrix, stat_fn, n_boot, seed, keys, paired)
     return (point, *_percentile(boot))
@@ -361,8 +432,14 @@ def item_bootstrap(matrix: ItemMatrix, stat_fn: Callable[[dict], float], n_boot:
 N_SPLITS = 20  # random half-splits a cross-fitted statistic is averaged over
 
 
-def split_bootstrap_samples(matrix: ItemMatrix, stat_fn: Callable[[dict, dict], float], n_boot: int = 2000,
-                            seed: int = 0, keys=None, n_splits: int = N_SPLITS) -> tuple[float, np.ndarray]:
+def split_bootstrap_samples(
+    matrix: ItemMatrix,
+    stat_fn: Callable[[dict, dict], float],
+    n_boot: int = 2000,
+    seed: int = 0,
+    keys=None,
+    n_splits: int = N_SPLITS,
+) -> tuple[float, np.ndarray]:
     """(point, resampled statistics) of a statistic that chooses on one half of the items and
     measures on the other: ``stat_fn(acc_a, acc_b)`` gets the macro accuracies on the halves of
     :meth:`ItemMatrix.split`. The point is its mean over ``n_splits`` seeded random splits (one
@@ -384,15 +461,22 @@ def split_bootstrap_samples(matrix: ItemMatrix, stat_fn: Callable[[dict, dict], 
     return float(np.mean(points)), np.array(boot, dtype=float)
 
 
-def split_bootstrap(matrix: ItemMatrix, stat_fn: Callable[[dict, dict], float], n_boot: int = 2000, seed: int = 0,
-                    keys=None, n_splits: int = N_SPLITS) -> tuple[float, float, float]:
+def split_bootstrap(
+    matrix: ItemMatrix,
+    stat_fn: Callable[[dict, dict], float],
+    n_boot: int = 2000,
+    seed: int = 0,
+    keys=None,
+    n_splits: int = N_SPLITS,
+) -> tuple[float, float, float]:
     """(point, lo, hi): :func:`split_bootstrap_samples` with its 95% percentile interval."""
     point, boot = split_bootstrap_samples(matrix, stat_fn, n_boot, seed, keys, n_splits)
     return (point, *_percentile(boot))
 
 
-def cross_fit_gap(acc_a: dict, acc_b: dict, choose: Callable[[dict], tuple],
-                  measure: Callable[[dict, tuple], float]) -> float:
+def cross_fit_gap(
+    acc_a: dict, acc_b: dict, choose: Callable[[dict], tuple], measure: Callable[[dict, tuple], float]
+) -> float:
     """Choose on one half, measure on the other, both ways, averaged: an estimate of the chosen
     quantity free of the selection bias of choosing and measuring on the same items (the maximum of
     noisy accuracies is biased upward; a cross-fitted one is not)."""
@@ -401,8 +485,21 @@ def cross_fit_gap(acc_a: dict, acc_b: dict, choose: Callable[[dict], tuple],
 
 def _boot_row(claim, paper, cond, point, boot, threshold, direction, n_items, note=None) -> ClaimRow:
     lo, hi = _percentile(boot)
-    return claim_row(claim, paper, cond, point, lo, hi, threshold, direction, note=note, p=boot_p(boot, threshold),
-                     boot=boot, se=float(np.std(boot, ddof=1)) if len(boot) > 1 else None, n_items=n_items)
+    return claim_row(
+        claim,
+        paper,
+        cond,
+        point,
+        lo,
+        hi,
+        threshold,
+        direction,
+        note=note,
+        p=boot_p(boot, threshold),
+        boot=boot,
+        se=float(np.std(boot, ddof=1)) if len(boot) > 1 else None,
+        n_items=n_items,
+    )
 
 
 # ---------------------------------------------------------------- grouping
@@ -423,8 +520,7 @@ def _groups(rows: list[dict], *fields) -> dict[tuple, list[dict]]:
 
 
 def _cond(**kw) -> str:
-    return ", ".join(f"{v}" if k == "objective" else f"{k}={v}" if k == "k" else f"recovery {v}"
-                     for k, v in kw.items())
+    return ", ".join(f"{v}" if k == "objective" else f"{k}={v}" if k == "k" else f"recovery {v}" for k, v in kw.items())
 
 
 def _not_computed(claim, paper, condition, threshold, direction, note=NO_ITEMS) -> ClaimRow:
@@ -432,9 +528,17 @@ def _not_computed(claim, paper, condition, threshold, direction, note=NO_ITEMS) 
 
 
 def _no_verdict(claim, paper, condition, n: int) -> ClaimRow:
-    return ClaimRow(claim=claim, paper=paper, condition=condition, ours=None, lo=None, hi=None,
-                    rule=f"no verdict on fewer than {MIN_MODELS} distinct models", verdict="no verdict",
-                    note=f"{n} distinct evaluated model{'s' if n != 1 else ''}; {MIN_MODELS} or more would decide")
+    return ClaimRow(
+        claim=claim,
+        paper=paper,
+        condition=condition,
+        ours=None,
+        lo=None,
+        hi=None,
+        rule=f"no verdict on fewer than {MIN_MODELS} distinct models",
+        verdict="no verdict",
+        note=f"{n} distinct evaluated model{'s' if n != 1 else ''}; {MIN_MODELS} or more would decide",
+    )
 
 
 def _with_items(rows: list[dict], matrix: ItemMatrix | None) -> list[dict]:
@@ -454,8 +558,10 @@ def _seed_means(acc: dict, cells: list[dict]) -> dict[str, float]:
 
 
 # ---------------------------------------------------------------- the claims
-SHAPES = ("objectives shape the removed set",
-          "the two objectives produce structurally different sets of \"redundant\" layers")
+SHAPES = (
+    "objectives shape the removed set",
+    'the two objectives produce structurally different sets of "redundant" layers',
+)
 
 
 def shapes_statistic(sets: list, labels: np.ndarray) -> float:
@@ -501,19 +607,35 @@ def objective_shapes_sets(rows: list[dict], n_boot: int = 2000, seed: int = 0) -
         point = _shapes(J, labels)
         note = f"{len(cells)} cells; exact permutation over {n_perm} relabellings within searchers"
         if n_perm * ALPHA < 1:
-            out.append(replace(claim_row(*SHAPES, cond, point, None, None, 0.0, ">", note=note + f": p cannot go "
-                                         f"below 1/{n_perm}, so this size cannot decide"), verdict="descriptive"))
+            out.append(
+                replace(
+                    claim_row(
+                        *SHAPES,
+                        cond,
+                        point,
+                        None,
+                        None,
+                        0.0,
+                        ">",
+                        note=note + f": p cannot go below 1/{n_perm}, so this size cannot decide",
+                    ),
+                    verdict="descriptive",
+                )
+            )
             continue
-        res = stats.permutation_test(partial(_shapes, J), labels, strata, alternative="two-sided",
-                                     seed=seed)
+        res = stats.permutation_test(partial(_shapes, J), labels, strata, alternative="two-sided", seed=seed)
         note = note if res.exact else f"{len(cells)} cells; {res.n_perm} random relabellings within searchers"
         out.append(claim_row(*SHAPES, cond, point, None, None, 0.0, ">", note=note, p=res.p))
     return out
 
 
-BEATS = ("objective matters more than search",
-         ("\"the choice of calibration objective has far more influence on final performance than the choice "
-          "of search algorithm\""))
+BEATS = (
+    "objective matters more than search",
+    (
+        '"the choice of calibration objective has far more influence on final performance than the choice '
+        'of search algorithm"'
+    ),
+)
 
 
 def _best_worst(acc: dict, cells: list[dict]) -> tuple[str, str]:
@@ -550,8 +672,9 @@ def objective_blind(rows: list[dict]) -> set[str]:
     return {s for s, blind in out.items() if blind}
 
 
-def objective_beats_search(rows: list[dict], matrix: ItemMatrix | None, n_boot: int = 2000,
-                           seed: int = 0) -> list[ClaimRow]:
+def objective_beats_search(
+    rows: list[dict], matrix: ItemMatrix | None, n_boot: int = 2000, seed: int = 0
+) -> list[ClaimRow]:
     """Per (k, recovery): objective effect minus search effect, in mean accuracy, both cross-fitted
     and averaged over random splits (:func:`split_bootstrap_samples`). Objective effect: the paired
     mean difference acc(first) - acc(second) over (searcher, seed) present under both objectives,
@@ -566,13 +689,21 @@ def objective_beats_search(rows: list[dict], matrix: ItemMatrix | None, n_boot: 
         cells = _with_items(g, matrix)
         objs = sorted({r["objective"] for r in cells})
         by = {(r["objective"], r["searcher"], r["seed"]): r["eval_key"] for r in cells if r["searcher"] not in blind}
-        pairs = [(o1, o2, [(by[(o1, s, sd)], by[(o2, s, sd)]) for (o, s, sd) in by
-                           if o == o1 and (o2, s, sd) in by]) for o1, o2 in combinations(objs, 2)]
+        pairs = [
+            (o1, o2, [(by[(o1, s, sd)], by[(o2, s, sd)]) for (o, s, sd) in by if o == o1 and (o2, s, sd) in by])
+            for o1, o2 in combinations(objs, 2)
+        ]
         pairs = [p for p in pairs if p[2]]
         if matrix is None or not pairs:
-            out.append(_not_computed(*BEATS, cond, 0.0, ">",
-                                     NO_ITEMS if matrix is None else "no objective-guided (searcher, seed) under two "
-                                                                     "objectives"))
+            out.append(
+                _not_computed(
+                    *BEATS,
+                    cond,
+                    0.0,
+                    ">",
+                    NO_ITEMS if matrix is None else "no objective-guided (searcher, seed) under two objectives",
+                )
+            )
             continue
         if _n_distinct(cells) < MIN_MODELS:
             out.append(_no_verdict(*BEATS, cond, _n_distinct(cells)))
@@ -585,8 +716,18 @@ def objective_beats_search(rows: list[dict], matrix: ItemMatrix | None, n_boot: 
         def stat(acc_a, acc_b, pairs=pairs, per_obj=per_obj):
             def diff(acc, ps):
                 return float(np.mean([acc[a] - acc[b] for a, b in ps]))
-            obj = np.mean([cross_fit_gap(acc_a, acc_b, lambda acc, ps=ps: np.sign(diff(acc, ps)),
-                                         lambda acc, sign, ps=ps: sign * diff(acc, ps)) for _, _, ps in pairs])
+
+            obj = np.mean(
+                [
+                    cross_fit_gap(
+                        acc_a,
+                        acc_b,
+                        lambda acc, ps=ps: np.sign(diff(acc, ps)),
+                        lambda acc, sign, ps=ps: sign * diff(acc, ps),
+                    )
+                    for _, _, ps in pairs
+                ]
+            )
             return obj - np.mean([searcher_spread(acc_a, acc_b, c) for c in per_obj])
 
         point, boot = split_bootstrap_samples(matrix, stat, n_boot, seed, keys=[r["eval_key"] for r in cells])
@@ -594,8 +735,10 @@ def objective_beats_search(rows: list[dict], matrix: ItemMatrix | None, n_boot: 
     return out
 
 
-SPREAD = ("search algorithms differ little",
-          "best minus worst searcher: \"typically 1-3 percentage points\" (margin objective); ours cross-fitted")
+SPREAD = (
+    "search algorithms differ little",
+    'best minus worst searcher: "typically 1-3 percentage points" (margin objective); ours cross-fitted',
+)
 
 
 def search_spread(rows: list[dict], matrix: ItemMatrix | None, n_boot: int = 2000, seed: int = 0) -> list[ClaimRow]:
@@ -609,8 +752,9 @@ def search_spread(rows: list[dict], matrix: ItemMatrix | None, n_boot: int = 200
         cond = _cond(objective=obj, k=k, recovery=rec)
         cells = _with_items(g, matrix)
         if matrix is None or len({r["searcher"] for r in cells}) < 2:
-            out.append(_not_computed(*SPREAD, cond, SMALL_GAP, "<",
-                                     NO_ITEMS if matrix is None else "fewer than 2 searchers"))
+            out.append(
+                _not_computed(*SPREAD, cond, SMALL_GAP, "<", NO_ITEMS if matrix is None else "fewer than 2 searchers")
+            )
             continue
         if _n_distinct(cells) < MIN_MODELS:
             out.append(_no_verdict(*SPREAD, cond, _n_distinct(cells)))
@@ -620,15 +764,21 @@ def search_spread(rows: list[dict], matrix: ItemMatrix | None, n_boot: int = 200
             continue
         full = {r["eval_key"]: matrix.mean_acc(r["eval_key"]) for r in cells}
         in_sample = _gap(full, _best_worst(full, cells), cells)
-        point, boot = split_bootstrap_samples(matrix, partial(searcher_spread, cells=cells), n_boot,
-                                              seed, keys=[r["eval_key"] for r in cells])
-        out.append(_boot_row(*SPREAD, cond, point, boot, SMALL_GAP, "<", matrix.n_items,
-                             note=f"in-sample max-min {in_sample:.3f}"))
+        point, boot = split_bootstrap_samples(
+            matrix, partial(searcher_spread, cells=cells), n_boot, seed, keys=[r["eval_key"] for r in cells]
+        )
+        out.append(
+            _boot_row(
+                *SPREAD, cond, point, boot, SMALL_GAP, "<", matrix.n_items, note=f"in-sample max-min {in_sample:.3f}"
+            )
+        )
     return out
 
 
-CALIB = ("calibration ranking disagrees with accuracy ranking",
-         "Spearman of calibration rank vs accuracy rank: -0.78 to near zero, mostly negative")
+CALIB = (
+    "calibration ranking disagrees with accuracy ranking",
+    "Spearman of calibration rank vs accuracy rank: -0.78 to near zero, mostly negative",
+)
 
 
 def paper_rho(calib, acc, seed: int = 0, n_boot: int = 2000) -> tuple[float, float, float]:
@@ -650,8 +800,13 @@ def calibration_vs_accuracy(rows: list[dict], n_boot: int = 2000, seed: int = 0)
     rho < 0 and how many the family decided."""
     out = []
     for (obj, k, rec), g in _groups(rows, "objective", "k", "recovery").items():
-        g = distinct([r for r in g if r.get("mean_acc") is not None and r.get("calib_value") is not None
-                      and not math.isnan(r["mean_acc"])])
+        g = distinct(
+            [
+                r
+                for r in g
+                if r.get("mean_acc") is not None and r.get("calib_value") is not None and not math.isnan(r["mean_acc"])
+            ]
+        )
         cond = _cond(objective=obj, k=k, recovery=rec) + f" (n={len(g)})"
         if len(g) < MIN_MODELS:
             out.append(_no_verdict(*CALIB, cond, len(g)))
@@ -660,29 +815,65 @@ def calibration_vs_accuracy(rows: list[dict], n_boot: int = 2000, seed: int = 0)
         r_paper, lo, hi = paper_rho(calib, acc, seed, n_boot)
         rho = None if math.isnan(r_paper) else r_paper
         if 2 / math.factorial(len(g)) > ALPHA or rho is None:
-            out.append(replace(claim_row(*CALIB, cond, rho, lo, hi, 0.0, "<",
-                                         note=f"n={len(g)}: the smallest possible p is 2/{len(g)}!, so this size "
-                                              "cannot decide" if rho is not None else "rho undefined (tied ranks)"),
-                               verdict="descriptive"))
+            out.append(
+                replace(
+                    claim_row(
+                        *CALIB,
+                        cond,
+                        rho,
+                        lo,
+                        hi,
+                        0.0,
+                        "<",
+                        note=f"n={len(g)}: the smallest possible p is 2/{len(g)}!, so this size cannot decide"
+                        if rho is not None
+                        else "rho undefined (tied ranks)",
+                    ),
+                    verdict="descriptive",
+                )
+            )
             continue
         res = stats.spearman_exact_p(calib, acc, seed=seed)
-        out.append(claim_row(*CALIB, cond, rho, lo, hi, 0.0, "<", p=res.p,
-                             note="95% bootstrap interval; p: exact permutation" if res.exact else
-                             "95% bootstrap interval; p: 10,000 random permutations"))
+        out.append(
+            claim_row(
+                *CALIB,
+                cond,
+                rho,
+                lo,
+                hi,
+                0.0,
+                "<",
+                p=res.p,
+                note="95% bootstrap interval; p: exact permutation"
+                if res.exact
+                else "95% bootstrap interval; p: 10,000 random permutations",
+            )
+        )
     done = [r.ours for r in out if r.ours is not None]
     if not done:
         return out
     neg = sum(ours < 0 for ours in done)
     n = len(done)
-    out.append(ClaimRow(claim=CALIB[0] + " (summary)", paper=CALIB[1],
-                        condition=f"{n} conditions with a rho: {neg} with rho < 0",
-                        ours=neg / n, lo=None, hi=None, rule="reported (the rows above carry the verdicts)",
-                        verdict="reported", note="share of conditions with rho < 0"))
+    out.append(
+        ClaimRow(
+            claim=CALIB[0] + " (summary)",
+            paper=CALIB[1],
+            condition=f"{n} conditions with a rho: {neg} with rho < 0",
+            ours=neg / n,
+            lo=None,
+            hi=None,
+            rule="reported (the rows above carry the verdicts)",
+            verdict="reported",
+            note="share of conditions with rho < 0",
+        )
+    )
     return out
 
 
-COST = ("complex search buys little",
-        "simple methods are near-optimal in minutes; complex ones take hours for marginal gains")
+COST = (
+    "complex search buys little",
+    "simple methods are near-optimal in minutes; complex ones take hours for marginal gains",
+)
 
 
 def cost_of_search(rows: list[dict], matrix: ItemMatrix | None, n_boot: int = 2000, seed: int = 0) -> list[ClaimRow]:
@@ -698,32 +889,52 @@ def cost_of_search(rows: list[dict], matrix: ItemMatrix | None, n_boot: int = 20
         by_cell = {r["cell"]: r for r in g}.values()
         cx = sum(r.get("budget_used") or 0.0 for r in by_cell if r["searcher"] in COMPLEX)
         sm = sum(r.get("budget_used") or 0.0 for r in by_cell if r["searcher"] in SIMPLE)
-        out.append(ClaimRow(claim=COST[0] + ": compute ratio", paper="minutes vs hours",
-                            condition=f"{obj}: evaluations complex {cx:.0f} / simple {sm:.0f}",
-                            ours=cx / sm if sm > 0 and cx > 0 else None, lo=None, hi=None,
-                            rule="reported", verdict="reported"))
+        out.append(
+            ClaimRow(
+                claim=COST[0] + ": compute ratio",
+                paper="minutes vs hours",
+                condition=f"{obj}: evaluations complex {cx:.0f} / simple {sm:.0f}",
+                ours=cx / sm if sm > 0 and cx > 0 else None,
+                lo=None,
+                hi=None,
+                rule="reported",
+                verdict="reported",
+            )
+        )
     for (obj, k, rec), g in _groups(rows, "objective", "k", "recovery").items():
         cond = _cond(objective=obj, k=k, recovery=rec)
         cells = _with_items(g, matrix)
         cx = list(dict.fromkeys(r["eval_key"] for r in cells if r["searcher"] in COMPLEX))
         sm = list(dict.fromkeys(r["eval_key"] for r in cells if r["searcher"] in SIMPLE))
         if matrix is None or not cx or not sm or not matrix.splittable():
-            out.append(_not_computed(COST[0] + ": accuracy gain", COST[1], cond, SMALL_GAP, "<",
-                                     NO_ITEMS if matrix is None else "needs complex and simple cells" if not (cx and sm)
-                                     else NO_SPLIT))
+            out.append(
+                _not_computed(
+                    COST[0] + ": accuracy gain",
+                    COST[1],
+                    cond,
+                    SMALL_GAP,
+                    "<",
+                    NO_ITEMS if matrix is None else "needs complex and simple cells" if not (cx and sm) else NO_SPLIT,
+                )
+            )
             continue
 
         def stat(acc_a, acc_b, cx=cx, sm=sm):
-            return cross_fit_gap(acc_a, acc_b, lambda acc: (max(cx, key=acc.get), max(sm, key=acc.get)),
-                                 lambda acc, pick: acc[pick[0]] - acc[pick[1]])
+            return cross_fit_gap(
+                acc_a,
+                acc_b,
+                lambda acc: (max(cx, key=acc.get), max(sm, key=acc.get)),
+                lambda acc, pick: acc[pick[0]] - acc[pick[1]],
+            )
 
         point, boot = split_bootstrap_samples(matrix, stat, n_boot, seed, keys=cx + sm)
         out.append(_boot_row(COST[0] + ": accuracy gain", COST[1], cond, point, boot, SMALL_GAP, "<", matrix.n_items))
     return out
 
 
-def paired_row(matrix: ItemMatrix, claim: str, paper: str, cond: str, ka: str, kb: str, n_boot: int = 2000,
-               seed: int = 0) -> ClaimRow:
+def paired_row(
+    matrix: ItemMatrix, claim: str, paper: str, cond: str, ka: str, kb: str, n_boot: int = 2000, seed: int = 0
+) -> ClaimRow:
     """A tested row for acc(ka) - acc(kb) > 0: the paired z test of the macro mean difference
     (stats.paired_test, item variance within tasks; the statistic the adaptive looks use) and its
     paired percentile-bootstrap interval (shown at the row's Holm level by :func:`family`)."""
@@ -731,8 +942,9 @@ def paired_row(matrix: ItemMatrix, claim: str, paper: str, cond: str, ka: str, k
     t = stats.paired_test(a, b, matrix.task_of)
     _, boot = item_bootstrap_samples(matrix, lambda acc: acc[ka] - acc[kb], n_boot, seed, keys=[ka, kb])
     lo, hi = _percentile(boot)
-    return claim_row(claim, paper, cond, t.estimate, lo, hi, 0.0, ">", p=t.p, boot=boot, se=t.se,
-                     n_items=matrix.n_items)
+    return claim_row(
+        claim, paper, cond, t.estimate, lo, hi, 0.0, ">", p=t.p, boot=boot, se=t.se, n_items=matrix.n_items
+    )
 
 
 def recovery_comparison(matrix: ItemMatrix | None, pairs, n_boot: int = 2000, seed: int = 0) -> list[ClaimRow]:
@@ -743,12 +955,19 @@ def recovery_comparison(matrix: ItemMatrix | None, pairs, n_boot: int = 2000, se
     for la, ka, lb, kb, paper in pairs:
         claim, cond = f"{la} beats {lb}", f"{la} - {lb}"
         if matrix is None or ka not in matrix or kb not in matrix:
-            out.append(_not_computed(claim, paper, cond, 0.0, ">",
-                                     NO_ITEMS if matrix is None else "model missing from the items"))
+            out.append(
+                _not_computed(
+                    claim, paper, cond, 0.0, ">", NO_ITEMS if matrix is None else "model missing from the items"
+                )
+            )
             continue
         if ka == kb:
-            out.append(replace(claim_row(claim, paper, cond, 0.0, 0.0, 0.0, 0.0, ">", note="the same evaluated model"),
-                               verdict="identical"))
+            out.append(
+                replace(
+                    claim_row(claim, paper, cond, 0.0, 0.0, 0.0, 0.0, ">", note="the same evaluated model"),
+                    verdict="identical",
+                )
+            )
             continue
         out.append(paired_row(matrix, claim, paper, cond, ka, kb, n_boot, seed))
     return out
@@ -762,11 +981,18 @@ def contrast_claims(matrix: ItemMatrix | None, pairs, n_boot: int = 2000, seed: 
         cond = f"{getattr(c, 'left', '') or c.left_key} - {getattr(c, 'right', '') or c.right_key}"
         paper = "pre-registered (compare.contrasts)"
         if matrix is None or c.left_key not in matrix or c.right_key not in matrix:
-            out.append(_not_computed(c.name, paper, cond, 0.0, ">",
-                                     NO_ITEMS if matrix is None else "model missing from the items"))
+            out.append(
+                _not_computed(
+                    c.name, paper, cond, 0.0, ">", NO_ITEMS if matrix is None else "model missing from the items"
+                )
+            )
         elif c.left_key == c.right_key:
-            out.append(replace(claim_row(c.name, paper, cond, 0.0, 0.0, 0.0, 0.0, ">", note="the same evaluated model"),
-                               verdict="identical"))
+            out.append(
+                replace(
+                    claim_row(c.name, paper, cond, 0.0, 0.0, 0.0, 0.0, ">", note="the same evaluated model"),
+                    verdict="identical",
+                )
+            )
         else:
             out.append(paired_row(matrix, c.name, paper, cond, c.left_key, c.right_key, n_boot, seed))
     return out
@@ -775,9 +1001,13 @@ def contrast_claims(matrix: ItemMatrix | None, pairs, n_boot: int = 2000, seed: 
 def all_claims(rows: list[dict], matrix: ItemMatrix | None, n_boot: int = 2000, seed: int = 0) -> list[ClaimRow]:
     """Every claim of the study on one run (the recovery comparison, which needs named pairs, aside),
     not yet adjusted: pass them (with any other rows of the run) to :func:`family` once."""
-    return (objective_shapes_sets(rows, n_boot, seed) + objective_beats_search(rows, matrix, n_boot, seed)
-            + search_spread(rows, matrix, n_boot, seed) + calibration_vs_accuracy(rows, n_boot, seed)
-            + cost_of_search(rows, matrix, n_boot, seed))
+    return (
+        objective_shapes_sets(rows, n_boot, seed)
+        + objective_beats_search(rows, matrix, n_boot, seed)
+        + search_spread(rows, matrix, n_boot, seed)
+        + calibration_vs_accuracy(rows, n_boot, seed)
+        + cost_of_search(rows, matrix, n_boot, seed)
+    )
 
 
 # ---------------------------------------------------------------- Markdown
@@ -801,8 +1031,10 @@ def render(claims: list[ClaimRow]) -> str:
     labelled with its level when that is not 95%."""
     if any(c.p is not None and c.p_adj is None for c in claims):
         claims = family(claims)
-    lines = ["| claim | condition | paper | ours [interval] | p (Holm-adjusted) | verdict |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        "| claim | condition | paper | ours [interval] | p (Holm-adjusted) | verdict |",
+        "|---|---|---|---|---|---|",
+    ]
     for c in claims:
         if c.ours is None:
             ours = c.note or "–"
@@ -811,9 +1043,7 @@ def render(claims: list[ClaimRow]) -> str:
         else:
             lv = LEVEL if c.ci_level is None else c.ci_level  # the level the interval was computed at
             tag = "" if abs(lv - LEVEL) < 1e-9 else f" at {100 * lv:.2f}%"
-            ours = (f"{_num(c.ours)} [{_num(c.lo)}, {_num(c.hi)}]{tag}"
-                    + (f"; {c.note}" if c.note else ""))
+            ours = f"{_num(c.ours)} [{_num(c.lo)}, {_num(c.hi)}]{tag}" + (f"; {c.note}" if c.note else "")
         p = f"{_p(c.p_adj)} (raw {_p(c.p)})" if c.p_adj is not None else "–"
-        lines.append("| " + " | ".join(_cell(x) for x in (c.claim, c.condition, c.paper, ours, p,
-                                                             c.verdict)) + " |")
+        lines.append("| " + " | ".join(_cell(x) for x in (c.claim, c.condition, c.paper, ours, p, c.verdict)) + " |")
     return "\n".join(lines)

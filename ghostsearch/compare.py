@@ -7,6 +7,7 @@ finished cell writes RUN_DIR/cells/<cell>.json; an interrupted compare skips fin
 replays the others from the ledger. The finalists are then repaired (``compare.recovery``) and
 evaluated downstream on the pool's scorers; RUN_DIR/comparison.parquet and the report come last.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -36,14 +37,25 @@ def _cell_task(cfg: Config, broker, run_dir: str, cell: CellSpec, n_blocks: int)
     from ghostsearch.logs import quiet_libraries
 
     quiet_libraries()
-    res = run_cell(cfg, broker, Path(run_dir), searcher=cell.searcher, objective=cell.objective, k=cell.k,
-                   seed=cell.seed, n_blocks=n_blocks, progress=False, matched=cfg.compare.budget == "matched")
+    res = run_cell(
+        cfg,
+        broker,
+        Path(run_dir),
+        searcher=cell.searcher,
+        objective=cell.objective,
+        k=cell.k,
+        seed=cell.seed,
+        n_blocks=n_blocks,
+        progress=False,
+        matched=cfg.compare.budget == "matched",
+    )
     write_json_atomic(Path(run_dir) / "cells" / f"{res.cell}.json", res.to_dict())
     return res
 
 
-def run_cells(cfg: Config, broker, run_dir: Path, cells: list[CellSpec], n_blocks: int, progress: bool = True,
-              on_cell=None) -> list[CellResult]:
+def run_cells(
+    cfg: Config, broker, run_dir: Path, cells: list[CellSpec], n_blocks: int, progress: bool = True, on_cell=None
+) -> list[CellResult]:
     """Every cell (finished ones read back); ``on_cell(result)`` for each, as it finishes."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
     from tqdm.auto import tqdm
@@ -64,7 +76,8 @@ def run_cells(cfg: Config, broker, run_dir: Path, cells: list[CellSpec], n_block
         while queue and len(pending) < max(1, cfg.compare.concurrent):
             c = queue.pop(0)
             ref = _cell_task.options(scheduling_strategy=here, name=f"cell:{c.name}").remote(
-                cfg, broker, str(run_dir), c, n_blocks)
+                cfg, broker, str(run_dir), c, n_blocks
+            )
             pending[ref] = c
         ready, _ = ray.wait(list(pending), num_returns=1)
         c = pending.pop(ready[0])
@@ -85,8 +98,19 @@ def run_cells(cfg: Config, broker, run_dir: Path, cells: list[CellSpec], n_block
     return sorted(done, key=lambda r: order.get(r.cell, 1 << 30))
 
 
-EVAL_RESULT_KEYS = ("tasks", "perplexity", "limit", "ppl_seq_len", "ppl_max_seq", "protocol",
-                    "seed", "sample", "allocation", "neyman_from", "exclude_from")
+EVAL_RESULT_KEYS = (
+    "tasks",
+    "perplexity",
+    "limit",
+    "ppl_seq_len",
+    "ppl_max_seq",
+    "protocol",
+    "seed",
+    "sample",
+    "allocation",
+    "neyman_from",
+    "exclude_from",
+)
 # what a finalist's numbers depend on (the item draw's keys included: ghostsearch/items.py); eval.engine
 # (native = lm-eval by the parity tests), batch_size and cache_gib change only how fast they come, and
 # eval.max_items / eval.looks only how far down the same draw a model goes (a longer run extends the
@@ -95,11 +119,22 @@ EVAL_RESULT_KEYS = ("tasks", "perplexity", "limit", "ppl_seq_len", "ppl_max_seq"
 
 def eval_key(removed: list[int], method: str, cfg: Config, held_out=()) -> str:
     ev = cfg.to_dict()["eval"]
-    blob = json.dumps({"removed": list(removed), "method": method, "variant": cfg.recovery.variant,
-                       "recovery": {k: v for k, v in cfg.to_dict()["recovery"].items() if k != "method"}
-                       if method != "none" else None,
-                       "eval": {k: ev[k] for k in EVAL_RESULT_KEYS}, "model": cfg.model, "revision": cfg.revision,
-                       "dtype": cfg.dtype, "held_out": sorted(held_out)}, sort_keys=True)
+    blob = json.dumps(
+        {
+            "removed": list(removed),
+            "method": method,
+            "variant": cfg.recovery.variant,
+            "recovery": {k: v for k, v in cfg.to_dict()["recovery"].items() if k != "method"}
+            if method != "none"
+            else None,
+            "eval": {k: ev[k] for k in EVAL_RESULT_KEYS},
+            "model": cfg.model,
+            "revision": cfg.revision,
+            "dtype": cfg.dtype,
+            "held_out": sorted(held_out),
+        },
+        sort_keys=True,
+    )
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -136,9 +171,17 @@ def _shares(keys: list[str], todo: dict, n: int, size: int) -> list[list[str]]:
     return [s for s in (keys[i::n] for i in range(n)) if s]
 
 
-def evaluate_finalists(cfg: Config, run_dir: Path, jobs: list[tuple[list[int], str]], held_out=(),
-                       progress: bool = True, broker=None, contrasts=None, on_look=None,
-                       on_share=None) -> dict[str, dict]:
+def evaluate_finalists(
+    cfg: Config,
+    run_dir: Path,
+    jobs: list[tuple[list[int], str]],
+    held_out=(),
+    progress: bool = True,
+    broker=None,
+    contrasts=None,
+    on_look=None,
+    on_share=None,
+) -> dict[str, dict]:
     """Repair and evaluate each (removed, method) job downstream (``evaluate.evaluate_finalist_specs``:
     finalists of one model together, over one dense prefix cache) on the run's item draw
     (``items.run_draw``: RUN_DIR/items.parquet, written before any evaluation, reused on resume);
@@ -169,23 +212,27 @@ def evaluate_finalists(cfg: Config, run_dir: Path, jobs: list[tuple[list[int], s
     contrasts = [as_contrast(c) for c in contrasts or [] if not getattr(c, "same", False)]  # same model: not tested
     missing = sorted({k for c in contrasts for k in (c.left_key, c.right_key)} - set(keys))
     if missing:
-        raise GhostsearchError(f"compare.contrasts name models that are not evaluated ({missing}); "
-                               "contrast finalists of this run")
+        raise GhostsearchError(
+            f"compare.contrasts name models that are not evaluated ({missing}); contrast finalists of this run"
+        )
     planned = cfg.eval.looks if contrasts else None  # eval.looks, when there are contrasts to test
     adaptive = planned is not None
     if planned is not None:
         from ghostsearch.evaluation_native import NATIVE_TASKS
 
         if cfg.eval.engine != "native" or any(t not in NATIVE_TASKS for t in cfg.eval.tasks):
-            raise GhostsearchError("eval.looks needs per-item rows of every task: eval.engine=native and only the "
-                                   "eight commonsense tasks in eval.tasks")
+            raise GhostsearchError(
+                "eval.looks needs per-item rows of every task: eval.engine=native and only the "
+                "eight commonsense tasks in eval.tasks"
+            )
         if planned[-1] > len(draw):
-            raise GhostsearchError(f"eval.looks ends at {planned[-1]} items but the draw has {len(draw)}; "
-                                   "set eval.max_items to the last look")
+            raise GhostsearchError(
+                f"eval.looks ends at {planned[-1]} items but the draw has {len(draw)}; "
+                "set eval.max_items to the last look"
+            )
     looks = list(planned) if planned is not None else [len(draw)]
     design = Design(looks, contrasts, spending=cfg.eval.spending, margin=cfg.eval.margin) if adaptive else None
-    run = _Evaluator(cfg, run_dir, jobs_by_key, held_out, progress, broker, draw, on_share,
-                     perplexity_last=adaptive)
+    run = _Evaluator(cfg, run_dir, jobs_by_key, held_out, progress, broker, draw, on_share, perplexity_last=adaptive)
     for j, n in enumerate(looks):
         todo = keys if j == 0 or design is None else sorted(design.open_keys())
         run.extend(todo, n)
@@ -199,11 +246,18 @@ def evaluate_finalists(cfg: Config, run_dir: Path, jobs: list[tuple[list[int], s
     run.close()
     if design is not None:
         used = {k: run.items_used(k) for k in keys}
-        summary = {"looks": looks, "looks_run": j + 1, "spending": cfg.eval.spending, "alpha": design.alpha,
-                   "margin": design.margin,
-                   "fixed_items_per_model": looks[-1], "items_per_model": used,
-                   "items_total": sum(used.values()), "fixed_items_total": looks[-1] * len(keys),
-                   "contrasts": design.table(used, j + 1)}
+        summary = {
+            "looks": looks,
+            "looks_run": j + 1,
+            "spending": cfg.eval.spending,
+            "alpha": design.alpha,
+            "margin": design.margin,
+            "fixed_items_per_model": looks[-1],
+            "items_per_model": used,
+            "items_total": sum(used.values()),
+            "fixed_items_total": looks[-1] * len(keys),
+            "contrasts": design.table(used, j + 1),
+        }
         write_json_atomic(run_dir / "looks.json", summary)
         res_path = run_dir / "result.json"
         if res_path.exists():
@@ -221,13 +275,20 @@ class _Evaluator:
     the contrasts, do not wait behind perplexity (WikiText-2 under the paper protocol costs several
     looks' worth of items per model on a CPU)."""
 
-    def __init__(self, cfg, run_dir, jobs, held_out, progress, broker, draw, on_share=None,
-                 perplexity_last: bool = False):
+    def __init__(
+        self, cfg, run_dir, jobs, held_out, progress, broker, draw, on_share=None, perplexity_last: bool = False
+    ):
         import pyarrow.parquet as pq
         from tqdm.auto import tqdm
 
-        self.cfg, self.run_dir, self.jobs, self.held_out, self.broker, self.draw = \
-            cfg, run_dir, jobs, held_out, broker, draw
+        self.cfg, self.run_dir, self.jobs, self.held_out, self.broker, self.draw = (
+            cfg,
+            run_dir,
+            jobs,
+            held_out,
+            broker,
+            draw,
+        )
         self.numbers: dict[str, dict] = {}
         self.rows: dict[str, list[dict]] = {}
         self.model: tuple | None = None  # (model, tokenizer), loaded at the first local evaluation
@@ -238,8 +299,9 @@ class _Evaluator:
             self.rows[key] = pq.read_table(fi).to_pylist() if fi.exists() else []
             if f.exists():
                 self.numbers[key] = json.loads(f.read_text())
-        self.bar = tqdm(total=len(jobs), initial=len(self.numbers), desc="downstream eval", unit="model",
-                        disable=not progress)
+        self.bar = tqdm(
+            total=len(jobs), initial=len(self.numbers), desc="downstream eval", unit="model", disable=not progress
+        )
 
     def items_used(self, key: str) -> int:
         return len({(r["task"], r["doc"]) for r in self.rows[key]})
@@ -286,8 +348,9 @@ class _Evaluator:
 
         return self.cfg.eval.engine == "native" and all(t in NATIVE_TASKS for t in self.cfg.eval.tasks)
 
-    def evaluate(self, keys: list[str], items: dict[str, list[int]], fresh: bool,
-                 perplexity: bool | None = None) -> None:
+    def evaluate(
+        self, keys: list[str], items: dict[str, list[int]], fresh: bool, perplexity: bool | None = None
+    ) -> None:
         """Evaluates jobs ``keys`` on ``items`` in shares; ``fresh``: their rows and numbers are replaced
         (else the new rows are added); ``perplexity`` (default: ``fresh``): perplexities measured too."""
         from ghostsearch.evaluate import evaluate_finalist_specs
@@ -300,8 +363,9 @@ class _Evaluator:
             pending = {}
 
             def submit(share, attempt):
-                ref = self.broker.with_model.remote(evaluate_finalist_specs, self.cfg, [specs[k] for k in share],
-                                                    list(self.held_out), False, items, ppl)
+                ref = self.broker.with_model.remote(
+                    evaluate_finalist_specs, self.cfg, [specs[k] for k in share], list(self.held_out), False, items, ppl
+                )
                 pending[ref] = (share, attempt)
 
             for share in _shares(keys, specs, n, self.cfg.eval.share):
@@ -324,8 +388,13 @@ class _Evaluator:
                 self.model = load_configured(self.cfg)  # split like the scorers (placement)
             model, tok = self.model
             for share in _shares(keys, specs, 1, self.cfg.eval.share):
-                self.finish(share, evaluate_finalist_specs(model, tok, self.cfg, [specs[k] for k in share],
-                                                           self.held_out, not self.bar.disable, items, ppl), fresh)
+                self.finish(
+                    share,
+                    evaluate_finalist_specs(
+                        model, tok, self.cfg, [specs[k] for k in share], self.held_out, not self.bar.disable, items, ppl
+                    ),
+                    fresh,
+                )
 
     def finish(self, share: list[str], res: tuple[list[dict], list[dict]], fresh: bool) -> None:
         from ghostsearch.evaluation_native import write_item_rows
@@ -361,8 +430,11 @@ class _Evaluator:
 
         old = self.numbers.get(key, {})
         tasks = list(self.cfg.eval.tasks)
-        keep = {k: v for k, v in old.items() if not any(k.startswith(f"{t}_") for t in tasks)
-                and not k.startswith("mean_acc") and k != "items_used"}
+        keep = {
+            k: v
+            for k, v in old.items()
+            if not any(k.startswith(f"{t}_") for t in tasks) and not k.startswith("mean_acc") and k != "items_used"
+        }
         return {**keep, **summarize(accuracies(self.rows[key], tasks), tasks), "items_used": self.items_used(key)}
 
     def close(self) -> None:
@@ -392,9 +464,17 @@ def compare(cfg: Config, address: str | None = None, progress: bool = True) -> P
     cells = grid(cfg)
     # every config error, every dataset resolved, evaluation sets present and disjoint from calibration,
     # before an hour of searching
-    run = Run(cfg, "compare", cells, address=address, matched=cfg.compare.budget == "matched", evaluate=True,
-              repair=any(m != "none" for m in cfg.compare.recovery),
-              check=lambda: check_tasks(cfg.eval.tasks, cfg.data_dir), contrasts=list(cfg.compare.contrasts))
+    run = Run(
+        cfg,
+        "compare",
+        cells,
+        address=address,
+        matched=cfg.compare.budget == "matched",
+        evaluate=True,
+        repair=any(m != "none" for m in cfg.compare.recovery),
+        check=lambda: check_tasks(cfg.eval.tasks, cfg.data_dir),
+        contrasts=list(cfg.compare.contrasts),
+    )
     data_plan = run.data_plan
     if cfg.compare.contrasts:  # what this size can decide, said before any model work
         import logging
@@ -408,16 +488,28 @@ def compare(cfg: Config, address: str | None = None, progress: bool = True) -> P
     with run:  # the pre-registered contrasts go into result.json first, before any cell runs
         broker, run_dir = run.broker, run.dir
         resumed = sum((run_dir / "cells" / f"{c.name}.json").exists() for c in cells)
-        results = run_cells(cfg, broker, run_dir, cells, run.n_blocks, progress,
-                            on_cell=lambda r: run.outputs.cell(r.to_dict()))  # the trackers take the JSON form
+        results = run_cells(
+            cfg, broker, run_dir, cells, run.n_blocks, progress, on_cell=lambda r: run.outputs.cell(r.to_dict())
+        )  # the trackers take the JSON form
         obj = cfg.objective_spec(cells[0].objective, cells[0].seed)
         stats = {name: ray.get(broker.statistic.remote(obj, name)) for name in ("similarity", "block_influence")}
-        run.finish(results, resumed=resumed, wall_seconds=time.monotonic() - run.t0,  # this invocation
-                   cells_resumed=resumed)
+        run.finish(
+            results,
+            resumed=resumed,
+            wall_seconds=time.monotonic() - run.t0,  # this invocation
+            cells_resumed=resumed,
+        )
         # the finalists are evaluated on the same replicas, one share per scorer, before the pool goes
         pairs = resolve_contrasts(cfg, results, lambda removed, method: eval_key(removed, method, cfg, held_out))
-        evals = evaluate_finalists(cfg, run_dir, finalist_jobs(cfg, [r.removed for r in results]), held_out, progress,
-                                   broker=broker, contrasts=pairs)
+        evals = evaluate_finalists(
+            cfg,
+            run_dir,
+            finalist_jobs(cfg, [r.removed for r in results]),
+            held_out,
+            progress,
+            broker=broker,
+            contrasts=pairs,
+        )
         run.disconnect()  # the pool released, its CPUs/GPUs free for the report
 
         def numbers(removed, method):

@@ -3,6 +3,7 @@
 Every key is declared here with its type and default; an unknown key, a wrong type or a bad
 value is one ``GhostsearchError`` line naming the key and the fix, raised before any model work.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -22,11 +23,11 @@ from ghostsearch.errors import GhostsearchError
 
 @dataclass
 class Calibration:
-    dataset: str | None = None   # None or auto: the objective's default (c4 for perplexity/kl, commonsense for
+    dataset: str | None = None  # None or auto: the objective's default (c4 for perplexity/kl, commonsense for
     #                              margin), falling back (printed, recorded) where it is missing; a named one never
     #                              falls back
-    n_seq: int = 8               # sequences (perplexity, kl) or items (margin)
-    seq_len: int = 256           # tokens per sequence (max prompt tokens for margin)
+    n_seq: int = 8  # sequences (perplexity, kl) or items (margin)
+    seq_len: int = 256  # tokens per sequence (max prompt tokens for margin)
     seed: int = 0  # which sequences or items are drawn
     micro_batch: int = 8  # sequences per forward pass
     # per-objective overrides of the fields above, e.g. {margin: {n_seq: 16}}: perplexity sequences
@@ -49,29 +50,29 @@ class Calibration:
 
 @dataclass
 class Search:
-    budget: float | None = None          # evaluations (full-fidelity equivalents); None = the searcher's own
-    time_budget: float | None = None     # wall-clock seconds per searcher
+    budget: float | None = None  # evaluations (full-fidelity equivalents); None = the searcher's own
+    time_budget: float | None = None  # wall-clock seconds per searcher
     protected: list[int] = field(default_factory=list)  # blocks never removed; negative counts from the end
-    params: dict = field(default_factory=dict)          # per searcher: {beam: {width: 4}, ga: {budget: 60}}
-    recovery_aware: str | None = None   # score candidates AFTER this repair (ghosted), see recovery/aware.py
-    aware_window: int = 12              # recovery-aware: the longest cut (blocks) whose operator is cached
+    params: dict = field(default_factory=dict)  # per searcher: {beam: {width: 4}, ga: {budget: 60}}
+    recovery_aware: str | None = None  # score candidates AFTER this repair (ghosted), see recovery/aware.py
+    aware_window: int = 12  # recovery-aware: the longest cut (blocks) whose operator is cached
 
 
 @dataclass
 class Cache:
-    every: int | str = 1      # keep the dense state entering every j-th block; auto: the densest that fits
+    every: int | str = 1  # keep the dense state entering every j-th block; auto: the densest that fits
     #                           pool.memory_share of the device (ghostsearch/memplan.py)
-    prefix_runs: int = 8      # accepted-set prefix runs kept (LRU)
-    offload: bool = False     # keep cached states on the CPU (GPU runs with little memory)
+    prefix_runs: int = 8  # accepted-set prefix runs kept (LRU)
+    offload: bool = False  # keep cached states on the CPU (GPU runs with little memory)
 
 
 @dataclass
 class Pool:
     actors: int = 1  # scorer actors, one model replica each (one per GPU on a GPU cluster)
-    threads: int = 1          # torch threads per scorer actor (CPU)
-    gpus_per_actor: float | None = None   # None: 1 when the cluster has GPUs, else 0; an integer N > 1 splits
+    threads: int = 1  # torch threads per scorer actor (CPU)
+    gpus_per_actor: float | None = None  # None: 1 when the cluster has GPUs, else 0; an integer N > 1 splits
     #                                       each actor's model by blocks over its N GPUs (ghostsearch/placement.py)
-    device_map: list[str] | None = None   # the devices one actor splits its blocks over, e.g. [cuda:0, cpu]
+    device_map: list[str] | None = None  # the devices one actor splits its blocks over, e.g. [cuda:0, cpu]
     #                                       (None: cuda:0..N-1 when gpus_per_actor = N > 1, else one device)
     memory_share: float = 0.9  # share of each device's memory a run may plan to use (memory plan, cache.every: auto)
     device_memory_gib: float | None = None  # memory of one device (None: the GPU's, or this machine's RAM on CPU)
@@ -79,31 +80,41 @@ class Pool:
     cluster_gpus: int | None = None
     # `plan`: a stated rate per device in TFLOP/s (None: plan --measure, or a default)
     device_tflops: float | None = None
-    name: str | None = None   # use (or, with `pool up`, create) a named detached pool
+    name: str | None = None  # use (or, with `pool up`, create) a named detached pool
     address: str | None = None  # Ray address; None: $RAY_ADDRESS or a local Ray
-    spread: bool = False      # reserve the pool with a SPREAD placement group
+    spread: bool = False  # reserve the pool with a SPREAD placement group
     dashboard: bool = True  # start the Ray dashboard with a local Ray
 
 
 @dataclass
 class Recovery:
-    method: str = "ghosted"   # ghosted | linearpatch | replaceme | none
+    method: str = "ghosted"  # ghosted | linearpatch | replaceme | none
     # ghosted: dense | sequential | symmetric; linearpatch: hadamard | diagonal; replaceme: lstsq | cosine
     variant: str = "dense"
     ridge: float = 1e-6  # ridge of the least-squares fits
     top: int = 3  # finalists `recover` repairs by default
     # repair calibration (text); None: c4, or lambada where no data dir nor reachable hub has c4
     dataset: str | None = None
-    n_seq: int = 32              # a C x C operator needs many more tokens than channels: 32 x 256 = 8192
+    n_seq: int = 32  # a C x C operator needs many more tokens than channels: 32 x 256 = 8192
     seq_len: int = 256  # tokens per repair calibration sequence
-    steps: int = 300   # replaceme cosine: Adam steps (1,024 tokens each, drawn by calibration.seed)
-    lr: float = 1e-3   # replaceme cosine: Adam learning rate (the official code: 1e-4 over ~10 epochs)
+    steps: int = 300  # replaceme cosine: Adam steps (1,024 tokens each, drawn by calibration.seed)
+    lr: float = 1e-3  # replaceme cosine: Adam learning rate (the official code: 1e-4 over ~10 epochs)
 
 
 @dataclass
 class Eval:
-    tasks: list[str] = field(default_factory=lambda: ["boolq", "piqa", "hellaswag", "winogrande", "arc_easy",
-                                                       "arc_challenge", "openbookqa", "social_iqa"])  # lm-eval, 0-shot
+    tasks: list[str] = field(
+        default_factory=lambda: [
+            "boolq",
+            "piqa",
+            "hellaswag",
+            "winogrande",
+            "arc_easy",
+            "arc_challenge",
+            "openbookqa",
+            "social_iqa",
+        ]
+    )  # lm-eval, 0-shot
     perplexity: list[str] = field(default_factory=lambda: ["wikitext2", "c4", "lambada"])  # perplexity corpora (this
     #                           default keeps those available here: lambada where no data dir nor reachable hub has
     #                           the others)
@@ -111,7 +122,7 @@ class Eval:
     limit: int | None = None
     ppl_seq_len: int = 512  # tokens per perplexity window
     ppl_max_seq: int | None = 64  # perplexity windows per corpus (None: all)
-    protocol: str = "quick"      # quick: ppl_max_seq windows of ppl_seq_len; paper: the whole set in
+    protocol: str = "quick"  # quick: ppl_max_seq windows of ppl_seq_len; paper: the whole set in
     #                              non-overlapping windows of min(2048, the model's context) (SLEB/ShortGPT)
     batch_size: int = 16  # sequences per forward pass
     # native: the eight commonsense tasks packed, finalists over a dense prefix cache; lm-eval: HFLM
@@ -143,7 +154,7 @@ class Compare:  # None: the single value (searcher, objective, k, seed); an expl
     ks: list[int] | None = None  # the grid's k values (None: k)
     seeds: list[int] | None = None  # the grid's seeds (None: seed)
     concurrent: int = 4  # cells run at once
-    budget: str = "matched"   # matched: ga/bo/cbo get exactly greedy's cost at each k; own: each searcher's own
+    budget: str = "matched"  # matched: ga/bo/cbo get exactly greedy's cost at each k; own: each searcher's own
     recovery: list[str] = field(default_factory=lambda: ["none", "ghosted"])  # finalists evaluated under each
     # pre-registered contrasts, e.g. 'ghosted - none | searcher=greedy, k=8' (docs/compare.md)
     contrasts: list[str] = field(default_factory=list)
@@ -153,8 +164,8 @@ class Compare:  # None: the single value (searcher, objective, k, seed); an expl
 
 @dataclass
 class Config:
-    model: str = "smollm2-135m"   # built-in smollm2-135m, a hub id, a model directory or a .gguf file
-    revision: str | None = None   # hub ids: the branch, tag or commit to load (None: the default branch)
+    model: str = "smollm2-135m"  # built-in smollm2-135m, a hub id, a model directory or a .gguf file
+    revision: str | None = None  # hub ids: the branch, tag or commit to load (None: the default branch)
     dtype: str = "auto"  # auto (bf16 on GPUs and on CPUs with native bf16, else fp32), bf16, fp16 or fp32
     device: str = "auto"  # auto (cuda when available, else cpu), cpu, cuda or cuda:N
     trust_remote_code: bool = False  # run a hub model's own code (only for authors you trust)
@@ -205,9 +216,14 @@ class Config:
         obj = objective or self.objective
         c = self.calibration.for_objective(obj)
         seed = c.seed + (cell_seed if self.compare.calibration_seeds and cell_seed is not None else 0)
-        return CalibrationSpec(dataset=c.dataset if c.dataset not in (None, "auto") else self.default_dataset(obj),
-                               n_seq=c.n_seq, seq_len=c.seq_len, seed=seed, data_dir=self.data_dir,
-                               micro_batch=c.micro_batch)
+        return CalibrationSpec(
+            dataset=c.dataset if c.dataset not in (None, "auto") else self.default_dataset(obj),
+            n_seq=c.n_seq,
+            seq_len=c.seq_len,
+            seed=seed,
+            data_dir=self.data_dir,
+            micro_batch=c.micro_batch,
+        )
 
     def objective_spec(self, objective: str | None = None, cell_seed: int | None = None):
         """The one ObjectiveSpec of ``objective`` (default: the run's): what the scorers prepare and
@@ -220,11 +236,26 @@ class Config:
             aware = AwareSpec(self.search.recovery_aware, self.search.aware_window, self.recovery.ridge)
         return ObjectiveSpec.make(obj, self.calibration_spec(obj, cell_seed), self.objective_params, aware)
 
-    def fingerprint(self, keys: tuple[str, ...] = ("model", "revision", "dtype", "objective", "objective_params",
-                                                   "calibration", "k", "searcher", "search", "seed", "compare")) -> str:
+    def fingerprint(
+        self,
+        keys: tuple[str, ...] = (
+            "model",
+            "revision",
+            "dtype",
+            "objective",
+            "objective_params",
+            "calibration",
+            "k",
+            "searcher",
+            "search",
+            "seed",
+            "compare",
+        ),
+    ) -> str:
         d = self.to_dict()
-        return hashlib.sha256(json.dumps({k: d[k] for k in keys}, sort_keys=True,
-                                         default=str).encode()).hexdigest()[:16]
+        return hashlib.sha256(json.dumps({k: d[k] for k in keys}, sort_keys=True, default=str).encode()).hexdigest()[
+            :16
+        ]
 
     def device_map(self) -> list[str] | None:
         """The devices one actor splits its model over (ghostsearch/placement.py), or None."""
@@ -269,10 +300,11 @@ class _Loader(yaml.SafeLoader):
 
 _Loader.yaml_implicit_resolvers = {
     ch: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:bool"]
-    for ch, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
-_Loader.add_implicit_resolver("tag:yaml.org,2002:bool",
-                              __import__("re").compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
-                              list("tTfF"))
+    for ch, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", __import__("re").compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
 
 
 def _yaml(text: str):
@@ -301,10 +333,13 @@ def _build(cls, data: dict, prefix: str = ""):
                 lists = [a for a in (tp, *typing.get_args(tp)) if typing.get_origin(a) is list and typing.get_args(a)]
                 if isinstance(value, list) and lists:
                     i, bad = next((i, v) for i, v in enumerate(value) if not _type_ok(v, typing.get_args(lists[0])[0]))
-                    raise GhostsearchError(f"config key {prefix}{key} has {short(bad)} at position {i} (of "
-                                           f"{len(value)}), which has the wrong type; expected {_tname(tp)}")
-                raise GhostsearchError(f"config key {prefix}{key}={short(value)} has the wrong type; expected "
-                                       f"{_tname(tp)}{hint}")
+                    raise GhostsearchError(
+                        f"config key {prefix}{key} has {short(bad)} at position {i} (of "
+                        f"{len(value)}), which has the wrong type; expected {_tname(tp)}"
+                    )
+                raise GhostsearchError(
+                    f"config key {prefix}{key}={short(value)} has the wrong type; expected {_tname(tp)}{hint}"
+                )
             kwargs[key] = value
     return cls(**kwargs)
 
@@ -313,7 +348,7 @@ def short(value, limit: int = 80) -> str:
     """``repr(value)`` for an error line, at most ``limit`` characters (a 1,000-entry list is not
     printed whole)."""
     text = repr(value)
-    return text if len(text) <= limit else f"{text[:limit - 15]}... ({len(text)} chars)"
+    return text if len(text) <= limit else f"{text[: limit - 15]}... ({len(text)} chars)"
 
 
 def _tname(tp) -> str:
@@ -327,14 +362,18 @@ def parse_override(item: str) -> tuple[list[str], Any]:
     path = key.strip().split(".")
     section = _section(path)
     if section and not (raw.strip().startswith("{") and raw.strip().endswith("}")):
-        raise GhostsearchError(f"override {item!r} would replace the whole {key} section; set its keys, "
-                               f"e.g. {key}.{dataclasses.fields(section)[0].name}=..., or give a mapping {key}={{...}}")
+        raise GhostsearchError(
+            f"override {item!r} would replace the whole {key} section; set its keys, "
+            f"e.g. {key}.{dataclasses.fields(section)[0].name}=..., or give a mapping {key}={{...}}"
+        )
     try:
         value = _yaml(raw) if raw != "" else None
     except yaml.YAMLError:
         if raw.lstrip()[:1] in "[{\"'":
-            raise GhostsearchError(f"override {short(item)} is not valid YAML (an unclosed bracket or quote?); "
-                                   "write e.g. search.protected=[0,1]") from None
+            raise GhostsearchError(
+                f"override {short(item)} is not valid YAML (an unclosed bracket or quote?); "
+                "write e.g. search.protected=[0,1]"
+            ) from None
         value = raw
     if isinstance(value, str) and "," in value and not key.endswith(("model", "out", "data_dir", "address", "name")):
         try:
@@ -383,8 +422,10 @@ def load_config(path: str | None = None, overrides: list[str] | None = None) -> 
         if data is None:  # an empty file
             data = {}
         if not isinstance(data, dict):
-            raise GhostsearchError(f"config file {p} must be a mapping of keys (model: ..., k: 6), got a YAML "
-                                   f"{type(data).__name__} {short(data, 40)}; see configs/ for examples")
+            raise GhostsearchError(
+                f"config file {p} must be a mapping of keys (model: ..., k: 6), got a YAML "
+                f"{type(data).__name__} {short(data, 40)}; see configs/ for examples"
+            )
     for item in overrides or []:
         keys, value = parse_override(item)
         _set(data, keys, value)
@@ -402,10 +443,13 @@ def validate(cfg: Config) -> None:
         raise GhostsearchError(f"dtype={cfg.dtype!r}; use auto, bf16, fp16 or fp32")
     for key in ("searchers", "objectives", "ks", "seeds"):
         if getattr(cfg.compare, key) == []:
-            raise GhostsearchError(f"compare.{key} is empty, so the comparison grid is empty; list at least one "
-                                   f"(or leave compare.{key} out to use the single value)")
-    names = list(dict.fromkeys([cfg.objective] + list(cfg.compare.objectives or []) +
-                               list(cfg.calibration.per_objective)))
+            raise GhostsearchError(
+                f"compare.{key} is empty, so the comparison grid is empty; list at least one "
+                f"(or leave compare.{key} out to use the single value)"
+            )
+    names = list(
+        dict.fromkeys([cfg.objective] + list(cfg.compare.objectives or []) + list(cfg.calibration.per_objective))
+    )
     for name in names:
         OBJECTIVES.get(name)
     for name, over in cfg.calibration.per_objective.items():
@@ -419,8 +463,9 @@ def validate(cfg: Config) -> None:
         where = "calibration." if name not in cfg.calibration.per_objective else f"calibration.per_objective.{name}."
         datasets = OBJECTIVES.get(name).datasets
         if c.dataset not in (None, "auto") and c.dataset not in datasets:
-            raise GhostsearchError(f"{where}dataset={c.dataset!r} does not suit objective {name!r}; "
-                                   f"choose one of: {', '.join(datasets)}")
+            raise GhostsearchError(
+                f"{where}dataset={c.dataset!r} does not suit objective {name!r}; choose one of: {', '.join(datasets)}"
+            )
         for key in ("n_seq", "seq_len", "micro_batch"):
             if getattr(c, key) <= 0:
                 raise GhostsearchError(f"{where}{key} must be positive")
@@ -433,44 +478,57 @@ def validate(cfg: Config) -> None:
         values = getattr(cfg.compare, key) or []
         twice = next((v for i, v in enumerate(values) if v in values[:i]), None)
         if twice is not None:
-            raise GhostsearchError(f"compare.{key} lists {twice!r} more than once (a cell would run twice and be "
-                                   f"compared with itself); list each once")
+            raise GhostsearchError(
+                f"compare.{key} lists {twice!r} more than once (a cell would run twice and be "
+                f"compared with itself); list each once"
+            )
     if cfg.pool.actors < 1 or cfg.pool.threads < 1:
         raise GhostsearchError("pool.actors and pool.threads must be >= 1")
     for s in [cfg.searcher] + list(cfg.compare.searchers or []):
         SEARCHERS.get(s)
     for s, params in cfg.search.params.items():
         if params is not None and not isinstance(params, dict):
-            raise GhostsearchError(f"search.params.{s} must be a mapping of {s}'s parameters, e.g. "
-                                   f"search.params.{s}.budget=60, got {short(params)}")
+            raise GhostsearchError(
+                f"search.params.{s} must be a mapping of {s}'s parameters, e.g. "
+                f"search.params.{s}.budget=60, got {short(params)}"
+            )
         SEARCHERS.get(s).parse_params({k: v for k, v in (params or {}).items() if k != "budget"})
         budget = (params or {}).get("budget")
         if budget is not None and (not _type_ok(budget, float) or not math.isfinite(budget) or budget <= 0):
-            raise GhostsearchError(f"search.params.{s}.budget={short(budget)} must be a positive number of "
-                                   "evaluations (or left unset)")
+            raise GhostsearchError(
+                f"search.params.{s}.budget={short(budget)} must be a positive number of evaluations (or left unset)"
+            )
     _check_objective_params(cfg, names)
     if cfg.recovery.method not in RECOVERY:
         raise GhostsearchError(f"recovery.method={cfg.recovery.method!r}; use one of: {', '.join(RECOVERY.names())}")
     if "recovery" in cfg.objective_params:
-        raise GhostsearchError("objective_params.recovery is not a setting; recovery-aware scoring is "
-                               "search.recovery_aware=ghosted (and search.aware_window)")
+        raise GhostsearchError(
+            "objective_params.recovery is not a setting; recovery-aware scoring is "
+            "search.recovery_aware=ghosted (and search.aware_window)"
+        )
     if cfg.search.recovery_aware not in (None, "ghosted"):
-        raise GhostsearchError(f"search.recovery_aware={cfg.search.recovery_aware!r}; recovery-aware scoring "
-                               "supports ghosted (or leave it unset)")
+        raise GhostsearchError(
+            f"search.recovery_aware={cfg.search.recovery_aware!r}; recovery-aware scoring "
+            "supports ghosted (or leave it unset)"
+        )
     if cfg.eval.engine not in ("native", "lm-eval"):
         raise GhostsearchError(f"eval.engine={cfg.eval.engine!r}; use native (packed, prefix-cached) or lm-eval (HFLM)")
     if not cfg.eval.cache_gib > 0:
         raise GhostsearchError(f"eval.cache_gib={cfg.eval.cache_gib}; use a positive size in GiB (default 4)")
     if cfg.eval.protocol not in ("quick", "paper"):
-        raise GhostsearchError(f"eval.protocol={cfg.eval.protocol!r}; use quick (ppl_max_seq windows) or paper "
-                               "(the whole set in windows of min(2048, context))")
+        raise GhostsearchError(
+            f"eval.protocol={cfg.eval.protocol!r}; use quick (ppl_max_seq windows) or paper "
+            "(the whole set in windows of min(2048, context))"
+        )
     _check_items(cfg.eval)
     if cfg.compare.budget not in ("matched", "own"):
-        raise GhostsearchError(f"compare.budget={cfg.compare.budget!r}; use matched (ga/bo/cbo get "
-                               "greedy's cost) or own")
+        raise GhostsearchError(
+            f"compare.budget={cfg.compare.budget!r}; use matched (ga/bo/cbo get greedy's cost) or own"
+        )
     if not cfg.compare.recovery:
-        raise GhostsearchError("compare.recovery is empty; list the repairs finalists are evaluated under, "
-                               "e.g. [none, ghosted]")
+        raise GhostsearchError(
+            "compare.recovery is empty; list the repairs finalists are evaluated under, e.g. [none, ghosted]"
+        )
     for m in cfg.compare.recovery:
         if m not in RECOVERY:
             raise GhostsearchError(f"compare.recovery has {m!r}; use any of: {', '.join(RECOVERY.names())}")
@@ -478,67 +536,87 @@ def validate(cfg: Config) -> None:
 
     parse_all(cfg.compare.contrasts, cfg)  # every contrast names models of the grid, before any model work
     if cfg.recovery.dataset not in (None, "auto") and cfg.recovery.dataset not in ("c4", "wikitext2", "lambada"):
-        raise GhostsearchError(f"recovery.dataset={cfg.recovery.dataset!r}; repair calibrates on text: "
-                               "c4, wikitext2, lambada or auto")
+        raise GhostsearchError(
+            f"recovery.dataset={cfg.recovery.dataset!r}; repair calibrates on text: c4, wikitext2, lambada or auto"
+        )
     if cfg.search.aware_window < 1:
         raise GhostsearchError(f"search.aware_window={cfg.search.aware_window}; use 1 or more")
     if cfg.recovery.steps < 1 or cfg.recovery.lr <= 0:
-        raise GhostsearchError(f"recovery.steps={cfg.recovery.steps}, recovery.lr={cfg.recovery.lr}; "
-                               "the cosine fit needs steps >= 1 and lr > 0")
+        raise GhostsearchError(
+            f"recovery.steps={cfg.recovery.steps}, recovery.lr={cfg.recovery.lr}; "
+            "the cosine fit needs steps >= 1 and lr > 0"
+        )
     _check_ranges(cfg)
     _check_placement(cfg)
     from ghostsearch.tracking import check_trackers
 
     check_trackers(cfg.tracking)
     if cfg.data_dir is not None and not Path(cfg.data_dir).expanduser().is_dir():
-        raise GhostsearchError(f"data_dir={cfg.data_dir} does not exist; point it at a folder laid out "
-                               "like ../shared/data")
+        raise GhostsearchError(
+            f"data_dir={cfg.data_dir} does not exist; point it at a folder laid out like ../shared/data"
+        )
 
 
 def _check_items(ev: Eval) -> None:
     """The item draw's keys (ghostsearch/items.py), one line each."""
     if ev.sample not in ("random", "first"):
-        raise GhostsearchError(f"eval.sample={ev.sample!r}; use random (a seeded draw) "
-                               "or first (lm-eval's first items)")
+        raise GhostsearchError(
+            f"eval.sample={ev.sample!r}; use random (a seeded draw) or first (lm-eval's first items)"
+        )
     if ev.allocation not in ("equal", "proportional", "neyman"):
         raise GhostsearchError(f"eval.allocation={ev.allocation!r}; use equal, proportional or neyman")
     if ev.allocation == "neyman" and not ev.neyman_from:
-        raise GhostsearchError("eval.allocation=neyman needs eval.neyman_from: a previous run directory or its "
-                               "per-item Parquet, whose per-task variances set the allocation")
+        raise GhostsearchError(
+            "eval.allocation=neyman needs eval.neyman_from: a previous run directory or its "
+            "per-item Parquet, whose per-task variances set the allocation"
+        )
     if ev.neyman_from and ev.allocation != "neyman":
-        raise GhostsearchError(f"eval.neyman_from is set but eval.allocation={ev.allocation}; set "
-                               "eval.allocation=neyman "
-                               "or drop eval.neyman_from")
+        raise GhostsearchError(
+            f"eval.neyman_from is set but eval.allocation={ev.allocation}; set "
+            "eval.allocation=neyman "
+            "or drop eval.neyman_from"
+        )
     if not 0.0 <= ev.neyman_shrink <= 1.0 or (ev.neyman_shrink and ev.allocation != "neyman"):
-        raise GhostsearchError(f"eval.neyman_shrink={ev.neyman_shrink} needs eval.allocation=neyman "
-                               "and a share in [0, 1]")
+        raise GhostsearchError(
+            f"eval.neyman_shrink={ev.neyman_shrink} needs eval.allocation=neyman and a share in [0, 1]"
+        )
     for key in ("neyman_from", "exclude_from"):
         p = getattr(ev, key)
         where = Path(p).expanduser() if p else None
         if where is not None and not (where.is_dir() or (where.is_file() and str(p).endswith(".parquet"))):
-            raise GhostsearchError(f"eval.{key}={p} is neither a run directory nor a .parquet file; give a previous "
-                                   "run's directory or its per-item Parquet")
+            raise GhostsearchError(
+                f"eval.{key}={p} is neither a run directory nor a .parquet file; give a previous "
+                "run's directory or its per-item Parquet"
+            )
     if ev.looks is not None:
         if not ev.looks or any(n < 1 for n in ev.looks) or any(b <= a for a, b in zip(ev.looks, ev.looks[1:])):
-            raise GhostsearchError(f"eval.looks={ev.looks}; give increasing positive item counts per model, "
-                                   "e.g. [600, 1200, 2400]")
+            raise GhostsearchError(
+                f"eval.looks={ev.looks}; give increasing positive item counts per model, e.g. [600, 1200, 2400]"
+            )
         if ev.max_items is not None and ev.looks[-1] > ev.max_items:
-            raise GhostsearchError(f"eval.looks ends at {ev.looks[-1]} items, over eval.max_items={ev.max_items}; "
-                                   "end the looks at eval.max_items or raise it")
+            raise GhostsearchError(
+                f"eval.looks ends at {ev.looks[-1]} items, over eval.max_items={ev.max_items}; "
+                "end the looks at eval.max_items or raise it"
+            )
     if ev.spending not in ("obrien-fleming", "pocock"):
         raise GhostsearchError(f"eval.spending={ev.spending!r}; use obrien-fleming or pocock")
     if not isinstance(ev.share, int) or ev.share < 1:
-        raise GhostsearchError(f"eval.share={ev.share!r}; give the finalists to evaluate together, 1 "
-                               "or more (default 8)")
+        raise GhostsearchError(
+            f"eval.share={ev.share!r}; give the finalists to evaluate together, 1 or more (default 8)"
+        )
     if ev.margin is not None and not (isinstance(ev.margin, (int, float)) and 0 < ev.margin < 1):
-        raise GhostsearchError(f"eval.margin={ev.margin!r}; give the smallest difference in mean accuracy that "
-                               "matters, between 0 and 1 (e.g. 0.04), or null")
+        raise GhostsearchError(
+            f"eval.margin={ev.margin!r}; give the smallest difference in mean accuracy that "
+            "matters, between 0 and 1 (e.g. 0.04), or null"
+        )
 
 
 # the built-in objectives' parameters (objective_params): name -> (type, lowest value or None)
-OBJECTIVE_PARAMS: dict[str, dict[str, tuple[type, int | None]]] = {"perplexity": {"head_chunk": (int, 1)},
-                    "kl": {"top_k": (int, 1), "head_chunk": (int, 1)},
-                    "margin": {"normalize": (str, None), "max_prompt": (int, 1)}}
+OBJECTIVE_PARAMS: dict[str, dict[str, tuple[type, int | None]]] = {
+    "perplexity": {"head_chunk": (int, 1)},
+    "kl": {"top_k": (int, 1), "head_chunk": (int, 1)},
+    "margin": {"normalize": (str, None), "max_prompt": (int, 1)},
+}
 
 
 def _check_objective_params(cfg: Config, objectives: list[str]) -> None:
@@ -549,19 +627,26 @@ def _check_objective_params(cfg: Config, objectives: list[str]) -> None:
     plugin = any(o not in OBJECTIVE_PARAMS for o in objectives)
     for key, value in cfg.objective_params.items():
         if isinstance(value, dict):
-            raise GhostsearchError(f"objective_params.{key} is a mapping ({short(value, 40)}); objective parameters "
-                                   f"are single values, e.g. objective_params.head_chunk=512")
+            raise GhostsearchError(
+                f"objective_params.{key} is a mapping ({short(value, 40)}); objective parameters "
+                f"are single values, e.g. objective_params.head_chunk=512"
+            )
         if key not in known:
             if plugin or key == "recovery":
                 continue
             close = difflib.get_close_matches(str(key), list(known), n=1)
-            hint = f"did you mean objective_params.{close[0]}?" if close else \
-                f"known: {', '.join(sorted(known)) or '(none)'}"
+            hint = (
+                f"did you mean objective_params.{close[0]}?"
+                if close
+                else f"known: {', '.join(sorted(known)) or '(none)'}"
+            )
             raise GhostsearchError(f"objective {'/'.join(objectives)} has no parameter {key!r}; {hint}")
         tp, low = known[key]
         if not _type_ok(value, tp) or (low is not None and value < low):
-            raise GhostsearchError(f"objective_params.{key}={short(value)} must be "
-                                   f"{'an integer >= ' + str(low) if tp is int else 'a string'}")
+            raise GhostsearchError(
+                f"objective_params.{key}={short(value)} must be "
+                f"{'an integer >= ' + str(low) if tp is int else 'a string'}"
+            )
 
 
 def _check_finite(cfg, prefix: str = "") -> None:
@@ -571,25 +656,34 @@ def _check_finite(cfg, prefix: str = "") -> None:
         if dataclasses.is_dataclass(value):
             _check_finite(value, f"{prefix}{f.name}.")
         elif isinstance(value, float) and not math.isfinite(value):
-            raise GhostsearchError(f"{prefix}{f.name}={value} is not a finite number; give a number "
-                                   "(or leave the key unset for its default)")
+            raise GhostsearchError(
+                f"{prefix}{f.name}={value} is not a finite number; give a number "
+                "(or leave the key unset for its default)"
+            )
 
 
 def _check_placement(cfg: Config) -> None:
     """The cache and pool keys of placement and the memory plan (ghostsearch/placement.py, memplan.py)."""
     if isinstance(cfg.cache.every, str) and cfg.cache.every != "auto":
-        raise GhostsearchError(f"cache.every={cfg.cache.every!r}; use a positive integer or auto (the densest "
-                               "cache that fits pool.memory_share of the device)")
+        raise GhostsearchError(
+            f"cache.every={cfg.cache.every!r}; use a positive integer or auto (the densest "
+            "cache that fits pool.memory_share of the device)"
+        )
     g = cfg.pool.gpus_per_actor
     if g is not None and g > 1 and g != int(g):
-        raise GhostsearchError(f"pool.gpus_per_actor={g:g}: a model is split over whole GPUs; use an integer "
-                               f"(e.g. {int(g) + 1}) or a fraction of one GPU below 1")
+        raise GhostsearchError(
+            f"pool.gpus_per_actor={g:g}: a model is split over whole GPUs; use an integer "
+            f"(e.g. {int(g) + 1}) or a fraction of one GPU below 1"
+        )
     if cfg.pool.device_map is not None and not cfg.pool.device_map:
-        raise GhostsearchError("pool.device_map is empty; list the devices of one actor (e.g. [cuda:0, cuda:1]) "
-                               "or leave it unset")
+        raise GhostsearchError(
+            "pool.device_map is empty; list the devices of one actor (e.g. [cuda:0, cuda:1]) or leave it unset"
+        )
     if g is not None and g > 1 and cfg.pool.device_map and len(cfg.pool.device_map) != int(g):
-        raise GhostsearchError(f"pool.device_map names {len(cfg.pool.device_map)} devices but pool.gpus_per_actor="
-                               f"{g:g}; make them agree or drop one")
+        raise GhostsearchError(
+            f"pool.device_map names {len(cfg.pool.device_map)} devices but pool.gpus_per_actor="
+            f"{g:g}; make them agree or drop one"
+        )
     if not 0 < cfg.pool.memory_share <= 1:
         raise GhostsearchError(f"pool.memory_share={cfg.pool.memory_share}; use a share in (0, 1], e.g. 0.9")
     for key in ("device_memory_gib", "device_tflops"):
@@ -601,10 +695,23 @@ def _check_placement(cfg: Config) -> None:
 
 
 # (key, lowest allowed value): a value below it is one line naming the key
-_MINIMUM = {"cache.every": 1, "cache.prefix_runs": 0, "search.budget": 1e-9, "search.time_budget": 1e-9,
-            "eval.limit": 1, "eval.max_items": 1, "eval.ppl_seq_len": 2, "eval.ppl_max_seq": 1, "eval.batch_size": 1,
-            "recovery.ridge": 0, "recovery.top": 1, "recovery.n_seq": 1, "recovery.seq_len": 2,
-            "compare.concurrent": 1, "pool.gpus_per_actor": 0}
+_MINIMUM = {
+    "cache.every": 1,
+    "cache.prefix_runs": 0,
+    "search.budget": 1e-9,
+    "search.time_budget": 1e-9,
+    "eval.limit": 1,
+    "eval.max_items": 1,
+    "eval.ppl_seq_len": 2,
+    "eval.ppl_max_seq": 1,
+    "eval.batch_size": 1,
+    "recovery.ridge": 0,
+    "recovery.top": 1,
+    "recovery.n_seq": 1,
+    "recovery.seq_len": 2,
+    "compare.concurrent": 1,
+    "pool.gpus_per_actor": 0,
+}
 
 
 def _check_ranges(cfg: Config) -> None:
@@ -628,8 +735,9 @@ def check_model_fit(cfg: Config) -> int:
     lengths.update({"recovery.seq_len": cfg.recovery.seq_len, "eval.ppl_seq_len": cfg.eval.ppl_seq_len})
     for key, n in lengths.items():
         if context and n > context:
-            raise GhostsearchError(f"{key}={n} is longer than the model's context ({context} tokens); "
-                                   f"use at most {context}")
+            raise GhostsearchError(
+                f"{key}={n} is longer than the model's context ({context} tokens); use at most {context}"
+            )
     return n_blocks
 
 

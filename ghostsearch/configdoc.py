@@ -4,6 +4,7 @@
   python -m ghostsearch.configdoc            # rewrite docs/config.md
   python -m ghostsearch.configdoc --check    # exit 1 when docs/config.md differs from the code
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -50,8 +51,9 @@ def comments(cls) -> tuple[str, dict[str, str]]:
 
 
 def type_name(tp) -> str:
-    return re.sub(r"\b(typing|ghostsearch\.config)\.", "", str(tp).replace("<class '", "").replace("'>", "")) \
-        .replace("NoneType", "None")
+    return re.sub(r"\b(typing|ghostsearch\.config)\.", "", str(tp).replace("<class '", "").replace("'>", "")).replace(
+        "NoneType", "None"
+    )
 
 
 def default(f: dataclasses.Field) -> str:
@@ -77,17 +79,26 @@ def section(cls, prefix: str) -> tuple[list[str], list[tuple[type, str]]]:
         tp = type_name(hints[f.name]).replace("|", "\\|")
         rows.append(f"| `{prefix}{f.name}` | `{tp}` | {default(f)} | {meaning} |")
     title = prefix.rstrip(".") or "top level"
-    out = [f"## {title}", ""] + ([head, ""] if head else []) + \
-        ["| key | type | default | meaning |", "|---|---|---|---|"] + rows + [""]
+    out = (
+        [f"## {title}", ""]
+        + ([head, ""] if head else [])
+        + ["| key | type | default | meaning |", "|---|---|---|---|"]
+        + rows
+        + [""]
+    )
     return out, nested
 
 
 def render() -> str:
-    lines = ["# Configuration keys", "",
-             "Generated from the dataclasses in `ghostsearch/config.py` by `python -m ghostsearch.configdoc`;",
-             "`tests/config/test_configdoc.py` fails when this file and the code differ. Set keys in a YAML",
-             "file or as `key=value` overrides (`calibration.n_seq=16`); an unknown key or a wrong type is",
-             "a one-line error before any model loads.", ""]
+    lines = [
+        "# Configuration keys",
+        "",
+        "Generated from the dataclasses in `ghostsearch/config.py` by `python -m ghostsearch.configdoc`;",
+        "`tests/config/test_configdoc.py` fails when this file and the code differ. Set keys in a YAML",
+        "file or as `key=value` overrides (`calibration.n_seq=16`); an unknown key or a wrong type is",
+        "a one-line error before any model loads.",
+        "",
+    ]
     todo: list[tuple[type, str]] = [(config.Config, "")]
     while todo:
         cls, prefix = todo.pop(0)

@@ -20,6 +20,7 @@ the dense model, whatever the scope. Examples::
     perplexity - margin | searcher=greedy, k=8, recovery=ghosted  # the objective at one searcher
     ghosted - dense | searcher=fastblock, objective=perplexity, k=8
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -34,6 +35,7 @@ FACTORS = ("searcher", "objective", "k", "recovery", "seed")
 @dataclass(frozen=True)
 class Side:
     """One side of a contrast: the dense model, or one cell's set under one recovery."""
+
     dense: bool = False
     searcher: str | None = None
     objective: str | None = None
@@ -50,6 +52,7 @@ class Side:
 @dataclass(frozen=True)
 class Contrast:
     """A parsed contrast: its text and the two sides with every factor pinned."""
+
     name: str
     left: Side
     right: Side
@@ -58,6 +61,7 @@ class Contrast:
 @dataclass(frozen=True)
 class ContrastPair:
     """A contrast resolved to two evaluated models, by eval key (``compare.eval_key``)."""
+
     name: str
     left_key: str
     right_key: str
@@ -69,6 +73,7 @@ class ContrastPair:
 @dataclass(frozen=True)
 class Grid:
     """The names a contrast may use (from the config: ``Config.compare`` and its defaults)."""
+
     searchers: tuple[str, ...]
     objectives: tuple[str, ...]
     ks: tuple[int, ...]
@@ -78,15 +83,19 @@ class Grid:
     @classmethod
     def of(cls, cfg) -> Grid:
         c = cfg.compare
-        return cls(tuple([cfg.searcher] if c.searchers is None else c.searchers),
-                   tuple([cfg.objective] if c.objectives is None else c.objectives),
-                   tuple([cfg.k] if c.ks is None else c.ks), tuple([cfg.seed] if c.seeds is None else c.seeds),
-                   tuple(c.recovery))
+        return cls(
+            tuple([cfg.searcher] if c.searchers is None else c.searchers),
+            tuple([cfg.objective] if c.objectives is None else c.objectives),
+            tuple([cfg.k] if c.ks is None else c.ks),
+            tuple([cfg.seed] if c.seeds is None else c.seeds),
+            tuple(c.recovery),
+        )
 
 
 def _err(text: str, why: str) -> GhostsearchError:
-    return GhostsearchError(f"compare.contrasts: {text!r}: {why} (grammar: 'LEFT - RIGHT | key=value, ...'; "
-                            "see docs/compare.md)")
+    return GhostsearchError(
+        f"compare.contrasts: {text!r}: {why} (grammar: 'LEFT - RIGHT | key=value, ...'; see docs/compare.md)"
+    )
 
 
 def _assignments(text: str, part: str, grid: Grid) -> dict:
@@ -108,8 +117,13 @@ def _assignments(text: str, part: str, grid: Grid) -> dict:
                 value = int(text_value)
             except ValueError:
                 raise _err(text, f"{key}={text_value!r} is not an integer") from None
-        allowed = {"searcher": grid.searchers, "objective": grid.objectives, "k": grid.ks, "seed": grid.seeds,
-                   "recovery": grid.recoveries}[key]
+        allowed = {
+            "searcher": grid.searchers,
+            "objective": grid.objectives,
+            "k": grid.ks,
+            "seed": grid.seeds,
+            "recovery": grid.recoveries,
+        }[key]
         if value not in allowed:
             raise _err(text, f"{key}={value} is not in the grid ({', '.join(map(str, allowed))})")
         out[key] = value
@@ -122,11 +136,17 @@ def _side(text: str, part: str, grid: Grid) -> dict:
         return {"dense": True}
     if "=" in part:
         return _assignments(text, part, grid)
-    hits = [f for f, names in (("searcher", grid.searchers), ("objective", grid.objectives),
-                               ("recovery", grid.recoveries)) if part in names]
+    hits = [
+        f
+        for f, names in (("searcher", grid.searchers), ("objective", grid.objectives), ("recovery", grid.recoveries))
+        if part in names
+    ]
     if not hits:
-        raise _err(text, f"{part!r} is not dense, a searcher ({', '.join(grid.searchers)}), an objective "
-                         f"({', '.join(grid.objectives)}) or a recovery ({', '.join(grid.recoveries)}) of the grid")
+        raise _err(
+            text,
+            f"{part!r} is not dense, a searcher ({', '.join(grid.searchers)}), an objective "
+            f"({', '.join(grid.objectives)}) or a recovery ({', '.join(grid.recoveries)}) of the grid",
+        )
     if len(hits) > 1:
         raise _err(text, f"{part!r} is both a {hits[0]} and a {hits[1]}; write {hits[0]}={part}")
     return {hits[0]: part}
@@ -151,8 +171,11 @@ def parse(text: str, grid: Grid) -> Contrast:
         for key, names in (("searcher", grid.searchers), ("objective", grid.objectives), ("k", grid.ks)):
             if key not in f:
                 if len(names) > 1:
-                    raise _err(text, f"side {part.strip()!r} does not say which {key} ({', '.join(map(str, names))}); "
-                                     f"add {key}=... to it or to the scope after '|'")
+                    raise _err(
+                        text,
+                        f"side {part.strip()!r} does not say which {key} ({', '.join(map(str, names))}); "
+                        f"add {key}=... to it or to the scope after '|'",
+                    )
                 f[key] = names[0]
         f.setdefault("seed", grid.seeds[0])
         f.setdefault("recovery", "none")
@@ -206,8 +229,14 @@ VAR_DIFF_PILOT = 0.163  # variance of a paired per-item accuracy difference in t
 TARGET = 0.03  # the difference a contrast should be able to detect ("1-3 percentage points")
 
 
-def power_lines(cfg, n_items: int | None, var_diff: float = VAR_DIFF_PILOT, alpha: float = stats.ALPHA,
-                power: float = 0.8, delta: float = TARGET) -> list[str]:
+def power_lines(
+    cfg,
+    n_items: int | None,
+    var_diff: float = VAR_DIFF_PILOT,
+    alpha: float = stats.ALPHA,
+    power: float = 0.8,
+    delta: float = TARGET,
+) -> list[str]:
     """Before any model work: per contrast of ``compare.contrasts``, the paired minimum detectable
     difference at ``n_items`` items per model (at Holm's strictest level, alpha / number of contrasts,
     80% power, per-item variance ``var_diff``: the pilot's 0.163 unless a previous run gives one), and
@@ -223,10 +252,14 @@ def power_lines(cfg, n_items: int | None, var_diff: float = VAR_DIFF_PILOT, alph
         if n_items:
             d = stats.mdd(var_diff, n_items, alpha=a, power=power)
             flag = "cannot decide" if d > delta else "can decide"
-            out.append(f"contrast {c.name!r}: at {n_items} items per model the minimum detectable difference is "
-                       f"{d:.3f} (level {a:.4g}, {power:.0%} power, paired item variance {var_diff:.3f}): {flag} "
-                       f"a difference of {delta:g}; {need:,} items per model would")
+            out.append(
+                f"contrast {c.name!r}: at {n_items} items per model the minimum detectable difference is "
+                f"{d:.3f} (level {a:.4g}, {power:.0%} power, paired item variance {var_diff:.3f}): {flag} "
+                f"a difference of {delta:g}; {need:,} items per model would"
+            )
         else:
-            out.append(f"contrast {c.name!r}: {need:,} items per model would detect {delta:g} (level {a:.4g}, "
-                       f"{power:.0%} power, paired item variance {var_diff:.3f})")
+            out.append(
+                f"contrast {c.name!r}: {need:,} items per model would detect {delta:g} (level {a:.4g}, "
+                f"{power:.0%} power, paired item variance {var_diff:.3f})"
+            )
     return out

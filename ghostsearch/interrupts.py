@@ -7,6 +7,7 @@ the run directory's lock is released, a local Ray is stopped, and the command pr
 ``sys.exit``, and its core worker's C++ handler that prints stack lines), so ``pool.connect``
 calls ``reinstall`` after it. A library caller that never called ``install`` keeps its own handlers.
 """
+
 from __future__ import annotations
 
 import signal

@@ -3,6 +3,7 @@
 Every file ghostsearch writes into a run directory goes through here. The temporary name is
 unique per writer (pid + random), so two writers never share a temporary file.
 """
+
 from __future__ import annotations
 
 import json
@@ -87,6 +88,7 @@ def check_writable(path: str | Path, what: str, fix: str = "choose another locat
         raise GhostsearchError(f"{what} {target} {why}; {fix}")
     st = os.statvfs(target)
     if st.f_bavail * st.f_frsize < MIN_FREE:
-        raise GhostsearchError(f"{what} {target} is on a full disk ({st.f_bavail * st.f_frsize} bytes free); "
-                               f"make room or {fix}")
+        raise GhostsearchError(
+            f"{what} {target} is on a full disk ({st.f_bavail * st.f_frsize} bytes free); make room or {fix}"
+        )
     return target

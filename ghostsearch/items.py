@@ -18,6 +18,7 @@ numbers stay those of the whole file). Any prefix of the list is a sample:
 
 ``eval.max_items`` (per model, across tasks) is the draw's length (None: every eligible item).
 """
+
 from __future__ import annotations
 
 import math
@@ -37,6 +38,7 @@ SAMPLES = ("random", "first")
 @dataclass(frozen=True)
 class Draw:
     """The ordered item keys of a run: ``order[r]`` = (task, doc) of rank r."""
+
     order: tuple[tuple[str, int], ...]
     tasks: tuple[str, ...]
 
@@ -102,12 +104,16 @@ def run_items_file(path: str | Path) -> Path:
         for name in ("eval_items.parquet", "items.parquet"):
             if (p / name).is_file():
                 return p / name
-        raise GhostsearchError(f"{p} has no eval_items.parquet or items.parquet; give a run directory of compare "
-                               "or a Parquet file with task and doc columns")
+        raise GhostsearchError(
+            f"{p} has no eval_items.parquet or items.parquet; give a run directory of compare "
+            "or a Parquet file with task and doc columns"
+        )
     if p.is_file() and p.suffix == ".parquet":
         return p
-    raise GhostsearchError(f"{path} is neither a run directory nor a .parquet file; give a previous run's directory "
-                           "or its per-item Parquet (task, doc columns)")
+    raise GhostsearchError(
+        f"{path} is neither a run directory nor a .parquet file; give a previous run's directory "
+        "or its per-item Parquet (task, doc columns)"
+    )
 
 
 def previous_items(path: str | Path) -> set[tuple[str, int]]:
@@ -132,8 +138,10 @@ def task_sds(path: str | Path, tasks) -> dict[str, float]:
     t = pq.read_table(f)
     need = {"task", "doc", "gold", "pred"}
     if not need <= set(t.column_names):
-        raise GhostsearchError(f"{f} lacks {sorted(need - set(t.column_names))}; eval.neyman_from needs per-item "
-                               "rows with task, doc, gold, pred (a compare's eval_items.parquet)")
+        raise GhostsearchError(
+            f"{f} lacks {sorted(need - set(t.column_names))}; eval.neyman_from needs per-item "
+            "rows with task, doc, gold, pred (a compare's eval_items.parquet)"
+        )
     df = t.to_pandas()
     df["model"] = df["key"] if "key" in df else df["removed"].map(tuple).astype(str) + df["recovery"].astype(str)
     df["correct"] = (df["pred"] == df["gold"]).astype(float)
@@ -142,11 +150,13 @@ def task_sds(path: str | Path, tasks) -> dict[str, float]:
         m = df[df["task"] == task].pivot_table(index="model", columns="doc", values="correct", aggfunc="first")
         m = m.dropna(axis=1).to_numpy()
         if m.shape[0] < 2 or m.shape[1] < 2:
-            raise GhostsearchError(f"{f} has {m.shape[0]} model(s) x {m.shape[1]} shared item(s) of {task}; "
-                                   "eval.neyman_from needs two models on two items of every task (or use equal)")
+            raise GhostsearchError(
+                f"{f} has {m.shape[0]} model(s) x {m.shape[1]} shared item(s) of {task}; "
+                "eval.neyman_from needs two models on two items of every task (or use equal)"
+            )
         x = m - m.mean(axis=1, keepdims=True)
         k = len(x)  # sum over pairs of ||x_a - x_b||^2 = k sum ||x_a||^2 - ||sum x_a||^2
-        pairs = k * (x ** 2).sum() - (x.sum(axis=0) ** 2).sum()
+        pairs = k * (x**2).sum() - (x.sum(axis=0) ** 2).sum()
         out[task] = math.sqrt(pairs / (k * (k - 1) / 2) / (m.shape[1] - 1))
     return out
 
@@ -177,14 +187,18 @@ def draw(cfg_eval, tasks=None, data_dir: str | None = None, held_out=()) -> Draw
     total = sum(caps.values())
     n = total if cfg_eval.max_items is None else int(cfg_eval.max_items)
     if n > total:
-        raise GhostsearchError(f"eval.max_items={n} but only {total} items are eligible "
-                               f"({', '.join(f'{t} {c}' for t, c in caps.items())}); lower eval.max_items"
-                               + (" or raise eval.limit" if cfg_eval.limit is not None else ""))
+        raise GhostsearchError(
+            f"eval.max_items={n} but only {total} items are eligible "
+            f"({', '.join(f'{t} {c}' for t, c in caps.items())}); lower eval.max_items"
+            + (" or raise eval.limit" if cfg_eval.limit is not None else "")
+        )
     seq = allocation_sequence(weights_for(cfg_eval, tasks, {t: len(o) for t, o in orders.items()}), caps, n)
     if len(seq) < n:
         zero = [t for t in tasks if caps[t] and t not in seq]
-        raise GhostsearchError(f"eval.allocation={cfg_eval.allocation} gives no items to {zero} (weight 0) and the "
-                               f"others hold only {len(seq)} of eval.max_items={n}; use equal or lower eval.max_items")
+        raise GhostsearchError(
+            f"eval.allocation={cfg_eval.allocation} gives no items to {zero} (weight 0) and the "
+            f"others hold only {len(seq)} of eval.max_items={n}; use equal or lower eval.max_items"
+        )
     taken = {t: 0 for t in tasks}
     order = []
     for t in seq:
@@ -199,9 +213,16 @@ def write_draw(d: Draw, path: Path) -> None:
 
     from ghostsearch.io import write_parquet_atomic
 
-    write_parquet_atomic(path, pa.table({"rank": pa.array(range(len(d)), pa.int64()),
-                                         "task": pa.array([t for t, _ in d.order], pa.string()),
-                                         "doc": pa.array([x for _, x in d.order], pa.int64())}))
+    write_parquet_atomic(
+        path,
+        pa.table(
+            {
+                "rank": pa.array(range(len(d)), pa.int64()),
+                "task": pa.array([t for t, _ in d.order], pa.string()),
+                "doc": pa.array([x for _, x in d.order], pa.int64()),
+            }
+        ),
+    )
 
 
 def read_draw(path: Path, tasks) -> Draw:

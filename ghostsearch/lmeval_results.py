@@ -8,6 +8,7 @@ adds the fields lm-eval's ``EvaluationTracker`` adds and names the file as lm-ev
 engine gives the same document (``evaluate.lm_eval_document``), so the file is the same whichever
 engine scored the tasks.
 """
+
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
 """Process-wide library settings, applied by the CLI and by every Ray worker ghostsearch starts."""
+
 from __future__ import annotations
 
 import logging

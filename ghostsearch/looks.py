@@ -20,6 +20,7 @@ of a false "within" (a contrast whose true |difference| >= delta) is then at mos
 non-binding: it only removes chances to reject, so the rejection rule keeps its alpha; a "within"
 passes no level on. Without a margin only rejections decide.
 """
+
 from __future__ import annotations
 
 import math
@@ -42,17 +43,17 @@ class Contrast:
 
 @dataclass
 class Design:
-    looks: list[int]                 # items per model at each look
+    looks: list[int]  # items per model at each look
     contrasts: list[Contrast]
     alpha: float = stats.ALPHA
     spending: str = "obrien-fleming"
-    margin: float | None = None      # eval.margin: "within +-margin" decides a contrast too (None: never)
-    z: list[list[float]] = field(default_factory=list)          # [contrast][look], NaN where not tested
+    margin: float | None = None  # eval.margin: "within +-margin" decides a contrast too (None: never)
+    z: list[list[float]] = field(default_factory=list)  # [contrast][look], NaN where not tested
     estimate: list[list[float]] = field(default_factory=list)
     se: list[list[float]] = field(default_factory=list)
-    decisions: list = field(default_factory=list)                # stats.SequentialDecision per contrast
-    within_at: list = field(default_factory=list)                # per contrast: the look (0-based) it was
-                                                                 # decided within +-margin, else None
+    decisions: list = field(default_factory=list)  # stats.SequentialDecision per contrast
+    within_at: list = field(default_factory=list)  # per contrast: the look (0-based) it was
+    # decided within +-margin, else None
 
     def __post_init__(self):
         self.z = self.z or [[math.nan] * len(self.looks) for _ in self.contrasts]
@@ -120,16 +121,29 @@ class Design:
             rejected, w = d is not None and bool(d.rejected), self.within_at[i]
             at = d.look if d is not None and rejected and d.look is not None else w if w is not None else looks_run - 1
             half = rci[at] * self.se[i][at] if rci else math.nan
-            out.append({"contrast": c.name, "left_key": c.left_key, "right_key": c.right_key,
-                        "decided": rejected or w is not None,
-                        "verdict": "differs" if rejected else "within margin" if w is not None else "open",
-                        "decided_at_look": at + 1 if rejected or w is not None else None,
-                        "look_items": self.looks[at], "estimate": self.estimate[i][at], "z": self.z[i][at],
-                        "se": self.se[i][at], "level": d.alpha if d else math.nan, "bound": d.bound if d else math.nan,
-                        "sign": d.sign if d is not None and rejected else 0, "z_by_look": self.z[i][:looks_run],
-                        "margin": self.margin, "rci": [self.estimate[i][at] - half, self.estimate[i][at] + half],
-                        "rci_level": 1 - self.alpha / len(self.contrasts) if rci else None,
-                        "items_left": items_used.get(c.left_key), "items_right": items_used.get(c.right_key)})
+            out.append(
+                {
+                    "contrast": c.name,
+                    "left_key": c.left_key,
+                    "right_key": c.right_key,
+                    "decided": rejected or w is not None,
+                    "verdict": "differs" if rejected else "within margin" if w is not None else "open",
+                    "decided_at_look": at + 1 if rejected or w is not None else None,
+                    "look_items": self.looks[at],
+                    "estimate": self.estimate[i][at],
+                    "z": self.z[i][at],
+                    "se": self.se[i][at],
+                    "level": d.alpha if d else math.nan,
+                    "bound": d.bound if d else math.nan,
+                    "sign": d.sign if d is not None and rejected else 0,
+                    "z_by_look": self.z[i][:looks_run],
+                    "margin": self.margin,
+                    "rci": [self.estimate[i][at] - half, self.estimate[i][at] + half],
+                    "rci_level": 1 - self.alpha / len(self.contrasts) if rci else None,
+                    "items_left": items_used.get(c.left_key),
+                    "items_right": items_used.get(c.right_key),
+                }
+            )
         return out
 
 

@@ -20,6 +20,7 @@ a device, naming the numbers and the fixes; it resolves ``cache.every: auto`` to
 that fits. On CPU the device is this machine's RAM shared by the local actors (or
 ``pool.device_memory_gib``).
 """
+
 from __future__ import annotations
 
 import json
@@ -46,10 +47,10 @@ class Shape:
     head_dim: int
     vocab: int
     tied: bool
-    params: int            # every parameter (a tied head counted once)
+    params: int  # every parameter (a tied head counted once)
     embed_params: int
     block_params: list[int]
-    head_params: int       # final norm + LM head (0 for the head's weight when tied)
+    head_params: int  # final norm + LM head (0 for the head's weight when tied)
     context: int | None = None
 
     @property
@@ -78,8 +79,10 @@ def read_config(spec: str, trust_remote_code: bool = False):
     except GhostsearchError:
         raise
     except Exception as e:  # noqa: BLE001  (a missing file, an offline hub, a bad JSON)
-        raise GhostsearchError(f"cannot read the config of model {spec!r}: {str(e).splitlines()[0][:160]}; "
-                               "give a model directory or its config.json (plan --model-config)") from None
+        raise GhostsearchError(
+            f"cannot read the config of model {spec!r}: {str(e).splitlines()[0][:160]}; "
+            "give a model directory or its config.json (plan --model-config)"
+        ) from None
 
 
 def shape_of(config) -> Shape:
@@ -101,12 +104,21 @@ def shape_of(config) -> Shape:
 
     heads = int(c.num_attention_heads)
     head_dim = int(getattr(c, "head_dim", None) or c.hidden_size // heads)
-    return Shape(n_blocks=stack.n_blocks, hidden=int(c.hidden_size), intermediate=int(c.intermediate_size),
-                 heads=heads, kv_heads=int(getattr(c, "num_key_value_heads", None) or heads), head_dim=head_dim,
-                 vocab=int(c.vocab_size), tied=bool(tied), params=count(model), embed_params=count(emb),
-                 block_params=[count(b) for b in stack.blocks],
-                 head_params=count(stack.norm) + (0 if tied else count(stack.lm_head)),
-                 context=getattr(c, "max_position_embeddings", None))
+    return Shape(
+        n_blocks=stack.n_blocks,
+        hidden=int(c.hidden_size),
+        intermediate=int(c.intermediate_size),
+        heads=heads,
+        kv_heads=int(getattr(c, "num_key_value_heads", None) or heads),
+        head_dim=head_dim,
+        vocab=int(c.vocab_size),
+        tied=bool(tied),
+        params=count(model),
+        embed_params=count(emb),
+        block_params=[count(b) for b in stack.blocks],
+        head_params=count(stack.norm) + (0 if tied else count(stack.lm_head)),
+        context=getattr(c, "max_position_embeddings", None),
+    )
 
 
 @dataclass
@@ -114,9 +126,9 @@ class Plan:
     """Bytes per actor (``parts``) and the peak on its busiest device (``device_peak``)."""
 
     parts: dict
-    per_device: dict            # label -> peak bytes on that device
-    host: float                 # bytes on the host (offloaded cache)
-    device_bytes: float         # one device's memory
+    per_device: dict  # label -> peak bytes on that device
+    host: float  # bytes on the host (offloaded cache)
+    device_bytes: float  # one device's memory
     share: float
     every: int
     notes: list = field(default_factory=list)
@@ -135,10 +147,12 @@ class Plan:
 
     def line(self) -> str:
         p = self.parts
-        return (f"{self.device_peak / GiB:.2f} GiB on the busiest of {len(self.per_device)} device(s) "
-                f"(weights {p['weights'] / GiB:.2f}, cache {p['cache'] / GiB:.2f}, prefix runs "
-                f"{p['prefix_runs'] / GiB:.2f}, working {p['working'] / GiB:.2f} GiB in all) against "
-                f"{self.share:.0%} of {self.device_bytes / GiB:.1f} GiB")
+        return (
+            f"{self.device_peak / GiB:.2f} GiB on the busiest of {len(self.per_device)} device(s) "
+            f"(weights {p['weights'] / GiB:.2f}, cache {p['cache'] / GiB:.2f}, prefix runs "
+            f"{p['prefix_runs'] / GiB:.2f}, working {p['working'] / GiB:.2f} GiB in all) against "
+            f"{self.share:.0%} of {self.device_bytes / GiB:.1f} GiB"
+        )
 
 
 def device_memory(cfg) -> float:
@@ -182,8 +196,9 @@ def prefix_runs(cfg, searchers, ks) -> int:
     return min(n, cfg.cache.prefix_runs)
 
 
-def plan_memory(cfg, shape: Shape, every: int | None = None, objective: str | None = None,
-                searchers=None, ks=None) -> Plan:
+def plan_memory(
+    cfg, shape: Shape, every: int | None = None, objective: str | None = None, searchers=None, ks=None
+) -> Plan:
     """The memory plan of one actor of ``cfg`` for ``shape`` (``every``: a cache.every to try)."""
     from ghostsearch.placement import split_blocks
 
@@ -193,16 +208,19 @@ def plan_memory(cfg, shape: Shape, every: int | None = None, objective: str | No
         every = 1 if cfg.cache.every == "auto" else int(cfg.cache.every)
     objs = [objective] if objective else list(dict.fromkeys([cfg.objective] + list(cfg.compare.objectives or [])))
     cals = [cfg.calibration.for_objective(o) for o in objs]
-    rows_tokens = max(c.n_seq * c.seq_len for c in cals)            # rows x tokens of the largest calibration
+    rows_tokens = max(c.n_seq * c.seq_len for c in cals)  # rows x tokens of the largest calibration
     m = max(min(c.micro_batch, c.n_seq) for c in cals)
     T = max(c.seq_len for c in cals)
     searchers = searchers or list(cfg.compare.searchers or [cfg.searcher])
     ks = ks or list(cfg.compare.ks or [cfg.k])
     nd = n_devices(cfg)
-    idx = split_blocks(L, nd, (shape.embed_params, shape.block_params[0], shape.head_params + shape.head_weight)) \
-        if nd > 1 else [0] * L
+    idx = (
+        split_blocks(L, nd, (shape.embed_params, shape.block_params[0], shape.head_params + shape.head_weight))
+        if nd > 1
+        else [0] * L
+    )
     labels = list(range(nd))
-    state = rows_tokens * C * b                                       # one boundary, every calibration row
+    state = rows_tokens * C * b  # one boundary, every calibration row
     kept = sorted({i for i in range(L + 1) if i % every == 0} | {L})
     dev_of = [idx[i] if i < L else idx[-1] for i in range(L + 1)]
     weights = {d: 0.0 for d in labels}
@@ -228,8 +246,9 @@ def plan_memory(cfg, shape: Shape, every: int | None = None, objective: str | No
     # working memory on the busiest device: the larger of preparation and scoring
     mbstate = m * T * C * b
     attn_scores = 0 if cfg.resolved_device().startswith("cuda") else m * shape.heads * T * T * b
-    block_act = (m * T * (4 * C + (shape.heads + 2 * shape.kv_heads) * shape.head_dim + 3 * shape.intermediate) * b
-                 + attn_scores)
+    block_act = (
+        m * T * (4 * C + (shape.heads + 2 * shape.kv_heads) * shape.head_dim + 3 * shape.intermediate) * b + attn_scores
+    )
     chunk = int((cfg.objective_params or {}).get("head_chunk", 1024))
     head_act = min(chunk, m * T) * shape.vocab * 4 * 2.5  # logits, log-softmax, allocator slack between chunks
     stats = (L + 1) * 512 * C * 4 * 2 + (L + 1) ** 2 * 512 * 4 * 3
@@ -241,11 +260,16 @@ def plan_memory(cfg, shape: Shape, every: int | None = None, objective: str | No
         work = max(prep, score)
         working_total += work
         per_device[d] = weights[d] + cache[d] + run_bytes[d] + work
-    parts = {"weights": sum(weights.values()),
-             "cache": sum(cache.values()) + (len(kept) * state if cfg.cache.offload else 0),
-             "prefix_runs": sum(run_bytes.values()) + (runs * (L + 1) * state if cfg.cache.offload else 0),
-             "working": working_total, "kept_boundaries": len(kept), "prefix_run_count": runs,
-             "state_bytes": state, "bytes_per_param": b}
+    parts = {
+        "weights": sum(weights.values()),
+        "cache": sum(cache.values()) + (len(kept) * state if cfg.cache.offload else 0),
+        "prefix_runs": sum(run_bytes.values()) + (runs * (L + 1) * state if cfg.cache.offload else 0),
+        "working": working_total,
+        "kept_boundaries": len(kept),
+        "prefix_run_count": runs,
+        "state_bytes": state,
+        "bytes_per_param": b,
+    }
     return Plan(parts, per_device, host, device_memory(cfg), cfg.pool.memory_share, every)
 
 
@@ -292,8 +316,9 @@ def fixes(cfg, shape: Shape, plan: Plan) -> str:
         calib = dataclasses.replace(cfg.calibration, micro_batch=max(1, mb // 4))
         if trial(calibration=calib):
             out.append(f"calibration.micro_batch={max(1, mb // 4)}")
-    return " or ".join(out) or ("more GPUs per actor (pool.gpus_per_actor) with cache.offload=true, "
-                                "or a smaller calibration")
+    return " or ".join(out) or (
+        "more GPUs per actor (pool.gpus_per_actor) with cache.offload=true, or a smaller calibration"
+    )
 
 
 def check_fit(cfg, shape: Shape | None = None) -> int:
@@ -308,12 +333,16 @@ def check_fit(cfg, shape: Shape | None = None) -> int:
 
             logging.getLogger("ghostsearch").warning(
                 "no memory plan for %s (%s); loading without one",
-                cfg.model, str(e).splitlines()[0][:120] if str(e) else type(e).__name__)
+                cfg.model,
+                str(e).splitlines()[0][:120] if str(e) else type(e).__name__,
+            )
             return 1 if cfg.cache.every == "auto" else int(cfg.cache.every)
     plan = resolve_every(cfg, shape)
     if not plan.fits:
-        raise GhostsearchError(f"this run does not fit: one scorer needs {plan.line()}; fix: {fixes(cfg, shape, plan)} "
-                               "(see `ghostsearch plan`)")
+        raise GhostsearchError(
+            f"this run does not fit: one scorer needs {plan.line()}; fix: {fixes(cfg, shape, plan)} "
+            "(see `ghostsearch plan`)"
+        )
     return plan.every
 
 
@@ -326,4 +355,3 @@ def fmt_count(x: float) -> str:
         if abs(x) >= v:
             return f"{x / v:.3g}{unit}"
     return f"{x:.3g}"
-

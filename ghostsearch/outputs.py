@@ -4,6 +4,7 @@ rundir/remote.py) and the configured trackers (tracking.py). ``search`` and ``co
 an error, so what was ledgered reaches the URI). When a tracker cannot start, what the trackers
 began to write is removed, RUN_DIR is released (and removed when this run created it and ledgered
 nothing), and the error goes on."""
+
 from __future__ import annotations
 
 import os

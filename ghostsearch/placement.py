@@ -12,6 +12,7 @@ Labels: a map may name devices by label (``a``, ``b``) with ``real`` mapping eac
 device; tests name ``cpu`` twice, or labels over one CPU, and record which label each tensor was
 moved to (``move`` is the one method that moves a tensor).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ from ghostsearch.errors import GhostsearchError
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
-ATTR = "ghostsearch_placement"   # the attribute of a placed model that holds its Placement
+ATTR = "ghostsearch_placement"  # the attribute of a placed model that holds its Placement
 
 
 def split_blocks(n_blocks: int, n_devices: int, sizes: tuple[float, float, float] | None = None) -> list[int]:
@@ -35,8 +36,10 @@ def split_blocks(n_blocks: int, n_devices: int, sizes: tuple[float, float, float
     if n_devices < 1:
         raise GhostsearchError("a device map needs at least one device")
     if n_devices > n_blocks:
-        raise GhostsearchError(f"cannot split {n_blocks} blocks over {n_devices} devices; use at most "
-                               f"{n_blocks} devices per actor (pool.gpus_per_actor)")
+        raise GhostsearchError(
+            f"cannot split {n_blocks} blocks over {n_devices} devices; use at most "
+            f"{n_blocks} devices per actor (pool.gpus_per_actor)"
+        )
     if sizes is None:
         per, extra = divmod(n_blocks, n_devices)
         out = []
@@ -50,8 +53,9 @@ def split_blocks(n_blocks: int, n_devices: int, sizes: tuple[float, float, float
     for i in range(n_blocks):
         left_blocks, left_devices = n_blocks - i, n_devices - d
         # move on when this device is full, but never leave a later device without a block
-        if d < n_devices - 1 and (left_blocks <= left_devices - 1 or
-                                  (load + block / 2 > target and any(x == d for x in out))):
+        if d < n_devices - 1 and (
+            left_blocks <= left_devices - 1 or (load + block / 2 > target and any(x == d for x in out))
+        ):
             d, load = d + 1, 0.0
         out.append(d)
         load += block
@@ -109,6 +113,7 @@ class Placement:
     def _hook(self, label: str):
         def hook(module, args, kwargs):
             return self.to(args, label), self.to(kwargs, label)
+
         return hook
 
     def apply(self, model: PreTrainedModel, blocks: nn.ModuleList, norm: nn.Module, head: nn.Module) -> None:
@@ -152,15 +157,24 @@ def devices_for(device: str, gpus_per_actor: float | None, device_map: list[str]
         return [str(d) for d in device_map]
     if gpus_per_actor and gpus_per_actor > 1:
         if gpus_per_actor != int(gpus_per_actor):
-            raise GhostsearchError(f"pool.gpus_per_actor={gpus_per_actor:g}: a model is split over whole GPUs; "
-                                   f"use an integer (e.g. {int(gpus_per_actor) + 1}) or a fraction below 1")
+            raise GhostsearchError(
+                f"pool.gpus_per_actor={gpus_per_actor:g}: a model is split over whole GPUs; "
+                f"use an integer (e.g. {int(gpus_per_actor) + 1}) or a fraction below 1"
+            )
         return [f"cuda:{i}" for i in range(int(gpus_per_actor))]
     return None
 
 
-def place(model: PreTrainedModel, blocks: nn.ModuleList, norm: nn.Module, head: nn.Module, devices: Sequence[str],
-          real: dict | None = None) -> Placement:
+def place(
+    model: PreTrainedModel,
+    blocks: nn.ModuleList,
+    norm: nn.Module,
+    head: nn.Module,
+    devices: Sequence[str],
+    real: dict | None = None,
+) -> Placement:
     """Split ``model`` over ``devices`` balanced by parameters (embeddings first, head last)."""
+
     def count(m):
         return sum(p.numel() for p in m.parameters()) if m is not None else 0
 

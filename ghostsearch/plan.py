@@ -13,6 +13,7 @@ a random k-subset starts at its first removed block, on average L/(k+1). Rate: `
 (a few block and head forwards at the run's dtype on this device), else ``pool.device_tflops``,
 else a stated default (CPU 0.05, CUDA 200 TFLOP/s: a planning guess, not a measurement).
 """
+
 from __future__ import annotations
 
 import time
@@ -98,8 +99,10 @@ def rate(cfg, shape: Shape, measure: bool) -> tuple[float, str]:
         return measure_rate(cfg, shape), f"measured on this {dev} (plan --measure)"
     if cfg.pool.device_tflops:
         return cfg.pool.device_tflops * 1e12, f"stated: pool.device_tflops={cfg.pool.device_tflops:g}"
-    return (DEFAULT_TFLOPS[dev] * 1e12,
-            f"default {DEFAULT_TFLOPS[dev]:g} TFLOP/s for {dev} (a guess: measure or state it)")
+    return (
+        DEFAULT_TFLOPS[dev] * 1e12,
+        f"default {DEFAULT_TFLOPS[dev]:g} TFLOP/s for {dev} (a guess: measure or state it)",
+    )
 
 
 def measure_rate(cfg, shape_: Shape, repeats: int = 3) -> float:
@@ -168,16 +171,31 @@ def evaluation_items(cfg) -> dict:
             tasks[t] = None
             continue
         if cfg.eval.max_items is not None:
-            docs = docs[:max(1, cfg.eval.max_items // max(1, len(cfg.eval.tasks)))]
+            docs = docs[: max(1, cfg.eval.max_items // max(1, len(cfg.eval.tasks)))]
         chars = sum(len(d.requests[0][0]) + sum(len(c) for _, c in d.requests) for d in docs)
         tasks[t] = {"items": len(docs), "requests": sum(len(d.requests) for d in docs), "tokens": chars / 4}
-    ppl = {c: ("the whole test set in 2048-token windows" if cfg.eval.protocol == "paper" else
-               f"{cfg.eval.ppl_max_seq} x {cfg.eval.ppl_seq_len} tokens") for c in cfg.eval.perplexity}
-    ppl_tokens = 0 if cfg.eval.protocol == "paper" or cfg.eval.ppl_max_seq is None else \
-        len(cfg.eval.perplexity) * cfg.eval.ppl_max_seq * cfg.eval.ppl_seq_len
-    cells = len({(s, o, k, sd) for s in (cfg.compare.searchers or [cfg.searcher])
-                 for o in (cfg.compare.objectives or [cfg.objective]) for k in (cfg.compare.ks or [cfg.k])
-                 for sd in (cfg.compare.seeds or [cfg.seed])})
+    ppl = {
+        c: (
+            "the whole test set in 2048-token windows"
+            if cfg.eval.protocol == "paper"
+            else f"{cfg.eval.ppl_max_seq} x {cfg.eval.ppl_seq_len} tokens"
+        )
+        for c in cfg.eval.perplexity
+    }
+    ppl_tokens = (
+        0
+        if cfg.eval.protocol == "paper" or cfg.eval.ppl_max_seq is None
+        else len(cfg.eval.perplexity) * cfg.eval.ppl_max_seq * cfg.eval.ppl_seq_len
+    )
+    cells = len(
+        {
+            (s, o, k, sd)
+            for s in (cfg.compare.searchers or [cfg.searcher])
+            for o in (cfg.compare.objectives or [cfg.objective])
+            for k in (cfg.compare.ks or [cfg.k])
+            for sd in (cfg.compare.seeds or [cfg.seed])
+        }
+    )
     models = 1 + cells * len(cfg.compare.recovery)
     repaired = cells * len([m for m in cfg.compare.recovery if m != "none"])
     return {"tasks": tasks, "perplexity": ppl, "models": models, "repaired": repaired, "ppl_tokens": ppl_tokens}
@@ -237,18 +255,32 @@ def measure_process(cfg, command: str) -> tuple[float, float, Any]:
     import sys
     import tempfile
 
-    mods = ["ghostsearch.cli.main", "ghostsearch.runner", "ghostsearch.dataplan", "ghostsearch.pool.pool",
-            "ghostsearch.models", "torch", "transformers"] + (["ghostsearch.compare"] if command == "compare" else [])
-    code = ("import pickle, sys\nimport " + ", ".join(mods) + "\nfrom ghostsearch.plan import measure_checks\n"
-            "s, dp = measure_checks(pickle.load(open(sys.argv[1], 'rb')), sys.argv[2])\n"
-            "pickle.dump(dp, open(sys.argv[3], 'wb'))\nprint(s)")
+    mods = [
+        "ghostsearch.cli.main",
+        "ghostsearch.runner",
+        "ghostsearch.dataplan",
+        "ghostsearch.pool.pool",
+        "ghostsearch.models",
+        "torch",
+        "transformers",
+    ] + (["ghostsearch.compare"] if command == "compare" else [])
+    code = (
+        "import pickle, sys\nimport " + ", ".join(mods) + "\nfrom ghostsearch.plan import measure_checks\n"
+        "s, dp = measure_checks(pickle.load(open(sys.argv[1], 'rb')), sys.argv[2])\n"
+        "pickle.dump(dp, open(sys.argv[3], 'wb'))\nprint(s)"
+    )
     with tempfile.TemporaryDirectory() as d:
         cfg_file, plan_file = f"{d}/cfg.pkl", f"{d}/plan.pkl"
         with open(cfg_file, "wb") as f:
             pickle.dump(cfg, f)
         t0 = time.perf_counter()
-        r = subprocess.run([sys.executable, "-c", code, cfg_file, command, plan_file], check=True,
-                           capture_output=True, text=True, env=os.environ.copy())
+        r = subprocess.run(
+            [sys.executable, "-c", code, cfg_file, command, plan_file],
+            check=True,
+            capture_output=True,
+            text=True,
+            env=os.environ.copy(),
+        )
         seconds = time.perf_counter() - t0
         with open(plan_file, "rb") as f:
             data_plan = pickle.load(f)
@@ -269,8 +301,12 @@ def measure_checks(cfg, command: str) -> tuple[float, Any]:
         from ghostsearch.evaluate import check_tasks
 
         check_tasks(cfg.eval.tasks, cfg.data_dir)
-    dp = data_plan(cfg, [c.objective for c in grid_cells(cfg)], evaluate=compare,
-                   repair=compare and any(m != "none" for m in cfg.compare.recovery))
+    dp = data_plan(
+        cfg,
+        [c.objective for c in grid_cells(cfg)],
+        evaluate=compare,
+        repair=compare and any(m != "none" for m in cfg.compare.recovery),
+    )
     return time.perf_counter() - t0, dp
 
 
@@ -287,8 +323,17 @@ def _probe_cell(cfg, broker, run_dir: str, cell: CellSpec, n_blocks: int) -> flo
     from ghostsearch.runner import run_cell
 
     quiet_libraries()
-    run_cell(cfg, broker, __import__("pathlib").Path(run_dir), searcher=PROBE, objective=cell.objective,
-             k=cell.k, seed=cell.seed, n_blocks=n_blocks, progress=False)
+    run_cell(
+        cfg,
+        broker,
+        __import__("pathlib").Path(run_dir),
+        searcher=PROBE,
+        objective=cell.objective,
+        k=cell.k,
+        seed=cell.seed,
+        n_blocks=n_blocks,
+        progress=False,
+    )
     return time.perf_counter() - t0
 
 
@@ -305,8 +350,17 @@ def probe_cells(cfg, broker, root, command: str, n_blocks: int) -> tuple[float, 
     if command == "search":
         c = cells[0]
         t0 = time.perf_counter()
-        run_cell(cfg, broker, root, searcher=PROBE, objective=c.objective, k=c.k, seed=c.seed,
-                 n_blocks=n_blocks, progress=False)
+        run_cell(
+            cfg,
+            broker,
+            root,
+            searcher=PROBE,
+            objective=c.objective,
+            k=c.k,
+            seed=c.seed,
+            n_blocks=n_blocks,
+            progress=False,
+        )
         return time.perf_counter() - t0, 1
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -317,8 +371,9 @@ def probe_cells(cfg, broker, root, command: str, n_blocks: int) -> tuple[float, 
     for d in dirs:
         d.mkdir()
     t0 = time.perf_counter()
-    ray.get([task.options(scheduling_strategy=here).remote(cfg, broker, str(d), c, n_blocks)
-             for d, c in zip(dirs, cells)])
+    ray.get(
+        [task.options(scheduling_strategy=here).remote(cfg, broker, str(d), c, n_blocks) for d, c in zip(dirs, cells)]
+    )
     return time.perf_counter() - t0, n
 
 
@@ -349,13 +404,18 @@ def probe_evaluation(cfg, broker, root, held_out, n_blocks: int) -> dict:
     mid = max(0, min(len(free) - k, (len(free) - k) // 2))
     # middle windows, one per method (compare deals a set's repairs into different shares): a finalist
     # starts, on average, half-way down
-    sets = [free[min(mid + i, len(free) - k):min(mid + i, len(free) - k) + k] for i in range(len(cfg.compare.recovery))]
-    calls: dict[str, list[tuple[list[int], str]]] = {"dense_s": [([], "none")],
-                                                     "share_s": [([], "none"), *zip(sets, cfg.compare.recovery)]}
+    sets = [
+        free[min(mid + i, len(free) - k) : min(mid + i, len(free) - k) + k] for i in range(len(cfg.compare.recovery))
+    ]
+    calls: dict[str, list[tuple[list[int], str]]] = {
+        "dense_s": [([], "none")],
+        "share_s": [([], "none"), *zip(sets, cfg.compare.recovery)],
+    }
 
     def submit(specs):
-        return broker.with_model.remote(evaluate_finalist_specs, pcfg, specs, list(held_out), False,
-                                        draw.first(n), windows > 0)
+        return broker.with_model.remote(
+            evaluate_finalist_specs, pcfg, specs, list(held_out), False, draw.first(n), windows > 0
+        )
 
     out: dict = {"items": n, "windows": windows, "models": len(calls["share_s"]) - 1, "of_items": len(draw)}
     if cfg.pool.actors >= 2:
@@ -393,9 +453,21 @@ def measure_report(cfg, n_blocks: int, data_plan: Any = None) -> float:
     for i, c in enumerate(grid_cells(cfg)):
         removed = sorted({free[(i + j) % len(free)] for j in range(c.k)})
         name = c.name
-        results.append({"cell": name, **c.to_dict(), "removed": removed, "value": 1.0 + 0.1 * i, "dense_value": 1.0,
-                        "relative_change": 0.1 * i, "evaluations": 1, "budget_used": 1.0, "budget_mode": "own",
-                        "wall_seconds": 1.0, "cache_hits": 0})
+        results.append(
+            {
+                "cell": name,
+                **c.to_dict(),
+                "removed": removed,
+                "value": 1.0 + 0.1 * i,
+                "dense_value": 1.0,
+                "relative_change": 0.1 * i,
+                "evaluations": 1,
+                "budget_used": 1.0,
+                "budget_mode": "own",
+                "wall_seconds": 1.0,
+                "cache_hits": 0,
+            }
+        )
         for j, m in enumerate(cfg.compare.recovery):
             evals[(name, m)] = {**tasks, "mean_acc": 0.5 - 0.01 * i + 0.005 * j, "eval_key": f"{i}-{j}"}
     table = comparison_table(cfg, results, evals, {**tasks, "mean_acc": 0.55, "eval_key": "dense"}, data_plan)
@@ -448,8 +520,9 @@ def measure_run(cfg, command: str, n_blocks: int, held_out) -> dict | None:
     return out
 
 
-def plan_run(cfg, model_config: str | None = None, measure: bool = False, time_start: bool = True,
-             command: str | None = None) -> dict:
+def plan_run(
+    cfg, model_config: str | None = None, measure: bool = False, time_start: bool = True, command: str | None = None
+) -> dict:
     """Everything ``plan`` prints, as a dict (cells, totals, memory, assumptions). ``measure``: time
     the forwards here and, with ``time_start``, what a local run does around them (measure_process,
     measure_checks, measure_run, and for compare measure_report). ``command``: search or compare
@@ -461,33 +534,38 @@ def plan_run(cfg, model_config: str | None = None, measure: bool = False, time_s
     on_gpu = cfg.resolved_device().startswith("cuda")
     per_actor = int(gpa) if gpa and gpa >= 1 else (1 if on_gpu else 0)
     if cfg.pool.cluster_gpus is not None and per_actor > cfg.pool.cluster_gpus:
-        raise GhostsearchError(f"pool.gpus_per_actor={gpa:g} is more than the cluster's {cfg.pool.cluster_gpus} GPUs "
-                               "(pool.cluster_gpus); lower it or plan for a bigger cluster")
+        raise GhostsearchError(
+            f"pool.gpus_per_actor={gpa:g} is more than the cluster's {cfg.pool.cluster_gpus} GPUs "
+            "(pool.cluster_gpus); lower it or plan for a bigger cluster"
+        )
     if cfg.pool.cluster_gpus is not None and on_gpu and per_actor * cfg.pool.actors > cfg.pool.cluster_gpus:
-        raise GhostsearchError(f"pool of {cfg.pool.actors} actors x {per_actor} GPUs needs "
-                               f"{per_actor * cfg.pool.actors} GPUs but pool.cluster_gpus={cfg.pool.cluster_gpus}; "
-                               "lower pool.actors")
+        raise GhostsearchError(
+            f"pool of {cfg.pool.actors} actors x {per_actor} GPUs needs "
+            f"{per_actor * cfg.pool.actors} GPUs but pool.cluster_gpus={cfg.pool.cluster_gpus}; "
+            "lower pool.actors"
+        )
     mem = resolve_every(cfg, shape)
     flop_rate, rate_note = rate(cfg, shape, measure)
     actors = cfg.pool.actors
     cells = []
-    for obj in (cfg.compare.objectives or [cfg.objective]):
+    for obj in cfg.compare.objectives or [cfg.objective]:
         cal = cfg.calibration.for_objective(obj)
         tokens = cal.n_seq * cal.seq_len
-        for s in (cfg.compare.searchers or [cfg.searcher]):
-            for k in (cfg.compare.ks or [cfg.k]):
+        for s in cfg.compare.searchers or [cfg.searcher]:
+            for k in cfg.compare.ks or [cfg.k]:
                 n, kind = evaluations(cfg, s, k, L, rows=cal.n_seq)
                 run = blocks_run(s, k, L)
                 fl = tokens * (run * flops_per_token_block(shape, cal.seq_len) + 2.0 * shape.head_weight)
-                for seed in (cfg.compare.seeds or [cfg.seed]):
+                for seed in cfg.compare.seeds or [cfg.seed]:
                     cells.append(Cell(s, obj, k, seed, n, kind, tokens, run, fl))
     total_flops = sum(c.evaluations * c.flops for c in cells)
     # every actor prepares every objective once (one dense forward of its calibration, in parallel)
     prepare_flops = 0.0
-    for obj in (cfg.compare.objectives or [cfg.objective]):
+    for obj in cfg.compare.objectives or [cfg.objective]:
         cal = cfg.calibration.for_objective(obj)
-        prepare_flops += cal.n_seq * cal.seq_len * (L * flops_per_token_block(shape, cal.seq_len)
-                                                    + 2.0 * shape.head_weight)
+        prepare_flops += (
+            cal.n_seq * cal.seq_len * (L * flops_per_token_block(shape, cal.seq_len) + 2.0 * shape.head_weight)
+        )
     devices_per_actor = max(1, per_actor)
     # a split actor runs its blocks one device after another: one device's rate per actor
     prepare_s, scoring_s = prepare_flops / flop_rate, total_flops / (flop_rate * actors)
@@ -498,8 +576,12 @@ def plan_run(cfg, model_config: str | None = None, measure: bool = False, time_s
     ev["seconds"] = ev["models"] * ev_tokens * (L / 2) * flops_per_token_block(shape, 512) / (flop_rate * actors)
     # perplexity windows (quick protocol): every token through half the depth and the LM head
     T = cfg.eval.ppl_seq_len
-    ev["ppl_seconds"] = ev["models"] * ev["ppl_tokens"] * ((L / 2) * flops_per_token_block(shape, T)
-                                                           + 2.0 * shape.head_weight) / (flop_rate * actors)
+    ev["ppl_seconds"] = (
+        ev["models"]
+        * ev["ppl_tokens"]
+        * ((L / 2) * flops_per_token_block(shape, T) + 2.0 * shape.head_weight)
+        / (flop_rate * actors)
+    )
     # a repair (Ghosted, LinearPatch, ReplaceMe) is fitted from one dense forward of its data
     rep = cfg.recovery.n_seq * cfg.recovery.seq_len * L * flops_per_token_block(shape, cfg.recovery.seq_len)
     ev["repair_seconds"] = ev["repaired"] * rep / (flop_rate * actors)
@@ -513,60 +595,96 @@ def plan_run(cfg, model_config: str | None = None, measure: bool = False, time_s
     run_m = None
     if timed:
         process_s, checks_s, dp = measure_process(cfg, command)
-        fixed["process"] = (process_s - checks_s, "measured: a fresh Python starting, importing the command's "
-                                                  "modules and exiting")
+        fixed["process"] = (
+            process_s - checks_s,
+            "measured: a fresh Python starting, importing the command's modules and exiting",
+        )
         fixed["checks"] = (checks_s, "measured: the model config, tasks and data plan, in that fresh Python")
         run_m = measure_run(cfg, command, L, dp.held_out)
     load_rate = measure_load_rate(cfg) if measure and run_m is None else None
     weight_bytes = shape.params * mem.parts["bytes_per_param"]
     if run_m is not None:
-        fixed["start"] = (run_m["start_s"], "measured: Ray, the pool (every actor loading the weights) and the first "
-                                            "actor's prepare, started here")
+        fixed["start"] = (
+            run_m["start_s"],
+            "measured: Ray, the pool (every actor loading the weights) and the first actor's prepare, started here",
+        )
         # a probe cell's one evaluation is its scoring; the rest is a cell's own cost (process, searcher,
         # client, statistics, dense value), paid once per wave of compare.concurrent cells
         probe_eval = run_m["probes"] * blocks_run_flops(cfg, shape, PROBE) / (flop_rate * actors)
         per_wave = max(0.0, run_m["cells_s"] - probe_eval)
         waves = -(-len(cells) // max(1, cfg.compare.concurrent)) if command == "compare" else len(cells)
-        fixed["cells"] = (waves * per_wave, f"measured: {run_m['probes']} probe cell(s) ({PROBE}, one evaluation) "
-                                            f"{per_wave:.1f} s less their evaluation, x {waves} wave(s)")
+        fixed["cells"] = (
+            waves * per_wave,
+            f"measured: {run_m['probes']} probe cell(s) ({PROBE}, one evaluation) "
+            f"{per_wave:.1f} s less their evaluation, x {waves} wave(s)",
+        )
         fixed["stop"] = (run_m["stop_s"], "measured: the pool released and Ray shut down here")
     else:
         startup = RAY_START_S.get(dev, RAY_START_S["cuda"]) + weight_bytes / (load_rate or LOAD_BYTES_PER_S)
-        fixed["start"] = (startup, "a local Ray start, stated, and the weights read at "
-                          + (f"{load_rate / 1e9:.2f} GB/s (measured)" if load_rate else
-                             f"{LOAD_BYTES_PER_S / 1e9:g} GB/s (stated)"))
+        fixed["start"] = (
+            startup,
+            "a local Ray start, stated, and the weights read at "
+            + (f"{load_rate / 1e9:.2f} GB/s (measured)" if load_rate else f"{LOAD_BYTES_PER_S / 1e9:g} GB/s (stated)"),
+        )
     if run_m is not None and "evaluation" in run_m:
-        eval_s, eval_note = evaluation_from_probe(cfg, shape, ev, run_m["evaluation"],
-                                                  distinct_sets(cfg, grid_cells(cfg)))
+        eval_s, eval_note = evaluation_from_probe(
+            cfg, shape, ev, run_m["evaluation"], distinct_sets(cfg, grid_cells(cfg))
+        )
         ev.update(measured=run_m["evaluation"])
     if timed and command == "compare":
-        fixed["report"] = (measure_report(cfg, L, dp), "measured: write_report over a stand-in grid of this size, "
-                                                       "here (per-item bootstraps not timed)")
+        fixed["report"] = (
+            measure_report(cfg, L, dp),
+            "measured: write_report over a stand-in grid of this size, here (per-item bootstraps not timed)",
+        )
     search_parts = ("process", "checks", "start", "cells", "stop")
     search_wall = wall + sum(v[0] for p, v in fixed.items() if p in search_parts)
     compare_wall = wall + eval_s + sum(v[0] for v in fixed.values())
     not_counted = [p for p in ("process", "checks", "cells", "stop") if p not in fixed]
     if command == "compare" and "report" not in fixed:
         not_counted.append("report")
-    return {"model": model_config or cfg.model, "shape": shape, "cells": cells, "memory": mem, "evaluation": ev,
-            "fits": mem.fits, "rate": flop_rate, "rate_note": rate_note, "total_flops": total_flops,
-            "command": command, "fixed": fixed, "not_counted": not_counted,
-            "startup_s": fixed["start"][0], "load_note": fixed["start"][1], "startup_measured": run_m is not None,
-            "search_wall_s": search_wall, "compare_wall_s": compare_wall, "evaluation_s": eval_s,
-            "evaluation_note": eval_note,
-            "evaluations": sum(c.evaluations for c in cells), "wall_s": wall,
-            "prepare_s": prepare_s, "scoring_s": scoring_s,
-            "device_hours": wall * actors * devices_per_actor / 3600 if on_gpu else 0.0,
-            "actors": actors, "devices_per_actor": devices_per_actor, "on_gpu": on_gpu}
+    return {
+        "model": model_config or cfg.model,
+        "shape": shape,
+        "cells": cells,
+        "memory": mem,
+        "evaluation": ev,
+        "fits": mem.fits,
+        "rate": flop_rate,
+        "rate_note": rate_note,
+        "total_flops": total_flops,
+        "command": command,
+        "fixed": fixed,
+        "not_counted": not_counted,
+        "startup_s": fixed["start"][0],
+        "load_note": fixed["start"][1],
+        "startup_measured": run_m is not None,
+        "search_wall_s": search_wall,
+        "compare_wall_s": compare_wall,
+        "evaluation_s": eval_s,
+        "evaluation_note": eval_note,
+        "evaluations": sum(c.evaluations for c in cells),
+        "wall_s": wall,
+        "prepare_s": prepare_s,
+        "scoring_s": scoring_s,
+        "device_hours": wall * actors * devices_per_actor / 3600 if on_gpu else 0.0,
+        "actors": actors,
+        "devices_per_actor": devices_per_actor,
+        "on_gpu": on_gpu,
+    }
 
 
 def blocks_run_flops(cfg, shape: Shape, searcher: str) -> float:
     """FLOPs of one evaluation of ``searcher`` on the config's first objective and k."""
     cal = cfg.calibration.for_objective((cfg.compare.objectives or [cfg.objective])[0])
     k = (cfg.compare.ks or [cfg.k])[0]
-    return cal.n_seq * cal.seq_len * (blocks_run(searcher, k, shape.n_blocks)
-                                      * flops_per_token_block(shape, cal.seq_len)
-                                      + 2.0 * shape.head_weight)
+    return (
+        cal.n_seq
+        * cal.seq_len
+        * (
+            blocks_run(searcher, k, shape.n_blocks) * flops_per_token_block(shape, cal.seq_len)
+            + 2.0 * shape.head_weight
+        )
+    )
 
 
 def evaluation_from_probe(cfg, shape: Shape, ev: dict, probe: dict, sets: int) -> tuple[float, str]:
@@ -582,9 +700,9 @@ def evaluation_from_probe(cfg, shape: Shape, ev: dict, probe: dict, sets: int) -
     windows = cfg.eval.ppl_max_seq if probe["windows"] else 0
 
     def flops(depth: float, items: float, wins: float) -> float:
-        return (item_tokens * items * depth * fb
-                + wins * len(cfg.eval.perplexity) * T
-                * (depth * flops_per_token_block(shape, T) + 2.0 * shape.head_weight))
+        return item_tokens * items * depth * fb + wins * len(cfg.eval.perplexity) * T * (
+            depth * flops_per_token_block(shape, T) + 2.0 * shape.head_weight
+        )
 
     full_items = 1.0
     probe_items = probe["items"] / max(1, probe["of_items"])
@@ -595,12 +713,14 @@ def evaluation_from_probe(cfg, shape: Shape, ev: dict, probe: dict, sets: int) -
     n_shares = min(models + 1, max(cfg.pool.actors, -(-(models + 1) // max(1, cfg.eval.share))))
     waves = -(-n_shares // max(1, cfg.pool.actors))
     per_share = -(-models // n_shares)
-    note = (f"measured: a share's dense pass {probe['dense_s']:.1f} s and {per_model:.1f} s per finalist model "
-            f"(evaluate_finalist_specs on the pool, {probe['items']} of {probe['of_items']} items, "
-            f"{probe['windows']} of {windows} windows per set"
-            f"{', scaled by FLOPs' if probe_items < 1 or probe['windows'] < windows else ''}); "
-            f"{models} finalist models ({sets} distinct sets x {len(cfg.compare.recovery)} repairs) + dense in "
-            f"{n_shares} share(s), {waves} wave(s) of {per_share} model(s) after the dense pass")
+    note = (
+        f"measured: a share's dense pass {probe['dense_s']:.1f} s and {per_model:.1f} s per finalist model "
+        f"(evaluate_finalist_specs on the pool, {probe['items']} of {probe['of_items']} items, "
+        f"{probe['windows']} of {windows} windows per set"
+        f"{', scaled by FLOPs' if probe_items < 1 or probe['windows'] < windows else ''}); "
+        f"{models} finalist models ({sets} distinct sets x {len(cfg.compare.recovery)} repairs) + dense in "
+        f"{n_shares} share(s), {waves} wave(s) of {per_share} model(s) after the dense pass"
+    )
     return waves * (dense + per_share * per_model), note
 
 
@@ -608,59 +728,78 @@ def format_plan(cfg, p: dict) -> str:
     from ghostsearch.memplan import fmt_count
 
     sh, mem = p["shape"], p["memory"]
-    out = [f"model {p['model']}: {sh.n_blocks} blocks, hidden {sh.hidden}, {fmt_count(sh.params)} parameters, "
-           f"dtype {cfg.dtype}, {mem.parts['bytes_per_param']} bytes/parameter",
-           "",
-           f"{'searcher':<10} {'objective':<11} {'k':>3} {'seed':>4} {'evaluations':>12} {'kind':<8} "
-           f"{'tokens/eval':>11} {'blocks/eval':>11} {'FLOPs/eval':>10} {'hours':>8}"]
+    out = [
+        f"model {p['model']}: {sh.n_blocks} blocks, hidden {sh.hidden}, {fmt_count(sh.params)} parameters, "
+        f"dtype {cfg.dtype}, {mem.parts['bytes_per_param']} bytes/parameter",
+        "",
+        f"{'searcher':<10} {'objective':<11} {'k':>3} {'seed':>4} {'evaluations':>12} {'kind':<8} "
+        f"{'tokens/eval':>11} {'blocks/eval':>11} {'FLOPs/eval':>10} {'hours':>8}",
+    ]
     for c in p["cells"]:
         hrs = c.evaluations * c.flops / (p["rate"] * p["actors"]) / 3600
-        out.append(f"{c.searcher:<10} {c.objective:<11} {c.k:>3} {c.seed:>4} {c.evaluations:>12,.0f} {c.kind:<8} "
-                   f"{c.tokens:>11,} {c.blocks_run:>11.1f} {fmt_count(c.flops):>10} {hrs:>8.2f}")
-    out += ["",
-            f"total: {p['evaluations']:,.0f} evaluations, {p['total_flops'] / 1e15:,.0f} PFLOP, wall "
-            f"{p['wall_s'] / 3600:.2f} h ({p['wall_s']:.0f} s) on {p['actors']} actor(s) x "
-            f"{p['devices_per_actor']} device(s)"
-            + (f", {p['device_hours']:.1f} GPU-hours" if p["on_gpu"] else ""),
-            f"time: preparing {p['prepare_s']:,.0f} s (every actor, once per objective) + scoring "
-            f"{p['scoring_s']:,.0f} s; "
-            f"rate: {p['rate'] / 1e12:.3g} TFLOP/s per actor ({p['rate_note']})",
-            whole_run_line(p),
-            f"memory per actor: {mem.line()}; cache.every={mem.every} ({mem.parts['kept_boundaries']} boundaries of "
-            f"{mem.parts['state_bytes'] / GiB:.2f} GiB), prefix runs {mem.parts['prefix_run_count']}"
-            + (f", host {mem.host / GiB:.1f} GiB (cache.offload)" if mem.host else "")
-            + ("" if mem.fits else "  DOES NOT FIT"),
-            evaluation_line(p["evaluation"]),
-            "kinds: exact (greedy not raced, and the one-shot searchers: oneshot, shortgpt, streamline, lorp, "
-            "fastblock); budget = at most that many (raced greedy: race auto from 32 "
-            "calibration rows; ga stops when its next generation does not fit what is left); estimate = depends on "
-            "the searcher's answers",
-            "not counted: the paper protocol's perplexity windows (their token count needs the corpus)"
-            + "".join(f", {PARTS[n]}" for n in p["not_counted"]) + " (plan --measure times them on a local run)"]
+        out.append(
+            f"{c.searcher:<10} {c.objective:<11} {c.k:>3} {c.seed:>4} {c.evaluations:>12,.0f} {c.kind:<8} "
+            f"{c.tokens:>11,} {c.blocks_run:>11.1f} {fmt_count(c.flops):>10} {hrs:>8.2f}"
+        )
+    out += [
+        "",
+        f"total: {p['evaluations']:,.0f} evaluations, {p['total_flops'] / 1e15:,.0f} PFLOP, wall "
+        f"{p['wall_s'] / 3600:.2f} h ({p['wall_s']:.0f} s) on {p['actors']} actor(s) x "
+        f"{p['devices_per_actor']} device(s)" + (f", {p['device_hours']:.1f} GPU-hours" if p["on_gpu"] else ""),
+        f"time: preparing {p['prepare_s']:,.0f} s (every actor, once per objective) + scoring "
+        f"{p['scoring_s']:,.0f} s; "
+        f"rate: {p['rate'] / 1e12:.3g} TFLOP/s per actor ({p['rate_note']})",
+        whole_run_line(p),
+        f"memory per actor: {mem.line()}; cache.every={mem.every} ({mem.parts['kept_boundaries']} boundaries of "
+        f"{mem.parts['state_bytes'] / GiB:.2f} GiB), prefix runs {mem.parts['prefix_run_count']}"
+        + (f", host {mem.host / GiB:.1f} GiB (cache.offload)" if mem.host else "")
+        + ("" if mem.fits else "  DOES NOT FIT"),
+        evaluation_line(p["evaluation"]),
+        "kinds: exact (greedy not raced, and the one-shot searchers: oneshot, shortgpt, streamline, lorp, "
+        "fastblock); budget = at most that many (raced greedy: race auto from 32 "
+        "calibration rows; ga stops when its next generation does not fit what is left); estimate = depends on "
+        "the searcher's answers",
+        "not counted: the paper protocol's perplexity windows (their token count needs the corpus)"
+        + "".join(f", {PARTS[n]}" for n in p["not_counted"])
+        + " (plan --measure times them on a local run)",
+    ]
     return "\n".join(out)
 
 
-PARTS = {"process": "the process's start and imports", "checks": "the checks and data plan",
-         "start": "start-up", "cells": "the cells' own cost", "stop": "the pool's release and Ray's shutdown",
-         "report": "the report"}
+PARTS = {
+    "process": "the process's start and imports",
+    "checks": "the checks and data plan",
+    "start": "start-up",
+    "cells": "the cells' own cost",
+    "stop": "the pool's release and Ray's shutdown",
+    "report": "the report",
+}
 
 
 def whole_run_line(p: dict) -> str:
     """The whole run's wall time, part by part, each with where its number comes from."""
     parts = [f"{PARTS[n]} {sec:,.0f} s ({note})" for n, (sec, note) in p["fixed"].items() if n != "report"]
-    head = (f"whole run: search {p['search_wall_s']:,.0f} s = the wall above + " + " + ".join(parts))
+    head = f"whole run: search {p['search_wall_s']:,.0f} s = the wall above + " + " + ".join(parts)
     rep = p["fixed"].get("report")
-    return (head + f"; compare {p['compare_wall_s']:,.0f} s = that + finalist evaluation {p['evaluation_s']:,.0f} s "
-            f"({p['evaluation_note']})" + (f" + the report {rep[0]:,.0f} s ({rep[1]})" if rep else ""))
+    return (
+        head + f"; compare {p['compare_wall_s']:,.0f} s = that + finalist evaluation {p['evaluation_s']:,.0f} s "
+        f"({p['evaluation_note']})" + (f" + the report {rep[0]:,.0f} s ({rep[1]})" if rep else "")
+    )
 
 
 def evaluation_line(ev: dict) -> str:
-    parts = [f"{t} {v['items']:,} items ({v['requests']:,} requests, ~{v['tokens'] / 1e6:.2f}M tokens)" if v
-             else f"{t} (no data here)" for t, v in ev["tasks"].items()]
+    parts = [
+        f"{t} {v['items']:,} items ({v['requests']:,} requests, ~{v['tokens'] / 1e6:.2f}M tokens)"
+        if v
+        else f"{t} (no data here)"
+        for t, v in ev["tasks"].items()
+    ]
     ppl = "; ".join(f"{c}: {w}" for c, w in ev["perplexity"].items())
-    return (f"evaluation per model: {', '.join(parts) or 'no tasks'}; perplexity {ppl}; up to {ev['models']} models "
-            f"(cells x compare.recovery + dense; a set found twice is evaluated once): ~{ev['seconds'] / 3600:.2f} h "
-            "of task items at the rate (tokens ~ characters / 4; perplexity windows not timed)")
+    return (
+        f"evaluation per model: {', '.join(parts) or 'no tasks'}; perplexity {ppl}; up to {ev['models']} models "
+        f"(cells x compare.recovery + dense; a set found twice is evaluated once): ~{ev['seconds'] / 3600:.2f} h "
+        "of task items at the rate (tokens ~ characters / 4; perplexity windows not timed)"
+    )
 
 
 __all__ = ["plan_run", "format_plan", "evaluations", "blocks_run", "measure_rate", "plan_memory"]

@@ -6,6 +6,7 @@ import time and plug-in modules never import the registry's package (no import c
 self-registration). Users add their own with ``REG.add(name, cls)`` or by naming a class
 directly as ``"package.module:Class"`` (e.g. ``objective: objectives.entropy:Entropy``).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -19,7 +20,7 @@ T = TypeVar("T")
 class Registry(Generic[T]):
     def __init__(self, kind: str, builtins: dict[str, str]):
         self.kind = kind
-        self._paths = dict(builtins)          # name -> "module:attr" (imported on first use)
+        self._paths = dict(builtins)  # name -> "module:attr" (imported on first use)
         self._loaded: dict[str, type[T]] = {}
 
     def add(self, name: str, cls: type[T]) -> type[T]:

@@ -7,6 +7,7 @@ Rerunning the same command on the same run directory resumes: the searcher repla
 deterministically (same seed) and every candidate already in the ledger is answered from it,
 so no ledgered candidate is scored again.
 """
+
 from __future__ import annotations
 
 import time
@@ -28,8 +29,16 @@ def budget_driven(cls, space, params) -> bool:
     return cls.default_budget(space, cls.parse_params(params)) is not None
 
 
-def build_searcher(cfg: Config, name: str, k: int, seed: int, n_blocks: int, run_dir: Path | None = None,
-                   cell: str | None = None, matched: bool = False):
+def build_searcher(
+    cfg: Config,
+    name: str,
+    k: int,
+    seed: int,
+    n_blocks: int,
+    run_dir: Path | None = None,
+    cell: str | None = None,
+    matched: bool = False,
+):
     """The searcher of one cell. ``matched`` (compare.budget=matched): a budget-driven searcher
     gets exactly greedy's cost at this k (greedy_cost), so searchers compare at equal cost."""
     from ghostsearch.search import Budget, Space, get_searcher, make_searcher
@@ -43,16 +52,19 @@ def build_searcher(cfg: Config, name: str, k: int, seed: int, n_blocks: int, run
     space = Space(n_blocks, k, protected_blocks(cfg, n_blocks))
     if matched and budget_driven(cls, space, params):
         if budget is not None:
-            raise GhostsearchError(f"compare.budget=matched sets {name}'s budget to greedy's cost; drop "
-                                   f"search.budget / search.params.{name}.budget, or set compare.budget=own")
+            raise GhostsearchError(
+                f"compare.budget=matched sets {name}'s budget to greedy's cost; drop "
+                f"search.budget / search.params.{name}.budget, or set compare.budget=own"
+            )
         budget = float(greedy_cost(space))
         need = cls.min_budget(space, cls.parse_params(params))
         if budget < need:
-            raise GhostsearchError(f"compare.budget=matched gives {name} greedy's cost at k={k} ({budget:g} "
-                                   f"evaluations) but {name} needs at least {need:g} to give an answer; use "
-                                   "compare.budget=own or a larger k")
-    return make_searcher(name, space, seed=seed, budget=Budget(budget, cfg.search.time_budget),
-                         params=params)
+            raise GhostsearchError(
+                f"compare.budget=matched gives {name} greedy's cost at k={k} ({budget:g} "
+                f"evaluations) but {name} needs at least {need:g} to give an answer; use "
+                "compare.budget=own or a larger k"
+            )
+    return make_searcher(name, space, seed=seed, budget=Budget(budget, cfg.search.time_budget), params=params)
 
 
 class Progress:
@@ -63,8 +75,7 @@ class Progress:
     def __init__(self, total: float | None, desc: str, enabled: bool = True):
         from tqdm.auto import tqdm
 
-        self.bar = tqdm(total=total, desc=desc, unit="eval", disable=not enabled, dynamic_ncols=True,
-                        mininterval=0.5)
+        self.bar = tqdm(total=total, desc=desc, unit="eval", disable=not enabled, dynamic_ncols=True, mininterval=0.5)
         self.t0 = time.monotonic()
         self.finished: dict[tuple[int, ...], float] = {}  # removed set -> seconds when its evaluation finished
         self.best, self.cached = float("inf"), "n"
@@ -95,8 +106,19 @@ def warm_start(run_dir: Path, cell: str, client, n: int) -> list[tuple[int, ...]
     return [tuple(e["removed"]) for e in json.loads(f.read_text())]
 
 
-def run_cell(cfg: Config, broker, run_dir: Path, *, searcher: str, objective: str, k: int, seed: int,
-             n_blocks: int, progress: bool = True, matched: bool = False) -> CellResult:
+def run_cell(
+    cfg: Config,
+    broker,
+    run_dir: Path,
+    *,
+    searcher: str,
+    objective: str,
+    k: int,
+    seed: int,
+    n_blocks: int,
+    progress: bool = True,
+    matched: bool = False,
+) -> CellResult:
     """Run one searcher on one objective/k/seed through the pool; ledger rows tagged with the cell name."""
     from ghostsearch.pool.pool import PoolClient
     from ghostsearch.search import run
@@ -104,8 +126,17 @@ def run_cell(cfg: Config, broker, run_dir: Path, *, searcher: str, objective: st
     cell = cell_name(searcher, objective, k, seed)
     s = build_searcher(cfg, searcher, k, seed, n_blocks, run_dir, cell, matched=matched)
     ledger = Ledger(run_dir)
-    client = PoolClient(broker, cfg.objective_spec(objective, seed), ledger, cell, seed, cfg.model, cfg.dtype, k=k,
-                        sources={"perplexity": cfg.calibration_spec("perplexity")})  # text statistics (lorp)
+    client = PoolClient(
+        broker,
+        cfg.objective_spec(objective, seed),
+        ledger,
+        cell,
+        seed,
+        cfg.model,
+        cfg.dtype,
+        k=k,
+        sources={"perplexity": cfg.calibration_spec("perplexity")},
+    )  # text statistics (lorp)
     client.load_known(run_dir)
     if getattr(s.params, "warm_start", False):
         s.warm = warm_start(run_dir, cell, client, s.params.warm_n)
@@ -127,19 +158,31 @@ def run_cell(cfg: Config, broker, run_dir: Path, *, searcher: str, objective: st
         ledger.close()
     removed, value = s.result()
     if removed is None:
-        raise GhostsearchError(f"{cell} produced no answer within its budget; raise search.budget or "
-                               "search.time_budget")
-    return CellResult(cell=cell, searcher=searcher, objective=objective, k=k, seed=seed, removed=tuple(removed),
-                      value=value, evaluations=client.evaluations, budget_used=s.used, cache_hits=client.cache_hits,
-                      wall_seconds=time.monotonic() - t0,
-                      history=tuple(HistoryPoint(u, t, v if v != float("inf") else None)
-                                    for (u, v), t in zip(s.history, stamps)),
-                      model={"name": cfg.model, "blocks": n_blocks, "dtype": cfg.dtype},
-                      direction="lower is better", dense_value=dense,
-                      relative_change=(value - dense) / abs(dense) if dense else None,
-                      budget_mode="matched" if matched else "own", budget=s.budget.evaluations,
-                      warm_start=tuple(tuple(w) for w in getattr(s, "warm", [])),
-                      race=s.race_report())  # raced or exact (race: auto), rows, candidates cut without the bound
+        raise GhostsearchError(
+            f"{cell} produced no answer within its budget; raise search.budget or search.time_budget"
+        )
+    return CellResult(
+        cell=cell,
+        searcher=searcher,
+        objective=objective,
+        k=k,
+        seed=seed,
+        removed=tuple(removed),
+        value=value,
+        evaluations=client.evaluations,
+        budget_used=s.used,
+        cache_hits=client.cache_hits,
+        wall_seconds=time.monotonic() - t0,
+        history=tuple(HistoryPoint(u, t, v if v != float("inf") else None) for (u, v), t in zip(s.history, stamps)),
+        model={"name": cfg.model, "blocks": n_blocks, "dtype": cfg.dtype},
+        direction="lower is better",
+        dense_value=dense,
+        relative_change=(value - dense) / abs(dense) if dense else None,
+        budget_mode="matched" if matched else "own",
+        budget=s.budget.evaluations,
+        warm_start=tuple(tuple(w) for w in getattr(s, "warm", [])),
+        race=s.race_report(),
+    )  # raced or exact (race: auto), rows, candidates cut without the bound
 
 
 class Run:
@@ -162,9 +205,19 @@ class Run:
     its URI, RUN_DIR released (removed again when this run created it and ledgered nothing), Ray
     shut down when this run started it; ``ok`` (trackers, RUN_DIR): the block ended without raising."""
 
-    def __init__(self, cfg: Config, kind: str, cells: list[CellSpec], *, address: str | None = None,
-                 matched: bool = False, evaluate: bool = False, repair: bool = False,
-                 check: Callable[[], object] | None = None, contrasts: list | None = None):
+    def __init__(
+        self,
+        cfg: Config,
+        kind: str,
+        cells: list[CellSpec],
+        *,
+        address: str | None = None,
+        matched: bool = False,
+        evaluate: bool = False,
+        repair: bool = False,
+        check: Callable[[], object] | None = None,
+        contrasts: list | None = None,
+    ):
         from ghostsearch.config import check_model_fit
         from ghostsearch.dataplan import announce, plan
         from ghostsearch.pool.pool import check_local_capacity
@@ -269,7 +322,16 @@ def search(cfg: Config, address: str | None = None, progress: bool = True) -> di
     """`ghostsearch search`: the configured searcher on the pool; writes RUN_DIR."""
     cell = CellSpec(searcher=cfg.searcher, objective=cfg.objective, k=cfg.k, seed=cfg.seed)
     with Run(cfg, "search", [cell], address=address) as run:
-        res = run_cell(cfg, run.broker, run.dir, searcher=cell.searcher, objective=cell.objective, k=cell.k,
-                       seed=cell.seed, n_blocks=run.n_blocks, progress=progress)
+        res = run_cell(
+            cfg,
+            run.broker,
+            run.dir,
+            searcher=cell.searcher,
+            objective=cell.objective,
+            k=cell.k,
+            seed=cell.seed,
+            n_blocks=run.n_blocks,
+            progress=progress,
+        )
         run.outputs.cell(res.to_dict())  # the trackers take the JSON form
         return run.finish([res])

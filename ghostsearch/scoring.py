@@ -8,6 +8,7 @@ a run R's state entering block b is valid for C iff C and R agree on blocks [0, 
 dense model serves every candidate up to its first removed block, and R's run serves R ∪ {j}
 (greedy, beam) up to j. Only the blocks a candidate must run are run.
 """
+
 from __future__ import annotations
 
 import math
@@ -47,8 +48,9 @@ class ByName:
 
     def __getitem__(self, name: str):
         if name not in self.__dataclass_fields__:
-            raise KeyError(f"{type(self).__name__} has no field {name!r}; its fields: "
-                           f"{', '.join(self.__dataclass_fields__)}")
+            raise KeyError(
+                f"{type(self).__name__} has no field {name!r}; its fields: {', '.join(self.__dataclass_fields__)}"
+            )
         return getattr(self, name)
 
 
@@ -81,10 +83,10 @@ class Prepared:
     objective: Objective
     batches: list[Batch]
     caps: list[Captured]
-    dense: list[dict[int, torch.Tensor]]      # per micro-batch: boundary -> state (kept boundaries)
+    dense: list[dict[int, torch.Tensor]]  # per micro-batch: boundary -> state (kept boundaries)
     runs: OrderedDict = field(default_factory=OrderedDict)  # R -> (start, per-mb dict boundary -> state)
     stats: dict = field(default_factory=dict)
-    aware: PatchProvider | None = None          # recovery-aware: values are after this repair
+    aware: PatchProvider | None = None  # recovery-aware: values are after this repair
 
     @property
     def n_rows(self) -> int:
@@ -97,8 +99,9 @@ def first_difference(a: Removed, b: Removed, L: int) -> int:
 
 
 class Scorer:
-    def __init__(self, stack: Stack, tokenizer, *, cache_every: int = 1, max_prefix_runs: int = 8,
-                 offload: bool = False):
+    def __init__(
+        self, stack: Stack, tokenizer, *, cache_every: int = 1, max_prefix_runs: int = 8, offload: bool = False
+    ):
         if cache_every < 1:
             raise GhostsearchError(f"cache.every={cache_every}; use 1 (every boundary) or more")
         self.stack, self.tokenizer = stack, tokenizer
@@ -196,8 +199,14 @@ class Scorer:
 
     # ------------------------------------------------------------ scoring
     @torch.no_grad()
-    def score(self, key: str, removed: Removed, fidelity: float = 1.0, prefix: Removed | None = None,
-              patches: dict | None = None) -> Score:
+    def score(
+        self,
+        key: str,
+        removed: Removed,
+        fidelity: float = 1.0,
+        prefix: Removed | None = None,
+        patches: dict | None = None,
+    ) -> Score:
         """``patches``: {boundary b: fn(h) -> h} (recovery operators, see Stack.run); a patch at b may
         read what block b-1 computed, so the run starts at or before b-1."""
         t0 = time.perf_counter()
@@ -252,17 +261,28 @@ class Scorer:
                 idx = torch.tensor(local)
                 whole = local == list(range(batch.rows))
                 h = self._cached(p, src, b, mb)
-                h = self.stack.run(h if whole else h[idx.to(h.device)], Stack.slice(cap, slice(0, batch.rows) if whole
-                                   else idx, batch.rows), b, removed, patches=patches)
+                h = self.stack.run(
+                    h if whole else h[idx.to(h.device)],
+                    Stack.slice(cap, slice(0, batch.rows) if whole else idx, batch.rows),
+                    b,
+                    removed,
+                    patches=patches,
+                )
                 sums, counts = p.objective.row_losses(self.stack, h, batch, idx)
                 out.update({offset + r: (float(s), float(n)) for r, s, n in zip(local, sums, counts)})
-                tokens += (int(batch.weight[idx].sum()) if batch.weight is not None
-                           else len(local) * batch.input_ids.shape[1])
+                tokens += (
+                    int(batch.weight[idx].sum()) if batch.weight is not None else len(local) * batch.input_ids.shape[1]
+                )
             offset += batch.rows
         if not all(math.isfinite(s) for s, _ in out.values()):
             raise GhostsearchError(f"removing {removed} gives a non-finite loss; check the model dtype")
-        return RowScore(sums=[out[int(r)][0] for r in rows], counts=[out[int(r)][1] for r in rows],
-                        tokens=tokens, seconds=time.perf_counter() - t0, start=b)
+        return RowScore(
+            sums=[out[int(r)][0] for r in rows],
+            counts=[out[int(r)][1] for r in rows],
+            tokens=tokens,
+            seconds=time.perf_counter() - t0,
+            start=b,
+        )
 
     @torch.no_grad()
     def score_rows_many(self, key: str, items, rows) -> list[RowScore]:
@@ -287,8 +307,9 @@ class Scorer:
                 continue
             idx, n = torch.tensor(local), len(local)
             group = max(1, max(n, batch.rows) // n)  # candidates per forward
-            tokens += len(items) * (int(batch.weight[idx].sum()) if batch.weight is not None
-                                    else n * batch.input_ids.shape[1])
+            tokens += len(items) * (
+                int(batch.weight[idx].sum()) if batch.weight is not None else n * batch.input_ids.shape[1]
+            )
             for g in range(0, len(items), group):
                 part = list(range(g, min(g + group, len(items))))
                 caps = {}
@@ -310,15 +331,23 @@ class Scorer:
                 for c in part:
                     x = self.stack.run(h[c], Stack.slice(cap, idx, batch.rows), L, ())  # to the head's device
                     sums, counts = p.objective.row_losses(self.stack, x, batch, idx)
-                    outs[c].update({offset - batch.rows + r: (float(s), float(k)) for r, s, k in zip(local, sums,
-                                                                                                     counts)})
+                    outs[c].update(
+                        {offset - batch.rows + r: (float(s), float(k)) for r, s, k in zip(local, sums, counts)}
+                    )
         seconds = (time.perf_counter() - t0) / max(1, len(items))
         result = []
         for (removed, _, b, _), out in zip(begun, outs):
             if not all(math.isfinite(s) for s, _ in out.values()):
                 raise GhostsearchError(f"removing {removed} gives a non-finite loss; check the model dtype")
-            result.append(RowScore(sums=[out[int(r)][0] for r in rows], counts=[out[int(r)][1] for r in rows],
-                                   tokens=tokens // max(1, len(items)), seconds=seconds, start=b))
+            result.append(
+                RowScore(
+                    sums=[out[int(r)][0] for r in rows],
+                    counts=[out[int(r)][1] for r in rows],
+                    tokens=tokens // max(1, len(items)),
+                    seconds=seconds,
+                    start=b,
+                )
+            )
         return result
 
     def statistic(self, key: str, name: str):
@@ -349,9 +378,9 @@ class StatisticsSums:
         dev = flat[0].device  # a split model's states live on their blocks' devices: compared on the first
         w = batch.weight.reshape(-1).float() if batch.weight is not None else torch.ones(flat[0].shape[0])
         for s in range(0, flat[0].shape[0], 512):  # 512 tokens of every boundary at a time
-            h = torch.nn.functional.normalize(torch.stack([x[s:s + 512].to(dev).float() for x in flat]), dim=-1)
+            h = torch.nn.functional.normalize(torch.stack([x[s : s + 512].to(dev).float() for x in flat]), dim=-1)
             c = torch.einsum("itc,jtc->ijt", h, h).clamp(-1, 1)
-            ww = w[s:s + 512].to(dev)
+            ww = w[s : s + 512].to(dev)
             self.cos_sum += (c * ww).sum(-1).double().cpu()
             self.ang_sum += (torch.arccos(c) / math.pi * ww).sum(-1).double().cpu()
         self.n += float(w.sum())
@@ -393,5 +422,6 @@ def scorer_from_config(cfg, threads: int | None = None) -> Scorer:
 
     every = check_fit(cfg)  # one line before loading when the run cannot fit; resolves cache.every: auto
     model, tok = load_configured(cfg)
-    return Scorer(Stack(model), tok, cache_every=every, max_prefix_runs=cfg.cache.prefix_runs,
-                  offload=cfg.cache.offload)
+    return Scorer(
+        Stack(model), tok, cache_every=every, max_prefix_runs=cfg.cache.prefix_runs, offload=cfg.cache.offload
+    )

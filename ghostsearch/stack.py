@@ -7,6 +7,7 @@ with forward pre-hooks, the exact positional and keyword arguments every block r
 Scoring then calls blocks directly with those arguments: masking a block is skipping it, so
 switching candidates costs nothing and no weight is copied.
 """
+
 from __future__ import annotations
 
 import copy
@@ -28,11 +29,11 @@ if TYPE_CHECKING:
 class Batch:
     """One calibration micro-batch as the model's forward takes it."""
 
-    input_ids: torch.Tensor                      # [b, T]
-    attention_mask: torch.Tensor | None = None   # [b, T] padding mask, or [b, 1, T, T] additive mask
-    position_ids: torch.Tensor | None = None     # [b, T]
-    weight: torch.Tensor | None = None           # [b, T] 1 for real tokens (statistics), None = all
-    extra: dict = field(default_factory=dict)    # objective-specific targets and indices
+    input_ids: torch.Tensor  # [b, T]
+    attention_mask: torch.Tensor | None = None  # [b, T] padding mask, or [b, 1, T, T] additive mask
+    position_ids: torch.Tensor | None = None  # [b, T]
+    weight: torch.Tensor | None = None  # [b, T] 1 for real tokens (statistics), None = all
+    extra: dict = field(default_factory=dict)  # objective-specific targets and indices
 
     @property
     def rows(self) -> int:
@@ -43,9 +44,9 @@ class Batch:
 class Captured:
     """What ``Stack.capture`` records for one micro-batch."""
 
-    block_args: list[tuple]        # per block: positional args after hidden_states
-    block_kwargs: list[dict]       # per block: keyword args
-    states: list[torch.Tensor]     # hidden state entering block i, i = 0..L (L = final, before norm)
+    block_args: list[tuple]  # per block: positional args after hidden_states
+    block_kwargs: list[dict]  # per block: keyword args
+    states: list[torch.Tensor]  # hidden state entering block i, i = 0..L (L = final, before norm)
 
 
 def _find_decoder(model: nn.Module) -> tuple[nn.Module, nn.ModuleList]:
@@ -86,14 +87,16 @@ class Stack:
         self.model = model
         self.config = model.config
         self.inner, self.blocks = _find_decoder(model)
-        norm = next((getattr(self.inner, n) for n in ("norm", "final_layernorm", "ln_f") if hasattr(self.inner, n)),
-                    None)
+        norm = next(
+            (getattr(self.inner, n) for n in ("norm", "final_layernorm", "ln_f") if hasattr(self.inner, n)), None
+        )
         if norm is None:
             raise GhostsearchError(f"{type(model).__name__}: cannot find the final norm of the decoder")
         self.norm: nn.Module = norm
         self.lm_head = model.get_output_embeddings()
         self.softcap = getattr(self.config, "final_logit_softcapping", None) or getattr(
-            getattr(self.config, "text_config", None), "final_logit_softcapping", None)
+            getattr(self.config, "text_config", None), "final_logit_softcapping", None
+        )
         self.logit_scale = getattr(self.config, "logit_scale", None)
         self.placement: Placement | None = getattr(model, ATTR, None)  # set by ``place`` (or load_model)
 
@@ -151,6 +154,7 @@ class Stack:
                 else:
                     kw = dict(kw)
                     states[i], args[i], kwargs[i] = kw.pop("hidden_states"), (), kw
+
             return hook
 
         def post(module, a, kw, out):
@@ -203,8 +207,11 @@ class Stack:
         """The captured arguments for rows ``rows`` of a micro-batch of size ``b`` (states not copied)."""
         if isinstance(rows, slice) and rows == slice(0, b):
             return cap
-        return Captured(block_args=_slice_rows(cap.block_args, rows, b),
-                        block_kwargs=_slice_rows(cap.block_kwargs, rows, b), states=[])
+        return Captured(
+            block_args=_slice_rows(cap.block_args, rows, b),
+            block_kwargs=_slice_rows(cap.block_kwargs, rows, b),
+            states=[],
+        )
 
     # ------------------------------------------------------------ running blocks
     def block(self, i: int, h: torch.Tensor, cap: Captured) -> torch.Tensor:
@@ -212,8 +219,16 @@ class Stack:
         return out[0] if isinstance(out, tuple) else out
 
     @torch.no_grad()
-    def run(self, h: torch.Tensor, cap: Captured, start: int, removed: Sequence[int], stop: int | None = None,
-            record: dict | None = None, patches: dict | None = None) -> torch.Tensor:
+    def run(
+        self,
+        h: torch.Tensor,
+        cap: Captured,
+        start: int,
+        removed: Sequence[int],
+        stop: int | None = None,
+        record: dict | None = None,
+        patches: dict | None = None,
+    ) -> torch.Tensor:
         """Run blocks start..stop-1 that are not removed. If ``record`` is a dict, store the state
         entering every block index i in [start, stop] into record[i]. ``patches`` maps a boundary b
         (the input of block b, or L for the output) to a function applied to the state there: the
@@ -248,30 +263,33 @@ class Stack:
             out = torch.tanh(out / self.softcap) * self.softcap
         return out
 
-    def token_logprobs(self, x: torch.Tensor, targets: torch.Tensor, chunk: int = 1024,
-                       normed: bool = False) -> torch.Tensor:
+    def token_logprobs(
+        self, x: torch.Tensor, targets: torch.Tensor, chunk: int = 1024, normed: bool = False
+    ) -> torch.Tensor:
         """log p(target) (fp32, on the head's device) for rows of x [n, C] (``normed``: after the final
         norm), in chunks of ``chunk`` tokens so [n x vocab] logits are never materialised at once."""
         return self._head(x, targets, chunk, normed, top=False)[0]
 
-    def token_logprobs_top(self, x: torch.Tensor, targets: torch.Tensor, chunk: int = 1024,
-                           normed: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    def token_logprobs_top(
+        self, x: torch.Tensor, targets: torch.Tensor, chunk: int = 1024, normed: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """``token_logprobs`` and whether each target is the greedy choice (the argmax of its logits)."""
         lp, top = self._head(x, targets, chunk, normed, top=True)
         assert top is not None
         return lp, top
 
-    def _head(self, x: torch.Tensor, targets: torch.Tensor, chunk: int, normed: bool,
-              top: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def _head(
+        self, x: torch.Tensor, targets: torch.Tensor, chunk: int, normed: bool, top: bool
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The one chunked LM-head loop (scoring, perplexity and zero-shot evaluation all go through it)."""
         x, targets = self._at(x, self.n_blocks), self._at(targets, self.n_blocks)
         out = torch.empty(x.shape[0], dtype=torch.float32, device=x.device)
         hit = torch.empty(x.shape[0], dtype=torch.bool, device=x.device) if top else None
         for s in range(0, x.shape[0], chunk):
-            lg = self.logits(x[s:s + chunk], normed=normed)
-            out[s:s + chunk] = -F.cross_entropy(lg, targets[s:s + chunk], reduction="none")
+            lg = self.logits(x[s : s + chunk], normed=normed)
+            out[s : s + chunk] = -F.cross_entropy(lg, targets[s : s + chunk], reduction="none")
             if hit is not None:
-                hit[s:s + chunk] = lg.argmax(-1) == targets[s:s + chunk]
+                hit[s : s + chunk] = lg.argmax(-1) == targets[s : s + chunk]
         return out, hit
 
 

@@ -22,6 +22,7 @@ numpy only, vectorised. Conventions used everywhere below:
   stratified item-level variance, the statistic every look of a sequential design uses.
 - **Two-sided** everywhere unless a function says otherwise.
 """
+
 from __future__ import annotations
 
 import math
@@ -59,27 +60,49 @@ def norm_ppf(p: float) -> float:
         if p == 1.0:
             return math.inf
         raise ValueError(f"norm_ppf: p must be in [0, 1], not {p}")
-    a = (-3.969683028665376e+01, 2.209460984245205e+02, -2.759285104469687e+02, 1.383577518672690e+02,
-         -3.066479806614716e+01, 2.506628277459239e+00)
-    b = (-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02, 6.680131188771972e+01,
-         -1.328068155288572e+01)
-    c = (-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00, -2.549732539343734e+00,
-         4.374664141464968e+00, 2.938163982698783e+00)
-    d = (7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00, 3.754408661907416e+00)
+    a = (
+        -3.969683028665376e01,
+        2.209460984245205e02,
+        -2.759285104469687e02,
+        1.383577518672690e02,
+        -3.066479806614716e01,
+        2.506628277459239e00,
+    )
+    b = (
+        -5.447609879822406e01,
+        1.615858368580409e02,
+        -1.556989798598866e02,
+        6.680131188771972e01,
+        -1.328068155288572e01,
+    )
+    c = (
+        -7.784894002430293e-03,
+        -3.223964580411365e-01,
+        -2.400758277161838e00,
+        -2.549732539343734e00,
+        4.374664141464968e00,
+        2.938163982698783e00,
+    )
+    d = (7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e00, 3.754408661907416e00)
     lo = 0.02425
     if p < lo:
         q = math.sqrt(-2 * math.log(p))
-        x = (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) / \
-            ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1)
+        x = (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) / (
+            (((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1
+        )
     elif p <= 1 - lo:
         q = p - 0.5
         r = q * q
-        x = (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q / \
-            (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1)
+        x = (
+            (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5])
+            * q
+            / (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1)
+        )
     else:
         q = math.sqrt(-2 * math.log1p(-p))
-        x = -(((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) / \
-            ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1)
+        x = -(((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) / (
+            (((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1
+        )
     for _ in range(2):  # Newton on the cdf, in the tail that keeps precision
         err = (norm_cdf(x) - p) if p < 0.5 else (1 - p) - norm_sf(x)
         x -= err * math.sqrt(2 * math.pi) * math.exp(0.5 * x * x)
@@ -95,6 +118,7 @@ def z_of_level(level: float = LEVEL) -> float:
 @dataclass(frozen=True)
 class Interval:
     """An estimate and its two-sided interval at ``level``, computed by ``method``."""
+
     estimate: float
     lo: float
     hi: float
@@ -109,6 +133,7 @@ class Interval:
 @dataclass(frozen=True)
 class Test:
     """A two-sided z test: estimate, its standard error, z = estimate / se and the p value."""
+
     estimate: float
     se: float
     z: float
@@ -119,6 +144,7 @@ class Test:
 class PermutationResult:
     """A permutation test: the observed statistic, its p value, how many relabellings were counted
     and whether they were every distinct relabelling (exact) or a seeded random sample."""
+
     estimate: float
     p: float
     n_perm: int
@@ -130,6 +156,7 @@ class SequentialDecision:
     """One hypothesis of :func:`sequential_holm`: rejected or not, at which look (0-based; None if
     not rejected), the local level alpha_i it was rejected at (or held at the end), the critical |z|
     it crossed, and the sign of the effect (+1, -1; 0 if not rejected)."""
+
     rejected: bool
     look: int | None
     alpha: float
@@ -177,7 +204,7 @@ def stratified_var(x, strata=None, weights=None) -> float:
     mean = np.bincount(inv, weights=x, minlength=m) / n
     ss = np.bincount(inv, weights=(x - mean[inv]) ** 2, minlength=m)
     s2 = np.where(n > 1, ss / np.maximum(n - 1, 1), 0.0)
-    return float((w ** 2 * s2 / n).sum())
+    return float((w**2 * s2 / n).sum())
 
 
 def item_variance(x, strata=None) -> float:
@@ -240,8 +267,8 @@ def _bca(boot: np.ndarray, estimate: float, jack: np.ndarray, level: float) -> t
         return _percentile(boot, level)
     z0 = norm_ppf(prop)
     dev = jack.mean() - jack
-    den = (dev ** 2).sum()
-    acc = float((dev ** 3).sum() / (6 * den ** 1.5)) if den > 0 else 0.0
+    den = (dev**2).sum()
+    acc = float((dev**3).sum() / (6 * den**1.5)) if den > 0 else 0.0
     zc = z_of_level(level)
     qs = []
     for z in (-zc, zc):
@@ -265,8 +292,9 @@ def _interval(x, strata, n_boot, seed, level, weights, method) -> Interval:
     return Interval(est, lo, hi, level, f"{method} bootstrap over items within tasks ({n_boot} resamples)")
 
 
-def paired_diff_ci(a, b, strata=None, n_boot: int = 2000, seed: int = 0, level: float = LEVEL, weights=None,
-                   method: str = "percentile") -> Interval:
+def paired_diff_ci(
+    a, b, strata=None, n_boot: int = 2000, seed: int = 0, level: float = LEVEL, weights=None, method: str = "percentile"
+) -> Interval:
     """The (macro) mean of a - b over items with its paired bootstrap interval: items resampled
     within each task, the same resample for both models (see the module docstring). Percentile by
     default; ``method="bca"`` for BCa."""
@@ -276,8 +304,9 @@ def paired_diff_ci(a, b, strata=None, n_boot: int = 2000, seed: int = 0, level: 
     return _interval(a - b, strata, n_boot, seed, level, weights, method)
 
 
-def mean_ci(a, strata=None, n_boot: int = 2000, seed: int = 0, level: float = LEVEL, weights=None,
-            method: str = "percentile") -> Interval:
+def mean_ci(
+    a, strata=None, n_boot: int = 2000, seed: int = 0, level: float = LEVEL, weights=None, method: str = "percentile"
+) -> Interval:
     """One model's (macro) mean score with its bootstrap interval (items resampled within tasks)."""
     return _interval(a, strata, n_boot, seed, level, weights, method)
 
@@ -332,8 +361,15 @@ def n_arrangements(labels, strata=None) -> int:
     return total
 
 
-def permutation_test(stat: Callable[[np.ndarray], float], labels, strata=None, alternative: str = "greater",
-                     max_exact: int = 200_000, n_perm: int = 10_000, seed: int = 0) -> PermutationResult:
+def permutation_test(
+    stat: Callable[[np.ndarray], float],
+    labels,
+    strata=None,
+    alternative: str = "greater",
+    max_exact: int = 200_000,
+    n_perm: int = 10_000,
+    seed: int = 0,
+) -> PermutationResult:
     """A permutation test of ``stat(labels)`` against its distribution when the labels are
     exchangeable (within each stratum, e.g. within a calibration seed). Exact when the number of
     distinct relabellings is at most ``max_exact``: p = #{relabellings with stat >= observed} / #all
@@ -439,8 +475,9 @@ def mdd(var_diff: float, n: float, alpha: float = ALPHA, power: float = 0.8, two
     return float((za + norm_ppf(power)) * math.sqrt(var_diff / n)) if n > 0 else math.inf
 
 
-def items_needed(var_diff: float, delta: float, alpha: float = ALPHA, power: float = 0.8,
-                 two_sided: bool = True) -> int:
+def items_needed(
+    var_diff: float, delta: float, alpha: float = ALPHA, power: float = 0.8, two_sided: bool = True
+) -> int:
     """The items per model at which :func:`mdd` reaches ``delta``: ceil(((z_a + z_b) / delta)^2 var_diff)."""
     if delta <= 0:
         raise ValueError(f"delta must be > 0, not {delta}")
@@ -475,8 +512,9 @@ def _grid(half: float, n: int) -> tuple[np.ndarray, np.ndarray]:
 _BOUNDS_CACHE: dict[tuple, list[float]] = {}
 
 
-def spending_bounds(fractions: Sequence[float], alpha: float = ALPHA, kind: str = "obrien-fleming",
-                    n_grid: int = 400) -> list[float]:
+def spending_bounds(
+    fractions: Sequence[float], alpha: float = ALPHA, kind: str = "obrien-fleming", n_grid: int = 400
+) -> list[float]:
     """Two-sided critical |z| per look of a group-sequential design, from the Lan-DeMets spending
     function ``kind`` (:func:`spend`), at information fractions ``fractions`` (increasing, the last
     usually 1). Exact for the joint normal of the looks' z statistics (Z_k = W(t_k) / sqrt(t_k), W a
@@ -539,8 +577,9 @@ def spending_bounds(fractions: Sequence[float], alpha: float = ALPHA, kind: str 
     return list(bounds)
 
 
-def sequential_holm(z_by_look, fractions: Sequence[float], alpha: float = ALPHA,
-                    kind: str = "obrien-fleming") -> list[SequentialDecision]:
+def sequential_holm(
+    z_by_look, fractions: Sequence[float], alpha: float = ALPHA, kind: str = "obrien-fleming"
+) -> list[SequentialDecision]:
     """Holm across a family of m contrasts combined with group-sequential boundaries: the
     graphical approach of Maurer & Bretz (2013, Stat. Biopharm. Res. 5:311) with Holm's graph
     (equal initial weights, a rejected hypothesis's level passed in equal parts to the rest).
@@ -574,8 +613,7 @@ def sequential_holm(z_by_look, fractions: Sequence[float], alpha: float = ALPHA,
             for i in list(active):
                 for j in range(k + 1):
                     if not math.isnan(z[i, j]) and abs(z[i, j]) >= bounds[j]:
-                        decided[i] = SequentialDecision(True, k, level, bounds[j],
-                                                        int(np.sign(z[i, j])))
+                        decided[i] = SequentialDecision(True, k, level, bounds[j], int(np.sign(z[i, j])))
                         break
             newly = [i for i in active if i in decided]
             if newly:
@@ -604,7 +642,7 @@ def rank(x) -> np.ndarray:
         j = i
         while j + 1 < len(x) and xs[j + 1] == xs[i]:
             j += 1
-        ranks[order[i:j + 1]] = (i + j) / 2 + 1
+        ranks[order[i : j + 1]] = (i + j) / 2 + 1
         i = j + 1
     return ranks
 

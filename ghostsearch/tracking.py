@@ -12,6 +12,7 @@ MLflow: ``$MLFLOW_TRACKING_URI``, else ``sqlite:///RUN_DIR/mlflow.db`` (offline;
 W&B: ``$WANDB_MODE``, else offline unless ``WANDB_API_KEY`` is set; files under RUN_DIR/wandb.
 The ledger stays the record of values; trackers get copies.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -35,8 +36,9 @@ def check_trackers(names) -> None:
         if n not in TRACKERS:
             raise GhostsearchError(f"tracking has {n!r}; use any of: {', '.join(TRACKERS)} (or leave tracking out)")
         if importlib.util.find_spec(TRACKERS[n]) is None:
-            raise GhostsearchError(f"tracking: {n} needs the {TRACKERS[n]} package; pip install {TRACKERS[n]}, "
-                                   f"or drop {n} from tracking")
+            raise GhostsearchError(
+                f"tracking: {n} needs the {TRACKERS[n]} package; pip install {TRACKERS[n]}, or drop {n} from tracking"
+            )
 
 
 def flat(d: dict, prefix: str = "") -> dict[str, str]:
@@ -65,14 +67,14 @@ class _MLflow:
         self.run = self.client.create_run(exp_id, run_name=name).info.run_id
         items = [Param(k, v[:6000]) for k, v in params.items()]
         for i in range(0, len(items), 100):
-            self.client.log_batch(self.run, params=items[i:i + 100])
+            self.client.log_batch(self.run, params=items[i : i + 100])
 
     def metrics(self, rows: list[tuple[int, float, dict]]) -> None:
         from mlflow.entities import Metric
 
         items = [Metric(k, v, int(wall * 1000), step) for step, wall, ms in rows for k, v in ms.items()]
         for i in range(0, len(items), 1000):
-            self.client.log_batch(self.run, metrics=items[i:i + 1000])
+            self.client.log_batch(self.run, metrics=items[i : i + 1000])
 
     def text(self, key: str, value: str) -> None:
         self.client.set_tag(self.run, key, value)
@@ -101,8 +103,12 @@ class _TensorBoard:
 
 
 WandBMode = Literal["online", "offline", "disabled", "shared"]
-WANDB_MODES: dict[str, WandBMode] = {"online": "online", "offline": "offline", "disabled": "disabled",
-                                     "shared": "shared"}
+WANDB_MODES: dict[str, WandBMode] = {
+    "online": "online",
+    "offline": "offline",
+    "disabled": "disabled",
+    "shared": "shared",
+}
 
 
 class _WandB:
@@ -114,8 +120,14 @@ class _WandB:
         if mode is None:
             raise GhostsearchError(f"WANDB_MODE={asked!r} is not a W&B mode; use one of {', '.join(WANDB_MODES)}")
         (run_dir / "wandb").mkdir(exist_ok=True)
-        self.run = wandb.init(project=os.environ.get("WANDB_PROJECT", "ghostsearch"), name=name, dir=str(run_dir),
-                              config=params, mode=mode, reinit="create_new")
+        self.run = wandb.init(
+            project=os.environ.get("WANDB_PROJECT", "ghostsearch"),
+            name=name,
+            dir=str(run_dir),
+            config=params,
+            mode=mode,
+            reinit="create_new",
+        )
         self.defined: set[str] = set()
 
     def metrics(self, rows: list[tuple[int, float, dict]]) -> None:
@@ -165,18 +177,36 @@ class Tracker:
         if not self.backends:
             return
         c, start = res["cell"], time.time() - res.get("wall_seconds", 0.0)
-        rows = [(i, start + h["seconds"], {f"{c}/best_value": h["best_value"], f"{c}/budget_used": h["budget_used"],
-                                           f"{c}/seconds": h["seconds"]})
-                for i, h in enumerate(res.get("history") or [], 1) if h["best_value"] is not None]
-        rows.append((len(res.get("history") or []) or 1, time.time(),
-                     {f"{c}/value": res["value"], f"{c}/evaluations": res["evaluations"]}))
+        rows = [
+            (
+                i,
+                start + h["seconds"],
+                {
+                    f"{c}/best_value": h["best_value"],
+                    f"{c}/budget_used": h["budget_used"],
+                    f"{c}/seconds": h["seconds"],
+                },
+            )
+            for i, h in enumerate(res.get("history") or [], 1)
+            if h["best_value"] is not None
+        ]
+        rows.append(
+            (
+                len(res.get("history") or []) or 1,
+                time.time(),
+                {f"{c}/value": res["value"], f"{c}/evaluations": res["evaluations"]},
+            )
+        )
         self._each("metrics", rows)
         self._each("text", f"{c}/removed", ",".join(map(str, res["removed"])))
 
     def finalist(self, cell: str, recovery: str, numbers: dict) -> None:
         """A finalist's downstream numbers (perplexities, accuracies)."""
-        ms = {f"{cell}/{recovery}/{k}": float(v) for k, v in numbers.items()
-              if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
+        ms = {
+            f"{cell}/{recovery}/{k}": float(v)
+            for k, v in numbers.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+        }
         if ms:
             self._each("metrics", [(0, time.time(), ms)])
 

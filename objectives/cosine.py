@@ -5,6 +5,7 @@ It needs no LM head, so a candidate costs only the blocks it runs (the head is a
 of perplexity on small-vocabulary-heavy models such as SmolLM2). Use it with
 ``objective: objectives.cosine:Cosine`` (any text calibration set: ``calibration.dataset``).
 """
+
 from __future__ import annotations
 
 import torch
@@ -22,7 +23,7 @@ class Cosine(Objective):
 
     def build(self, tokenizer, dtype: torch.dtype = torch.float32) -> list[Batch]:
         x = text_windows(self.spec, tokenizer)
-        return [Batch(input_ids=x[i:i + self.spec.micro_batch]) for i in range(0, x.shape[0], self.spec.micro_batch)]
+        return [Batch(input_ids=x[i : i + self.spec.micro_batch]) for i in range(0, x.shape[0], self.spec.micro_batch)]
 
     @torch.no_grad()
     def attach(self, stack: Stack, batches: list[Batch], caps) -> None:

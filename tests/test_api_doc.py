@@ -1,5 +1,6 @@
 """docs/api.md's example runs as written (the Python API: score, a custom searcher, search, repair,
 export, load_pruned), with ``model`` pointed at a tiny random model and ``out`` at a temp dir."""
+
 import re
 from pathlib import Path
 
@@ -30,7 +31,7 @@ def test_api_example_runs(tiny_model_dir, tmp_path, ray_local, capsys):
     assert "best contiguous cut:" in out and "exported:" in out
     result, pruned = scope["result"], scope["pruned"]
     removed = result["removed"]
-    assert len(removed) == 2 and removed[1] == removed[0] + 1   # the custom searcher's kind of answer
-    assert result["evaluations"] == 6 - 2 + 1                    # every window of 2 in 6 blocks, once
+    assert len(removed) == 2 and removed[1] == removed[0] + 1  # the custom searcher's kind of answer
+    assert result["evaluations"] == 6 - 2 + 1  # every window of 2 in 6 blocks, once
     assert pruned.config.num_hidden_layers == 4
     assert (tmp_path / "run" / "result.json").exists()

@@ -1,6 +1,7 @@
 """Experiment tracking: a search with tracking=[mlflow, tensorboard, wandb] on a tiny model, read
 back by each tracker's own reader (MlflowClient on the run's sqlite store, TensorBoard's
 EventAccumulator, W&B's offline run log); the curves equal result.json's labelled history."""
+
 from __future__ import annotations
 
 import json
@@ -30,11 +31,22 @@ def test_search_tracked_by_mlflow_tensorboard_wandb(tiny_model_dir, tmp_path, ra
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
     out = tmp_path / "run"
-    items = {"model": tiny_model_dir, "dtype": "fp32", "device": "cpu", "calibration.dataset": "lambada",
-             "calibration.n_seq": 4, "calibration.seq_len": 32, "k": 2, "searcher": "greedy", "out": str(out),
-             "pool.actors": 1, "pool.dashboard": False, "tracking": "[mlflow,tensorboard,wandb]"}
+    items = {
+        "model": tiny_model_dir,
+        "dtype": "fp32",
+        "device": "cpu",
+        "calibration.dataset": "lambada",
+        "calibration.n_seq": 4,
+        "calibration.seq_len": 32,
+        "k": 2,
+        "searcher": "greedy",
+        "out": str(out),
+        "pool.actors": 1,
+        "pool.dashboard": False,
+        "tracking": "[mlflow,tensorboard,wandb]",
+    }
     search(load_config(None, [f"{k}={v}" for k, v in items.items()]), progress=False)
-    (cell, res), = json.loads((out / "result.json").read_text())["cells"].items()
+    ((cell, res),) = json.loads((out / "result.json").read_text())["cells"].items()
     hist = res["history"]
     assert hist and set(hist[0]) == {"budget_used", "seconds", "best_value"}
     assert hist[-1]["best_value"] == res["value"] and hist[-1]["budget_used"] == res["budget_used"]
@@ -58,7 +70,8 @@ def test_search_tracked_by_mlflow_tensorboard_wandb(tiny_model_dir, tmp_path, ra
     acc.Reload()
     assert [e.value for e in acc.Scalars(f"{cell}/best_value")] == pytest.approx(curve, rel=1e-6)
     assert [e.value for e in acc.Scalars(f"{cell}/budget_used")] == pytest.approx(
-        [h["budget_used"] for h in hist if h["best_value"] is not None])
+        [h["budget_used"] for h in hist if h["best_value"] is not None]
+    )
 
     # W&B offline: its run log (protobuf records; this wandb ships no Python reader for it) holds
     # the cell's series and the removed set, ready for `wandb sync`

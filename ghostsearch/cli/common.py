@@ -1,4 +1,5 @@
 """Argument helpers shared by the command modules."""
+
 from __future__ import annotations
 
 import argparse
@@ -19,8 +20,9 @@ def parse_remove(text: str) -> list[int]:
     try:
         return [int(x) for x in text.split(",") if x.strip() != ""]
     except ValueError:
-        raise GhostsearchError(f"--remove {text!r} is not a comma-separated list of block indices, "
-                               "e.g. 3,7,12") from None
+        raise GhostsearchError(
+            f"--remove {text!r} is not a comma-separated list of block indices, e.g. 3,7,12"
+        ) from None
 
 
 def positive_int(text: str) -> int:

@@ -10,6 +10,7 @@ Every removed set of a run or config is evaluated in one pass over the dense pre
 RUN_DIR/eval.parquet or ``--out``, the per-item predictions beside them (``<out>_items.parquet``)
 and lm-eval's results files under ``lm_eval/`` there.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -24,8 +25,9 @@ def add(sub) -> None:
     sp.add_argument("target", help="RUN_DIR, an exported model directory, or a CONFIG (with --remove)")
     sp.add_argument("overrides", nargs="*", help="key=value overrides, e.g. eval.ppl_max_seq=8")
     sp.add_argument("--remove", default=None, help="with a CONFIG: comma-separated block indices ('' = dense)")
-    sp.add_argument("--limit", type=positive_int, default=None,
-                    help="documents per task / LAMBADA passages (eval.limit)")
+    sp.add_argument(
+        "--limit", type=positive_int, default=None, help="documents per task / LAMBADA passages (eval.limit)"
+    )
     sp.add_argument("--tasks", default=None, help="comma-separated zero-shot tasks ('' = none; default eval.tasks)")
     sp.add_argument("--recovery", default="none", choices=RECOVERY.names(), help="repair before evaluating")
     sp.add_argument("--out", default=None, help="Parquet file (default: RUN_DIR/eval.parquet; none otherwise)")
@@ -51,8 +53,9 @@ def target(args):
         if args.remove is None:
             raise GhostsearchError(f"eval {t} needs --remove BLOCKS (e.g. --remove 3,4,5; '' = dense)")
         return load_config(str(t), args.overrides), [("remove", parse_remove(args.remove), None)], None
-    raise GhostsearchError(f"{t} is neither a run directory (result.json), an exported model directory "
-                           "(config.json) nor a config file")
+    raise GhostsearchError(
+        f"{t} is neither a run directory (result.json), an exported model directory (config.json) nor a config file"
+    )
 
 
 def export_data(directory: Path) -> dict | None:
@@ -100,9 +103,15 @@ def run(args) -> None:
 
         device = cfg.resolved_device()
         model = load_pruned(args.target, dtype=resolve_dtype(cfg.dtype, device), device=device)
-        rows.append({"model": str(args.target), "held_out": ",".join(held_out),
-                     **evaluate_model(model, load_tokenizer(args.target), cfg.eval, cfg.data_dir,
-                                      held_out=held_out, raw=raw)})
+        rows.append(
+            {
+                "model": str(args.target),
+                "held_out": ",".join(held_out),
+                **evaluate_model(
+                    model, load_tokenizer(args.target), cfg.eval, cfg.data_dir, held_out=held_out, raw=raw
+                ),
+            }
+        )
         if lm_dir is not None:
             lmeval_results.write(lm_dir, raw, Path(args.target).name)
         print_json(rows[-1])
@@ -116,13 +125,22 @@ def run(args) -> None:
         n_blocks = Stack(model).n_blocks
         sets = [list(check_removed(removed, n_blocks)) for _, removed, _ in jobs]
         specs = list(dict.fromkeys((tuple(r), args.recovery) for r in sets))  # each distinct set once
-        results, items = evaluate_finalist_specs(model, tok, cfg, [(list(r), m) for r, m in specs], held_out,
-                                                 progress=progress_enabled())
+        results, items = evaluate_finalist_specs(
+            model, tok, cfg, [(list(r), m) for r, m in specs], held_out, progress=progress_enabled()
+        )
         by_set = {r: res for (r, _), res in zip(specs, results)}
         for (cell, _, value), removed in zip(jobs, sets):
             res = finalist_numbers(cfg, lm_dir, removed, args.recovery, by_set[tuple(removed)])
-            rows.append({"cell": cell, "removed": removed, "value": value, "recovery": args.recovery,
-                         "held_out": ",".join(held_out), **res})
+            rows.append(
+                {
+                    "cell": cell,
+                    "removed": removed,
+                    "value": value,
+                    "recovery": args.recovery,
+                    "held_out": ",".join(held_out),
+                    **res,
+                }
+            )
             print_json(rows[-1])
         if out is not None:  # per-item predictions beside the rows, to audit which items a cut changed
             write_item_rows(items, out.with_name(out.stem + "_items.parquet"))

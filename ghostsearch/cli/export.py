@@ -1,5 +1,6 @@
 """``ghostsearch export (RUN_DIR | CONFIG --remove 3,4,5) --method M --out DIR [--force]``: a
 pruned (and repaired) model directory; from a run directory the best finalist unless --remove."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -16,8 +17,11 @@ def add(sub) -> None:
     sp.add_argument("--remove", default=None, help="comma-separated block indices, e.g. 3,4,5")
     sp.add_argument("--method", choices=RECOVERY.names(), required=True, help="repair to apply before writing")
     sp.add_argument("--out", required=True, help="the model directory to write")
-    sp.add_argument("--force", action="store_true", help="replace --out if it is a previous ghostsearch export "
-                                                         "(never a run directory or another directory)")
+    sp.add_argument(
+        "--force",
+        action="store_true",
+        help="replace --out if it is a previous ghostsearch export (never a run directory or another directory)",
+    )
     sp.add_argument("--threads", type=positive_int, default=None, help="torch threads (default: torch's)")
 
 
@@ -41,8 +45,9 @@ def run(args) -> Path:
         objectives = list(dict.fromkeys([cfg.objective] + list(cfg.compare.objectives or [])))
     else:
         if args.remove is None:
-            raise GhostsearchError(f"export from a config file needs --remove, e.g. --remove 3,4,5 ({src} is "
-                                   "not a run directory)")
+            raise GhostsearchError(
+                f"export from a config file needs --remove, e.g. --remove 3,4,5 ({src} is not a run directory)"
+            )
         cfg, removed = load_config(str(src), args.overrides), parse_remove(args.remove)
         objectives = []
     from ghostsearch.dataplan import announce, plan
@@ -58,12 +63,26 @@ def run(args) -> Path:
     ops = fit(model, tok, blocks, cfg, args.method)
     bar.update(1)
     bar.set_description(f"export: write {out}")
-    path = export(model, blocks, args.method, ops, out, force=args.force, tokenizer=tok,
-                  info=card_info(cfg, args.method, objectives))
+    path = export(
+        model,
+        blocks,
+        args.method,
+        ops,
+        out,
+        force=args.force,
+        tokenizer=tok,
+        info=card_info(cfg, args.method, objectives),
+    )
     bar.update(1)
     bar.close()
-    print_json({"out": str(path), "method": args.method, "removed": list(blocks),
-                "blocks": Stack(model).n_blocks - len(blocks)})
+    print_json(
+        {
+            "out": str(path),
+            "method": args.method,
+            "removed": list(blocks),
+            "blocks": Stack(model).n_blocks - len(blocks),
+        }
+    )
     return path
 
 
@@ -75,12 +94,21 @@ def card_info(cfg, method: str, objectives=()) -> dict:
 
     rec = recovery_from_config(cfg, method)
     spec = repair_spec(cfg)
-    calib = None if rec.identity else (f"{spec.dataset}, {spec.n_seq} sequences x "
-                                       f"{spec.seq_len} tokens (seed {spec.seed})")
+    calib = (
+        None if rec.identity else (f"{spec.dataset}, {spec.n_seq} sequences x {spec.seq_len} tokens (seed {spec.seed})")
+    )
     fields = ("dataset", "n_seq", "seq_len", "seed")
-    data = {"repair": None if rec.identity else {f: getattr(spec, f) for f in fields},
-            "search": [{"objective": o, **{f: getattr(cfg.calibration_spec(o), f) for f in fields}}
-                       for o in objectives] if objectives else [],
-            "data_dir": cfg.data_dir}
-    return {"base_model": cfg.model, "variant": None if rec.identity else rec.variant, "calibration": calib,
-            "version": ghostsearch_version()["version"], "data": data}
+    data = {
+        "repair": None if rec.identity else {f: getattr(spec, f) for f in fields},
+        "search": [{"objective": o, **{f: getattr(cfg.calibration_spec(o), f) for f in fields}} for o in objectives]
+        if objectives
+        else [],
+        "data_dir": cfg.data_dir,
+    }
+    return {
+        "base_model": cfg.model,
+        "variant": None if rec.identity else rec.variant,
+        "calibration": calib,
+        "version": ghostsearch_version()["version"],
+        "data": data,
+    }

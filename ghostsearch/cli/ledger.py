@@ -1,6 +1,7 @@
 """``ghostsearch ledger RUN_DIR [--csv PATH]``: every evaluation of a run, with readable columns
 (cell, removed, value, node name, ISO time ...), printed as a table or written as CSV. Reads a
 running or crashed run too (parts and journals, de-duplicated)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -25,11 +26,29 @@ def frame(run_dir: Path, cell: str | None = None):
     if cell is not None:
         df = df[df["cell"] == cell]
     names = _node_names(df["node"].unique()) if len(df) else {}
-    df = df.assign(removed=df["removed"].map(lambda r: ",".join(map(str, r))),
-                   node=df["node"].map(lambda n: names.get(n, n)),
-                   time=pd.to_datetime(df["time"], unit="s", utc=True).map(lambda t: t.isoformat(timespec="seconds")))
-    cols = ["time", "cell", "searcher", "objective", "k", "removed", "fidelity", "value", "cached", "tokens",
-            "seconds", "actor", "node", "seed", "objective_key", "eval_id"]
+    df = df.assign(
+        removed=df["removed"].map(lambda r: ",".join(map(str, r))),
+        node=df["node"].map(lambda n: names.get(n, n)),
+        time=pd.to_datetime(df["time"], unit="s", utc=True).map(lambda t: t.isoformat(timespec="seconds")),
+    )
+    cols = [
+        "time",
+        "cell",
+        "searcher",
+        "objective",
+        "k",
+        "removed",
+        "fidelity",
+        "value",
+        "cached",
+        "tokens",
+        "seconds",
+        "actor",
+        "node",
+        "seed",
+        "objective_key",
+        "eval_id",
+    ]
     return df.sort_values("time", kind="stable")[cols].reset_index(drop=True)
 
 
@@ -60,5 +79,8 @@ def run(args) -> None:
         import pandas as pd
 
         with pd.option_context("display.max_rows", None, "display.width", 200, "display.max_columns", 13):
-            print(df.drop(columns=["objective_key", "eval_id", "seed"]).to_string(index=False)
-                  if len(df) else "(no evaluations yet)")
+            print(
+                df.drop(columns=["objective_key", "eval_id", "seed"]).to_string(index=False)
+                if len(df)
+                else "(no evaluations yet)"
+            )

@@ -1,5 +1,6 @@
 """``ghostsearch``: the parser, built from the explicit list of command modules. Errors a user can
 cause print one line (no traceback unless --debug) and exit 2."""
+
 from __future__ import annotations
 
 import argparse
@@ -13,9 +14,17 @@ from ghostsearch.errors import GhostsearchError
 from ghostsearch.logs import quiet_libraries, setup_logging
 
 # name -> module with add(sub) and run(args); the order of `ghostsearch --help`
-COMMANDS = {"score": score, "search": search, "compare": compare, "pool": pool, "recover": recover,
-            "export": export, "eval": eval_cmd, "ledger": ledger,
-            "plan": plan}
+COMMANDS = {
+    "score": score,
+    "search": search,
+    "compare": compare,
+    "pool": pool,
+    "recover": recover,
+    "export": export,
+    "eval": eval_cmd,
+    "ledger": ledger,
+    "plan": plan,
+}
 
 
 class Parser(argparse.ArgumentParser):
@@ -102,9 +111,11 @@ def disk_error(e: OSError) -> str:
     """One line for a disk that refused a write: what, where, and that rerunning resumes."""
     where = f": {e.filename}" if e.filename else ""
     code = errno.errorcode.get(e.errno, e.errno) if e.errno is not None else None
-    return (f"{e.strerror or e} ({code}){where}; make room or make it writable "
-            "(or choose another out=), then rerun the same command: what the run's ledger holds is kept and not "
-            "recomputed")
+    return (
+        f"{e.strerror or e} ({code}){where}; make room or make it writable "
+        "(or choose another out=), then rerun the same command: what the run's ledger holds is kept and not "
+        "recomputed"
+    )
 
 
 def one_line(message: str, limit: int = 400) -> str:
@@ -112,7 +123,7 @@ def one_line(message: str, limit: int = 400) -> str:
     message = " ".join(message.split("\n"))
     if len(message) <= limit:
         return message
-    return f"{message[:limit - 160]} [...] {message[-150:]}"
+    return f"{message[: limit - 160]} [...] {message[-150:]}"
 
 
 def _say(line: str) -> None:

@@ -1,5 +1,6 @@
 """``ghostsearch plan CONFIG [key=value ...]``: a run's evaluations, FLOPs, memory per actor, wall
 time and device-hours, from the configs alone (no weights loaded; ghostsearch/plan.py)."""
+
 from __future__ import annotations
 
 from ghostsearch.cli.common import add_config_command
@@ -7,15 +8,25 @@ from ghostsearch.cli.common import add_config_command
 
 def add(sub) -> None:
     sp = add_config_command(sub, "plan", "what a run will cost, before it starts (no weights loaded)")
-    sp.add_argument("--model-config", default=None,
-                    help="the model's config.json or its directory (offline: plan a hub model without the hub)")
-    sp.add_argument("--measure", action="store_true",
-                    help="time two blocks and the head at the run's dtype on this device (else pool.device_tflops), "
-                         "and, on a local run, its fixed costs for real: a fresh process's imports and checks, "
-                         "Ray and the pool, probe cells, for compare two finalist shares and the report")
-    sp.add_argument("--command", choices=("search", "compare"), default=None,
-                    help="the command whose fixed costs --measure times (default: compare when the config names a "
-                         "grid, else search)")
+    sp.add_argument(
+        "--model-config",
+        default=None,
+        help="the model's config.json or its directory (offline: plan a hub model without the hub)",
+    )
+    sp.add_argument(
+        "--measure",
+        action="store_true",
+        help="time two blocks and the head at the run's dtype on this device (else pool.device_tflops), "
+        "and, on a local run, its fixed costs for real: a fresh process's imports and checks, "
+        "Ray and the pool, probe cells, for compare two finalist shares and the report",
+    )
+    sp.add_argument(
+        "--command",
+        choices=("search", "compare"),
+        default=None,
+        help="the command whose fixed costs --measure times (default: compare when the config names a "
+        "grid, else search)",
+    )
 
 
 def run(args) -> None:
@@ -29,5 +40,6 @@ def run(args) -> None:
     if not p["fits"]:
         from ghostsearch.memplan import fixes
 
-        raise GhostsearchError(f"this run does not fit: one scorer needs {p['memory'].line()}; fix: "
-                               f"{fixes(cfg, p['shape'], p['memory'])}")
+        raise GhostsearchError(
+            f"this run does not fit: one scorer needs {p['memory'].line()}; fix: {fixes(cfg, p['shape'], p['memory'])}"
+        )

@@ -1,4 +1,5 @@
 """``ghostsearch pool up|down|status``: a named scorer pool that outlives one job."""
+
 from __future__ import annotations
 
 import os
@@ -29,12 +30,14 @@ def run(args) -> None:
         name = args.name or cfg.pool.name or "ghostsearch"
         address = args.address or cfg.pool.address or os.environ.get("RAY_ADDRESS")
         if not address:  # a pool on a Ray that dies with this process would outlive nothing
-            raise GhostsearchError("pool up needs a running Ray cluster: `ray start --head`, then pass --address "
-                                   "or set RAY_ADDRESS")
+            raise GhostsearchError(
+                "pool up needs a running Ray cluster: `ray start --head`, then pass --address or set RAY_ADDRESS"
+            )
         connect(address, dashboard=cfg.pool.dashboard)
         if pool_exists(name):
-            raise GhostsearchError(f"a pool named {name!r} is already up; use it, or `ghostsearch pool "
-                                   f"down --name {name}`")
+            raise GhostsearchError(
+                f"a pool named {name!r} is already up; use it, or `ghostsearch pool down --name {name}`"
+            )
         broker = start_pool(cfg, name=name, detached=True)
         print_json({"pool": name, "actors": ray.get(broker.ready.remote())})
         return

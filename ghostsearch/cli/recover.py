@@ -1,5 +1,6 @@
 """``ghostsearch recover RUN_DIR --method M [--top N]``: repair the best finalists of a run;
 writes RUN_DIR/recovery.parquet and prints one JSON line per finalist."""
+
 from __future__ import annotations
 
 from ghostsearch.cli.common import positive_int, print_json

@@ -1,4 +1,5 @@
 """``ghostsearch score CONFIG --remove 3,7,12``: one removed set scored; one JSON line."""
+
 from __future__ import annotations
 
 from ghostsearch.cli.common import add_config_command, parse_remove, positive_int, print_json
@@ -24,5 +25,12 @@ def run(args) -> None:
     sc = scorer_from_config(cfg, threads=args.threads)
     blocks = check_removed(removed, sc.stack.n_blocks)
     r = sc.score(prepare(sc, cfg.objective_spec()), blocks)
-    print_json({"objective": cfg.objective, "removed": list(blocks), "value": r.value,
-                "tokens": r.tokens, "seconds": round(r.seconds, 4)})
+    print_json(
+        {
+            "objective": cfg.objective,
+            "removed": list(blocks),
+            "value": r.value,
+            "tokens": r.tokens,
+            "seconds": round(r.seconds, 4),
+        }
+    )

@@ -1,4 +1,5 @@
 """``ghostsearch search CONFIG``: the configured searcher on the scoring pool; writes RUN_DIR."""
+
 from __future__ import annotations
 
 from ghostsearch.cli.common import add_config_command, print_json
@@ -19,6 +20,15 @@ def run(args) -> None:
     res = search(cfg, address=args.address, progress=not args.no_progress)
     for cell, r in read_cells(res).items():
         change = r.relative_change
-        print_json({"cell": cell, "removed": list(r.removed), "value": r.value, "dense_value": r.dense_value,
-                    "relative_change": None if change is None else round(change, 4),
-                    "evaluations": r.evaluations, "wall_seconds": round(r.wall_seconds, 2), "out": cfg.out})
+        print_json(
+            {
+                "cell": cell,
+                "removed": list(r.removed),
+                "value": r.value,
+                "dense_value": r.dense_value,
+                "relative_change": None if change is None else round(change, 4),
+                "evaluations": r.evaluations,
+                "wall_seconds": round(r.wall_seconds, 2),
+                "out": cfg.out,
+            }
+        )

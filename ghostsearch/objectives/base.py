@@ -5,6 +5,7 @@ references once (``attach``), and maps the final hidden states of a pruned model
 final norm) to a loss sum and a count (``loss``). ``value(sum, count)`` is what searchers
 minimise. Fidelity: ``loss`` is asked for the first ``rows`` rows of a micro-batch only.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -55,12 +56,13 @@ class ObjectiveSpec:
 
     name: str
     calibration: CalibrationSpec
-    params: tuple[tuple[str, Any], ...] = ()     # sorted (key, value) pairs: hashable, one order
+    params: tuple[tuple[str, Any], ...] = ()  # sorted (key, value) pairs: hashable, one order
     aware: AwareSpec | None = None
 
     @classmethod
-    def make(cls, name: str, calibration: CalibrationSpec, params: dict | None = None,
-             aware: AwareSpec | None = None) -> "ObjectiveSpec":
+    def make(
+        cls, name: str, calibration: CalibrationSpec, params: dict | None = None, aware: AwareSpec | None = None
+    ) -> "ObjectiveSpec":
         return cls(name, calibration, tuple(sorted((params or {}).items())), aware)
 
     @property
@@ -100,13 +102,16 @@ class Objective:
         sums, counts = self.row_losses(stack, h, batch, torch.arange(rows))
         return float(sums.sum()), float(counts.sum())
 
-    def row_losses(self, stack: Stack, h: torch.Tensor, batch: Batch, rows: torch.Tensor
-                   ) -> tuple[torch.Tensor, torch.Tensor]:
+    def row_losses(
+        self, stack: Stack, h: torch.Tensor, batch: Batch, rows: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Per-row (loss sum, count), float64 on the CPU, for the rows ``rows`` (sorted indices into
         the micro-batch) whose final states are ``h``. Racing (``race: true``) needs it; an objective
         that only defines ``loss`` scores exactly but cannot race."""
-        raise GhostsearchError(f"objective {self.name!r} gives no per-row losses (row_losses), which racing "
-                               "needs; define row_losses or set race: false")
+        raise GhostsearchError(
+            f"objective {self.name!r} gives no per-row losses (row_losses), which racing "
+            "needs; define row_losses or set race: false"
+        )
 
     def value(self, total: float, count: float) -> float:
         return total / count
@@ -114,12 +119,15 @@ class Objective:
 
 # the built-in objectives; add your own with OBJECTIVES.add(name, cls) or name it as
 # "package.module:Class" in the config (see objectives/README.md at the repository root)
-OBJECTIVES: Registry[Objective] = Registry("objective", {
-    "perplexity": "ghostsearch.objectives.perplexity:Perplexity",
-    "margin": "ghostsearch.objectives.margin:Margin",
-    "kl": "ghostsearch.objectives.kl:KL",
-})
+OBJECTIVES: Registry[Objective] = Registry(
+    "objective",
+    {
+        "perplexity": "ghostsearch.objectives.perplexity:Perplexity",
+        "margin": "ghostsearch.objectives.margin:Margin",
+        "kl": "ghostsearch.objectives.kl:KL",
+    },
+)
 
 
 def split_rows(x: torch.Tensor, micro_batch: int) -> list[torch.Tensor]:
-    return [x[i:i + micro_batch] for i in range(0, x.shape[0], micro_batch)]
+    return [x[i : i + micro_batch] for i in range(0, x.shape[0], micro_batch)]

@@ -5,6 +5,7 @@ The KL is computed on the distribution coarse-grained to those K tokens plus one
 sum_k p_k (log p_k - log q_k) + p_rest (log p_rest - log q_rest). It is exact for the dense model
 (0), a lower bound of the full KL, and needs K numbers per position instead of the vocabulary.
 """
+
 from __future__ import annotations
 
 import torch
@@ -46,7 +47,7 @@ class KL(Objective):
             x = cap.states[-1].reshape(-1, cap.states[-1].shape[-1])
             vals, idxs = [], []
             for s in range(0, x.shape[0], self.chunk):
-                lp = torch.log_softmax(stack.logits(x[s:s + self.chunk]), -1)
+                lp = torch.log_softmax(stack.logits(x[s : s + self.chunk]), -1)
                 v, i = lp.topk(self.top_k, dim=-1)
                 vals.append(v)
                 idxs.append(i)
@@ -58,7 +59,15 @@ class KL(Objective):
         x = h.reshape(-1, h.shape[-1])
         lp = batch.extra["lp"][rows].reshape(-1, self.top_k)
         idx = batch.extra["idx"][rows].reshape(-1, self.top_k)
-        kl = torch.cat([_topk_kl(torch.log_softmax(stack.logits(x[s:s + self.chunk]), -1), lp[s:s + self.chunk],
-                                 idx[s:s + self.chunk]).double() for s in range(0, x.shape[0], self.chunk)])
+        kl = torch.cat(
+            [
+                _topk_kl(
+                    torch.log_softmax(stack.logits(x[s : s + self.chunk]), -1),
+                    lp[s : s + self.chunk],
+                    idx[s : s + self.chunk],
+                ).double()
+                for s in range(0, x.shape[0], self.chunk)
+            ]
+        )
         sums = kl.view(len(rows), -1).sum(1).cpu()
         return sums, torch.full_like(sums, h.shape[1])

@@ -10,6 +10,7 @@ to the prompt and to itself only (a 4D mask) with positions restarting after the
 prompt runs once per item instead of once per answer, and only the positions that predict answer
 tokens go through the LM head.
 """
+
 from __future__ import annotations
 
 import torch
@@ -28,8 +29,9 @@ def tokenize_item(tokenizer, item: data.MCItem) -> tuple[list[int], list[list[in
     return prompt, answers
 
 
-def pack(items: list[tuple[list[int], list[list[int]]]], dtype: torch.dtype, pad_id: int = 0,
-         max_prompt: int | None = None) -> Batch:
+def pack(
+    items: list[tuple[list[int], list[list[int]]]], dtype: torch.dtype, pad_id: int = 0, max_prompt: int | None = None
+) -> Batch:
     """Pack tokenised items (one per row) into one micro-batch with a 4D additive mask."""
     items = [(p[-max_prompt:] if max_prompt else p, a) for p, a in items]
     T = max(len(p) + sum(len(x) for x in a) for p, a in items)
@@ -51,10 +53,10 @@ def pack(items: list[tuple[list[int], list[list[int]]]], dtype: torch.dtype, pad
         s = P
         for j, a in enumerate(answers):
             n = len(a)
-            ids[r, s:s + n] = torch.tensor(a)
-            pos[r, s:s + n] = torch.arange(P, P + n)
-            allow[r, s:s + n, :P] = True
-            allow[r, s:s + n, s:s + n] = torch.tril(torch.ones(n, n, dtype=torch.bool))
+            ids[r, s : s + n] = torch.tensor(a)
+            pos[r, s : s + n] = torch.arange(P, P + n)
+            allow[r, s : s + n, :P] = True
+            allow[r, s : s + n, s : s + n] = torch.tril(torch.ones(n, n, dtype=torch.bool))
             pid = len(pair_len)
             for t in range(n):
                 pred.append(r * T + (P - 1 if t == 0 else s + t - 1))
@@ -68,9 +70,19 @@ def pack(items: list[tuple[list[int], list[list[int]]]], dtype: torch.dtype, pad
             allow[r, q, q] = True
     mask = torch.zeros((b, 1, T, T), dtype=dtype)
     mask.masked_fill_(~allow[:, None], torch.finfo(dtype).min)
-    return Batch(input_ids=ids, attention_mask=mask, position_ids=pos, weight=weight,
-                 extra={"pred": torch.tensor(pred), "target": torch.tensor(tgt), "pair": torch.tensor(pair),
-                        "pair_item": torch.tensor(pair_item), "pair_len": torch.tensor(pair_len, dtype=torch.float32)})
+    return Batch(
+        input_ids=ids,
+        attention_mask=mask,
+        position_ids=pos,
+        weight=weight,
+        extra={
+            "pred": torch.tensor(pred),
+            "target": torch.tensor(tgt),
+            "pair": torch.tensor(pair),
+            "pair_item": torch.tensor(pair_item),
+            "pair_len": torch.tensor(pair_len, dtype=torch.float32),
+        },
+    )
 
 
 def margins(pair_lp: torch.Tensor, pair_item: torch.Tensor, gold_pair: torch.Tensor, n_items: int) -> torch.Tensor:
@@ -78,7 +90,8 @@ def margins(pair_lp: torch.Tensor, pair_item: torch.Tensor, gold_pair: torch.Ten
     other = pair_lp.clone()
     other[gold_pair] = -torch.inf
     best_other = torch.full((n_items,), -torch.inf, dtype=pair_lp.dtype).scatter_reduce(
-        0, pair_item, other, reduce="amax")
+        0, pair_item, other, reduce="amax"
+    )
     return pair_lp[gold_pair] - best_other
 
 
@@ -95,17 +108,19 @@ class Margin(Objective):
         self.max_prompt = params.get("max_prompt", spec.seq_len)
 
     def build(self, tokenizer, dtype: torch.dtype = torch.float32) -> list[Batch]:
-        items = data.sample_items(data.mc_items(self.spec.dataset, self.spec.data_dir), self.spec.n_seq,
-                                  self.spec.seed, self.spec.dataset)
+        items = data.sample_items(
+            data.mc_items(self.spec.dataset, self.spec.data_dir), self.spec.n_seq, self.spec.seed, self.spec.dataset
+        )
         toks = [tokenize_item(tokenizer, it) for it in items]
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         batches = []
         mb = self.spec.micro_batch
         for i in range(0, len(toks), mb):
-            b = pack(toks[i:i + mb], dtype, pad, self.max_prompt)
-            golds = items[i:i + mb]
-            first_pair = torch.cat([torch.zeros(1, dtype=torch.long),
-                                    torch.bincount(b.extra["pair_item"]).cumsum(0)[:-1]])
+            b = pack(toks[i : i + mb], dtype, pad, self.max_prompt)
+            golds = items[i : i + mb]
+            first_pair = torch.cat(
+                [torch.zeros(1, dtype=torch.long), torch.bincount(b.extra["pair_item"]).cumsum(0)[:-1]]
+            )
             b.extra["gold_pair"] = first_pair + torch.tensor([it.gold for it in golds])
             batches.append(b)
         return batches
@@ -115,14 +130,15 @@ class Margin(Objective):
         e, T = batch.extra, batch.input_ids.shape[1]
         rows = rows.cpu()
         at = torch.full((batch.rows,), -1, dtype=torch.long)
-        at[rows] = torch.arange(len(rows))                      # micro-batch row -> row of h
+        at[rows] = torch.arange(len(rows))  # micro-batch row -> row of h
         keep = at[e["pred"] // T] >= 0
         pred = at[e["pred"][keep] // T] * T + e["pred"][keep] % T
         pairs = at[e["pair_item"]] >= 0
-        new_pair = torch.cumsum(pairs.long(), 0) - 1            # old pair index -> index among kept pairs
+        new_pair = torch.cumsum(pairs.long(), 0) - 1  # old pair index -> index among kept pairs
         lp = stack.token_logprobs(h.reshape(-1, h.shape[-1])[pred.to(h.device)], e["target"][keep].to(h.device))
         pair_lp = torch.zeros(int(pairs.sum()), dtype=torch.float64).index_add_(
-            0, new_pair[e["pair"][keep]], lp.double().cpu())
+            0, new_pair[e["pair"][keep]], lp.double().cpu()
+        )
         if self.normalize == "mean":
             pair_lp = pair_lp / e["pair_len"][pairs].double()
         m = margins(pair_lp, at[e["pair_item"][pairs]], new_pair[e["gold_pair"][rows]], len(rows))

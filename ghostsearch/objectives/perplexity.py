@@ -3,6 +3,7 @@
 The LM head and the loss run in chunks of ``head_chunk`` tokens, so [tokens x vocab] logits are
 never materialised at once.
 """
+
 from __future__ import annotations
 
 import math

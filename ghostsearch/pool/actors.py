@@ -9,6 +9,7 @@ de-duplicates in-flight requests, fans the rest out to idle scorers, retries a r
 scorer or node died (scoring is deterministic, so a retry gives the same value), keeps
 per-searcher accounting and exports metrics through ``ray.util.metrics``.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -59,10 +60,12 @@ class ScorerActor:
         self.scorer = scorer_from_config(cfg, threads=threads)
         from ray.util import metrics  # emitted here, so they carry this scorer's node (NodeAddress)
 
-        self.m_scored = metrics.Counter("ghostsearch_scorer_evaluations", "evaluations computed by this scorer",
-                                        tag_keys=("objective", "actor"))
-        self.m_busy = metrics.Counter("ghostsearch_scorer_busy_seconds", "seconds this scorer spent scoring",
-                                      tag_keys=("objective", "actor"))
+        self.m_scored = metrics.Counter(
+            "ghostsearch_scorer_evaluations", "evaluations computed by this scorer", tag_keys=("objective", "actor")
+        )
+        self.m_busy = metrics.Counter(
+            "ghostsearch_scorer_busy_seconds", "seconds this scorer spent scoring", tag_keys=("objective", "actor")
+        )
 
     def _count(self, spec: ObjectiveSpec, r: S) -> Served[S]:
         tags = {"objective": spec.name, "actor": self.name}
@@ -71,9 +74,15 @@ class ScorerActor:
         return Served(r, actor=self.name, node=self.node)
 
     def info(self) -> dict:
-        return {"name": self.name, "node": self.node, "pid": self.pid, "n_blocks": self.scorer.stack.n_blocks,
-                "model": self.cfg.model, "dtype": str(self.scorer.stack.dtype).replace("torch.", ""),
-                "device": self.cfg.resolved_device().split(":")[0]}
+        return {
+            "name": self.name,
+            "node": self.node,
+            "pid": self.pid,
+            "n_blocks": self.scorer.stack.n_blocks,
+            "model": self.cfg.model,
+            "dtype": str(self.scorer.stack.dtype).replace("torch.", ""),
+            "device": self.cfg.resolved_device().split(":")[0],
+        }
 
     def model_id(self) -> str:
         from ghostsearch.models import model_identity
@@ -131,19 +140,26 @@ class Broker:
         self.inflight: dict[CacheKey, asyncio.Future] = {}
         self.statistics: dict[tuple[str, str], object] = {}  # (objective key, name) -> a dense statistic
         self.stats: defaultdict[str, dict[str, int]] = defaultdict(lambda: {"requested": 0, "computed": 0, "cached": 0})
-        self.cells: dict[str, dict] = {}   # per cell: its searcher, objective, k and best value of a k-set
+        self.cells: dict[str, dict] = {}  # per cell: its searcher, objective, k and best value of a k-set
         self.queue_depth = 0
         self.retries = 0
         from ray.util import metrics
 
-        self.m_evals = metrics.Counter("ghostsearch_evaluations", "evaluations served",
-                                       tag_keys=("searcher", "objective", "cached"))
-        self.m_seconds = metrics.Histogram("ghostsearch_scoring_seconds", "seconds per computed evaluation",
-                                           boundaries=[0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60],
-                                           tag_keys=("objective",))
+        self.m_evals = metrics.Counter(
+            "ghostsearch_evaluations", "evaluations served", tag_keys=("searcher", "objective", "cached")
+        )
+        self.m_seconds = metrics.Histogram(
+            "ghostsearch_scoring_seconds",
+            "seconds per computed evaluation",
+            boundaries=[0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60],
+            tag_keys=("objective",),
+        )
         self.m_queue = metrics.Gauge("ghostsearch_queue_depth", "requests waiting for a scorer")
-        self.m_best = metrics.Gauge("ghostsearch_best_value", "best full-fidelity value of a cell's k-sets",
-                                    tag_keys=("cell", "searcher", "objective", "k"))
+        self.m_best = metrics.Gauge(
+            "ghostsearch_best_value",
+            "best full-fidelity value of a cell's k-sets",
+            tag_keys=("cell", "searcher", "objective", "k"),
+        )
 
     async def _idle(self) -> asyncio.Queue:
         if self.idle is None:
@@ -166,9 +182,13 @@ class Broker:
             self.queue_depth -= 1
             self.m_queue.set(self.queue_depth)
             try:
-                r = await (self.actors[i].score.remote(spec, removed, fidelity, prefix) if rows is None else
-                           self.actors[i].rows.remote(spec, removed, rows, prefix) if items is None else
-                           self.actors[i].rows_many.remote(spec, items, rows))
+                r = await (
+                    self.actors[i].score.remote(spec, removed, fidelity, prefix)
+                    if rows is None
+                    else self.actors[i].rows.remote(spec, removed, rows, prefix)
+                    if items is None
+                    else self.actors[i].rows_many.remote(spec, items, rows)
+                )
                 idle.put_nowait(i)
                 return r
             except ray.exceptions.RayActorError:
@@ -198,15 +218,30 @@ class Broker:
         infos = await asyncio.gather(*[a.info.remote() for a in self.actors])
         seen = {(i["dtype"], i["device"]) for i in infos}
         if len(seen) > 1:
-            raise ValueError(f"the pool's scorers resolve different precisions {sorted(seen)}; set dtype= and "
-                             "device= explicitly so every scorer computes the same values")
+            raise ValueError(
+                f"the pool's scorers resolve different precisions {sorted(seen)}; set dtype= and "
+                "device= explicitly so every scorer computes the same values"
+            )
         digests = await asyncio.gather(*[self.actors[0].data_digest.remote(s) for s in specs])
-        return {"model": infos[0]["model"], "model_id": await self.actors[0].model_id.remote(),
-                "dtype": infos[0]["dtype"], "device": infos[0]["device"],
-                "calibration": {s.key(): d for s, d in zip(specs, digests)}}
+        return {
+            "model": infos[0]["model"],
+            "model_id": await self.actors[0].model_id.remote(),
+            "dtype": infos[0]["dtype"],
+            "device": infos[0]["device"],
+            "calibration": {s.key(): d for s, d in zip(specs, digests)},
+        }
 
-    async def evaluate(self, spec: ObjectiveSpec, removed: list, fidelity: float, prefix, searcher: str,
-                       cell: str | None = None, k: int | None = None, rows: tuple | None = None) -> Served:
+    async def evaluate(
+        self,
+        spec: ObjectiveSpec,
+        removed: list,
+        fidelity: float,
+        prefix,
+        searcher: str,
+        cell: str | None = None,
+        k: int | None = None,
+        rows: tuple | None = None,
+    ) -> Served:
         """``rows``: per-row loss sums of those calibration rows instead of a value (racing; no best)."""
         blocks = tuple(sorted({int(i) for i in removed}))
         key = CacheKey.of(self.cfg.model, self.cfg.dtype, spec, blocks, fidelity, rows)
@@ -237,12 +272,14 @@ class Broker:
         st["cached" if cached else "computed"] += 1
         self.m_evals.inc(1, tags={"searcher": searcher, "objective": spec.name, "cached": str(cached)})
         if cell is not None:
-            c = self.cells.setdefault(cell, {"searcher": searcher, "objective": spec.name, "k": k, "best": None,
-                                             "best_removed": None})
+            c = self.cells.setdefault(
+                cell, {"searcher": searcher, "objective": spec.name, "k": k, "best": None, "best_removed": None}
+            )
             if k is not None and new_best(blocks, fidelity, r.score.value, k, c["best"]):
-                c["best"], c["best_removed"] = r.score.value, list(blocks)   # only sets of the cell's k
-                self.m_best.set(r.score.value, tags={"cell": cell, "searcher": searcher, "objective": spec.name,
-                                                     "k": str(k)})
+                c["best"], c["best_removed"] = r.score.value, list(blocks)  # only sets of the cell's k
+                self.m_best.set(
+                    r.score.value, tags={"cell": cell, "searcher": searcher, "objective": spec.name, "k": str(k)}
+                )
         return dataclasses.replace(r, cached=cached)
 
     async def rows(self, spec: ObjectiveSpec, items: list, rows: tuple, searcher: str) -> list[Served[RowScore]]:
@@ -263,8 +300,9 @@ class Broker:
 
         async def share(part):
             try:
-                rs = await self._compute(spec, None, 0.0, None, rows,
-                                         items=[(tuple(sorted(set(items[j][0]))), items[j][1]) for j in part])
+                rs = await self._compute(
+                    spec, None, 0.0, None, rows, items=[(tuple(sorted(set(items[j][0]))), items[j][1]) for j in part]
+                )
             except BaseException as e:
                 for j in part:
                     futs[keys[j]].set_exception(e)
@@ -294,8 +332,13 @@ class Broker:
         first, ties by set: what ``search.params.<s>.warm_start`` starts from."""
         found = []
         for key, r in self.cache.items():
-            if (key.model, key.dtype, key.objective) == (self.cfg.model, self.cfg.dtype, spec.key()) and \
-                    key.fidelity == 1.0 and not key.is_block and key.removed and len(key.removed) == k:
+            if (
+                (key.model, key.dtype, key.objective) == (self.cfg.model, self.cfg.dtype, spec.key())
+                and key.fidelity == 1.0
+                and not key.is_block
+                and key.removed
+                and len(key.removed) == k
+            ):
                 found.append((float(r.score.value), list(key.removed)))
         return [(removed, v) for v, removed in sorted(found)[:n]]
 
@@ -318,7 +361,13 @@ class Broker:
     def status(self) -> dict:
         total = sum(s["requested"] for s in self.stats.values())
         hits = sum(s["cached"] for s in self.stats.values())
-        return {"actors": self.names, "queue": self.queue_depth, "inflight": len(self.inflight),
-                "cache_size": len(self.cache) + len(self.statistics), "hit_rate": hits / total if total else 0.0,
-                "retries": self.retries, "searchers": {k: dict(v) for k, v in self.stats.items()},
-                "cells": {k: dict(v) for k, v in self.cells.items()}}
+        return {
+            "actors": self.names,
+            "queue": self.queue_depth,
+            "inflight": len(self.inflight),
+            "cache_size": len(self.cache) + len(self.statistics),
+            "hit_rate": hits / total if total else 0.0,
+            "retries": self.retries,
+            "searchers": {k: dict(v) for k, v in self.stats.items()},
+            "cells": {k: dict(v) for k, v in self.cells.items()},
+        }

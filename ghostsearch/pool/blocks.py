@@ -6,6 +6,7 @@ fidelity seen / N and charges n / N full-evaluation equivalents (``cost``); belo
 value is ``partial`` (on the rows seen so far, never an answer). That value is the objective's
 value of the loss sums and counts of every row seen: the block's own plus the race's ``before``.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -6,6 +6,7 @@ calibration rows, search/racing.py) is keyed by the same and its rows, in order.
 cache maps ``CacheKey`` to results directly; ``to_str`` is the one written form (logs, metrics) and
 ``parse`` reads it back.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -42,8 +43,15 @@ class CacheKey:
             object.__setattr__(self, "rows", tuple(int(r) for r in self.rows))
 
     @classmethod
-    def of(cls, model: str, dtype: str, spec: ObjectiveSpec, removed: Iterable[int], fidelity: float,
-           rows: Iterable[int] | None = None) -> CacheKey:
+    def of(
+        cls,
+        model: str,
+        dtype: str,
+        spec: ObjectiveSpec,
+        removed: Iterable[int],
+        fidelity: float,
+        rows: Iterable[int] | None = None,
+    ) -> CacheKey:
         return cls(model, dtype, spec.key(), tuple(removed), fidelity, None if rows is None else tuple(rows))
 
     @property
@@ -52,8 +60,9 @@ class CacheKey:
 
     def to_str(self) -> str:
         """``model|dtype|objective|f=fidelity|removed[|rows=r,r,...]`` (the objective key may hold ``|``)."""
-        s = SEP.join([self.model, self.dtype, self.objective, f"f={self.fidelity:.6g}",
-                      ",".join(map(str, self.removed))])
+        s = SEP.join(
+            [self.model, self.dtype, self.objective, f"f={self.fidelity:.6g}", ",".join(map(str, self.removed))]
+        )
         return s if self.rows is None else f"{s}{SEP}rows={','.join(map(str, self.rows))}"
 
     @classmethod
@@ -63,7 +72,7 @@ class CacheKey:
         parts = text.split(SEP)
         rows = None
         if parts and parts[-1].startswith("rows="):
-            rows = _ints(parts.pop()[len("rows="):], text)
+            rows = _ints(parts.pop()[len("rows=") :], text)
         if len(parts) < 5 or not parts[-2].startswith("f="):
             raise ValueError(f"not a cache key: {text!r}")
         try:

@@ -8,6 +8,7 @@ outlives the job (``ghostsearch pool up``), and later jobs find it with ``find_p
 run's candidates from its own ledger, and writes every finished evaluation to the ledger
 before the searcher sees it.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -36,9 +37,11 @@ def check_address(address: str | None) -> None:
     a driver joins the cluster at its GCS address instead. One line saying which to use."""
     if address and address.startswith(("http://", "https://")):
         host = address.split("://", 1)[1].split("/")[0].rsplit(":", 1)[0]
-        raise GhostsearchError(f"{address} is the Ray Jobs (dashboard) address; submit with `ray job submit "
-                               f"--address {address} -- ghostsearch ...`, or run here with --address {host}:6379 "
-                               "(the GCS address; unset RAY_ADDRESS or set it to that)")
+        raise GhostsearchError(
+            f"{address} is the Ray Jobs (dashboard) address; submit with `ray job submit "
+            f"--address {address} -- ghostsearch ...`, or run here with --address {host}:6379 "
+            "(the GCS address; unset RAY_ADDRESS or set it to that)"
+        )
 
 
 def check_local_capacity(cfg: Config, address: str | None) -> None:
@@ -55,11 +58,15 @@ def check_local_capacity(cfg: Config, address: str | None) -> None:
     if cfg.pool.gpus_per_actor is None and have_gpu:
         return  # one GPU each: checked against the cluster once Ray is up
     if need_cpu > (os.cpu_count() or 1):
-        raise GhostsearchError(f"pool of {cfg.pool.actors} scorers x {cfg.pool.threads} threads needs {need_cpu} CPUs "
-                               f"but this machine has {os.cpu_count()}; lower pool.actors / pool.threads")
+        raise GhostsearchError(
+            f"pool of {cfg.pool.actors} scorers x {cfg.pool.threads} threads needs {need_cpu} CPUs "
+            f"but this machine has {os.cpu_count()}; lower pool.actors / pool.threads"
+        )
     if gpus * cfg.pool.actors > have_gpu:
-        raise GhostsearchError(f"pool of {cfg.pool.actors} scorers needs {gpus * cfg.pool.actors:g} GPUs but this "
-                               f"machine has {have_gpu}; lower pool.actors or pool.gpus_per_actor")
+        raise GhostsearchError(
+            f"pool of {cfg.pool.actors} scorers needs {gpus * cfg.pool.actors:g} GPUs but this "
+            f"machine has {have_gpu}; lower pool.actors or pool.gpus_per_actor"
+        )
 
 
 def _local_gpus() -> int:
@@ -82,15 +89,23 @@ def connect(address: str | None = None, dashboard: bool = True, num_cpus: int | 
             # a submitted job inherits the job's runtime env (working dir, env vars): add nothing
             ray.init(address=address, namespace=NAMESPACE, log_to_driver=True)
         except (ConnectionError, RuntimeError, ValueError) as e:
-            raise GhostsearchError(f"cannot reach the Ray cluster at {address}: {str(e).splitlines()[0]}; "
-                                   "check --address / RAY_ADDRESS and that the head is up") from None
+            raise GhostsearchError(
+                f"cannot reach the Ray cluster at {address}: {str(e).splitlines()[0]}; "
+                "check --address / RAY_ADDRESS and that the head is up"
+            ) from None
         finally:
             interrupts.reinstall()  # ray.init replaced the SIGTERM handler
         return False
     try:
         with loopback_only():
-            ray.init(namespace=NAMESPACE, include_dashboard=dashboard, dashboard_host="127.0.0.1",
-                     num_cpus=num_cpus, log_to_driver=True, configure_logging=False)  # workers inherit this env
+            ray.init(
+                namespace=NAMESPACE,
+                include_dashboard=dashboard,
+                dashboard_host="127.0.0.1",
+                num_cpus=num_cpus,
+                log_to_driver=True,
+                configure_logging=False,
+            )  # workers inherit this env
     finally:
         interrupts.reinstall()
     reap_with_driver()
@@ -140,8 +155,14 @@ def reap_with_driver() -> None:
     if _REAPER_PIPE:  # one watcher per driver: it follows every local Ray this process starts
         return
     read, write = os.pipe()
-    subprocess.Popen([sys.executable, "-c", REAPER, str(os.getpid()), os.path.dirname(ray.__file__)], stdin=read,
-                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+    subprocess.Popen(
+        [sys.executable, "-c", REAPER, str(os.getpid()), os.path.dirname(ray.__file__)],
+        stdin=read,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        close_fds=True,
+    )
     os.close(read)
     os.set_inheritable(write, False)
     _REAPER_PIPE.append(write)  # held open for the driver's lifetime; the kernel closes it when the driver dies
@@ -192,9 +213,11 @@ def check_reachable(address: str, timeout: float = REACH_TIMEOUT) -> None:
         socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
     except OSError as e:
         reason = f"no answer within {timeout:g} s" if isinstance(e, socket.timeout) else (e.strerror or str(e)).lower()
-        raise GhostsearchError(f"cannot reach the Ray cluster at {address} ({reason}); check "
-                               "--address / RAY_ADDRESS (the head's GCS address, e.g. 10.0.0.1:6379) and that the "
-                               "head is up (`ray status` there)") from None
+        raise GhostsearchError(
+            f"cannot reach the Ray cluster at {address} ({reason}); check "
+            "--address / RAY_ADDRESS (the head's GCS address, e.g. 10.0.0.1:6379) and that the "
+            "head is up (`ray status` there)"
+        ) from None
 
 
 class _NoBanner:
@@ -231,11 +254,13 @@ def check_capacity(cfg: Config) -> None:
         if need > have.get(res, 0) + 1e-9:
             raise GhostsearchError(
                 f"pool of {cfg.pool.actors} scorers needs {need:g} {res} but the cluster has {have.get(res, 0):g}; "
-                "lower pool.actors / pool.threads or add nodes")
+                "lower pool.actors / pool.threads or add nodes"
+            )
 
 
-def start_pool(cfg: Config, name: str | None = None, detached: bool = False, wait: bool = True,
-               actor_class=ScorerActor):
+def start_pool(
+    cfg: Config, name: str | None = None, detached: bool = False, wait: bool = True, actor_class=ScorerActor
+):
     """Create scorer actors (``actor_class``: the real scorer; benchmarks pass a stand-in) and
     their broker. Returns the broker handle."""
     check_capacity(cfg)
@@ -251,26 +276,32 @@ def start_pool(cfg: Config, name: str | None = None, detached: bool = False, wai
         bundle = {"CPU": cpus} if cpus else {}
         if gpus:
             bundle["GPU"] = gpus
-        pg = placement_group([bundle] * cfg.pool.actors, strategy="SPREAD", lifetime=lifetime,
-                             name=f"{prefix}-pg")
+        pg = placement_group([bundle] * cfg.pool.actors, strategy="SPREAD", lifetime=lifetime, name=f"{prefix}-pg")
         ray.get(pg.ready(), timeout=600)
-        opts = lambda i: {"scheduling_strategy": PlacementGroupSchedulingStrategy(pg,
-                                                                                  placement_group_bundle_index=i)}  # noqa: E731
-    names = [f"{prefix}-scorer-{i}" if name else f"ghostsearch-scorer-{i}-{prefix[-6:]}"
-             for i in range(cfg.pool.actors)]
+        opts = lambda i: {"scheduling_strategy": PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=i)}  # noqa: E731
+    names = [
+        f"{prefix}-scorer-{i}" if name else f"ghostsearch-scorer-{i}-{prefix[-6:]}" for i in range(cfg.pool.actors)
+    ]
     scorers = []
     for i, n in enumerate(names):
         extra = opts(i) if callable(opts) else {}
-        scorers.append(actor_class.options(name=n, namespace=NAMESPACE, lifetime=lifetime, num_cpus=cpus,
-                                           num_gpus=gpus, **extra).remote(cfg, cfg.pool.threads, n))
+        scorers.append(
+            actor_class.options(
+                name=n, namespace=NAMESPACE, lifetime=lifetime, num_cpus=cpus, num_gpus=gpus, **extra
+            ).remote(cfg, cfg.pool.threads, n)
+        )
     # the broker lives on this (head/driver) node: it must survive the loss of any worker node
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     here = ray.get_runtime_context().get_node_id()
     broker = Broker.options(  # type: ignore[attr-defined]  # a Ray actor class
-        name=f"{prefix}-broker" if name else None, namespace=NAMESPACE, lifetime=lifetime, num_cpus=0,
-        max_concurrency=10000, scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False)).remote(
-        cfg, names, scorers)
+        name=f"{prefix}-broker" if name else None,
+        namespace=NAMESPACE,
+        lifetime=lifetime,
+        num_cpus=0,
+        max_concurrency=10000,
+        scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False),
+    ).remote(cfg, names, scorers)
     _KEEP.append((broker, scorers, pg))
     if wait:
         ray.get(broker.ready.remote())
@@ -313,8 +344,10 @@ def pool_identity(broker, cfg: Config, specs: list[ObjectiveSpec]) -> dict:
         device = cfg.device.split(":")[0] if cfg.device != "auto" else ident["device"]
         for key, mine in (("model", cfg.model), ("dtype", want), ("device", device)):
             if mine != ident[key]:
-                raise GhostsearchError(f"pool {cfg.pool.name!r} serves {key} {ident[key]!r} but this job asks for "
-                                       f"{mine!r}; use a pool started with this config, or set {key}={ident[key]}")
+                raise GhostsearchError(
+                    f"pool {cfg.pool.name!r} serves {key} {ident[key]!r} but this job asks for "
+                    f"{mine!r}; use a pool started with this config, or set {key}={ident[key]}"
+                )
     return ident
 
 
@@ -330,8 +363,9 @@ def find_pool(name: str):
     try:
         return ray.get_actor(f"{name}-broker", namespace=NAMESPACE)
     except ValueError:
-        raise GhostsearchError(f"no pool named {name!r} on this cluster; start it with `ghostsearch pool up CONFIG "
-                               f"pool.name={name}`") from None
+        raise GhostsearchError(
+            f"no pool named {name!r} on this cluster; start it with `ghostsearch pool up CONFIG pool.name={name}`"
+        ) from None
 
 
 def stop_pool(name: str) -> list[str]:
@@ -360,20 +394,20 @@ class PoolClient:
     broker. What a resumed run reads back from its ledger is ``Resume`` (resume.py); how a race block
     becomes a value and a ledger row's numbers is ``RaceBlocks`` (blocks.py)."""
 
-    broker: Any                                 # the Broker's actor handle
+    broker: Any  # the Broker's actor handle
     spec: ObjectiveSpec
     ledger: Ledger
     cell: str
     seed: int
     model: str
     dtype: str
-    k: int | None = None                        # the cell's k: its best value counts only k-sets
+    k: int | None = None  # the cell's k: its best value counts only k-sets
     on_result: Callable[[LedgerRow], None] | None = None  # called with each row for progress
     evaluations: int = 0
     cache_hits: int = 0
     sources: dict = field(default_factory=dict)  # objective name -> CalibrationSpec statistics may come from
     resume: Resume = field(init=False)
-    blocks: RaceBlocks | None = field(default=None, init=False)   # racing: known once n_rows is asked
+    blocks: RaceBlocks | None = field(default=None, init=False)  # racing: known once n_rows is asked
 
     def __post_init__(self) -> None:
         self.resume = Resume(self.spec.key(), self.cell)
@@ -387,8 +421,9 @@ class PoolClient:
         if self.resume.is_new(key):
             self.ledger.append(row)
 
-    def _row(self, c: Candidate, searcher: str, value: float, cached: bool, source: Served | LedgerRow,
-             **race) -> LedgerRow:
+    def _row(
+        self, c: Candidate, searcher: str, value: float, cached: bool, source: Served | LedgerRow, **race
+    ) -> LedgerRow:
         """The ledger row of ``c``'s answer: scored now (``source``: what the pool served) or replayed
         from the ledger (``source``: the row that holds it); ``race``: a block's cost, partial, row_losses."""
         tokens: int | None
@@ -399,10 +434,24 @@ class PoolClient:
             tokens, seconds, actor, node = source.score.tokens, source.score.seconds, source.actor, source.node
         else:
             tokens, seconds, actor, node = source.tokens, source.seconds, source.actor, source.node
-        return LedgerRow(cell=self.cell, searcher=searcher, objective=self.spec.name, objective_key=self.spec.key(),
-                         removed=list(c.removed), k=len(c.removed), fidelity=c.fidelity, value=value, tokens=tokens,
-                         seconds=seconds, cached=cached, actor=actor, node=node, time=time.time(), seed=self.seed,
-                         **race)
+        return LedgerRow(
+            cell=self.cell,
+            searcher=searcher,
+            objective=self.spec.name,
+            objective_key=self.spec.key(),
+            removed=list(c.removed),
+            k=len(c.removed),
+            fidelity=c.fidelity,
+            value=value,
+            tokens=tokens,
+            seconds=seconds,
+            cached=cached,
+            actor=actor,
+            node=node,
+            time=time.time(),
+            seed=self.seed,
+            **race,
+        )
 
     def evaluate(self, candidates: Sequence[Candidate], searcher: str) -> list[float]:
         values: list[float | None] = [None] * len(candidates)
@@ -414,9 +463,15 @@ class PoolClient:
                 self._answer(entry_of(c.removed, c.fidelity), row)
                 values[i] = row.value
             else:
-                ref = self.broker.evaluate.remote(self.spec, list(c.removed), c.fidelity,
-                                                  list(c.prefix) if c.prefix else None, searcher, self.cell,
-                                                  self.k)
+                ref = self.broker.evaluate.remote(
+                    self.spec,
+                    list(c.removed),
+                    c.fidelity,
+                    list(c.prefix) if c.prefix else None,
+                    searcher,
+                    self.cell,
+                    self.k,
+                )
                 pending[ref] = i
         for i, r in self._finished(pending):
             c = candidates[i]
@@ -472,8 +527,9 @@ class PoolClient:
             q = requests[i]
             v = blocks.value(q, sums)
             c = blocks.candidate(q)
-            row = self._row(c, searcher, v, cached, source, cost=blocks.cost(q), partial=blocks.partial(q),
-                            row_losses=sums)
+            row = self._row(
+                c, searcher, v, cached, source, cost=blocks.cost(q), partial=blocks.partial(q), row_losses=sums
+            )
             self._answer(entry_of(c.removed, c.fidelity, len(q.rows)), row)  # durable before the race sees it
             out[i] = (list(sums), blocks.counts(q), v)
         return out
@@ -484,8 +540,10 @@ class PoolClient:
         spec = self.spec
         if source not in (None, self.spec.name):
             if source not in self.sources:
-                raise GhostsearchError(f"statistic {name!r} from {source!r}: this run has no such calibration "
-                                       f"source; use one of: {', '.join([self.spec.name, *self.sources])}")
+                raise GhostsearchError(
+                    f"statistic {name!r} from {source!r}: this run has no such calibration "
+                    f"source; use one of: {', '.join([self.spec.name, *self.sources])}"
+                )
             spec = ObjectiveSpec.make(source, self.sources[source])
         return ray.get(self.broker.statistic.remote(spec, name))
 

@@ -6,6 +6,7 @@ set, the fidelity it reached and how many rows it scored. The cell's own rows ar
 candidate, so a replay answered from the ledger adds no row until the cell asks a candidate more
 often than its ledger records.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -31,8 +32,8 @@ class Resume:
 
     objective_key: str
     cell: str
-    known: dict[Entry, LedgerRow] = field(default_factory=dict)   # computed rows, the latest per entry
-    replays: dict[Entry, int] = field(default_factory=dict)       # this cell's rows not yet replayed
+    known: dict[Entry, LedgerRow] = field(default_factory=dict)  # computed rows, the latest per entry
+    replays: dict[Entry, int] = field(default_factory=dict)  # this cell's rows not yet replayed
 
     def load(self, run_dir: str | Path) -> int:
         """Read the run's ledger; returns how many evaluations it can answer."""

@@ -11,6 +11,7 @@ longer than max_window are an error.
 Memory: one fp32 C x C operator per (a, b) pair, about L * max_window * C^2 * 4 bytes
 (SmolLM2-135M, max_window 12: ~0.4 GB; an 8B model (C = 4096) wants max_window <= 2 or so).
 """
+
 from __future__ import annotations
 
 import torch
@@ -58,8 +59,9 @@ class GhostedAware:
         for a, b in cuts(removed):
             m = self.mats.get((a, b))
             if m is None:
-                raise GhostsearchError(f"cut {a}..{b - 1} is longer than search.aware_window="
-                                       f"{self.spec.max_window}; raise it")
+                raise GhostsearchError(
+                    f"cut {a}..{b - 1} is longer than search.aware_window={self.spec.max_window}; raise it"
+                )
             out[b] = residual_fn(m)
         return out
 

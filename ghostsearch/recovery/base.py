@@ -10,6 +10,7 @@ Boundaries use the ORIGINAL numbering: boundary b is the state entering block b 
 output of the last block, before the final norm). A cut is a contiguous run [a, b) of removed
 blocks; its repair acts at b (ghosted, linearpatch) or at a (replaceme, after block a-1).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -53,8 +54,8 @@ class Operators:
     variant: str
     removed: tuple[int, ...]
     n_blocks: int
-    mats: dict[int, torch.Tensor] = field(default_factory=dict)   # boundary -> fp32 matrix
-    report: list[dict] = field(default_factory=list)              # one row per cut
+    mats: dict[int, torch.Tensor] = field(default_factory=dict)  # boundary -> fp32 matrix
+    report: list[dict] = field(default_factory=list)  # one row per cut
 
     def save(self, directory: str | Path) -> None:
         from safetensors.torch import save_file
@@ -62,8 +63,14 @@ class Operators:
         d = Path(directory)
         if self.mats:
             save_file({str(b): m.detach().float().cpu().contiguous() for b, m in self.mats.items()}, str(d / OPS_FILE))
-        meta = {"method": self.method, "variant": self.variant, "removed": list(self.removed),
-                "n_blocks": self.n_blocks, "boundaries": sorted(self.mats), "report": self.report}
+        meta = {
+            "method": self.method,
+            "variant": self.variant,
+            "removed": list(self.removed),
+            "n_blocks": self.n_blocks,
+            "boundaries": sorted(self.mats),
+            "report": self.report,
+        }
         (d / META_FILE).write_text(json.dumps(meta, indent=1))
 
     @classmethod
@@ -83,8 +90,13 @@ class Activations:
     With ``states`` given they are used as they are; otherwise every pass re-captures one
     micro-batch at a time (memory: one micro-batch's states)."""
 
-    def __init__(self, stack: Stack, batches: list[Batch], caps: list[Captured] | None = None,
-                 states: list[list[torch.Tensor]] | None = None):
+    def __init__(
+        self,
+        stack: Stack,
+        batches: list[Batch],
+        caps: list[Captured] | None = None,
+        states: list[list[torch.Tensor]] | None = None,
+    ):
         self.stack, self.batches, self.caps, self.states = stack, batches, caps, states
 
     @classmethod
@@ -112,12 +124,14 @@ class Activations:
 
 def block_input_hook(fn):
     """A forward pre-hook replacing the hidden state (first positional or ``hidden_states``) by fn(h)."""
+
     def hook(module, args, kwargs):
         if args:
             return (fn(args[0]),) + tuple(args[1:]), kwargs
         kwargs = dict(kwargs)
         kwargs["hidden_states"] = fn(kwargs["hidden_states"])
         return args, kwargs
+
     return hook
 
 
@@ -131,14 +145,15 @@ def hook_boundary(model: PreTrainedModel, boundary: int, fn) -> torch.utils.hook
 class Recovery:
     name: ClassVar[str] = ""
     variants: ClassVar[tuple[str, ...]] = ("default",)
-    folds: ClassVar[bool] = False   # apply() changes weights (export needs no operator file)
+    folds: ClassVar[bool] = False  # apply() changes weights (export needs no operator file)
     identity: ClassVar[bool] = False  # adds nothing: operators need no fit (the ``none`` method)
 
     def __init__(self, variant: str | None = None, ridge: float = 1e-6, solver: str = "ridge"):
         variant = variant or self.variants[0]
         if variant not in self.variants:
-            raise GhostsearchError(f"recovery {self.name!r} has no variant {variant!r}; use one of: "
-                                   f"{', '.join(self.variants)}")
+            raise GhostsearchError(
+                f"recovery {self.name!r} has no variant {variant!r}; use one of: {', '.join(self.variants)}"
+            )
         self.variant, self.ridge, self.solver = variant, float(ridge), solver
 
     def fit(self, stack: Stack, removed: Sequence[int], data: Activations) -> Operators:
@@ -155,12 +170,15 @@ class Recovery:
         return Operators(self.name, self.variant, tuple(removed), n_blocks, mats, report)
 
 
-RECOVERY: Registry[Recovery] = Registry("recovery method", {
-    "ghosted": "ghostsearch.recovery.ghosted:Ghosted",
-    "linearpatch": "ghostsearch.recovery.linearpatch:LinearPatch",
-    "replaceme": "ghostsearch.recovery.replaceme:ReplaceMe",
-    "none": "ghostsearch.recovery.ghosted:NoRecovery",
-})
+RECOVERY: Registry[Recovery] = Registry(
+    "recovery method",
+    {
+        "ghosted": "ghostsearch.recovery.ghosted:Ghosted",
+        "linearpatch": "ghostsearch.recovery.linearpatch:LinearPatch",
+        "replaceme": "ghostsearch.recovery.replaceme:ReplaceMe",
+        "none": "ghostsearch.recovery.ghosted:NoRecovery",
+    },
+)
 
 
 def get_recovery(name: str, **params) -> Recovery:

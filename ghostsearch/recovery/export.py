@@ -17,6 +17,7 @@ and ``ghostsearch.load_pruned`` loads it. Every export has a model card (README.
 
 Nothing is half-written: the directory is built under a temporary name beside DIR and renamed.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -54,37 +55,61 @@ def check_target(out_dir, force: bool = False) -> Path:
     if not out.exists() or not any(out.iterdir()):
         return out
     if any((out / f).exists() for f in ("config.yaml", "ledger", "result.json")):
-        raise GhostsearchError(f"--out {out_dir} is a ghostsearch run directory; export into another directory "
-                               f"(e.g. {str(out_dir).rstrip('/')}/model)")
+        raise GhostsearchError(
+            f"--out {out_dir} is a ghostsearch run directory; export into another directory "
+            f"(e.g. {str(out_dir).rstrip('/')}/model)"
+        )
     if not (out / MARKER).exists():
-        raise GhostsearchError(f"--out {out_dir} exists and was not written by ghostsearch export; --force only "
-                               "replaces a previous export: choose another --out")
+        raise GhostsearchError(
+            f"--out {out_dir} exists and was not written by ghostsearch export; --force only "
+            "replaces a previous export: choose another --out"
+        )
     if not force:
-        raise GhostsearchError(f"export directory {out_dir} already exists; pass --force to replace it or choose "
-                               "another --out")
+        raise GhostsearchError(
+            f"export directory {out_dir} already exists; pass --force to replace it or choose another --out"
+        )
     return out
 
 
 def model_card(info: dict, method: str, removed, n_blocks: int, hooked: bool) -> str:
     """README.md of an export: what it is, how it was made, how to load it."""
-    load = ("```python\nimport ghostsearch\nfrom transformers import AutoTokenizer\n\n"
-            "model = ghostsearch.load_pruned(\"PATH\")  # re-attaches the "
-            f"{method} operators\ntokenizer = AutoTokenizer.from_pretrained(\"PATH\")\n```\n\n"
+    load = (
+        (
+            "```python\nimport ghostsearch\nfrom transformers import AutoTokenizer\n\n"
+            'model = ghostsearch.load_pruned("PATH")  # re-attaches the '
+            f'{method} operators\ntokenizer = AutoTokenizer.from_pretrained("PATH")\n```\n\n'
             "Plain `transformers.AutoModelForCausalLM` refuses this directory on purpose: without the "
-            "operators it would be the unrepaired model. Its error (\"model type `ghostsearch_pruned` ... does "
-            "not recognize this architecture ... upgrade Transformers\") is not about the transformers version: "
+            'operators it would be the unrepaired model. Its error ("model type `ghostsearch_pruned` ... does '
+            'not recognize this architecture ... upgrade Transformers") is not about the transformers version: '
             "upgrading does not help; load it with `ghostsearch.load_pruned`. After `import ghostsearch` and a "
-            "`load_pruned`, AutoModelForCausalLM says so in one line.") if hooked else (
+            "`load_pruned`, AutoModelForCausalLM says so in one line."
+        )
+        if hooked
+        else (
             "```python\nfrom transformers import AutoModelForCausalLM\nmodel = "
-            "AutoModelForCausalLM.from_pretrained(\"PATH\")\n"
-            "```\n\n(`ghostsearch.load_pruned(\"PATH\")` works too.)")
-    lines = ["---", f"base_model: {info.get('base_model', 'unknown')}", "tags: [ghostsearch, depth-pruning]", "---",
-             "", f"# {info.get('base_model', 'model')} with {len(removed)} of {n_blocks} blocks removed", "",
-             f"- Base model: `{info.get('base_model', 'unknown')}`",
-             f"- Removed blocks (0-based, of {n_blocks}): {list(removed)}",
-             f"- Repair: `{method}`" + (f" ({info['variant']})" if info.get("variant") else ""),
-             f"- Calibration data: {info.get('calibration', 'none (no fitting)')}",
-             f"- Written by ghostsearch {info.get('version') or ''}".rstrip(), "", "## How to load", "", load, ""]
+            'AutoModelForCausalLM.from_pretrained("PATH")\n'
+            '```\n\n(`ghostsearch.load_pruned("PATH")` works too.)'
+        )
+    )
+    lines = [
+        "---",
+        f"base_model: {info.get('base_model', 'unknown')}",
+        "tags: [ghostsearch, depth-pruning]",
+        "---",
+        "",
+        f"# {info.get('base_model', 'model')} with {len(removed)} of {n_blocks} blocks removed",
+        "",
+        f"- Base model: `{info.get('base_model', 'unknown')}`",
+        f"- Removed blocks (0-based, of {n_blocks}): {list(removed)}",
+        f"- Repair: `{method}`" + (f" ({info['variant']})" if info.get("variant") else ""),
+        f"- Calibration data: {info.get('calibration', 'none (no fitting)')}",
+        f"- Written by ghostsearch {info.get('version') or ''}".rstrip(),
+        "",
+        "## How to load",
+        "",
+        load,
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -92,14 +117,25 @@ def _mark_config(directory: Path) -> None:
     """config.json of an operator export: a model type plain transformers refuses (see module doc)."""
     path = directory / "config.json"
     cfg = json.loads(path.read_text())
-    cfg["ghostsearch"] = {"base_model_type": cfg["model_type"], "base_architectures": cfg.get("architectures"),
-                          "loader": "ghostsearch.load_pruned"}
+    cfg["ghostsearch"] = {
+        "base_model_type": cfg["model_type"],
+        "base_architectures": cfg.get("architectures"),
+        "loader": "ghostsearch.load_pruned",
+    }
     cfg["model_type"], cfg["architectures"] = MODEL_TYPE, [ARCH]
     path.write_text(json.dumps(cfg, indent=2))
 
 
-def export(model, removed, method: str, operators: Operators | None, out_dir, force: bool = False,
-           tokenizer=None, info: dict | None = None) -> Path:
+def export(
+    model,
+    removed,
+    method: str,
+    operators: Operators | None,
+    out_dir,
+    force: bool = False,
+    tokenizer=None,
+    info: dict | None = None,
+) -> Path:
     """Write the pruned (and repaired) model to ``out_dir``; ``info`` feeds the model card
     (base_model, calibration, variant, version) and, under ``data``, recovery.json's record of the
     data the repair and the search read (``{"repair": {dataset, ...} | None, "search": [...]}``):
@@ -111,8 +147,10 @@ def export(model, removed, method: str, operators: Operators | None, out_dir, fo
             raise GhostsearchError(f"export --method {method} needs fitted operators; fit them first")
         operators = get_recovery("none").operators(removed, Stack(model).n_blocks, {}, [])
     if operators.method != method or tuple(operators.removed) != removed:
-        raise GhostsearchError(f"the operators were fitted for {operators.method} on {list(operators.removed)}, "
-                               f"not {method} on {list(removed)}; fit them for this removed set")
+        raise GhostsearchError(
+            f"the operators were fitted for {operators.method} on {list(operators.removed)}, "
+            f"not {method} on {list(removed)}; fit them for this removed set"
+        )
     pruned = pruned_model(model, operators)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.tmp-"))
@@ -158,9 +196,11 @@ def base_config(directory):
     return AutoConfig.for_model(**raw)
 
 
-PLAIN_TRANSFORMERS = ("{path} is a ghostsearch export with {method} repair operators (recovery.safetensors) that plain "
-                      "transformers cannot apply (it would be the unrepaired model): load it with "
-                      "ghostsearch.load_pruned({path!r})")
+PLAIN_TRANSFORMERS = (
+    "{path} is a ghostsearch export with {method} repair operators (recovery.safetensors) that plain "
+    "transformers cannot apply (it would be the unrepaired model): load it with "
+    "ghostsearch.load_pruned({path!r})"
+)
 _REGISTERED: list = []
 
 
@@ -216,14 +256,19 @@ def load_pruned(directory, dtype=None, device: str = "cpu"):
     d = Path(directory).expanduser()
     if not (d / "config.json").exists():
         raise GhostsearchError(f"{d} is not a model directory (no config.json); point at a ghostsearch export")
-    model = AutoModelForCausalLM.from_pretrained(d, config=base_config(d), dtype=dtype or "auto",
-                                                 use_safetensors=True).eval().to(device)
+    model = (
+        AutoModelForCausalLM.from_pretrained(d, config=base_config(d), dtype=dtype or "auto", use_safetensors=True)
+        .eval()
+        .to(device)
+    )
     if (d / META_FILE).exists():
         ops = Operators.load(d)
         depth = Stack(model).n_blocks
         if depth != ops.n_blocks - len(ops.removed):
-            raise GhostsearchError(f"{d}: {META_FILE} is for {ops.n_blocks - len(ops.removed)} blocks but the "
-                                   f"checkpoint has {depth}; re-export the model")
+            raise GhostsearchError(
+                f"{d}: {META_FILE} is for {ops.n_blocks - len(ops.removed)} blocks but the "
+                f"checkpoint has {depth}; re-export the model"
+            )
         if ops.mats:
             recovery_for(ops).apply(model, ops)
     return model

@@ -14,6 +14,7 @@ Per operator the report gives the antisymmetric share of W* = I + M, ||(W - W^T)
 (``antisymmetric_share``; the identity dilutes the first), and the relative alignment error
 ||X_post - X_pre (I + M)||_F / ||X_post||_F before (M = 0) and after.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -35,6 +36,7 @@ def residual_fn(m: torch.Tensor):
     def fn(h: torch.Tensor) -> torch.Tensor:
         x = h.float()
         return (x + x @ m.to(x.device)).to(h.dtype)
+
     return fn
 
 
@@ -49,9 +51,9 @@ def antisymmetric_share(m: torch.Tensor | None, identity: bool = False) -> float
 
 @dataclass
 class CutStats:
-    ls: GramLS = field(default_factory=GramLS)   # X_pre -> Delta
-    ref: float = 0.0                             # ||X_post||^2
-    extra: dict = field(default_factory=dict)    # method-specific sums
+    ls: GramLS = field(default_factory=GramLS)  # X_pre -> Delta
+    ref: float = 0.0  # ||X_post||^2
+    extra: dict = field(default_factory=dict)  # method-specific sums
 
 
 def cut_pairs(stack, removed, data: Activations, a: int, b: int, patches: dict | None = None):
@@ -64,8 +66,10 @@ def cut_pairs(stack, removed, data: Activations, a: int, b: int, patches: dict |
         else:
             xa = stack.run(cap.states[first], cap, first, removed, stop=a, patches=patches)
         # a split model (placement) keeps a and b on their blocks' devices: pair them on a's
-        yield finite_rows(xa, f"state entering block {a}", w), finite_rows(cap.states[b].to(xa.device),
-                                                                           f"state at {b}", w)
+        yield (
+            finite_rows(xa, f"state entering block {a}", w),
+            finite_rows(cap.states[b].to(xa.device), f"state at {b}", w),
+        )
 
 
 class ResidualLinear(Recovery):
@@ -114,11 +118,15 @@ class ResidualLinear(Recovery):
 
 def cut_report(a: int, b: int, st: CutStats, m: torch.Tensor | None) -> dict:
     ref = st.ref or 1.0
-    return {"cut": [a, b], "tokens": st.ls.n,
-            "alignment_before": math.sqrt(st.ls.residual(None) / ref),
-            "alignment_after": math.sqrt(st.ls.residual(m) / ref),
-            "antisymmetric_share": antisymmetric_share(m),
-            "antisymmetric_share_w": antisymmetric_share(m, identity=True), "ridge": st.ls.last_ridge}
+    return {
+        "cut": [a, b],
+        "tokens": st.ls.n,
+        "alignment_before": math.sqrt(st.ls.residual(None) / ref),
+        "alignment_after": math.sqrt(st.ls.residual(m) / ref),
+        "antisymmetric_share": antisymmetric_share(m),
+        "antisymmetric_share_w": antisymmetric_share(m, identity=True),
+        "ridge": st.ls.last_ridge,
+    }
 
 
 class Ghosted(ResidualLinear):

@@ -19,6 +19,7 @@ it decouples: W = V K V^T, K_ij = (V^T (B + B^T) V)_ij / (e_i + e_j). f is conve
 stationary point is the minimum (unique when e_i + e_j > 0; pairs below the pinv cut get 0, the
 minimum-norm answer). lam = ridge * mean(diag G), as for ``ridge``.
 """
+
 from __future__ import annotations
 
 import torch
@@ -34,8 +35,10 @@ def finite_rows(x: torch.Tensor, what: str, weight: torch.Tensor | None = None) 
     if weight is not None:
         x = x[weight.reshape(-1).to(x.device) > 0]
     if not torch.isfinite(x).all():
-        raise GhostsearchError(f"{what} contains NaN or inf activations; load the model in fp32 (dtype=fp32) "
-                               "or check the weights and calibration data")
+        raise GhostsearchError(
+            f"{what} contains NaN or inf activations; load the model in fp32 (dtype=fp32) "
+            "or check the weights and calibration data"
+        )
     return x
 
 
@@ -86,8 +89,10 @@ class GramLS:
                 self.last_ridge = lam
                 return torch.cholesky_solve(xy, chol)
             if lam >= 1.0:
-                raise GhostsearchError("the calibration Gram matrix cannot be factorised even with ridge 1; "
-                                       "check the calibration activations")
+                raise GhostsearchError(
+                    "the calibration Gram matrix cannot be factorised even with ridge 1; "
+                    "check the calibration activations"
+                )
             lam = max(lam * 10, 1e-10)
 
     def solve_symmetric(self, ridge: float = 1e-6) -> torch.Tensor:

@@ -18,6 +18,7 @@ power of two is covered, and many more (576 = 16 x 36, H(36) from Paley II with 
 sum of normalised Sylvester blocks over the binary digits of n (576 would be 512 + 64) —
 orthonormal, but it mixes channels only inside each block.
 """
+
 from __future__ import annotations
 
 import functools
@@ -28,10 +29,18 @@ import numpy as np
 # A^2 + B^2 + C^2 + D^2 = 4 w I. w = 43: Hall (1983); w = 39: Long (2013); as tabulated in
 # SageMath's ``williamson_type_quadruples_smallcases``. The tests check H H^T = 4 w I.
 WILLIAMSON = {
-    39: ("+++--+-+-----+--++----++--+-----+-+--++", "+++--++-+---+-+--+----+--+-+---+-++--++",
-         "++++---+--++----+-+--+-+----++--+---+++", "+---++-+-+-----+++-++-+++-----+-+-++---"),
-    43: ("++---++++-+--+--++--------++--+--+-++++---+", "+++-+-++--+-+-++++-+----+-++++-+-+--++-+-++",
-         "++-++++++----+-+--++-++-++--+-+----++++++-+", "+---++--++++-+-+++-++--++-+++-+-++++--++---"),
+    39: (
+        "+++--+-+-----+--++----++--+-----+-+--++",
+        "+++--++-+---+-+--+----+--+-+---+-++--++",
+        "++++---+--++----+-+--+-+----++--+---+++",
+        "+---++-+-+-----+++-++-+++-----+-+-++---",
+    ),
+    43: (
+        "++---++++-+--+--++--------++--+--+-++++---+",
+        "+++-+-++--+-+-++++-+----+-++++-+-+--++-+-++",
+        "++-++++++----+-+--++-++-++--+-+----++++++-+",
+        "+---++--++++-+-+++-++--++-+++-+-++++--++---",
+    ),
 }
 
 
@@ -45,7 +54,7 @@ def sylvester(n: int) -> np.ndarray:
 
 def prime_power(q: int) -> tuple[int, int] | None:
     """(p, e) with q = p^e, or None."""
-    for p in range(2, int(q ** 0.5) + 1):
+    for p in range(2, int(q**0.5) + 1):
         if q % p == 0:
             e = 0
             while q % p == 0:
@@ -61,7 +70,7 @@ def _mul(a: list[int], b: list[int], p: int, f: list[int]) -> list[int]:
     for i, ai in enumerate(a):
         for j, bj in enumerate(b):
             prod[i + j] += ai * bj
-    for d in range(2 * e - 2, e - 1, -1):   # x^d = -x^(d-e) * (f[0] + ... + f[e-1] x^(e-1))
+    for d in range(2 * e - 2, e - 1, -1):  # x^d = -x^(d-e) * (f[0] + ... + f[e-1] x^(e-1))
         c, prod[d] = prod[d] % p, 0
         for i in range(e):
             prod[d - e + i] -= c * f[i]
@@ -70,9 +79,9 @@ def _mul(a: list[int], b: list[int], p: int, f: list[int]) -> list[int]:
 
 def _modulus(p: int, e: int) -> list[int]:
     """A monic irreducible polynomial of degree e <= 3 over GF(p) (irreducible = has no root)."""
-    for code in range(p ** e):
-        f = [code // p ** i % p for i in range(e)]
-        if all((x ** e + sum(c * x ** i for i, c in enumerate(f))) % p for x in range(p)):
+    for code in range(p**e):
+        f = [code // p**i % p for i in range(e)]
+        if all((x**e + sum(c * x**i for i, c in enumerate(f))) % p for x in range(p)):
             return f
     raise AssertionError(f"no irreducible polynomial of degree {e} over GF({p})")
 
@@ -84,8 +93,8 @@ def jacobsthal(q: int) -> np.ndarray | None:
         return None
     p, e = pe
     f = _modulus(p, e) if e > 1 else [0]
-    digits = np.array([[x // p ** i % p for i in range(e)] for x in range(q)], dtype=np.int64)
-    squares = {sum(c * p ** i for i, c in enumerate(_mul(list(d), list(d), p, f))) for d in digits[1:]}
+    digits = np.array([[x // p**i % p for i in range(e)] for x in range(q)], dtype=np.int64)
+    squares = {sum(c * p**i for i, c in enumerate(_mul(list(d), list(d), p, f))) for d in digits[1:]}
     chi = np.array([0] + [1 if x in squares else -1 for x in range(1, q)], dtype=np.int64)
     diff = (digits[:, None, :] - digits[None, :, :]) % p
     return chi[(diff * p ** np.arange(e)).sum(-1)]
@@ -132,7 +141,7 @@ def construction(n: int) -> tuple[int, int, str] | None:
     """(2^j, m, name) such that H(n) = Sylvester(2^j) x name(m), largest 2^j first; None if unknown."""
     if n < 1:
         return None
-    j = (n & -n).bit_length() - 1           # the largest power of two dividing n
+    j = (n & -n).bit_length() - 1  # the largest power of two dividing n
     for jj in range(j, -1, -1):
         m = n >> jj
         if m in (1, 2):
@@ -173,6 +182,6 @@ def orthonormal(n: int) -> np.ndarray:
     out = np.zeros((n, n))
     at = 0
     for s in parts:
-        out[at:at + s, at:at + s] = sylvester(s) / np.sqrt(s)
+        out[at : at + s, at : at + s] = sylvester(s) / np.sqrt(s)
         at += s
     return out

@@ -9,6 +9,7 @@ over calibration tokens. Variant ``diagonal``: H = I (per-channel scaling only).
 construction, so it cannot express the antisymmetric part of the ghosted operator. Stored as
 M = P - I and applied like ghosted (x + x M, fp32).
 """
+
 from __future__ import annotations
 
 import torch

@@ -5,6 +5,7 @@ and after (RUN_DIR/recovery.parquet). Both datasets are recorded in every row (`
 ``score_data``), with the dense value on the scoring data; ``in_sample`` is true when both are the
 same corpus (the scored windows may be among the fitted ones: with equal seeds and lengths they
 are), and then a ``value_after`` below the dense value is said to be in-sample, not a result."""
+
 from __future__ import annotations
 
 import logging
@@ -32,8 +33,9 @@ def mean(xs) -> float | None:
     return sum(xs) / len(xs) if xs else None
 
 
-def recover(run_dir, method: str | None = None, top: int | None = None, threads: int | None = None,
-            on_row=None) -> list[dict]:
+def recover(
+    run_dir, method: str | None = None, top: int | None = None, threads: int | None = None, on_row=None
+) -> list[dict]:
     """Rows (finalist, method, variant, removed, value_before, value_after, alignment_error(_before),
     antisymmetric_share of M and _w of W = I + M, dense_value, fit_data, score_data, in_sample,
     seconds), best finalist first; ``on_row(row)`` as each finishes.
@@ -59,8 +61,11 @@ def recover(run_dir, method: str | None = None, top: int | None = None, threads:
         spec = dataclasses.replace(spec, aware=None)
     key = sc.prepare(spec)
     fit_spec = repair_spec(cfg)
-    data = None if rec.identity else captured_once(activations_from_config(sc.stack, sc.tokenizer, cfg),
-                                                   cfg.eval.cache_gib * (1 << 30))
+    data = (
+        None
+        if rec.identity
+        else captured_once(activations_from_config(sc.stack, sc.tokenizer, cfg), cfg.eval.cache_gib * (1 << 30))
+    )
     if data is None:
         data = Activations.from_scorer(sc, key)  # ``none`` fits nothing: its report reads the scoring data
         fit_spec = spec.calibration
@@ -74,19 +79,32 @@ def recover(run_dir, method: str | None = None, top: int | None = None, threads:
         before = sc.score(key, removed).value
         with rec.patches(sc.stack, ops) as patches:
             after = sc.score(key, removed, patches=patches).value
-        rows.append({"finalist": name, "method": rec.name, "variant": rec.variant, "removed": list(removed),
-                     "value_before": before, "value_after": after,
-                     "alignment_error_before": mean(r["alignment_before"] for r in ops.report),
-                     "alignment_error": mean(r["alignment_after"] for r in ops.report),
-                     "antisymmetric_share": mean(r["antisymmetric_share"] for r in ops.report),
-                     "antisymmetric_share_w": mean(r.get("antisymmetric_share_w") for r in ops.report),
-                     "dense_value": dense, "fit_data": describe(fit_spec), "score_data": describe(spec.calibration),
-                     "in_sample": in_sample, "seconds": time.perf_counter() - t0})
+        rows.append(
+            {
+                "finalist": name,
+                "method": rec.name,
+                "variant": rec.variant,
+                "removed": list(removed),
+                "value_before": before,
+                "value_after": after,
+                "alignment_error_before": mean(r["alignment_before"] for r in ops.report),
+                "alignment_error": mean(r["alignment_after"] for r in ops.report),
+                "antisymmetric_share": mean(r["antisymmetric_share"] for r in ops.report),
+                "antisymmetric_share_w": mean(r.get("antisymmetric_share_w") for r in ops.report),
+                "dense_value": dense,
+                "fit_data": describe(fit_spec),
+                "score_data": describe(spec.calibration),
+                "in_sample": in_sample,
+                "seconds": time.perf_counter() - t0,
+            }
+        )
         if in_sample and after < dense:
-            log.warning(f"recover: {name}'s value_after {after:.4g} is below the dense model's {dense:.4g} on "
-                        f"{describe(spec.calibration)}, the corpus the repair was fit on ({describe(fit_spec)}): "
-                        "in-sample, not a result; `ghostsearch eval RUN_DIR --recovery "
-                        f"{rec.name}` reads held-out data")
+            log.warning(
+                f"recover: {name}'s value_after {after:.4g} is below the dense model's {dense:.4g} on "
+                f"{describe(spec.calibration)}, the corpus the repair was fit on ({describe(fit_spec)}): "
+                "in-sample, not a result; `ghostsearch eval RUN_DIR --recovery "
+                f"{rec.name}` reads held-out data"
+            )
         if on_row is not None:
             on_row(rows[-1])
     merge_rows(rows, run_dir / "recovery.parquet")

@@ -1,6 +1,7 @@
 """The one repair path from a validated config, used by ``recover``, ``eval``, ``export`` and
 ``compare``: which method (``RECOVERY`` registry, ``none`` included), which calibration data, and
 the pruned (and repaired) model."""
+
 from __future__ import annotations
 
 import torch
@@ -12,8 +13,11 @@ def recovery_from_config(cfg, method: str | None = None) -> Recovery:
     """cfg.recovery (method, variant, ridge); a variant the method does not have falls back to
     the method's default only when it is the config default ``dense``."""
     method = method or cfg.recovery.method
-    extra = ({"steps": cfg.recovery.steps, "lr": cfg.recovery.lr, "seed": cfg.calibration.seed}
-             if method == "replaceme" else {})  # its cosine fit's optimiser
+    extra = (
+        {"steps": cfg.recovery.steps, "lr": cfg.recovery.lr, "seed": cfg.calibration.seed}
+        if method == "replaceme"
+        else {}
+    )  # its cosine fit's optimiser
     rec = get_recovery(method, ridge=cfg.recovery.ridge, **extra)
     variant = cfg.recovery.variant
     if variant != rec.variant and not (variant == "dense" and variant not in rec.variants):
@@ -28,8 +32,14 @@ def repair_spec(cfg):
 
     r = cfg.recovery
     dataset = r.dataset if r.dataset not in (None, "auto") else cfg.default_dataset("perplexity")
-    return CalibrationSpec(dataset=dataset, n_seq=r.n_seq, seq_len=r.seq_len, seed=cfg.calibration.seed,
-                           data_dir=cfg.data_dir, micro_batch=cfg.calibration.micro_batch)
+    return CalibrationSpec(
+        dataset=dataset,
+        n_seq=r.n_seq,
+        seq_len=r.seq_len,
+        seed=cfg.calibration.seed,
+        data_dir=cfg.data_dir,
+        micro_batch=cfg.calibration.micro_batch,
+    )
 
 
 def describe(spec) -> str:

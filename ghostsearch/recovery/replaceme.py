@@ -19,6 +19,7 @@ attention; X_b is the dense state entering block b. Variants:
 Folding: down_proj(z) T = z (T^T W_down)^T + bias T. Needs a block before the cut (a >= 1) whose
 MLP output is added straight to the residual stream (Llama, Mistral, Qwen, Phi3, OLMo2 ...).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -36,8 +37,10 @@ def down_proj(block) -> torch.nn.Linear:
     mlp = getattr(block, "mlp", None)
     proj = getattr(mlp, "down_proj", None)
     if proj is None or any(hasattr(block, n) for n in ("post_feedforward_layernorm", "post_mlp_layernorm")):
-        raise GhostsearchError(f"replaceme folds into mlp.down_proj added straight to the residual stream; "
-                               f"{type(block).__name__} has no such MLP; use --method ghosted")
+        raise GhostsearchError(
+            f"replaceme folds into mlp.down_proj added straight to the residual stream; "
+            f"{type(block).__name__} has no such MLP; use --method ghosted"
+        )
     return proj
 
 
@@ -58,8 +61,11 @@ def cut_rows(stack, data: Activations, a: int, b: int):
         for cap, w in data:
             out = stack.block(a - 1, cap.states[a - 1], cap)
             xb = finite_rows(cap.states[b].to(out.device), f"state at {b}", w)  # a split model: b on a-1's device
-            yield (finite_rows(got[0], f"MLP output of block {a - 1}", w),
-                   xb - finite_rows(out, f"output of block {a - 1}", w), xb)
+            yield (
+                finite_rows(got[0], f"MLP output of block {a - 1}", w),
+                xb - finite_rows(out, f"output of block {a - 1}", w),
+                xb,
+            )
 
 
 def cosine_distance(z: torch.Tensor, t: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -89,12 +95,22 @@ class ReplaceMe(Recovery):
     variants = ("lstsq", "cosine")
     folds = True
 
-    def __init__(self, variant: str | None = None, ridge: float = 1e-6, solver: str = "ridge",
-                 steps: int = 300, lr: float = 1e-3, batch_tokens: int = 1024, seed: int = 0):
+    def __init__(
+        self,
+        variant: str | None = None,
+        ridge: float = 1e-6,
+        solver: str = "ridge",
+        steps: int = 300,
+        lr: float = 1e-3,
+        batch_tokens: int = 1024,
+        seed: int = 0,
+    ):
         super().__init__(variant, ridge, solver)
         if steps < 1 or lr <= 0 or batch_tokens < 1:
-            raise GhostsearchError(f"replaceme cosine: steps={steps}, lr={lr}, batch_tokens={batch_tokens}; "
-                                   "use steps >= 1, lr > 0 and batch_tokens >= 1")
+            raise GhostsearchError(
+                f"replaceme cosine: steps={steps}, lr={lr}, batch_tokens={batch_tokens}; "
+                "use steps >= 1, lr > 0 and batch_tokens >= 1"
+            )
         self.steps, self.lr, self.batch_tokens, self.seed = int(steps), float(lr), int(batch_tokens), int(seed)
 
     @torch.no_grad()
@@ -103,22 +119,26 @@ class ReplaceMe(Recovery):
         mats, report = {}, []
         for a, b in cuts(removed):
             if a == 0:
-                raise GhostsearchError(f"replaceme needs a kept block before the cut {a}..{b - 1}; "
-                                       "keep block 0 or use --method ghosted")
+                raise GhostsearchError(
+                    f"replaceme needs a kept block before the cut {a}..{b - 1}; keep block 0 or use --method ghosted"
+                )
             st, zs, ys = CutStats(), [], []
             for z, gap, xb in cut_rows(stack, data, a, b):
                 st.ls.update(z, gap)
                 st.ref += float((xb * xb).sum())
                 if self.variant == "cosine":
                     zs.append(z.float())
-                    ys.append((gap + z).float())   # X_b - mid
+                    ys.append((gap + z).float())  # X_b - mid
             extra: dict[str, float | int | None] = {"antisymmetric_share": None, "antisymmetric_share_w": None}
             if self.variant == "cosine":
                 z, y = torch.cat(zs), torch.cat(ys)
                 t = fit_cosine(z, y, self.steps, self.lr, self.batch_tokens, self.seed)
                 eye = torch.eye(t.shape[0], dtype=t.dtype, device=t.device)
-                extra |= {"cosine_before": float(cosine_distance(z, eye.float(), y)),
-                          "cosine_after": float(cosine_distance(z, t.float(), y)), "steps": self.steps}
+                extra |= {
+                    "cosine_before": float(cosine_distance(z, eye.float(), y)),
+                    "cosine_after": float(cosine_distance(z, t.float(), y)),
+                    "steps": self.steps,
+                }
                 wmat = t.to(st.ls.xx) - eye.to(st.ls.xx)
             else:
                 wmat = st.ls.solve(self.ridge, self.solver)

@@ -2,6 +2,7 @@
 ``summary`` (Spearman, spreads, paired accuracy, the summary sentences, best value at a budget),
 ``plots`` (PNG), ``render`` (report.md / report.html / summary.json). The statistics themselves live
 in :mod:`ghostsearch.stats`, the verdicts in :mod:`ghostsearch.claims`."""
+
 from ghostsearch.claims import distinct
 from ghostsearch.report.plots import (
     lorp_view,
@@ -24,7 +25,27 @@ from ghostsearch.report.summary import (
 from ghostsearch.report.table import ACC_KEYS, comparison_table
 from ghostsearch.stats import rank, spearman, spearman_ci
 
-__all__ = ["ACC_KEYS", "best_at_budget", "best_so_far", "comparison_table", "correlations", "distinct", "lorp_view",
-           "paired_accuracy", "plot_accuracy", "plot_convergence", "plot_correlations", "plot_patterns",
-           "plot_similarity", "rank", "size_note", "spearman", "spearman_ci", "spread", "summary", "to_html",
-           "verdict_rows", "write_report"]
+__all__ = [
+    "ACC_KEYS",
+    "best_at_budget",
+    "best_so_far",
+    "comparison_table",
+    "correlations",
+    "distinct",
+    "lorp_view",
+    "paired_accuracy",
+    "plot_accuracy",
+    "plot_convergence",
+    "plot_correlations",
+    "plot_patterns",
+    "plot_similarity",
+    "rank",
+    "size_note",
+    "spearman",
+    "spearman_ci",
+    "spread",
+    "summary",
+    "to_html",
+    "verdict_rows",
+    "write_report",
+]

@@ -1,6 +1,7 @@
 """The report's plots (PNG): pruning patterns, best so far, block similarity with LoRP's clusters,
 accuracy with paired interval bars, and Spearman with its interval. Every point carries its
 (searcher, recovery) label and every title fits its figure."""
+
 from __future__ import annotations
 
 import math
@@ -25,8 +26,13 @@ def _panels(rows):
     objs = sorted({r["objective"] for r in rows})
     ks = sorted({r["k"] for r in rows})
     order = {s: i for i, s in enumerate(dict.fromkeys(r["searcher"] for r in rows))}
-    cells = {(o, k): sorted((r for r in rows if r["objective"] == o and r["k"] == k),
-                            key=lambda r: (order[r["searcher"]], r["seed"])) for o in objs for k in ks}
+    cells = {
+        (o, k): sorted(
+            (r for r in rows if r["objective"] == o and r["k"] == k), key=lambda r: (order[r["searcher"]], r["seed"])
+        )
+        for o in objs
+        for k in ks
+    }
     return objs, ks, order, cells
 
 
@@ -35,9 +41,9 @@ def plot_patterns(rows, n_blocks, path):
     plt = _plt()
     objs, ks, _, cells = _panels(rows)
     n_rows = max(len(v) for v in cells.values())
-    fig, axes = plt.subplots(len(objs), len(ks),
-                             figsize=(max(5, n_blocks * 0.2) * len(ks), (0.28 * n_rows + 1.3) * len(objs)),
-                             squeeze=False)
+    fig, axes = plt.subplots(
+        len(objs), len(ks), figsize=(max(5, n_blocks * 0.2) * len(ks), (0.28 * n_rows + 1.3) * len(objs)), squeeze=False
+    )
     for i, obj in enumerate(objs):
         for j, k in enumerate(ks):
             ax, sub = axes[i][j], cells[(obj, k)]
@@ -71,8 +77,12 @@ def plot_convergence(run_dir, rows, path):
             if not c or not c["best"]:
                 continue
             finals.append(c["best"][-1])
-            kw = dict(where="post", color=f"C{order[r['searcher']] % 10}", ls=styles[r["seed"] % len(styles)],
-                      label=r["searcher"] if r["seed"] == min(x["seed"] for x in cells[(obj, k)]) else None)
+            kw = dict(
+                where="post",
+                color=f"C{order[r['searcher']] % 10}",
+                ls=styles[r["seed"] % len(styles)],
+                label=r["searcher"] if r["seed"] == min(x["seed"] for x in cells[(obj, k)]) else None,
+            )
             for ax, x in zip(axes[i], (c["evaluations"], c["seconds"])):
                 ax.step(x, c["best"], **kw)
                 ax.plot(x[-1:], c["best"][-1:], marker="o", ms=4, color=kw["color"])  # one-shot cells: a dot
@@ -145,8 +155,10 @@ def plot_accuracy(rows, path, paired: list[dict] | None = None):
         ax.set_ylabel("mean accuracy minus dense (paired 95% CI)")
         _title(ax, "accuracy change against the dense model, paired bootstrap intervals over items")
     else:
-        pts = sorted((r for r in rows if r.get("mean_acc") is not None),
-                     key=lambda r: (r["objective"] or "", r["k"], r["mean_acc"]))
+        pts = sorted(
+            (r for r in rows if r.get("mean_acc") is not None),
+            key=lambda r: (r["objective"] or "", r["k"], r["mean_acc"]),
+        )
         y = [p["mean_acc"] for p in pts]
         lo = [p.get("mean_acc_lo", p["mean_acc"]) if p.get("mean_acc_lo") is not None else p["mean_acc"] for p in pts]
         hi = [p.get("mean_acc_hi", p["mean_acc"]) if p.get("mean_acc_hi") is not None else p["mean_acc"] for p in pts]
@@ -155,11 +167,22 @@ def plot_accuracy(rows, path, paired: list[dict] | None = None):
     objs = sorted({p["objective"] for p in pts if p["objective"]})
     for i, p in enumerate(pts):
         color = f"C{objs.index(p['objective']) % 10}" if p["objective"] in objs else "k"
-        ax.errorbar([i], [y[i]], yerr=[[max(0.0, y[i] - lo[i])], [max(0.0, hi[i] - y[i])]], fmt="o", color=color,
-                    capsize=3,
-                    label=p["objective"] if p["objective"] not in [q["objective"] for q in pts[:i]] else None)
-    ax.set_xticks(range(len(pts)), [f"{p['searcher']}, {p.get('recovery') or 'none'}\nk={p['k']}" for p in pts],
-                  rotation=60, ha="right", fontsize=7)
+        ax.errorbar(
+            [i],
+            [y[i]],
+            yerr=[[max(0.0, y[i] - lo[i])], [max(0.0, hi[i] - y[i])]],
+            fmt="o",
+            color=color,
+            capsize=3,
+            label=p["objective"] if p["objective"] not in [q["objective"] for q in pts[:i]] else None,
+        )
+    ax.set_xticks(
+        range(len(pts)),
+        [f"{p['searcher']}, {p.get('recovery') or 'none'}\nk={p['k']}" for p in pts],
+        rotation=60,
+        ha="right",
+        fontsize=7,
+    )
     if objs:
         ax.legend(fontsize=7, title="objective", title_fontsize=7)
     ax2 = axes[1]
@@ -194,19 +217,34 @@ def plot_correlations(rows, path):
     fig, ax = plt.subplots(figsize=(max(7.0, 0.85 * len(cs)), 4.2))  # room for every condition's label
     if cs:
         ax.bar(range(len(cs)), [c["rho"] for c in cs], color=["C0" if c["rho"] < 0 else "C3" for c in cs])
-        ax.errorbar(range(len(cs)), [c["rho"] for c in cs], fmt="none", ecolor="k", capsize=3,
-                    yerr=[[max(0.0, c["rho"] - c["rho_lo"]) if not math.isnan(c["rho_lo"]) else 0 for c in cs],
-                          [max(0.0, c["rho_hi"] - c["rho"]) if not math.isnan(c["rho_hi"]) else 0 for c in cs]])
-        ax.set_xticks(range(len(cs)), [f"{c['objective']}\nk={c['k']}\n{c['recovery']}\nn={c['n']}" for c in cs],
-                      fontsize=7)
+        ax.errorbar(
+            range(len(cs)),
+            [c["rho"] for c in cs],
+            fmt="none",
+            ecolor="k",
+            capsize=3,
+            yerr=[
+                [max(0.0, c["rho"] - c["rho_lo"]) if not math.isnan(c["rho_lo"]) else 0 for c in cs],
+                [max(0.0, c["rho_hi"] - c["rho"]) if not math.isnan(c["rho_hi"]) else 0 for c in cs],
+            ],
+        )
+        ax.set_xticks(
+            range(len(cs)), [f"{c['objective']}\nk={c['k']}\n{c['recovery']}\nn={c['n']}" for c in cs], fontsize=7
+        )
     else:
-        ax.text(0.5, 0.5, "no condition with 3 or more distinct models", ha="center", va="center",
-                transform=ax.transAxes)
+        ax.text(
+            0.5, 0.5, "no condition with 3 or more distinct models", ha="center", va="center", transform=ax.transAxes
+        )
     ax.axhline(0, color="k", lw=0.8)
     ax.set_ylim(-1.05, 1.05)
     ax.set_ylabel("Spearman rho (value, accuracy)")
-    _title(ax, "Spearman rho of calibration value and accuracy (negative: calibration agrees with accuracy; "
-               "bars: bootstrap 95% interval)", width=70, fontsize=9)
+    _title(
+        ax,
+        "Spearman rho of calibration value and accuracy (negative: calibration agrees with accuracy; "
+        "bars: bootstrap 95% interval)",
+        width=70,
+        fontsize=9,
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

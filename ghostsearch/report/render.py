@@ -2,6 +2,7 @@
 markdown-it-py with its table rule), summary.json and plots/*.png. Its order: the pre-registered
 contrasts first, then the summary (restating computed verdicts), the verdict table (one Holm family
 per run), the data, the cells, and the plots."""
+
 from __future__ import annotations
 
 import html
@@ -31,25 +32,51 @@ def sequential_rows(looks: list[dict]) -> list[ClaimRow]:
     for c in looks:
         decided, est = bool(c.get("decided")), c.get("estimate")
         at = c.get("decided_at_look")
-        note = (f"decided at look {at} ({c.get('look_items')} items per model): |z| = {abs(c.get('z') or 0):.2f} >= "
-                f"{c.get('bound', math.nan):.2f} at level {c.get('level', math.nan):.4g}" if decided else
-                f"undecided after {c.get('look_items')} items per model (bound {c.get('bound', math.nan):.2f} at level "
-                f"{c.get('level', math.nan):.4g})")
+        note = (
+            f"decided at look {at} ({c.get('look_items')} items per model): |z| = {abs(c.get('z') or 0):.2f} >= "
+            f"{c.get('bound', math.nan):.2f} at level {c.get('level', math.nan):.4g}"
+            if decided
+            else f"undecided after {c.get('look_items')} items per model "
+            f"(bound {c.get('bound', math.nan):.2f} at level {c.get('level', math.nan):.4g})"
+        )
         within = c.get("verdict") == "within margin"
         if within:
             lo, hi = c.get("rci") or (math.nan, math.nan)
-            note = (f"decided at look {at} ({c.get('look_items')} items per model): within +-{c.get('margin')}, "
-                    f"repeated interval [{lo:+.3f}, {hi:+.3f}] at level {c.get('rci_level', math.nan):.4g}")
-        verdict = ("within margin" if within else
-                   ("holds" if (c.get("sign") or (est or 0)) > 0 else "does not hold") if decided else "within noise")
-        out.append(ClaimRow(claim=c.get("contrast", ""), condition=f"{c.get('left_key')} - {c.get('right_key')}",
-                            paper="pre-registered; sequential Holm over the looks", ours=est, lo=None, hi=None,
-                            rule="stats.sequential_holm", verdict=verdict, note=note))
+            note = (
+                f"decided at look {at} ({c.get('look_items')} items per model): within +-{c.get('margin')}, "
+                f"repeated interval [{lo:+.3f}, {hi:+.3f}] at level {c.get('rci_level', math.nan):.4g}"
+            )
+        verdict = (
+            "within margin"
+            if within
+            else ("holds" if (c.get("sign") or (est or 0)) > 0 else "does not hold")
+            if decided
+            else "within noise"
+        )
+        out.append(
+            ClaimRow(
+                claim=c.get("contrast", ""),
+                condition=f"{c.get('left_key')} - {c.get('right_key')}",
+                paper="pre-registered; sequential Holm over the looks",
+                ours=est,
+                lo=None,
+                hi=None,
+                rule="stats.sequential_holm",
+                verdict=verdict,
+                note=note,
+            )
+        )
     return out
 
 
-def verdict_rows(rows: list[dict], matrix: ItemMatrix | None, contrasts=(), n_boot: int = 2000,
-                 seed: int = 0, looks: list[dict] | None = None) -> list[ClaimRow]:
+def verdict_rows(
+    rows: list[dict],
+    matrix: ItemMatrix | None,
+    contrasts=(),
+    n_boot: int = 2000,
+    seed: int = 0,
+    looks: list[dict] | None = None,
+) -> list[ClaimRow]:
     """The run's verdict rows as ONE family (claims.family: Holm at 0.05): the pre-registered
     contrasts first, then every claim of claims.all_claims. With adaptive looks (``looks``: the
     contrast rows of RUN_DIR/looks.json) the contrasts were already decided by the sequential rule,
@@ -87,8 +114,9 @@ def _looks_table(run_dir: Path) -> list[str]:
     return out + [""]
 
 
-def write_report(run_dir: Path, table: pa.Table, stats: dict, cfg, data_plan: DataPlan | None = None,
-                 contrasts=()) -> Path:
+def write_report(
+    run_dir: Path, table: pa.Table, stats: dict, cfg, data_plan: DataPlan | None = None, contrasts=()
+) -> Path:
     """RUN_DIR/report.md, report.html, summary.json and plots/ from the comparison table, the pool's
     statistics (``similarity``) and, when present, RUN_DIR/eval_items.parquet (per-item correctness:
     the paired intervals and every tested verdict) and RUN_DIR/looks.json (adaptive evaluation).
@@ -116,66 +144,137 @@ def write_report(run_dir: Path, table: pa.Table, stats: dict, cfg, data_plan: Da
     plot_correlations(rows, plots / "spearman.png")
     lines = [f"# ghostsearch comparison: {cfg.model}", ""]
     if contrasts:
-        lines += ["## Pre-registered contrasts (compare.contrasts, fixed before evaluation)", "",
-                  "| contrast | left model | right model |", "|---|---|---|"]
-        lines += [f"| {_cell(c.name)} | {_cell(getattr(c, 'left', '') or c.left_key)} | "
-                  f"{_cell(getattr(c, 'right', '') or c.right_key)} |" for c in contrasts]
+        lines += [
+            "## Pre-registered contrasts (compare.contrasts, fixed before evaluation)",
+            "",
+            "| contrast | left model | right model |",
+            "|---|---|---|",
+        ]
+        lines += [
+            f"| {_cell(c.name)} | {_cell(getattr(c, 'left', '') or c.left_key)} | "
+            f"{_cell(getattr(c, 'right', '') or c.right_key)} |"
+            for c in contrasts
+        ]
         lines += [""]
     lines += ["## Summary", ""]
     sentences = summary(all_rows, verdicts, matrix)
     lines += [f"- {s}" for s in sentences]
-    title = ("## Verdicts (the contrasts: sequential Holm over the looks; the claims: one family, Holm at 0.05)"
-             if _looks(run_dir) else "## Verdicts (one family: Holm at 0.05 over every tested row)")
+    title = (
+        "## Verdicts (the contrasts: sequential Holm over the looks; the claims: one family, Holm at 0.05)"
+        if _looks(run_dir)
+        else "## Verdicts (one family: Holm at 0.05 over every tested row)"
+    )
     lines += ["", title, "", claims_mod.render(verdicts), "", RULE, ""]
     lines += _looks_table(run_dir)
     if data_plan:
         lines += ["## Data", "", "| role | asked | used | part | documents/items |", "|---|---|---|---|---|"]
-        lines += [f"| {r.role} | {r.asked} | {r.used}{' (fallback)' if r.fallback else ''} | {r.part} | "
-                  f"{r.documents_or_items} |" for r in data_plan.calibration]
-        lines += [f"| evaluation | | {e.set} | {e.part} | {e.documents_or_items} |"
-                  for e in data_plan.evaluation or ()]
+        lines += [
+            f"| {r.role} | {r.asked} | {r.used}{' (fallback)' if r.fallback else ''} | {r.part} | "
+            f"{r.documents_or_items} |"
+            for r in data_plan.calibration
+        ]
+        lines += [f"| evaluation | | {e.set} | {e.part} | {e.documents_or_items} |" for e in data_plan.evaluation or ()]
         lines += [""]
-    cols = [c for c in ("cell", "recovery", "removed", "calib_value", "calib_change", "mean_acc", "mean_acc_lo",
-                        "mean_acc_hi", "delta_mean_acc", "ppl_wikitext2", "delta_ppl_wikitext2", "lambada_acc",
-                        "budget_used", "wall_seconds") if c in table.column_names]
-    lines += ["## Cells (the dense model first; delta_* = finalist minus dense; mean_acc_lo/hi: binomial, unpaired)",
-              "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    cols = [
+        c
+        for c in (
+            "cell",
+            "recovery",
+            "removed",
+            "calib_value",
+            "calib_change",
+            "mean_acc",
+            "mean_acc_lo",
+            "mean_acc_hi",
+            "delta_mean_acc",
+            "ppl_wikitext2",
+            "delta_ppl_wikitext2",
+            "lambada_acc",
+            "budget_used",
+            "wall_seconds",
+        )
+        if c in table.column_names
+    ]
+    lines += [
+        "## Cells (the dense model first; delta_* = finalist minus dense; mean_acc_lo/hi: binomial, unpaired)",
+        "",
+        "| " + " | ".join(cols) + " |",
+        "|" + "---|" * len(cols),
+    ]
     for r in all_rows:
         lines.append("| " + " | ".join(_cell(_fmt(r.get(c))) for c in cols) + " |")
     if paired:
-        lines += ["", "## Accuracy against the dense model (paired bootstrap over items, 95%; descriptive)", "",
-                  "| model (searcher, objective, k, recovery) | removed | mean acc [95%] | minus dense [95%] |",
-                  "|---|---|---|---|"]
-        lines += [f"| {p['searcher']}, {p['objective']}, k={p['k']}, {p['recovery']} | {p['removed']} | "
-                  f"{p['acc']:.3f} [{p['acc_lo']:.3f}, {p['acc_hi']:.3f}] | "
-                  f"{p['delta']:+.3f} [{p['delta_lo']:+.3f}, {p['delta_hi']:+.3f}] |" for p in paired]
+        lines += [
+            "",
+            "## Accuracy against the dense model (paired bootstrap over items, 95%; descriptive)",
+            "",
+            "| model (searcher, objective, k, recovery) | removed | mean acc [95%] | minus dense [95%] |",
+            "|---|---|---|---|",
+        ]
+        lines += [
+            f"| {p['searcher']}, {p['objective']}, k={p['k']}, {p['recovery']} | {p['removed']} | "
+            f"{p['acc']:.3f} [{p['acc_lo']:.3f}, {p['acc_hi']:.3f}] | "
+            f"{p['delta']:+.3f} [{p['delta_lo']:+.3f}, {p['delta_hi']:+.3f}] |"
+            for p in paired
+        ]
     cors = correlations(rows)
-    lines += ["", "## Spearman (calibration value vs mean accuracy, distinct models; descriptive)", "",
-              "| objective | k | recovery | n | rho | 95% bootstrap CI | exact permutation p (unadjusted) |",
-              "|---|---|---|---|---|---|---|"]
-    lines += [f"| {c['objective']} | {c['k']} | {c['recovery']} | {c['n']} | {_fmt(c['rho'])} | "
-              f"[{_fmt(c['rho_lo'])}, {_fmt(c['rho_hi'])}] | {_fmt(c['p'])} |" for c in cors]
+    lines += [
+        "",
+        "## Spearman (calibration value vs mean accuracy, distinct models; descriptive)",
+        "",
+        "| objective | k | recovery | n | rho | 95% bootstrap CI | exact permutation p (unadjusted) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {c['objective']} | {c['k']} | {c['recovery']} | {c['n']} | {_fmt(c['rho'])} | "
+        f"[{_fmt(c['rho_lo'])}, {_fmt(c['rho_hi'])}] | {_fmt(c['p'])} |"
+        for c in cors
+    ]
     ks = sorted({r["k"] for r in one})
     if ks:
         costs = {k: float(greedy_cost(Space(n_blocks, k, protected_blocks(cfg, n_blocks)))) for k in ks}
-        lines += ["", "## Best value at budget B (B in greedy's cost at that k: " +
-                  ", ".join(f"k={k}: {c:g}" for k, c in costs.items()) + ")", "",
-                  "| cell | budget used | B = 1/4 | B = 1/2 | B = 1 |", "|---|---|---|---|---|"]
-        lines += [f"| {b['cell']} | {_fmt(b['budget_used'])} | {_fmt(b['best_at_0.25x'])} | "
-                  f"{_fmt(b['best_at_0.5x'])} | {_fmt(b['best_at_1x'])} |" for b in best_at_budget(run_dir, one, costs)]
+        lines += [
+            "",
+            "## Best value at budget B (B in greedy's cost at that k: "
+            + ", ".join(f"k={k}: {c:g}" for k, c in costs.items())
+            + ")",
+            "",
+            "| cell | budget used | B = 1/4 | B = 1/2 | B = 1 |",
+            "|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {b['cell']} | {_fmt(b['budget_used'])} | {_fmt(b['best_at_0.25x'])} | "
+            f"{_fmt(b['best_at_0.5x'])} | {_fmt(b['best_at_1x'])} |"
+            for b in best_at_budget(run_dir, one, costs)
+        ]
     lines += ["", f"LoRP view of the dense model: RLS = {view['rls']:.3f}, clusters = {view['labels']}", ""]
-    for name, title in (("patterns", "Pruning patterns"), ("convergence", "Best so far"),
-                        ("similarity", "Block similarity and LoRP clusters"), ("accuracy", "Downstream accuracy"),
-                        ("spearman", "Calibration vs accuracy")):
+    for name, title in (
+        ("patterns", "Pruning patterns"),
+        ("convergence", "Best so far"),
+        ("similarity", "Block similarity and LoRP clusters"),
+        ("accuracy", "Downstream accuracy"),
+        ("spearman", "Calibration vs accuracy"),
+    ):
         lines += [f"## {title}", "", f"![{title}](plots/{name}.png)", ""]
     md = "\n".join(lines)
     write_text_atomic(run_dir / "report.md", md)
     write_text_atomic(run_dir / "report.html", to_html(md))
-    write_text_atomic(run_dir / "summary.json", json.dumps(
-        {"contrasts": [c.__dict__ if hasattr(c, "__dict__") else list(c) for c in contrasts], "summary": sentences,
-         "verdicts": [v.to_dict() for v in verdicts], "spread": spread(rows), "correlations": cors,
-         "paired_accuracy": paired, "lorp": view},
-        indent=2, default=_json_default))
+    write_text_atomic(
+        run_dir / "summary.json",
+        json.dumps(
+            {
+                "contrasts": [c.__dict__ if hasattr(c, "__dict__") else list(c) for c in contrasts],
+                "summary": sentences,
+                "verdicts": [v.to_dict() for v in verdicts],
+                "spread": spread(rows),
+                "correlations": cors,
+                "paired_accuracy": paired,
+                "lorp": view,
+            },
+            indent=2,
+            default=_json_default,
+        ),
+    )
     return run_dir / "report.md"
 
 
@@ -203,7 +302,9 @@ def to_html(md: str, title: str = "ghostsearch report") -> str:
     from markdown_it import MarkdownIt
 
     body = MarkdownIt("commonmark", {"html": False}).enable("table").render(md)
-    return (f"<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
-            "<style>body{font-family:sans-serif;max-width:1200px;margin:auto}table{border-collapse:collapse}"
-            "td,th{border:1px solid #999;padding:2px 6px;font-size:90%}img{max-width:100%}</style></head>\n"
-            f"<body>\n{body}</body></html>\n")
+    return (
+        f'<!doctype html>\n<html><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
+        "<style>body{font-family:sans-serif;max-width:1200px;margin:auto}table{border-collapse:collapse}"
+        "td,th{border:1px solid #999;padding:2px 6px;font-size:90%}img{max-width:100%}</style></head>\n"
+        f"<body>\n{body}</body></html>\n"
+    )

@@ -1,6 +1,7 @@
 """The report's numbers and sentences: Spearman per condition, accuracy spreads, best value at a
 budget, and the summary, which only restates verdicts computed by :mod:`ghostsearch.claims`
 (one family per run, Holm at 0.05) and never ranks models by hand."""
+
 from __future__ import annotations
 
 import math
@@ -38,8 +39,19 @@ def correlations(rows: list[dict], acc_key: str = "mean_acc", seed: int = 0) -> 
         lo, hi = spearman_ci(x, y, seed)
         p = stats.spearman_exact_p(x, y).p if len(g) >= MIN_MODELS else math.nan
         obj, k, rec = key
-        out.append({"objective": obj, "k": k, "recovery": rec, "n": len(g), "rho": spearman(x, y),
-                    "rho_lo": lo, "rho_hi": hi, "p": p, "dropped": dropped[key]})
+        out.append(
+            {
+                "objective": obj,
+                "k": k,
+                "recovery": rec,
+                "n": len(g),
+                "rho": spearman(x, y),
+                "rho_lo": lo,
+                "rho_hi": hi,
+                "p": p,
+                "dropped": dropped[key],
+            }
+        )
     return out
 
 
@@ -58,10 +70,14 @@ def spread(rows: list[dict], acc_key: str = "mean_acc") -> dict:
         within[obj].append(max(v) - min(v))
         means[k][obj] = float(np.mean(v))
     between = [max(m.values()) - min(m.values()) for m in means.values() if len(m) > 1]
-    return {"within": {o: float(np.mean(v)) for o, v in within.items()},
-            "between": float(np.mean(between)) if between else math.nan,
-            "mean_by_objective": {o: float(np.mean([means[k][o] for k in means if o in means[k]]))
-                                  for o in {o for m in means.values() for o in m}}}
+    return {
+        "within": {o: float(np.mean(v)) for o, v in within.items()},
+        "between": float(np.mean(between)) if between else math.nan,
+        "mean_by_objective": {
+            o: float(np.mean([means[k][o] for k in means if o in means[k]]))
+            for o in {o for m in means.values() for o in m}
+        },
+    }
 
 
 def paired_accuracy(matrix: ItemMatrix | None, rows: list[dict], n_boot: int = 2000, seed: int = 0) -> list[dict]:
@@ -79,10 +95,22 @@ def paired_accuracy(matrix: ItemMatrix | None, rows: list[dict], n_boot: int = 2
         a = matrix.correct[matrix.keys.index(r["eval_key"])]
         diff = stats.paired_diff_ci(a, d, matrix.task_of, n_boot=n_boot, seed=seed)
         acc = stats.mean_ci(a, matrix.task_of, n_boot=n_boot, seed=seed)
-        out.append({"cell": r["cell"], "searcher": r["searcher"], "objective": r["objective"], "k": r["k"],
-                    "recovery": r.get("recovery") or "none", "removed": r["removed"], "acc": acc.estimate,
-                    "acc_lo": acc.lo, "acc_hi": acc.hi, "delta": diff.estimate, "delta_lo": diff.lo,
-                    "delta_hi": diff.hi})
+        out.append(
+            {
+                "cell": r["cell"],
+                "searcher": r["searcher"],
+                "objective": r["objective"],
+                "k": r["k"],
+                "recovery": r.get("recovery") or "none",
+                "removed": r["removed"],
+                "acc": acc.estimate,
+                "acc_lo": acc.lo,
+                "acc_hi": acc.hi,
+                "delta": diff.estimate,
+                "delta_lo": diff.lo,
+                "delta_hi": diff.hi,
+            }
+        )
     return out
 
 
@@ -101,12 +129,16 @@ def size_note(matrix: ItemMatrix | None, n_rows: int, alpha: float = stats.ALPHA
     n = matrix.n_items if matrix is not None else 0
     a = alpha / max(n_rows, 1)
     need = stats.items_needed(var, SMALL_GAP, alpha=a)
-    tail = f"about {need:,} items per model would detect {SMALL_GAP:g} (80% power, level {a:.4g} = 0.05 / " \
-           f"{max(n_rows, 1)} rows, {src} paired item variance {var:.3f})."
+    tail = (
+        f"about {need:,} items per model would detect {SMALL_GAP:g} (80% power, level {a:.4g} = 0.05 / "
+        f"{max(n_rows, 1)} rows, {src} paired item variance {var:.3f})."
+    )
     if not n:
         return "Without per-item data this run's size cannot be judged; " + tail
-    return (f"At {n} items per model the paired minimum detectable difference is {stats.mdd(var, n, alpha=a):.3f} "
-            f"in mean accuracy; " + tail)
+    return (
+        f"At {n} items per model the paired minimum detectable difference is {stats.mdd(var, n, alpha=a):.3f} "
+        f"in mean accuracy; " + tail
+    )
 
 
 def summary(rows: list[dict], verdicts: list[ClaimRow] | None = None, matrix: ItemMatrix | None = None) -> list[str]:
@@ -121,12 +153,16 @@ def summary(rows: list[dict], verdicts: list[ClaimRow] | None = None, matrix: It
     verdicts = verdicts or []
     tested = [v for v in verdicts if v.p_adj is not None]
     n_items = f" on {matrix.n_items} items per model ({len(matrix.tasks)} tasks)" if matrix is not None else ""
-    lines = [f"{len(models)} distinct evaluated models (removed set x repair) from {len({r['cell'] for r in fin})} "
-             f"cells{n_items}; {len(tested)} rows tested as one family (Holm, family-wise error 0.05)."]
+    lines = [
+        f"{len(models)} distinct evaluated models (removed set x repair) from {len({r['cell'] for r in fin})} "
+        f"cells{n_items}; {len(tested)} rows tested as one family (Holm, family-wise error 0.05)."
+    ]
     if len(models) < MIN_MODELS:
-        lines.append(f"No verdict: {len(models)} distinct evaluated models, and a comparison needs at least "
-                     f"{MIN_MODELS}; {MIN_MODELS} or more distinct removed sets (or repairs) would decide. "
-                     + size_note(matrix, max(len(tested), 1)))
+        lines.append(
+            f"No verdict: {len(models)} distinct evaluated models, and a comparison needs at least "
+            f"{MIN_MODELS}; {MIN_MODELS} or more distinct removed sets (or repairs) would decide. "
+            + size_note(matrix, max(len(tested), 1))
+        )
         return lines
     decided = [v for v in verdicts if v.verdict in ("holds", "does not hold")]
     for v in decided:
@@ -134,12 +170,15 @@ def summary(rows: list[dict], verdicts: list[ClaimRow] | None = None, matrix: It
         lines.append(f"{v.claim} ({v.condition}): {v.verdict}; estimate {v.ours:+.3f}, {adj}.")
     for v in verdicts:
         if v.verdict == "within margin":
-            lines.append(f"{v.claim} ({v.condition}): no difference that matters; estimate {v.ours:+.3f}, "
-                         f"{v.note or ''}.")
+            lines.append(
+                f"{v.claim} ({v.condition}): no difference that matters; estimate {v.ours:+.3f}, {v.note or ''}."
+            )
     noise = [v for v in verdicts if v.verdict == "within noise"]
     if noise:
-        lines.append(f"{len(noise)} of {len(tested)} tested rows are within noise: this run cannot tell. "
-                     + size_note(matrix, len(tested)))
+        lines.append(
+            f"{len(noise)} of {len(tested)} tested rows are within noise: this run cannot tell. "
+            + size_note(matrix, len(tested))
+        )
     if not decided and not noise:
         lines.append("No row could be tested. " + size_note(matrix, 1))
     other: defaultdict[str, int] = defaultdict(int)
@@ -147,10 +186,17 @@ def summary(rows: list[dict], verdicts: list[ClaimRow] | None = None, matrix: It
         if v.verdict not in ("holds", "does not hold", "within noise", "within margin"):
             other[v.verdict] += 1
     if other:
-        lines.append("Rows without a test: " + ", ".join(f"{n} {k}" for k, n in sorted(other.items())) + "."
-                     + (f" A 'no verdict' row needs {MIN_MODELS} or more distinct evaluated models in its condition "
-                        "(more searchers, seeds or repairs that give different models)." if "no verdict" in other
-                        else ""))
+        lines.append(
+            "Rows without a test: "
+            + ", ".join(f"{n} {k}" for k, n in sorted(other.items()))
+            + "."
+            + (
+                f" A 'no verdict' row needs {MIN_MODELS} or more distinct evaluated models in its condition "
+                "(more searchers, seeds or repairs that give different models)."
+                if "no verdict" in other
+                else ""
+            )
+        )
     return lines
 
 
@@ -178,8 +224,7 @@ def best_so_far(run_dir) -> dict[str, dict[str, list]]:
     return out
 
 
-def best_at_budget(run_dir, rows: list[dict], greedy_costs: dict[int, float],
-                   fractions=(0.25, 0.5, 1.0)) -> list[dict]:
+def best_at_budget(run_dir, rows: list[dict], greedy_costs: dict[int, float], fractions=(0.25, 0.5, 1.0)) -> list[dict]:
     """Per cell: the best value of a k-set found within B = fraction x greedy's cost at its k, from
     the ledger's histories (None: nothing found yet at that budget)."""
     curves = best_so_far(run_dir)
@@ -189,12 +234,15 @@ def best_at_budget(run_dir, rows: list[dict], greedy_costs: dict[int, float],
             continue
         seen.add(r["cell"])
         c, g = curves[r["cell"]], greedy_costs[r["k"]]
-        row = {"cell": r["cell"], "searcher": r["searcher"], "objective": r["objective"], "k": r["k"],
-               "budget_used": r.get("budget_used")}
+        row = {
+            "cell": r["cell"],
+            "searcher": r["searcher"],
+            "objective": r["objective"],
+            "k": r["k"],
+            "budget_used": r.get("budget_used"),
+        }
         for f in fractions:
             vals = [v for e, v in zip(c["evaluations"], c["best"]) if e <= f * g + 1e-9]
             row[f"best_at_{f:g}x"] = vals[-1] if vals else None
         out.append(row)
     return out
-
-

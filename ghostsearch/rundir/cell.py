@@ -5,6 +5,7 @@ back. On disk it is JSON (RUN_DIR/cells/<cell>.json, result.json's ``cells``), w
 :meth:`CellResult.to_dict` and read by :meth:`CellResult.from_dict`, which also reads the cells of
 run directories written before a field was added (``race``; ``history``, ``model`` ... in hand-made
 or planning stand-ins)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
@@ -19,6 +20,7 @@ def cell_name(searcher: str, objective: str, k: int, seed: int) -> str:
 @dataclass(frozen=True)
 class CellSpec:
     """One cell of a grid: the searcher, the objective, k and the seed it runs with."""
+
     searcher: str
     objective: str
     k: int
@@ -40,7 +42,6 @@ class CellSpec:
         return cls(**d)
 
 
-
 def grid_cells(cfg: Any) -> list[CellSpec]:
     """The one grid rule (compare runs it, plan counts it): every objective x k x seed x searcher of
     ``cfg.compare``, each list the config's single value where compare names none, in this order."""
@@ -49,14 +50,20 @@ def grid_cells(cfg: Any) -> list[CellSpec]:
     def pick(many, one):
         return [one] if many is None else many
 
-    return [CellSpec(searcher=s, objective=o, k=k, seed=sd)
-            for o in pick(c.objectives, cfg.objective) for k in pick(c.ks, cfg.k)
-            for sd in pick(c.seeds, cfg.seed) for s in pick(c.searchers, cfg.searcher)]
+    return [
+        CellSpec(searcher=s, objective=o, k=k, seed=sd)
+        for o in pick(c.objectives, cfg.objective)
+        for k in pick(c.ks, cfg.k)
+        for sd in pick(c.seeds, cfg.seed)
+        for s in pick(c.searchers, cfg.searcher)
+    ]
+
 
 @dataclass(frozen=True)
 class HistoryPoint:
     """The searcher's best value after a told candidate: budget spent so far, seconds since the cell
     started when that candidate's evaluation finished, and the best value (None: no k-set yet)."""
+
     budget_used: float
     seconds: float
     best_value: float | None
@@ -68,26 +75,27 @@ class HistoryPoint:
 @dataclass(frozen=True, kw_only=True)
 class CellResult:
     """One cell's result. Fields with a default may be missing from older files."""
-    cell: str                                     # rundir.cell_name(searcher, objective, k, seed)
+
+    cell: str  # rundir.cell_name(searcher, objective, k, seed)
     searcher: str
     objective: str
     k: int
     seed: int
-    removed: tuple[int, ...]                      # the answer: the removed blocks
-    value: float                                  # its calibration value (lower is better)
-    evaluations: int                              # the pool's evaluations for this cell (cache hits included)
-    budget_used: float                            # full-evaluation equivalents the searcher spent
+    removed: tuple[int, ...]  # the answer: the removed blocks
+    value: float  # its calibration value (lower is better)
+    evaluations: int  # the pool's evaluations for this cell (cache hits included)
+    budget_used: float  # full-evaluation equivalents the searcher spent
     cache_hits: int
     wall_seconds: float
     history: tuple[HistoryPoint, ...] = ()
-    model: dict[str, Any] | None = None           # {"name", "blocks", "dtype"}: a record of what ran, not read back
+    model: dict[str, Any] | None = None  # {"name", "blocks", "dtype"}: a record of what ran, not read back
     direction: str = "lower is better"
-    dense_value: float | None = None              # the dense model's value on the same calibration data
-    relative_change: float | None = None          # (value - dense_value) / |dense_value|
-    budget_mode: str | None = None                # "own" or "matched" (compare.budget)
-    budget: float | None = None                   # the searcher's evaluation budget (None: ends by itself)
+    dense_value: float | None = None  # the dense model's value on the same calibration data
+    relative_change: float | None = None  # (value - dense_value) / |dense_value|
+    budget_mode: str | None = None  # "own" or "matched" (compare.budget)
+    budget: float | None = None  # the searcher's evaluation budget (None: ends by itself)
     warm_start: tuple[tuple[int, ...], ...] = ()
-    race: dict[str, Any] | None = None            # Searcher.race_report(): raced or exact, rows, cut
+    race: dict[str, Any] | None = None  # Searcher.race_report(): raced or exact, rows, cut
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (RUN_DIR/cells/<cell>.json, result.json's ``cells``): lists for tuples."""

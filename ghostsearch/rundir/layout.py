@@ -8,6 +8,7 @@ opened once per run (``open_run_dir``, after validation and once the pool has it
 rerunning the same config resumes it. ``result_cells`` reads result.json's cells, also from a run
 directory written before ``searchers`` was renamed ``cells`` (``read_cells``: as CellResults).
 """
+
 from __future__ import annotations
 
 import json
@@ -38,8 +39,12 @@ def check_run_dir(cfg: Config, out: str | Path | None = None) -> Path:
             raise GhostsearchError(f"out={cfg.out} {where}; choose a directory for the run")
     for d in (out, out / "ledger", out / "ledger" / "_journal"):  # a read-only or full disk: before any work
         if d == out or d.is_dir():
-            check_writable(d, f"out={cfg.out}:", "make it writable, or choose another out=" +
-                           ("" if d == out else " (a copy of the run directory resumes there)"))
+            check_writable(
+                d,
+                f"out={cfg.out}:",
+                "make it writable, or choose another out="
+                + ("" if d == out else " (a copy of the run directory resumes there)"),
+            )
     cfg_file = out / "config.yaml"
     if cfg_file.exists():
         try:
@@ -48,7 +53,8 @@ def check_run_dir(cfg: Config, out: str | Path | None = None) -> Path:
             raise GhostsearchError(f"{cfg_file} is not a valid ghostsearch config; choose another out=") from None
         if old.fingerprint() != cfg.fingerprint():
             raise GhostsearchError(
-                f"run directory {out} was written by a different config; choose another out= or delete {out}")
+                f"run directory {out} was written by a different config; choose another out= or delete {out}"
+            )
     elif out.exists() and any(out.iterdir()):
         raise GhostsearchError(f"{out} exists and is not a ghostsearch run directory; choose another out=")
     if (out / lock.LOCK_FILE).exists() and not lock.held(out):  # another driver on it: refuse before starting anything
@@ -103,14 +109,18 @@ def check_identity(out: Path, identity: dict) -> None:
     old = json.loads(path.read_text()) if path.exists() else {}
     for key in ("model", "dtype", "device"):
         if key in old and old[key] != identity.get(key):
-            raise GhostsearchError(f"run directory {out} holds values computed with {key} {old[key]!r}, this run "
-                                   f"has {identity.get(key)!r}; resume where they match or choose another out=")
+            raise GhostsearchError(
+                f"run directory {out} holds values computed with {key} {old[key]!r}, this run "
+                f"has {identity.get(key)!r}; resume where they match or choose another out="
+            )
     calib = dict(old.get("calibration", {}))
     for spec, digest in identity.get("calibration", {}).items():
         if calib.get(spec, digest) != digest:
-            raise GhostsearchError(f"run directory {out} was scored on other calibration data for {spec} (token "
-                                   f"ids {calib[spec][:12]} != {digest[:12]}: a different data_dir or tokenizer?); "
-                                   "choose another out=")
+            raise GhostsearchError(
+                f"run directory {out} was scored on other calibration data for {spec} (token "
+                f"ids {calib[spec][:12]} != {digest[:12]}: a different data_dir or tokenizer?); "
+                "choose another out="
+            )
         calib[spec] = digest
     write_text_atomic(path, json.dumps({**old, **identity, "calibration": calib}, indent=2))
 
@@ -132,8 +142,12 @@ def ghostsearch_version() -> dict:
     if build_file.exists():
         out["build"] = build_file.read_text().strip() or out["build"]
     try:
-        out["git_commit"] = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                                           cwd=Path(__file__).parent, timeout=5).stdout.strip() or None
+        out["git_commit"] = (
+            subprocess.run(
+                ["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).parent, timeout=5
+            ).stdout.strip()
+            or None
+        )
     except (OSError, subprocess.SubprocessError):
         pass
     return out
@@ -149,11 +163,19 @@ def write_env(out: Path, kind: str) -> None:
             return None
 
     gs = ghostsearch_version()
-    env = {"kind": kind, "time": time.time(), "python": platform.python_version(), "platform": platform.platform(),
-           "ghostsearch": gs["version"], "git_commit": gs["git_commit"], "build": gs["build"],
-           "cpu_count": os.cpu_count(), "cuda": torch.cuda.is_available(),
-           "devices": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())],
-           "versions": {m: ver(m) for m in ("torch", "transformers", "ray", "optuna", "deap", "pyarrow", "lm_eval")}}
+    env = {
+        "kind": kind,
+        "time": time.time(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "ghostsearch": gs["version"],
+        "git_commit": gs["git_commit"],
+        "build": gs["build"],
+        "cpu_count": os.cpu_count(),
+        "cuda": torch.cuda.is_available(),
+        "devices": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())],
+        "versions": {m: ver(m) for m in ("torch", "transformers", "ray", "optuna", "deap", "pyarrow", "lm_eval")},
+    }
     write_text_atomic(out / "env.json", json.dumps(env, indent=2))
 
 
@@ -170,8 +192,10 @@ def cells(run_dir: Path) -> list[tuple[str, tuple[int, ...], float]]:
     if not path.exists():
         raise GhostsearchError(f"{path} does not exist; run `ghostsearch search` into {run_dir} first")
     try:
-        out = [(name, tuple(sorted(c["removed"])), float(c["value"]))
-               for name, c in result_cells(json.loads(path.read_text())).items()]
+        out = [
+            (name, tuple(sorted(c["removed"])), float(c["value"]))
+            for name, c in result_cells(json.loads(path.read_text())).items()
+        ]
     except (ValueError, KeyError, TypeError, AttributeError) as e:
         raise GhostsearchError(f"{path} is not a ghostsearch result ({e}); re-run the search") from None
     if not out:

@@ -23,6 +23,7 @@ steps are dropped), a torn last line is skipped, and a corrupt part or a row of 
 reported in one line and left out (``quarantine`` moves it to ``_quarantine/``), so its
 evaluation is recomputed instead of the run crashing.
 """
+
 from __future__ import annotations
 
 import json
@@ -44,6 +45,7 @@ from ghostsearch.io import fsync_dir, write_parquet_atomic
 
 log = logging.getLogger("ghostsearch.ledger")
 
+
 def _column(arrow: pa.DataType, default: Any = MISSING) -> Any:
     """A LedgerRow field and its Parquet column type (SCHEMA is built from these)."""
     return field(default=default, metadata={"arrow": arrow})
@@ -55,18 +57,18 @@ class LedgerRow:
     fields, in this order. Fields without a default are required; the others are null when not given
     (``eval_id`` and ``time`` are filled in by ``Ledger.append``)."""
 
-    eval_id: str | None = _column(pa.string(), None)        # unique; duplicates left by a crash are dropped
+    eval_id: str | None = _column(pa.string(), None)  # unique; duplicates left by a crash are dropped
     cell: str = _column(pa.string())
     searcher: str = _column(pa.string())
-    objective: str = _column(pa.string())                   # the objective's name
-    objective_key: str = _column(pa.string())               # ObjectiveSpec.key(): what the value depends on
+    objective: str = _column(pa.string())  # the objective's name
+    objective_key: str = _column(pa.string())  # ObjectiveSpec.key(): what the value depends on
     removed: list[int] = _column(pa.list_(pa.int32()))
     k: int = _column(pa.int32())
     fidelity: float = _column(pa.float64())
     value: float = _column(pa.float64())
     tokens: int | None = _column(pa.int64(), None)
     seconds: float | None = _column(pa.float64(), None)
-    cached: bool = _column(pa.bool_())                      # answered from a cache or the ledger, not computed
+    cached: bool = _column(pa.bool_())  # answered from a cache or the ledger, not computed
     actor: str | None = _column(pa.string(), None)
     node: str | None = _column(pa.string(), None)
     time: float | None = _column(pa.float64(), None)
@@ -86,10 +88,14 @@ class LedgerRow:
         unknown = sorted(set(row) - names)
         missing = [f.name for f in fields(cls) if f.default is MISSING and f.name not in row]
         if unknown or missing:
-            raise ValueError("ledger row: " + "; ".join(
-                ([f"unknown field(s) {', '.join(map(repr, unknown))}"] if unknown else [])
-                + ([f"missing required field(s) {', '.join(map(repr, missing))}"] if missing else []))
-                + f" (the fields are: {', '.join(f.name for f in fields(cls))})")
+            raise ValueError(
+                "ledger row: "
+                + "; ".join(
+                    ([f"unknown field(s) {', '.join(map(repr, unknown))}"] if unknown else [])
+                    + ([f"missing required field(s) {', '.join(map(repr, missing))}"] if missing else [])
+                )
+                + f" (the fields are: {', '.join(f.name for f in fields(cls))})"
+            )
         return cls(**row)
 
     def to_dict(self) -> dict[str, Any]:
@@ -121,7 +127,7 @@ class Ledger:
         self.fsync_seconds, self.checkpoint_seconds = fsync_seconds, checkpoint_seconds
         self.journal = self._new_journal()
         self._file: TextIO | None = None
-        self._rows: list[dict] = []          # rows in the current journal, not yet in a part
+        self._rows: list[dict] = []  # rows in the current journal, not yet in a part
         self._synced = self._checkpointed = time.monotonic()
         self._lock = threading.Lock()
 
@@ -156,8 +162,11 @@ class Ledger:
         self._file.close()
         self._file = None
         if self._rows:
-            write_parquet_atomic(self.dir / f"part-{time.time_ns():020d}-{self.writer}.parquet",
-                                 pa.Table.from_pylist(self._rows, schema=SCHEMA), fsync=True)
+            write_parquet_atomic(
+                self.dir / f"part-{time.time_ns():020d}-{self.writer}.parquet",
+                pa.Table.from_pylist(self._rows, schema=SCHEMA),
+                fsync=True,
+            )
         self.journal.unlink(missing_ok=True)
         fsync_dir(self.journal.parent)
         self._rows = []
@@ -190,8 +199,14 @@ def _files(d: Path) -> tuple[list[Path], list[Path]]:
 
 # what a row read back must hold to be used (a row of another shape is quarantined, not read)
 _REQUIRED: dict[str, type | tuple[type, ...]] = {
-    "eval_id": str, "cell": str, "objective_key": str, "removed": list, "fidelity": (int, float),
-    "value": (int, float), "cached": bool}
+    "eval_id": str,
+    "cell": str,
+    "objective_key": str,
+    "removed": list,
+    "fidelity": (int, float),
+    "value": (int, float),
+    "cached": bool,
+}
 
 
 def _row_ok(row) -> bool:
@@ -201,8 +216,9 @@ def _row_ok(row) -> bool:
         v = row.get(key)
         if not isinstance(v, tp) or (tp is not bool and isinstance(v, bool)):
             return False
-    return all(isinstance(i, int) and not isinstance(i, bool) for i in row["removed"]) and \
-        math.isfinite(row["fidelity"])
+    return all(isinstance(i, int) and not isinstance(i, bool) for i in row["removed"]) and math.isfinite(
+        row["fidelity"]
+    )
 
 
 def _journal_rows(path: Path) -> tuple[list[dict], list[str]]:

@@ -10,6 +10,7 @@ come from the usual environment (``AWS_ACCESS_KEY_ID``, ``AWS_ENDPOINT_URL``, ..
 application default credentials). The staging directory is ``$GHOSTSEARCH_STAGING/<hash of the
 URI>`` (default ``~/.cache/ghostsearch/staging``). A local or NFS ``out=`` is used as it is.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -38,15 +39,19 @@ def _filesystem(uri: str):
 
     if uri.startswith("s3://") and os.environ.get("AWS_ENDPOINT_URL"):  # MinIO, moto, Ceph...
         endpoint = os.environ["AWS_ENDPOINT_URL"]
-        fs = pafs.S3FileSystem(endpoint_override=endpoint.split("://")[-1],
-                               scheme="http" if endpoint.startswith("http://") else "https",
-                               region=os.environ.get("AWS_DEFAULT_REGION", "us-east-1"))
-        return fs, uri[len("s3://"):].rstrip("/")
+        fs = pafs.S3FileSystem(
+            endpoint_override=endpoint.split("://")[-1],
+            scheme="http" if endpoint.startswith("http://") else "https",
+            region=os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
+        )
+        return fs, uri[len("s3://") :].rstrip("/")
     try:
         fs, path = pafs.FileSystem.from_uri(uri.replace("gcs://", "gs://", 1))
     except Exception as e:  # noqa: BLE001  (pyarrow raises ArrowInvalid/OSError with long messages)
-        raise GhostsearchError(f"out={uri}: cannot open it ({str(e).splitlines()[0]}); check the URI and "
-                               "the credentials in the environment") from None
+        raise GhostsearchError(
+            f"out={uri}: cannot open it ({str(e).splitlines()[0]}); check the URI and "
+            "the credentials in the environment"
+        ) from None
     return fs, path.rstrip("/")
 
 
@@ -67,9 +72,11 @@ class Staged:
         try:
             infos = self.fs.get_file_info(pafs.FileSelector(self.root, recursive=True, allow_not_found=True))
         except OSError as e:
-            raise GhostsearchError(f"out={self.uri}: cannot list it ({str(e).splitlines()[0]}); check the bucket "
-                                   "exists and the credentials allow listing") from None
-        return {i.path[len(self.root) + 1:]: i.size for i in infos if i.type == pafs.FileType.File}
+            raise GhostsearchError(
+                f"out={self.uri}: cannot list it ({str(e).splitlines()[0]}); check the bucket "
+                "exists and the credentials allow listing"
+            ) from None
+        return {i.path[len(self.root) + 1 :]: i.size for i in infos if i.type == pafs.FileType.File}
 
     def pull(self) -> int:
         """Copy every file the URI has and the staging directory lacks; the number copied."""
@@ -77,8 +84,9 @@ class Staged:
             return 0
         files = self._remote_files()
         if files and "config.yaml" not in files:
-            raise GhostsearchError(f"{self.uri} holds files but no ghostsearch run (no config.yaml); "
-                                   "choose another out=")
+            raise GhostsearchError(
+                f"{self.uri} holds files but no ghostsearch run (no config.yaml); choose another out="
+            )
         n = 0
         for rel, size in files.items():
             dst = self.local / rel

@@ -12,6 +12,7 @@ a screening evaluation on a fraction f of the calibration tokens costs f. A cach
 the same as a computed evaluation, so comparisons stay fair. A searcher must never ask for
 more than ``budget_left``; the runner stops it when ``done`` or the wall-clock budget is out.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -148,8 +149,12 @@ def param_problem(value: Any, hint: Any, bounds: tuple[float, float]) -> str | N
     types = set(typing.get_args(hint)) if typing.get_origin(hint) in (typing.Union, types_.UnionType) else {hint}
     if not types <= _SIMPLE:
         return None
-    ok = [t for t in types if (isinstance(value, t) and not (isinstance(value, bool) and t in (int, float)))
-          or (t is float and isinstance(value, int) and not isinstance(value, bool))]
+    ok = [
+        t
+        for t in types
+        if (isinstance(value, t) and not (isinstance(value, bool) and t in (int, float)))
+        or (t is float and isinstance(value, int) and not isinstance(value, bool))
+    ]
     if not ok:
         return "has the wrong type: " + " or ".join(sorted("None" if t is type(None) else t.__name__ for t in types))
     if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -218,11 +223,13 @@ class Searcher:
                 f"searcher '{cls.name}' has no parameter {unknown[0]!r}; known: {', '.join(sorted(known)) or '(none)'}"
             )
         for name, value in params.items():
-            problem = param_problem(value, _hints(cls.Params).get(name), known[name].metadata.get("range", (0,
-                                                                                                            math.inf)))
+            problem = param_problem(
+                value, _hints(cls.Params).get(name), known[name].metadata.get("range", (0, math.inf))
+            )
             if problem:
-                raise GhostsearchError(f"searcher '{cls.name}': parameter {name}={value!r} {problem}; "
-                                       f"fix search.params.{cls.name}.{name}")
+                raise GhostsearchError(
+                    f"searcher '{cls.name}': parameter {name}={value!r} {problem}; fix search.params.{cls.name}.{name}"
+                )
         try:
             return cls.Params(**params)
         except (TypeError, ValueError) as e:
@@ -259,7 +266,8 @@ class Searcher:
             raise GhostsearchError(
                 f"searcher '{self.name}' neither ends by itself nor has a default_budget, so a run without "
                 "search.budget would never end; give it a default_budget (search/common.py ModelBased) "
-                "or set ends_by_itself = True")
+                "or set ends_by_itself = True"
+            )
 
     def check_fresh(self, candidates: Sequence[Candidate]) -> None:
         """The contract's "never ask the same set twice": the loop calls it on every ask (a race's
@@ -270,7 +278,8 @@ class Searcher:
             if key in self.told_keys or key in asked:
                 raise GhostsearchError(
                     f"searcher '{self.name}' asked {list(c.removed)} at fidelity {c.fidelity:g} a second time; "
-                    "a searcher must never ask the same set twice (keep a memo: search/common.py Memo.seen)")
+                    "a searcher must never ask the same set twice (keep a memo: search/common.py Memo.seen)"
+                )
             asked.add(key)
 
     # ---------- protocol ----------
@@ -310,34 +319,42 @@ class Searcher:
         if racing is None or not hasattr(self.params, "race"):
             return None
         rp = racing()
-        return {"setting": self.params.race if isinstance(self.params.race, (bool, str)) else "custom",
-                "used": "raced" if rp else "exact", "rows": self.rows, "cut": self.race_cut,
-                "bound": rp.bound if rp else None}
+        return {
+            "setting": self.params.race if isinstance(self.params.race, (bool, str)) else "custom",
+            "used": "raced" if rp else "exact",
+            "rows": self.rows,
+            "cut": self.race_cut,
+            "bound": rp.bound if rp else None,
+        }
 
 
 # ---------------------------------------------------------------- registry
 # the built-in searchers; add your own with SEARCHERS.add(name, cls) or name it in the config as
 # "package.module:Class" (docs/architecture.md)
-SEARCHERS: Registry[Searcher] = Registry("searcher", {
-    "oneshot": "ghostsearch.search.oneshot:OneShot",
-    "shortgpt": "ghostsearch.search.oneshot:ShortGPT",
-    "greedy": "ghostsearch.search.beam:Greedy",
-    "beam": "ghostsearch.search.beam:Beam",
-    "ga": "ghostsearch.search.ga:GA",
-    "bo": "ghostsearch.search.bo:BO",
-    "cbo": "ghostsearch.search.cbo:CBO",
-    "fastblock": "ghostsearch.search.fastblock:FastBlock",
-    "streamline": "ghostsearch.search.fastblock:Streamline",
-    "lorp": "ghostsearch.search.lorp:LoRP",
-})
+SEARCHERS: Registry[Searcher] = Registry(
+    "searcher",
+    {
+        "oneshot": "ghostsearch.search.oneshot:OneShot",
+        "shortgpt": "ghostsearch.search.oneshot:ShortGPT",
+        "greedy": "ghostsearch.search.beam:Greedy",
+        "beam": "ghostsearch.search.beam:Beam",
+        "ga": "ghostsearch.search.ga:GA",
+        "bo": "ghostsearch.search.bo:BO",
+        "cbo": "ghostsearch.search.cbo:CBO",
+        "fastblock": "ghostsearch.search.fastblock:FastBlock",
+        "streamline": "ghostsearch.search.fastblock:Streamline",
+        "lorp": "ghostsearch.search.lorp:LoRP",
+    },
+)
 
 
 def get_searcher(name: str) -> type[Searcher]:
     return SEARCHERS.get(name)
 
 
-def make_searcher(name: str, space: Space, *, seed: int = 0, budget: Budget | None = None,
-                  params: dict | None = None) -> Searcher:
+def make_searcher(
+    name: str, space: Space, *, seed: int = 0, budget: Budget | None = None, params: dict | None = None
+) -> Searcher:
     s = get_searcher(name)(space, seed=seed, budget=budget, params=params)
     s.check_ends()
     s.check_budget()

@@ -1,4 +1,5 @@
 """beam: width-B iterative deletion. greedy (SLEB-style) is the same search with B = 1."""
+
 from __future__ import annotations
 
 import math

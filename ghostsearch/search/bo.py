@@ -1,4 +1,5 @@
 """bo: prior-guided Bayesian optimisation of k-subsets with Optuna (ask/tell)."""
+
 from __future__ import annotations
 
 import zlib
@@ -136,8 +137,9 @@ class BO(ModelBased):
         """Keys closest to ``keys`` whose set is unseen: the cheapest single swap of a removed block
         i with a kept block j (cost key_i - key_j), done by exchanging their two keys."""
         s = self.decode(keys)
-        swaps = sorted((keys[self.keys_name(i)] - keys[self.keys_name(j)], i, j)
-                       for i in s for j in self.space.free if j not in s)
+        swaps = sorted(
+            (keys[self.keys_name(i)] - keys[self.keys_name(j)], i, j) for i in s for j in self.space.free if j not in s
+        )
         for _, i, j in swaps:
             t = canonical(set(s) - {i} | {j})
             if t not in self.memo.keys() | self.partial.keys() | taken:

@@ -1,4 +1,5 @@
 """cbo: constrained binary optimisation with a second-order (QUBO) surrogate of the objective."""
+
 from __future__ import annotations
 
 import heapq
@@ -72,8 +73,16 @@ def lowest_enumerated(model: Quadratic, n: int, k: int, m: int, chunk: int = 1 <
         keep = heapq.nsmallest(m, keep + [(float(e[t]), tuple(sets[t].tolist())) for t in top])
 
 
-def lowest_annealed(model: Quadratic, n: int, k: int, m: int, rng: np.random.Generator, starts: list[tuple],
-                    steps: int = 1000, restarts: int = 12) -> list[tuple[float, tuple]]:
+def lowest_annealed(
+    model: Quadratic,
+    n: int,
+    k: int,
+    m: int,
+    rng: np.random.Generator,
+    starts: list[tuple],
+    steps: int = 1000,
+    restarts: int = 12,
+) -> list[tuple[float, tuple]]:
     """The m lowest-energy distinct k-subsets visited by simulated annealing with swap moves, run
     as parallel chains from ``starts`` and random restarts; a heuristic for spaces too large to enumerate."""
     chains = [list(s) for s in starts] + [rng.choice(n, k, replace=False).tolist() for _ in range(restarts)]
@@ -152,8 +161,11 @@ class CBO(ModelBased):
         w = prior_weights(self.prior, self.params.temperature)
         top = self.prior_topk()  # the additive model's minimum (oneshot's answer) is scored first
         first = self.first(top)
-        return first + [p for p in pairs if p not in first] + sample_unseen(rng, self.space, w, set(pairs) | set(first),
-                                                                             n_random)
+        return (
+            first
+            + [p for p in pairs if p not in first]
+            + sample_unseen(rng, self.space, w, set(pairs) | set(first), n_random)
+        )
 
     def model(self) -> Quadratic:
         pos = {b: p for p, b in enumerate(self.space.free)}
@@ -172,15 +184,21 @@ class CBO(ModelBased):
             low = lowest_enumerated(model, len(free), k, want)
         else:
             pos = {b: p for p, b in enumerate(free)}
-            starts = [tuple(pos[b] for b in s) for s in sorted(self.memo,
-                                                               key=lambda s: self.memo[s]) if len(s) == k][:4]
+            starts = [tuple(pos[b] for b in s) for s in sorted(self.memo, key=lambda s: self.memo[s]) if len(s) == k][
+                :4
+            ]
             low = lowest_annealed(model, len(free), k, want, np.random.default_rng([self.seed, len(self.memo)]), starts)
         sets = [canonical(free[p] for p in s) for _, s in low]
         out = [s for s in sets if not self.seen(s)][:m]
         if not out:  # annealing found nothing new: explore with the prior
             rng = np.random.default_rng([self.seed, len(self.memo)])
-            out = sample_unseen(rng, self.space, prior_weights(self.prior, self.params.temperature),
-                                set(self.memo) | set(self.partial), m)
+            out = sample_unseen(
+                rng,
+                self.space,
+                prior_weights(self.prior, self.params.temperature),
+                set(self.memo) | set(self.partial),
+                m,
+            )
         return out
 
     def ask(self) -> list[Candidate] | Race:
@@ -188,7 +206,7 @@ class CBO(ModelBased):
             return self.ask_singles()
         # the design, cut so that n_propose evaluations stay for the model's proposals
         room = self.affordable(1 << 30) - self.params.n_propose
-        todo = [Candidate(s) for s in self.design() if not self.seen(s)][:max(0, room)]
+        todo = [Candidate(s) for s in self.design() if not self.seen(s)][: max(0, room)]
         if todo:
             return todo
         if self.racing():  # a race of n sets costs at most n: as many as the budget affords
@@ -200,5 +218,7 @@ class CBO(ModelBased):
     def done(self) -> bool:
         if self.singles():
             return False
-        return self.affordable(1) == 0 or sum(len(s) == self.space.k for s in {**self.memo, **self.partial}) \
-            >= self.space.n_subsets()
+        return (
+            self.affordable(1) == 0
+            or sum(len(s) == self.space.k for s in {**self.memo, **self.partial}) >= self.space.n_subsets()
+        )

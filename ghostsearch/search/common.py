@@ -1,5 +1,6 @@
 """Plumbing shared by the searchers: a memo of values, default budgets, the single-removal prior
 and prior-weighted sampling of k-sets. Nothing here evaluates anything by itself."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -34,8 +35,9 @@ def require_ints(params: Any, *names: str, least: int = 1) -> None:
 
 def statistic(searcher: Searcher, name: str) -> Any:
     if searcher.oracle is None:
-        raise GhostsearchError(f"searcher '{searcher.name}' needs the '{name}' statistic but has no oracle; run "
-                               "it through the pool")
+        raise GhostsearchError(
+            f"searcher '{searcher.name}' needs the '{name}' statistic but has no oracle; run it through the pool"
+        )
     return searcher.oracle.statistic(name)
 
 
@@ -182,8 +184,9 @@ def sample_set(rng: np.random.Generator, free: Sequence[int], k: int, weights: n
     return canonical(free[i] for i in idx)
 
 
-def sample_unseen(rng: np.random.Generator, space: Space, weights: np.ndarray, seen, n: int,
-                  tries: int = 50) -> list[Removed]:
+def sample_unseen(
+    rng: np.random.Generator, space: Space, weights: np.ndarray, seen, n: int, tries: int = 50
+) -> list[Removed]:
     """Up to n distinct k-sets not in ``seen``, prior-weighted, then uniform when the prior keeps repeating."""
     out: list[Removed] = []
     uniform = np.full(len(space.free), 1.0 / len(space.free))

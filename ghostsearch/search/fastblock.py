@@ -1,5 +1,6 @@
 """fastblock (fast-block-select): contiguous windows ranked by the angular distance across them,
 the best few re-scored for real. streamline: the single best window (no re-scoring)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -13,8 +14,9 @@ from ghostsearch.search.common import Memo, require_ints, statistic
 
 def windows(space: Space) -> list[int]:
     """Start indices i of the windows i..i+k-1 that contain no protected block."""
-    return [i for i in range(space.n_blocks - space.k + 1)
-            if not any(j in space.protected for j in range(i, i + space.k))]
+    return [
+        i for i in range(space.n_blocks - space.k + 1) if not any(j in space.protected for j in range(i, i + space.k))
+    ]
 
 
 class FastBlock(Memo):
@@ -36,7 +38,8 @@ class FastBlock(Memo):
         super().__init__(*args, **kwargs)
         if not windows(self.space):
             raise GhostsearchError(
-                f"{self.name}: no {self.space.k} consecutive unprotected blocks; lower k or protect fewer blocks")
+                f"{self.name}: no {self.space.k} consecutive unprotected blocks; lower k or protect fewer blocks"
+            )
 
     def setup(self, oracle) -> None:
         super().setup(oracle)

@@ -5,6 +5,7 @@ seeded by (seed, generation), so a resumed run continues exactly and any number 
 may share a process (threads included). DEAP's ``selTournament`` draws from the global
 ``random``, so tournament selection is written here (``select_tournament``, the same draws);
 DEAP still gives the fitness, the individuals and ``selBest`` (which draws nothing)."""
+
 from __future__ import annotations
 
 import random
@@ -123,9 +124,13 @@ class GA(ModelBased):
                 out.append(child)
         if len(out) < n:  # the population has converged: explore with the prior
             np_rng = np.random.default_rng([self.seed, self.generation])
-            out += sample_unseen(np_rng, self.space, np.array(list(w.values())),
-                                 set(self.memo) | set(self.partial) | set(out),
-                                 n - len(out))
+            out += sample_unseen(
+                np_rng,
+                self.space,
+                np.array(list(w.values())),
+                set(self.memo) | set(self.partial) | set(out),
+                n - len(out),
+            )
         return out
 
     def phase(self) -> str:
@@ -155,8 +160,13 @@ class GA(ModelBased):
         if phase == "init":
             rng = np.random.default_rng([self.seed, 2**31])
             first = self.first(self.prior_topk())[: self.params.pop_size]
-            first += sample_unseen(rng, self.space, prior_weights(self.prior, self.params.temperature),
-                                   set(first), self.params.pop_size - len(first))
+            first += sample_unseen(
+                rng,
+                self.space,
+                prior_weights(self.prior, self.params.temperature),
+                set(first),
+                self.params.pop_size - len(first),
+            )
             return [Candidate(s) for s in first[: self.affordable(len(first))]]
         if phase == "screen":
             return [Candidate(s, fidelity=self.params.screen) for s in self.breed(self.plan())]

@@ -1,4 +1,5 @@
 """The search loop: ask, evaluate (or race), tell, until done; and the in-process evaluator."""
+
 from __future__ import annotations
 
 import time
@@ -14,8 +15,7 @@ class Evaluator(Protocol):
     """What the runner evaluates through: the Ray pool's client, or an in-process function (tests).
     Racing also needs ``n_rows()`` and ``rows(requests, searcher)`` (see racing.RowEvaluator)."""
 
-    def evaluate(self, candidates: Sequence[Candidate], searcher: str) -> list[float]:
-        ...
+    def evaluate(self, candidates: Sequence[Candidate], searcher: str) -> list[float]: ...
 
 
 @dataclass
@@ -53,14 +53,22 @@ class FunctionEvaluator:
 
 def race(r: Race, evaluator, searcher: str) -> Outcome:
     if not hasattr(evaluator, "rows"):
-        raise GhostsearchError(f"searcher '{searcher}' races its candidates, which this evaluator cannot "
-                               "(no per-row losses); set race: false")
+        raise GhostsearchError(
+            f"searcher '{searcher}' races its candidates, which this evaluator cannot "
+            "(no per-row losses); set race: false"
+        )
     return run_race(r, evaluator, searcher)
 
 
-def run(searcher: Searcher, evaluator: Evaluator, *, oracle: Oracle | None = None,
-        on_tell: Callable[[Searcher], None] | None = None, stop: Callable[[], bool] | None = None,
-        on_told: Callable[[Sequence[Candidate]], None] | None = None) -> Searcher:
+def run(
+    searcher: Searcher,
+    evaluator: Evaluator,
+    *,
+    oracle: Oracle | None = None,
+    on_tell: Callable[[Searcher], None] | None = None,
+    stop: Callable[[], bool] | None = None,
+    on_told: Callable[[Sequence[Candidate]], None] | None = None,
+) -> Searcher:
     """Drive a searcher to completion: ask, evaluate (or race), tell, until done or out of time.
     After each tell: ``on_told(candidates)`` with the candidates told, in the order they were added
     to ``searcher.history`` (one entry each), then ``on_tell(searcher)``."""
@@ -85,8 +93,9 @@ def run(searcher: Searcher, evaluator: Evaluator, *, oracle: Oracle | None = Non
         searcher.check_fresh(cands)  # never the same set twice
         cost = raced.cost if raced is not None else sum(c.fidelity for c in cands)
         if cost > searcher.budget_left + 1e-9:
-            raise RuntimeError(f"searcher {searcher.name} asked {cost:g} evaluations "
-                               f"with {searcher.budget_left:g} left")
+            raise RuntimeError(
+                f"searcher {searcher.name} asked {cost:g} evaluations with {searcher.budget_left:g} left"
+            )
         if raced is not None:
             out = race(raced, evaluator, searcher.name)
             searcher.race_cut += len(out.cut)

@@ -5,6 +5,7 @@ whatever the search objective, as in the paper (128 C4 sequences; ghostsearch us
 perplexity n_seq x seq_len): ``similarity_source: perplexity``. ``similarity_source: objective``
 reads it from the cell's own calibration data instead (e.g. Commonsense items for ``margin``).
 """
+
 from __future__ import annotations
 
 import inspect
@@ -94,7 +95,7 @@ class LoRP(Memo):
     @dataclass
     class Params:
         n_clusters: int | None = None  # None: from RLS
-        similarity_source: str = "perplexity"   # or "objective" (the cell's own calibration data)
+        similarity_source: str = "perplexity"  # or "objective" (the cell's own calibration data)
 
         def __post_init__(self):
             require_ints(self, "n_clusters")
@@ -108,7 +109,8 @@ class LoRP(Memo):
         if self.space.k > len(self.eligible):
             raise GhostsearchError(
                 f"lorp protects the first and last block: k={self.space.k} is more than the "
-                f"{len(self.eligible)} blocks left; lower k")
+                f"{len(self.eligible)} blocks left; lower k"
+            )
 
     def setup(self, oracle) -> None:
         super().setup(oracle)

@@ -1,4 +1,5 @@
 """oneshot: the k best blocks by a per-block prior, evaluated once. shortgpt: the same with Block Influence."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -44,6 +44,7 @@ they are what any raced candidate stopped early is: rows of partial fidelity, ne
 ledger column marks them apart: the ledger is append-only and a cut is decided after the
 candidate's last row is written; a marker row would be charged as budget by the readers.)
 """
+
 from __future__ import annotations
 
 import math

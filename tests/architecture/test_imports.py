@@ -1,6 +1,7 @@
 """The package's shape, checked from its source with ``ast`` (no import, no new dependency):
 no import cycle among ghostsearch's modules (lazy imports inside functions included), no module
 importing another's private (``_x``) names, and nothing below the CLI importing it."""
+
 from __future__ import annotations
 
 import ast
@@ -85,15 +86,25 @@ def test_the_cycle_finder_finds_cycles():
 
 def test_no_private_names_across_modules():
     known = modules()
-    bad = [f"{m} imports {n} from {i}" for m, p in known.items() for i, names in imports(m, p, known)
-           for n in names if n.startswith("_") and i != m]
+    bad = [
+        f"{m} imports {n} from {i}"
+        for m, p in known.items()
+        for i, names in imports(m, p, known)
+        for n in names
+        if n.startswith("_") and i != m
+    ]
     assert bad == []
 
 
 def test_nothing_below_the_cli_imports_it():
     g = graph()
-    bad = [f"{m} -> {i}" for m, deps in g.items() if not m.startswith("ghostsearch.cli") and m != "ghostsearch.__main__"
-           for i in deps if i.startswith("ghostsearch.cli")]
+    bad = [
+        f"{m} -> {i}"
+        for m, deps in g.items()
+        if not m.startswith("ghostsearch.cli") and m != "ghostsearch.__main__"
+        for i in deps
+        if i.startswith("ghostsearch.cli")
+    ]
     assert bad == []
 
 
@@ -106,14 +117,28 @@ def test_scoring_does_not_import_recovery():
 # layer or of a layer below. docs/architecture.md shows the same order. A module is in the layer of
 # its longest listed prefix ("recovery.recover" is in "recover", other "recovery.*" in "recovery").
 LAYERS: list[tuple[str, list[str]]] = [
-    ("bottom", ["errors", "logs", "interrupts", "io", "registry", "stats", "placement", "tracking", "contrasts",
-                "lmeval_results", "looks"]),  # helpers that know no model, no run: anyone may use them
-    ("search", ["search"]),                   # ask/tell over removed sets; no model, no torch
+    (
+        "bottom",
+        [
+            "errors",
+            "logs",
+            "interrupts",
+            "io",
+            "registry",
+            "stats",
+            "placement",
+            "tracking",
+            "contrasts",
+            "lmeval_results",
+            "looks",
+        ],
+    ),  # helpers that know no model, no run: anyone may use them
+    ("search", ["search"]),  # ask/tell over removed sets; no model, no torch
     ("model", ["stack", "models", "data", "items", "memplan"]),
     ("objectives", ["objectives"]),
     ("scoring", ["scoring"]),
-    ("recovery", ["recovery"]),               # the operators and the one repair path (Scorer is given aware's patches)
-    ("config", ["config"]),                   # a Config names searchers, objectives, repairs; nothing below reads one
+    ("recovery", ["recovery"]),  # the operators and the one repair path (Scorer is given aware's patches)
+    ("config", ["config"]),  # a Config names searchers, objectives, repairs; nothing below reads one
     ("rundir", ["rundir", "dataplan", "outputs"]),
     ("pool", ["pool"]),
     ("runner", ["runner"]),
@@ -152,8 +177,11 @@ def test_every_module_has_a_layer():
 
 
 def test_imports_point_down_the_layers():
-    bad = [f"{m} ({LAYERS[layer_of(m)][0]}) imports {i} ({LAYERS[layer_of(i)][0]})"
-           for m, i in upward(graph()) if (m, i) not in ALLOWED]
+    bad = [
+        f"{m} ({LAYERS[layer_of(m)][0]}) imports {i} ({LAYERS[layer_of(i)][0]})"
+        for m, i in upward(graph())
+        if (m, i) not in ALLOWED
+    ]
     assert bad == []
 
 
@@ -186,9 +214,16 @@ def private_attributes(name: str, path: Path, known: dict) -> list[str]:
             if node.level:
                 base = ".".join(pkg.split(".")[: len(pkg.split(".")) - node.level + 1] + ([base] if base else []))
             alias.update({a.asname or a.name: f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in known})
-    return [f"{name} uses {alias[n.value.id]}.{n.attr}" for n in ast.walk(tree)
-            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id in alias
-            and alias[n.value.id] != name and n.attr.startswith("_") and not n.attr.startswith("__")]
+    return [
+        f"{name} uses {alias[n.value.id]}.{n.attr}"
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Attribute)
+        and isinstance(n.value, ast.Name)
+        and n.value.id in alias
+        and alias[n.value.id] != name
+        and n.attr.startswith("_")
+        and not n.attr.startswith("__")
+    ]
 
 
 # private names used through a module object that stay for now, each with why (the list only shrinks)
@@ -204,5 +239,6 @@ def test_the_private_attribute_check_sees_module_attributes(tmp_path):
     p = tmp_path / "evaluate.py"
     p.write_text("from ghostsearch import data\n\ndef f():\n    return data._offline()\n")
     known = {"ghostsearch.data": p, "ghostsearch.evaluate": p}
-    assert private_attributes("ghostsearch.evaluate", p,
-                              known) == ["ghostsearch.evaluate uses ghostsearch.data._offline"]
+    assert private_attributes("ghostsearch.evaluate", p, known) == [
+        "ghostsearch.evaluate uses ghostsearch.data._offline"
+    ]

@@ -2,6 +2,7 @@
 traceback, and nothing written (the working folder, the run directories and export targets are
 byte-for-byte as before). Each case runs the real `ghostsearch` entry point in process, against a
 real tiny model directory; none needs Ray (every check comes before Ray starts)."""
+
 from __future__ import annotations
 
 import json
@@ -44,8 +45,11 @@ CASES = [
     ("micro-batch-zero", ["search", C, "calibration.micro_batch=0"], "micro_batch must be positive"),
     ("per-objective-typo", ["search", C, "calibration.per_objective.margn.n_seq=4"], "unknown objective"),
     ("per-objective-key", ["search", C, "calibration.per_objective.margin.n_sq=4"], "did you mean"),
-    ("per-objective-dataset", ["search", C, "objective=margin", "calibration.per_objective.margin.dataset=c4"],
-     "does not suit objective 'margin'"),
+    (
+        "per-objective-dataset",
+        ["search", C, "objective=margin", "calibration.per_objective.margin.dataset=c4"],
+        "does not suit objective 'margin'",
+    ),
     ("dataset-unsuitable", ["search", C, "calibration.dataset=imagenet"], "does not suit objective"),
     ("pool-actors-zero", ["search", C, "pool.actors=0"], "pool.actors and pool.threads must be >= 1"),
     ("pool-threads-zero", ["search", C, "pool.threads=0"], "pool.actors and pool.threads must be >= 1"),
@@ -92,10 +96,16 @@ CASES = [
     ("jobs-address", ["search", C, "--address", "http://127.0.0.1:8265"], "Jobs (dashboard) address"),
     ("compare-jobs-address", ["compare", C, "pool.address=http://10.0.0.1:8265"], "--address 10.0.0.1:6379"),
     # export
-    ("export-onto-run-dir", ["export", f"{W}/run", "--method", "none", "--out", f"{W}/run", "--force"],
-     "is a ghostsearch run directory"),
-    ("export-onto-foreign-dir", ["export", f"{W}/run", "--method", "none", "--out", f"{W}/foreign", "--force"],
-     "was not written by ghostsearch export"),
+    (
+        "export-onto-run-dir",
+        ["export", f"{W}/run", "--method", "none", "--out", f"{W}/run", "--force"],
+        "is a ghostsearch run directory",
+    ),
+    (
+        "export-onto-foreign-dir",
+        ["export", f"{W}/run", "--method", "none", "--out", f"{W}/foreign", "--force"],
+        "was not written by ghostsearch export",
+    ),
     ("export-onto-file", ["export", f"{W}/run", "--method", "none", "--out", f"{W}/afile"], "is a file"),
     ("export-exists-no-force", ["export", f"{W}/run", "--method", "none", "--out", f"{W}/export"], "--force"),
     ("export-config-no-remove", ["export", C, "--method", "none", "--out", f"{W}/new"], "needs --remove"),
@@ -126,14 +136,23 @@ CASES = [
     ("lr-nan", ["search", C, "recovery.lr=.nan"], "recovery.lr=nan is not a finite number"),
     ("eval-limit-flag-negative", ["eval", f"{W}/run", "--limit", "-5"], "-5 must be 1 or more"),
     ("eval-limit-flag-zero", ["eval", f"{W}/run", "--limit", "0"], "0 must be 1 or more"),
-    ("compare-searchers-twice", ["compare", C, "compare.searchers=[fastblock,fastblock]"],
-     "'fastblock' more than once"),
+    (
+        "compare-searchers-twice",
+        ["compare", C, "compare.searchers=[fastblock,fastblock]"],
+        "'fastblock' more than once",
+    ),
     ("compare-ks-twice", ["compare", C, "compare.ks=[2,2]"], "compare.ks lists 2 more than once"),
     ("objective-params-deep", ["search", C, "objective_params.a.b.c=1"], "objective_params.a is a mapping"),
-    ("objective-params-unknown", ["search", C, "objective_params.head_chnk=5"],
-     "did you mean objective_params.head_chunk"),
-    ("objective-params-kl-top-k", ["search", C, "objective=kl", "objective_params.top_k=x"],
-     "top_k='x' must be an integer"),
+    (
+        "objective-params-unknown",
+        ["search", C, "objective_params.head_chnk=5"],
+        "did you mean objective_params.head_chunk",
+    ),
+    (
+        "objective-params-kl-top-k",
+        ["search", C, "objective=kl", "objective_params.top_k=x"],
+        "top_k='x' must be an integer",
+    ),
     ("model-path-is-file", ["search", C, f"model={W}/afile"], "is a file, not a model directory"),
     ("long-list-one-bad-value", ["search", C, "compare.ks=[" + "1," * 999 + "x]"], "has 'x' at position 999 (of 1000)"),
     ("long-override-not-key-value", ["search", C, "x" * 3000], "chars) is not key=value"),
@@ -150,9 +169,16 @@ def work(tmp_path, tiny_model_dir, monkeypatch):
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     w = tmp_path / "w"
     w.mkdir()
-    base = {"model": tiny_model_dir, "dtype": "fp32", "device": "cpu", "k": 2, "searcher": "oneshot",
-            "calibration": {"dataset": "lambada", "n_seq": 2, "seq_len": 32}, "out": str(w / "out"),
-            "pool": {"actors": 1, "dashboard": False}}
+    base = {
+        "model": tiny_model_dir,
+        "dtype": "fp32",
+        "device": "cpu",
+        "k": 2,
+        "searcher": "oneshot",
+        "calibration": {"dataset": "lambada", "n_seq": 2, "seq_len": 32},
+        "out": str(w / "out"),
+        "pool": {"actors": 1, "dashboard": False},
+    }
     (w / "c.yaml").write_text(yaml.safe_dump(base))
     (w / "cfgdir").mkdir()
     (w / "latin1.yaml").write_bytes("model: caf\xe9\n".encode("latin-1"))
@@ -169,8 +195,9 @@ def work(tmp_path, tiny_model_dir, monkeypatch):
     run = w / "run"
     (run / "ledger").mkdir(parents=True)
     save_config(load_config(str(w / "c.yaml"), [f"out={run}"]), run / "config.yaml")
-    (run / "result.json").write_text(json.dumps({"searchers": {"oneshot-perplexity-k2-s0": {"removed": [1, 2],
-                                                                                            "value": 9.0}}}))
+    (run / "result.json").write_text(
+        json.dumps({"searchers": {"oneshot-perplexity-k2-s0": {"removed": [1, 2], "value": 9.0}}})
+    )
     (w / "export").mkdir()
     (w / "export" / ".ghostsearch-export").write_text("{}")
     (w / "export" / "config.json").write_text("{}")
@@ -179,8 +206,10 @@ def work(tmp_path, tiny_model_dir, monkeypatch):
 
 
 def _snapshot(root):
-    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns) if p.is_file() else None
-            for p in root.rglob("*")}
+    return {
+        str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns) if p.is_file() else None
+        for p in root.rglob("*")
+    }
 
 
 def test_the_table_is_large_enough():

@@ -1,4 +1,5 @@
 """`ghostsearch eval` end to end on a tiny random Llama (real lm-eval and perplexity code, seconds)."""
+
 from __future__ import annotations
 
 import json
@@ -10,14 +11,20 @@ import yaml
 
 from tests.corpora import PROSE
 
-EVAL = {"tasks": ["arc_easy"], "perplexity": list(dict.fromkeys([PROSE, "lambada"])), "ppl_seq_len": 64,
-        "ppl_max_seq": 2,
-        "limit": 3, "batch_size": 4}
+EVAL = {
+    "tasks": ["arc_easy"],
+    "perplexity": list(dict.fromkeys([PROSE, "lambada"])),
+    "ppl_seq_len": 64,
+    "ppl_max_seq": 2,
+    "limit": 3,
+    "batch_size": 4,
+}
 
 
 def _eval(*args):
-    r = subprocess.run([sys.executable, "-m", "ghostsearch", "eval", *map(str, args)], capture_output=True,
-                       text=True, timeout=600)
+    r = subprocess.run(
+        [sys.executable, "-m", "ghostsearch", "eval", *map(str, args)], capture_output=True, text=True, timeout=600
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     return [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
 
@@ -52,13 +59,16 @@ def test_run_dir_every_cell(tmp_path, tiny_model_dir):
     run = tmp_path / "run"
     run.mkdir()
     (run / "config.yaml").write_text(yaml.safe_dump({"model": tiny_model_dir, "dtype": "fp32", "eval": EVAL}))
-    cells = {"greedy|perplexity|k2|s0": {"removed": [3, 4], "value": 9.5},
-             "beam|perplexity|k2|s0": {"removed": [0, 5], "value": 9.7},
-             "greedy|perplexity|k2|s1": {"removed": [3, 4], "value": 9.5}}
+    cells = {
+        "greedy|perplexity|k2|s0": {"removed": [3, 4], "value": 9.5},
+        "beam|perplexity|k2|s0": {"removed": [0, 5], "value": 9.7},
+        "greedy|perplexity|k2|s1": {"removed": [3, 4], "value": 9.5},
+    }
     (run / "result.json").write_text(json.dumps({"cells": cells}))
     rows = _eval(run)
-    assert [(r["cell"], r["removed"], r["value"]) for r in rows] == [(c, v["removed"], v["value"])
-                                                                     for c, v in cells.items()]
+    assert [(r["cell"], r["removed"], r["value"]) for r in rows] == [
+        (c, v["removed"], v["value"]) for c, v in cells.items()
+    ]
     for r in rows:
         _check(r)
     assert pq.read_table(run / "eval.parquet").to_pylist() == rows
@@ -66,7 +76,8 @@ def test_run_dir_every_cell(tmp_path, tiny_model_dir):
     items = pq.read_table(run / "eval_items.parquet").to_pylist()  # each distinct set once, every item
     docs = sorted({i["doc"] for i in items})  # the run's seeded draw (ghostsearch/items.py), the same for both sets
     assert len(docs) == 3 and sorted((tuple(i["removed"]), i["doc"]) for i in items) == [((0, 5), d) for d in docs] + [
-        ((3, 4), d) for d in docs]
+        ((3, 4), d) for d in docs
+    ]
     for r in rows:
         mine = [i for i in items if i["removed"] == r["removed"]]
         assert sum(i["pred"] == i["gold"] for i in mine) / 3 == r["arc_easy_acc"]

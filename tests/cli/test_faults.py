@@ -5,6 +5,7 @@ ledger rows; a read-only run
 directory or lock is one line before any work. The read-only cases make directories immutable
 (``chattr +i``) when running as root, where ``chmod`` does not stop writes, and use ``chmod``
 otherwise."""
+
 from __future__ import annotations
 
 import contextlib
@@ -41,9 +42,17 @@ def deep_model_dir(tmp_path_factory, smollm2_tokenizer_dir) -> str:
 
 
 def _config(path: Path, model: str, out: Path, **over) -> Path:
-    cfg = {"model": model, "dtype": "fp32", "device": "cpu", "k": 2, "searcher": "greedy",
-           "calibration": {"dataset": "lambada", "n_seq": 4, "seq_len": 32}, "out": str(out),
-           "pool": {"actors": 1, "dashboard": False}, **over}
+    cfg = {
+        "model": model,
+        "dtype": "fp32",
+        "device": "cpu",
+        "k": 2,
+        "searcher": "greedy",
+        "calibration": {"dataset": "lambada", "n_seq": 4, "seq_len": 32},
+        "out": str(out),
+        "pool": {"actors": 1, "dashboard": False},
+        **over,
+    }
     path.write_text(yaml.safe_dump(cfg))
     return path
 
@@ -74,18 +83,28 @@ def test_sigterm_and_sighup_end_a_search_like_ctrl_c(sig, deep_model_dir, tmp_pa
     from ghostsearch.rundir import lock
 
     out = tmp_path / "run"
-    cfg = _config(tmp_path / "c.yaml", deep_model_dir, out, k=8, searcher="ga",
-                  search={"budget": 100000, "time_budget": 300})
-    p = subprocess.Popen([*CMD, "search", str(cfg), "--no-progress"], env=_env(), stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+    cfg = _config(
+        tmp_path / "c.yaml", deep_model_dir, out, k=8, searcher="ga", search={"budget": 100000, "time_budget": 300}
+    )
+    p = subprocess.Popen(
+        [*CMD, "search", str(cfg), "--no-progress"],
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         _wait_rows(out, 3, p)
         ray_processes = psutil.Process(p.pid).children(recursive=True)  # the local Ray this driver started
         assert ray_processes
         # a local Ray listens on loopback only (GCS, raylet, workers, agents; before: all interfaces)
         pids = {p.pid} | {q.pid for q in ray_processes}
-        listening = {(c.laddr.ip, c.laddr.port) for c in psutil.net_connections(kind="inet")
-                     if c.status == psutil.CONN_LISTEN and c.pid in pids}
+        listening = {
+            (c.laddr.ip, c.laddr.port)
+            for c in psutil.net_connections(kind="inet")
+            if c.status == psutil.CONN_LISTEN and c.pid in pids
+        }
         assert len(listening) >= 3 and all(ip in ("127.0.0.1", "::ffff:127.0.0.1") for ip, _ in listening), listening
         p.send_signal(sig)
         _, err = p.communicate(timeout=120)
@@ -126,8 +145,9 @@ def test_rerun_of_a_finished_search_adds_no_ledger_rows(tiny_model_dir, tmp_path
     cfg = _config(tmp_path / "c.yaml", tiny_model_dir, out)
     runs = []
     for _ in range(2):
-        r = subprocess.run([*CMD, "search", str(cfg), "--no-progress"], env=_env(), capture_output=True, text=True,
-                           timeout=600)
+        r = subprocess.run(
+            [*CMD, "search", str(cfg), "--no-progress"], env=_env(), capture_output=True, text=True, timeout=600
+        )
         assert r.returncode == 0, r.stderr[-2000:]
         runs.append((len(read_ledger(out)), json.loads(r.stdout.splitlines()[-1])))
     (n1, first), (n2, second) = runs
@@ -167,26 +187,33 @@ def made_run(tmp_path, tiny_model_dir, monkeypatch):
     (run / "ledger" / "_journal").mkdir(parents=True)
     save_config(load_config(str(cfg)), run / "config.yaml")
     (run / ".lock").write_text("")
-    (run / "result.json").write_text(json.dumps({"searchers": {"greedy-perplexity-k2-s0": {"removed": [1, 2],
-                                                                                           "value": 9.0}}}))
+    (run / "result.json").write_text(
+        json.dumps({"searchers": {"greedy-perplexity-k2-s0": {"removed": [1, 2], "value": 9.0}}})
+    )
     monkeypatch.chdir(tmp_path)
     return cfg, run
 
 
 def _snapshot(root: Path) -> dict:
-    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns) if p.is_file() else None
-            for p in root.rglob("*")}
+    return {
+        str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns) if p.is_file() else None
+        for p in root.rglob("*")
+    }
 
 
-@pytest.mark.parametrize("what, argv, message", [
-    ("run", ["search", "{cfg}"], "is not writable"),                           # resume into a read-only run dir
-    ("parent", ["search", "{cfg}", "out={parent}/new"], "is not writable"),    # a new run under a read-only dir
-    ("journal", ["search", "{cfg}"], "ledger/_journal is not writable"),       # the ledger's journals read-only
-    ("lock", ["search", "{cfg}"], "cannot open the lock of run directory"),    # an unwritable .lock (resume)
-    ("run", ["recover", "{run}"], "run directory"),                            # recover: before any repair
-    ("parent", ["ledger", "{run}", "--csv", "{parent}/ledger.csv"], "--csv"),  # ledger --csv
-    ("parent", ["export", "{run}", "--method", "none", "--out", "{parent}/model"], "--out"),  # before loading
-], ids=["resume", "new-run", "journal", "lock", "recover", "ledger-csv", "export"])
+@pytest.mark.parametrize(
+    "what, argv, message",
+    [
+        ("run", ["search", "{cfg}"], "is not writable"),  # resume into a read-only run dir
+        ("parent", ["search", "{cfg}", "out={parent}/new"], "is not writable"),  # a new run under a read-only dir
+        ("journal", ["search", "{cfg}"], "ledger/_journal is not writable"),  # the ledger's journals read-only
+        ("lock", ["search", "{cfg}"], "cannot open the lock of run directory"),  # an unwritable .lock (resume)
+        ("run", ["recover", "{run}"], "run directory"),  # recover: before any repair
+        ("parent", ["ledger", "{run}", "--csv", "{parent}/ledger.csv"], "--csv"),  # ledger --csv
+        ("parent", ["export", "{run}", "--method", "none", "--out", "{parent}/model"], "--out"),  # before loading
+    ],
+    ids=["resume", "new-run", "journal", "lock", "recover", "ledger-csv", "export"],
+)
 def test_read_only_is_one_line_before_any_work(what, argv, message, made_run, tmp_path, capsys):
     """Before: OSError 30 tracebacks on a new run, on resume (from .lock), on ledger --csv and on
     export, and recover lost all its work at its last write."""
@@ -216,10 +243,25 @@ def test_a_write_the_disk_refuses_mid_way_is_one_line(tmp_path):
     run.mkdir()
     ledger = Ledger(run)
     for i in range(200):
-        ledger.append({"cell": "greedy-perplexity-k2-s0", "searcher": "greedy", "objective": "perplexity",
-                       "objective_key": "perplexity|c4", "removed": [i % 20, 20 + i % 7], "k": 2, "fidelity": 1.0,
-                       "value": 10.0 + i, "tokens": 512, "seconds": 0.25, "cached": False, "actor": "a",
-                       "node": "f" * 56, "seed": 0, "time": 1_700_000_000.0 + i})
+        ledger.append(
+            {
+                "cell": "greedy-perplexity-k2-s0",
+                "searcher": "greedy",
+                "objective": "perplexity",
+                "objective_key": "perplexity|c4",
+                "removed": [i % 20, 20 + i % 7],
+                "k": 2,
+                "fidelity": 1.0,
+                "value": 10.0 + i,
+                "tokens": 512,
+                "seconds": 0.25,
+                "cached": False,
+                "actor": "a",
+                "node": "f" * 56,
+                "seed": 0,
+                "time": 1_700_000_000.0 + i,
+            }
+        )
     ledger.close()
 
     def limit():
@@ -227,8 +269,14 @@ def test_a_write_the_disk_refuses_mid_way_is_one_line(tmp_path):
         resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
 
     out = tmp_path / "ledger.csv"
-    r = subprocess.run([*CMD, "ledger", str(run), "--csv", str(out)], env=dict(_env(), PYTHONDONTWRITEBYTECODE="1"),
-                       capture_output=True, text=True, timeout=300, preexec_fn=limit)
+    r = subprocess.run(
+        [*CMD, "ledger", str(run), "--csv", str(out)],
+        env=dict(_env(), PYTHONDONTWRITEBYTECODE="1"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=limit,
+    )
     assert r.returncode == 2, r.stderr[-2000:]
     assert r.stderr.count("\n") == 1 and r.stderr.startswith("ghostsearch: error: File too large (EFBIG)"), r.stderr
     assert "rerun the same command" in r.stderr and "Traceback" not in r.stderr

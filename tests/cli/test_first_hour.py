@@ -6,6 +6,7 @@ traceback, and none waits on the network (the hub probe answers in well under 5 
 
 Small sizes throughout (SmolLM2, 4 x 64 calibration tokens, 8 x 64 repair tokens, a handful of
 evaluation items): a few CPU-minutes in all."""
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,11 @@ TINY_EVAL = ["--limit", "2", "--tasks", "arc_easy", "eval.ppl_max_seq=1", "eval.
 def fresh_env() -> dict:
     """This environment without what a new user would not have: HF_* (scripts/test.sh and .ci/run set
     HF_HUB_OFFLINE=1), the data directory, a Ray address."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("HF_") and k not in ("GHOSTSEARCH_DATA_DIR", "RAY_ADDRESS")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("HF_") and k not in ("GHOSTSEARCH_DATA_DIR", "RAY_ADDRESS")
+    }
     env.update(TOKENIZERS_PARALLELISM="false", RAY_USAGE_STATS_ENABLED="0", PYTHONPATH=str(ROOT))
     return env
 
@@ -44,15 +48,22 @@ def home(tmp_path_factory):
 
 
 def python(code: str, cwd: Path, timeout: int = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=fresh_env(), capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=cwd, env=fresh_env(), capture_output=True, text=True, timeout=timeout
+    )
 
 
 def ghostsearch(*args, cwd: Path, ok: bool = True, timeout: int = 900) -> tuple[subprocess.CompletedProcess, float]:
     """Run one command as a new user would; no traceback ever, exit 0 (``ok``) or 2 with one error line."""
     t0 = time.monotonic()
-    p = subprocess.run([sys.executable, "-m", "ghostsearch", *map(str, args)], cwd=cwd, env=fresh_env(),
-                       capture_output=True, text=True, timeout=timeout)
+    p = subprocess.run(
+        [sys.executable, "-m", "ghostsearch", *map(str, args)],
+        cwd=cwd,
+        env=fresh_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     seconds = time.monotonic() - t0
     assert "Traceback" not in p.stderr, f"{args}: {p.stderr[-3000:]}"
     if ok:
@@ -69,14 +80,16 @@ def lines(text: str) -> list[dict]:
 
 def test_offline_is_detected_in_seconds(home):
     """No HF_* variable, the hub unreachable: the probe says so at once, and the defaults fall back."""
-    p = python("import time; t = time.monotonic()\n"
-               "from ghostsearch import data\n"
-               "from ghostsearch.config import load_config\n"
-               "t = time.monotonic(); reach = data.hub_reachable(); probe = time.monotonic() - t\n"
-               "cfg = load_config(None, [])\n"
-               "print(reach, round(probe, 3), cfg.default_dataset('perplexity'), "
-               "cfg.calibration_spec('margin').dataset)",
-               home)
+    p = python(
+        "import time; t = time.monotonic()\n"
+        "from ghostsearch import data\n"
+        "from ghostsearch.config import load_config\n"
+        "t = time.monotonic(); reach = data.hub_reachable(); probe = time.monotonic() - t\n"
+        "cfg = load_config(None, [])\n"
+        "print(reach, round(probe, 3), cfg.default_dataset('perplexity'), "
+        "cfg.calibration_spec('margin').dataset)",
+        home,
+    )
     assert p.returncode == 0, p.stderr
     reach, probe, ppl, margin = p.stdout.split()
     if reach == "True":
@@ -88,10 +101,13 @@ def test_offline_is_detected_in_seconds(home):
 def test_a_named_dataset_missing_offline_is_one_line_before_model_work(home, tmp_path):
     """calibration.dataset=c4 with no data directory and no hub: the data plan refuses it within 5 s
     (no hub retries), and the command exits 2 with one line naming data_dir, leaving no run directory."""
-    p = python("import time\nfrom ghostsearch.config import load_config\nfrom ghostsearch.dataplan import plan\n"
-               "from ghostsearch.errors import GhostsearchError\ncfg = load_config(None, ['calibration.dataset=c4'])\n"
-               "t = time.monotonic()\ntry:\n    plan(cfg, ['perplexity'], evaluate=False, repair=True)\n"
-               "except GhostsearchError as e:\n    print(round(time.monotonic() - t, 3), e)\n", home)
+    p = python(
+        "import time\nfrom ghostsearch.config import load_config\nfrom ghostsearch.dataplan import plan\n"
+        "from ghostsearch.errors import GhostsearchError\ncfg = load_config(None, ['calibration.dataset=c4'])\n"
+        "t = time.monotonic()\ntry:\n    plan(cfg, ['perplexity'], evaluate=False, repair=True)\n"
+        "except GhostsearchError as e:\n    print(round(time.monotonic() - t, 3), e)\n",
+        home,
+    )
     seconds, message = p.stdout.split(" ", 1)
     assert float(seconds) < 5.0 and "'c4' is not available" in message, p.stdout + p.stderr
     p, _ = ghostsearch("search", QUICK, "calibration.dataset=c4", f"out={tmp_path / 'b'}", cwd=home, ok=False)
@@ -104,9 +120,19 @@ def test_a_named_dataset_missing_offline_is_one_line_before_model_work(home, tmp
 def test_first_hour(home):
     run, model = home / "runs" / "quick", home / "models" / "quick"
     # 1. search: the quick start, smaller; its last line has the dense value and the relative change
-    p, _ = ghostsearch("search", QUICK, f"out={run}", "calibration.n_seq=4", "calibration.seq_len=64",
-                       "recovery.n_seq=8", "recovery.seq_len=64", "pool.actors=1", "pool.dashboard=false",
-                       "search.params.fastblock.n_rescore=2", cwd=home)
+    p, _ = ghostsearch(
+        "search",
+        QUICK,
+        f"out={run}",
+        "calibration.n_seq=4",
+        "calibration.seq_len=64",
+        "recovery.n_seq=8",
+        "recovery.seq_len=64",
+        "pool.actors=1",
+        "pool.dashboard=false",
+        "search.params.fastblock.n_rescore=2",
+        cwd=home,
+    )
     final = lines(p.stdout)[-1]
     assert final["dense_value"] > 1 and final["value"] > final["dense_value"]
     assert final["relative_change"] == pytest.approx(final["value"] / final["dense_value"] - 1, abs=1e-4)
@@ -124,13 +150,16 @@ def test_first_hour(home):
     ghostsearch("export", run, "--method", "ghosted", "--out", model, cwd=home)
     meta = json.loads((model / "recovery.json").read_text())
     assert meta["data"]["repair"]["dataset"] == "lambada" and meta["data"]["search"][0]["dataset"] == "lambada"
-    p = python("import ghostsearch\nfrom transformers import AutoTokenizer, AutoModelForCausalLM\n"
-               f"m = ghostsearch.load_pruned({str(model)!r}); t = AutoTokenizer.from_pretrained({str(model)!r})\n"
-               "ids = t('The capital of France is', return_tensors='pt')\n"
-               "out = m.generate(**ids, max_new_tokens=4, do_sample=False)\n"
-               "print(out.shape[1] - ids.input_ids.shape[1])\n"
-               f"try:\n    AutoModelForCausalLM.from_pretrained({str(model)!r})\n"
-               "except ghostsearch.errors.GhostsearchError as e:\n    print('REFUSED', e)\n", home)
+    p = python(
+        "import ghostsearch\nfrom transformers import AutoTokenizer, AutoModelForCausalLM\n"
+        f"m = ghostsearch.load_pruned({str(model)!r}); t = AutoTokenizer.from_pretrained({str(model)!r})\n"
+        "ids = t('The capital of France is', return_tensors='pt')\n"
+        "out = m.generate(**ids, max_new_tokens=4, do_sample=False)\n"
+        "print(out.shape[1] - ids.input_ids.shape[1])\n"
+        f"try:\n    AutoModelForCausalLM.from_pretrained({str(model)!r})\n"
+        "except ghostsearch.errors.GhostsearchError as e:\n    print('REFUSED', e)\n",
+        home,
+    )
     assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
     assert "You are using a model of type" not in p.stderr
     generated, refused = p.stdout.splitlines()[-2:]
@@ -147,10 +176,23 @@ def test_first_hour(home):
     assert r["held_out"] == "lambada" and r["ppl_lambada"] > 1
     # 5. compare-quick, one searcher, tiny sizes
     cmp_dir = home / "runs" / "compare"
-    p, _ = ghostsearch("compare", COMPARE, f"out={cmp_dir}", "compare.searchers=[fastblock]",
-                       "search.params.fastblock.n_rescore=1", "calibration.n_seq=2", "calibration.seq_len=32",
-                       "recovery.n_seq=4", "recovery.seq_len=64", "eval.limit=2", "eval.ppl_max_seq=1",
-                       "eval.ppl_seq_len=64", "pool.actors=1", "--no-progress", cwd=home)
+    p, _ = ghostsearch(
+        "compare",
+        COMPARE,
+        f"out={cmp_dir}",
+        "compare.searchers=[fastblock]",
+        "search.params.fastblock.n_rescore=1",
+        "calibration.n_seq=2",
+        "calibration.seq_len=32",
+        "recovery.n_seq=4",
+        "recovery.seq_len=64",
+        "eval.limit=2",
+        "eval.ppl_max_seq=1",
+        "eval.ppl_seq_len=64",
+        "pool.actors=1",
+        "--no-progress",
+        cwd=home,
+    )
     assert (cmp_dir / "comparison.parquet").exists() and "Commonsense-170k is not available" in p.stderr
     # 6. ledger
     p, _ = ghostsearch("ledger", run, cwd=home)

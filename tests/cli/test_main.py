@@ -1,5 +1,6 @@
 """The ``ghostsearch`` command itself: the command list, help for every flag, one-line errors, and
 ``score`` equal to the Scorer it wraps."""
+
 from __future__ import annotations
 
 import json
@@ -23,8 +24,9 @@ def test_every_command_module_is_listed_described_and_documented(capsys):
 
     import ghostsearch.cli
 
-    modules = [importlib.import_module(f"ghostsearch.cli.{m.name}")
-               for m in pkgutil.iter_modules(ghostsearch.cli.__path__)]
+    modules = [
+        importlib.import_module(f"ghostsearch.cli.{m.name}") for m in pkgutil.iter_modules(ghostsearch.cli.__path__)
+    ]
     commands = {m for m in modules if hasattr(m, "add") and hasattr(m, "run")}
     assert commands == set(COMMANDS.values())
     with pytest.raises(SystemExit) as e:
@@ -44,13 +46,18 @@ def test_every_flag_has_help(command):
     assert missing == []
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["score", "configs/smollm2-quick.yaml", "--remove", "1,x"], "not a comma-separated list"),
-    (["score", "configs/smollm2-quick.yaml", "nope=1", "--remove", "1"], "unknown config key nope"),
-    (["search", "configs/missing.yaml"], "does not exist"),
-    (["score", "configs/smollm2-quick.yaml", "objective_params.recovery=ghosted", "--remove", "1"],
-     "search.recovery_aware"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["score", "configs/smollm2-quick.yaml", "--remove", "1,x"], "not a comma-separated list"),
+        (["score", "configs/smollm2-quick.yaml", "nope=1", "--remove", "1"], "unknown config key nope"),
+        (["search", "configs/missing.yaml"], "does not exist"),
+        (
+            ["score", "configs/smollm2-quick.yaml", "objective_params.recovery=ghosted", "--remove", "1"],
+            "search.recovery_aware",
+        ),
+    ],
+)
 def test_bad_input_is_one_line_exit_2(argv, message, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
@@ -63,8 +70,16 @@ def test_score_equals_the_scorer(tiny_model_dir, tmp_path, data_dir, capsys):
     from ghostsearch.scoring import scorer_from_config
 
     cfg_file = tmp_path / "c.yaml"
-    cfg_file.write_text(yaml.safe_dump({"model": tiny_model_dir, "dtype": "fp32", "data_dir": data_dir,
-                                        "calibration": {"dataset": CALIB, "n_seq": 2, "seq_len": 32}}))
+    cfg_file.write_text(
+        yaml.safe_dump(
+            {
+                "model": tiny_model_dir,
+                "dtype": "fp32",
+                "data_dir": data_dir,
+                "calibration": {"dataset": CALIB, "n_seq": 2, "seq_len": 32},
+            }
+        )
+    )
     assert main(["score", str(cfg_file), "--remove", "3,1"]) == 0
     row = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert row["removed"] == [1, 3] and row["objective"] == "perplexity" and row["tokens"] == 2 * 32

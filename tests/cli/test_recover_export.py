@@ -1,4 +1,5 @@
 """`ghostsearch recover` and `ghostsearch export` end to end on a tiny SmolLM2 run directory."""
+
 import json
 
 import pytest
@@ -11,12 +12,20 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture
 def run_dir(tmp_path, data_dir):
-    cfg = {"model": "smollm2-135m", "dtype": "fp32", "data_dir": data_dir, "k": 2,
-           "calibration": {"n_seq": 4, "seq_len": 64},
-           "recovery": {"n_seq": 32, "seq_len": 128}}   # 4,096 repair tokens (fewer overfit a 576 x 576 operator)
+    cfg = {
+        "model": "smollm2-135m",
+        "dtype": "fp32",
+        "data_dir": data_dir,
+        "k": 2,
+        "calibration": {"n_seq": 4, "seq_len": 64},
+        "recovery": {"n_seq": 32, "seq_len": 128},
+    }  # 4,096 repair tokens (fewer overfit a 576 x 576 operator)
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
-    cells = {"greedy/k2": {"removed": [20, 21], "value": 60.0}, "fastblock/k2": {"removed": [14, 15], "value": 55.0},
-             "beam/k2": {"removed": [15, 14], "value": 56.0}}
+    cells = {
+        "greedy/k2": {"removed": [20, 21], "value": 60.0},
+        "fastblock/k2": {"removed": [14, 15], "value": 55.0},
+        "beam/k2": {"removed": [15, 14], "value": 56.0},
+    }
     (tmp_path / "result.json").write_text(json.dumps({"searchers": cells}))
     return tmp_path
 
@@ -28,7 +37,7 @@ def test_recover_and_export(run_dir, tmp_path_factory, capsys):
 
     assert main(["recover", str(run_dir), "--method", "ghosted", "--top", "2"]) == 0
     rows = pq.read_table(run_dir / "recovery.parquet").to_pylist()
-    assert [r["finalist"] for r in rows] == ["fastblock/k2", "greedy/k2"]   # best first, duplicates once
+    assert [r["finalist"] for r in rows] == ["fastblock/k2", "greedy/k2"]  # best first, duplicates once
     for r in rows:
         assert r["method"] == "ghosted" and r["value_after"] < r["value_before"]
         assert r["alignment_error"] < r["alignment_error_before"] and 0 < r["antisymmetric_share"] < 1

@@ -1,5 +1,6 @@
 """`ghostsearch --version`, and -v/-q: progress messages go through logging to stderr (prefixed
 `ghostsearch:`), -q keeps warnings only, and stdout stays for the JSON result lines."""
+
 import logging
 from importlib.metadata import version
 
@@ -16,11 +17,33 @@ def test_version(capsys):
     assert e.value.code == 0 and capsys.readouterr().out.strip() == f"ghostsearch {version('ghostsearch')}"
 
 
-PLAN = DataPlan.from_dict({"held_out": [], "calibration": [{"role": "calibration:perplexity", "asked": "c4",
-                                                            "used": "lambada", "fallback": True,
-                         "part": "calibration half", "documents_or_items": 10, "n_seq": 4, "seq_len": 32},
-                        {"role": "repair", "asked": "lambada", "used": "lambada", "fallback": False,
-                         "part": "all", "documents_or_items": 10, "n_seq": 4, "seq_len": 32}]})
+PLAN = DataPlan.from_dict(
+    {
+        "held_out": [],
+        "calibration": [
+            {
+                "role": "calibration:perplexity",
+                "asked": "c4",
+                "used": "lambada",
+                "fallback": True,
+                "part": "calibration half",
+                "documents_or_items": 10,
+                "n_seq": 4,
+                "seq_len": 32,
+            },
+            {
+                "role": "repair",
+                "asked": "lambada",
+                "used": "lambada",
+                "fallback": False,
+                "part": "all",
+                "documents_or_items": 10,
+                "n_seq": 4,
+                "seq_len": 32,
+            },
+        ],
+    }
+)
 
 
 @pytest.mark.parametrize("verbosity, info_shown, bars", [(0, True, True), (-1, False, False), (1, True, True)])

@@ -16,15 +16,36 @@ from typing import Any, Iterable
 import yaml
 
 RAY_VERSION = "2.60.0"
-METRICS = ("ghostsearch_evaluations", "ghostsearch_scoring_seconds",
-           "ghostsearch_queue_depth", "ghostsearch_best_value")
+METRICS = (
+    "ghostsearch_evaluations",
+    "ghostsearch_scoring_seconds",
+    "ghostsearch_queue_depth",
+    "ghostsearch_best_value",
+)
 # used when pyproject.toml is absent; otherwise its [project].dependencies rule
-FALLBACK_DEPS = ("torch", "transformers", "optuna", "deap", "datasets", "pyarrow", "lm-eval",
-                 "gguf", "safetensors", "pyyaml", "tqdm", "matplotlib", "scipy", "scikit-learn")
+FALLBACK_DEPS = (
+    "torch",
+    "transformers",
+    "optuna",
+    "deap",
+    "datasets",
+    "pyarrow",
+    "lm-eval",
+    "gguf",
+    "safetensors",
+    "pyyaml",
+    "tqdm",
+    "matplotlib",
+    "scipy",
+    "scikit-learn",
+)
 NOT_IN_RUNTIME_ENV = {"ray"}  # a job always uses the cluster's own Ray
 
-SECRET_KEY = re.compile(r"(password|passwd|secret|token|api[_-]?key|access[_-]?key|private[_-]?key"
-                        r"|credentials?)$", re.I)
+SECRET_KEY = re.compile(
+    r"(password|passwd|secret|token|api[_-]?key|access[_-]?key|private[_-]?key"
+    r"|credentials?)$",
+    re.I,
+)
 SECRET_ENV = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY)$", re.I)
 SECRET_TEXT = [
     (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"), "private key"),
@@ -48,8 +69,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
             if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key!r}", key_node.start_mark)
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
 
@@ -151,8 +171,7 @@ def pip_packages(pip: Any) -> list[str]:
     return []
 
 
-def check_pins_cover(what: str, have: dict[str, str], need: dict[str, str],
-                     skip: set[str] = frozenset()) -> list[str]:
+def check_pins_cover(what: str, have: dict[str, str], need: dict[str, str], skip: set[str] = frozenset()) -> list[str]:
     from packaging.specifiers import SpecifierSet
     from packaging.version import Version
 
@@ -184,14 +203,15 @@ def check_ray_cluster_spec(where: str, spec: dict) -> list[str]:
         problems.append(f"{where}: rayVersion {spec.get('rayVersion')!r} != {RAY_VERSION!r}")
     head = spec.get("headGroupSpec") or {}
     groups = spec.get("workerGroupSpecs") or []
-    all_containers = _containers(head.get("template")) + [
-        c for g in groups for c in _containers(g.get("template"))]
+    all_containers = _containers(head.get("template")) + [c for g in groups for c in _containers(g.get("template"))]
     token_by_env = all_containers and all(
         any(e.get("name") == "RAY_AUTH_MODE" and e.get("value") == "token" for e in c.get("env") or [])
-        for c in all_containers)
+        for c in all_containers
+    )
     if (spec.get("authOptions") or {}).get("mode") != "token" and not token_by_env:
-        problems.append(f"{where}: token auth off (need authOptions.mode: token "
-                        "or RAY_AUTH_MODE=token on every container)")
+        problems.append(
+            f"{where}: token auth off (need authOptions.mode: token or RAY_AUTH_MODE=token on every container)"
+        )
     for c in all_containers:
         for e in c.get("env") or []:
             if e.get("name") == "RAY_AUTH_MODE" and e.get("value") != "token":
@@ -207,8 +227,7 @@ def check_ray_cluster_spec(where: str, spec: dict) -> list[str]:
         problems.append(f"{where}: no worker group requests nvidia.com/gpu in its limits")
     for g in gpu_groups:
         if not int(g.get("maxReplicas", 0) or 0) > int(g.get("minReplicas", 0) or 0):
-            problems.append(f"{where}: GPU group {g.get('groupName')} cannot autoscale "
-                            "(maxReplicas <= minReplicas)")
+            problems.append(f"{where}: GPU group {g.get('groupName')} cannot autoscale (maxReplicas <= minReplicas)")
     if not spec.get("enableInTreeAutoscaling"):
         problems.append(f"{where}: enableInTreeAutoscaling is not true")
     for part in [head] + groups:
@@ -239,13 +258,16 @@ def check_kuberay(where: str, doc: dict, root: Path) -> list[str]:
             problems.append(f"{where}: entrypoint sets no out= (results would land in the pod)")
         # the job needs the project's dependencies: from the image or the runtime env
         renv = yaml.safe_load(spec.get("runtimeEnvYAML") or "") or {}
-        images = [c.get("image", "") for g in [spec.get("rayClusterSpec", {}).get("headGroupSpec", {})]
-                  + spec.get("rayClusterSpec", {}).get("workerGroupSpecs", [])
-                  for c in _containers(g.get("template"))]
+        images = [
+            c.get("image", "")
+            for g in [spec.get("rayClusterSpec", {}).get("headGroupSpec", {})]
+            + spec.get("rayClusterSpec", {}).get("workerGroupSpecs", [])
+            for c in _containers(g.get("template"))
+        ]
         if not (images and all("ghostsearch" in i for i in images)):
-            problems += check_pins_cover(f"{where} runtimeEnvYAML", pins(pip_packages(renv.get("pip"))),
-                                         project_deps(root),
-                                         NOT_IN_RUNTIME_ENV)
+            problems += check_pins_cover(
+                f"{where} runtimeEnvYAML", pins(pip_packages(renv.get("pip"))), project_deps(root), NOT_IN_RUNTIME_ENV
+            )
         return problems
     return [f"{where}: unexpected kind {kind!r}"]
 
@@ -267,8 +289,7 @@ def check_launcher(where: str, doc: dict) -> list[str]:
     head_type = doc.get("head_node_type")
     if head_type not in types:
         problems.append(f"{where}: head_node_type {head_type!r} not in available_node_types")
-    gpu = [n for n, t in types.items() if n != head_type
-           and float((t.get("resources") or {}).get("GPU", 0)) >= 1]
+    gpu = [n for n, t in types.items() if n != head_type and float((t.get("resources") or {}).get("GPU", 0)) >= 1]
     if not gpu:
         problems.append(f"{where}: no worker node type with resources.GPU >= 1")
     for n in gpu:
@@ -338,6 +359,7 @@ def check_grafana(where: str, doc: dict) -> list[str]:
         for p in panels or []:
             exprs.extend(t.get("expr", "") for t in p.get("targets") or [])
             collect(p.get("panels"))
+
     collect(doc.get("panels"))
     text = "\n".join(exprs)
     problems = []
@@ -360,11 +382,21 @@ def exported_names(grafana_doc: dict) -> set[str]:
 def check_secrets_in_doc(where: str, doc: Any) -> list[str]:
     problems = []
     for path, k, v in walk(doc):
-        if isinstance(k, str) and SECRET_KEY.search(k) and isinstance(v, (str, int)) \
-                and not isinstance(v, bool) and not SAFE_SECRET_VALUE.search(str(v)):
+        if (
+            isinstance(k, str)
+            and SECRET_KEY.search(k)
+            and isinstance(v, (str, int))
+            and not isinstance(v, bool)
+            and not SAFE_SECRET_VALUE.search(str(v))
+        ):
             problems.append(f"{where}: literal secret-like value at {path}.{k}")
-        if isinstance(v, dict) and isinstance(v.get("name"), str) and SECRET_ENV.search(v["name"]) \
-                and "value" in v and not SAFE_SECRET_VALUE.search(str(v["value"])):
+        if (
+            isinstance(v, dict)
+            and isinstance(v.get("name"), str)
+            and SECRET_ENV.search(v["name"])
+            and "value" in v
+            and not SAFE_SECRET_VALUE.search(str(v["value"]))
+        ):
             problems.append(f"{where}: env {v['name']} has a literal value (use valueFrom/secretKeyRef)")
         if isinstance(k, str) and k == "env_vars" and isinstance(v, dict):
             for ek, ev in v.items():
@@ -423,8 +455,7 @@ def check_dockerfile(root: Path) -> list[str]:
     lock = root / "docker" / "requirements.lock.txt"
     if lock.exists():
         have = pins(lock.read_text().splitlines())
-        problems += check_pins_cover("docker/requirements.lock.txt", have, project_deps(root),
-                                     {"torch"})
+        problems += check_pins_cover("docker/requirements.lock.txt", have, project_deps(root), {"torch"})
         if have.get("ray") != RAY_VERSION:
             problems.append(f"docker/requirements.lock.txt: ray=={have.get('ray')} != {RAY_VERSION}")
     return problems

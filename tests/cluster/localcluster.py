@@ -213,7 +213,9 @@ class LocalCluster:
         (node.temp_dir / "ray_current_cluster").unlink(missing_ok=True)
         ip = node.ip
         args = self.ray_cli() + [
-            "start", "--block", "--disable-usage-stats",
+            "start",
+            "--block",
+            "--disable-usage-stats",
             f"--node-ip-address={ip}",
             f"--temp-dir={node.temp_dir}",
             f"--num-cpus={num_cpus}",
@@ -240,8 +242,13 @@ class LocalCluster:
         node.log = self.root / f"{node.name}.log"
         with open(node.log, "wb") as log:
             node.proc = subprocess.Popen(
-                args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=self.env(node.name), cwd=self.root, start_new_session=True,
+                args,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=self.env(node.name),
+                cwd=self.root,
+                start_new_session=True,
             )
         self.nodes.append(node)
 
@@ -251,8 +258,7 @@ class LocalCluster:
         head = Node("head", HEAD_NODE_IP, self.root / "h", self.marker + "-head", free_port(HEAD_NODE_IP))
         self._start_node(head, head=True, num_cpus=num_cpus)
         self.wait_dashboard(timeout_s)
-        worker = Node("worker", WORKER_IP, self.root / "w", self.marker + "-worker",
-                      free_port(WORKER_IP))
+        worker = Node("worker", WORKER_IP, self.root / "w", self.marker + "-worker", free_port(WORKER_IP))
         self._start_node(worker, head=False, num_cpus=num_cpus)
         self.wait_nodes(2, timeout_s)
         return self
@@ -280,8 +286,10 @@ class LocalCluster:
         t2 = time.monotonic()
         shutil.rmtree(self.root, ignore_errors=True)
         self.stop_timings = (t1 - t0, t2 - t1, time.monotonic() - t2)
-        print(f"cluster stop: nodes {t1 - t0:.1f}s, stragglers {t2 - t1:.1f}s, "
-              f"rmtree {time.monotonic() - t2:.1f}s", file=sys.stderr)
+        print(
+            f"cluster stop: nodes {t1 - t0:.1f}s, stragglers {t2 - t1:.1f}s, rmtree {time.monotonic() - t2:.1f}s",
+            file=sys.stderr,
+        )
 
     def __enter__(self) -> "LocalCluster":
         return self
@@ -367,19 +375,25 @@ class LocalCluster:
         out = []
         for node in self.nodes:
             try:
-                out.append(self.http_get(f"http://{node.ip}:{node.metrics_port}/metrics",
-                                         auth=False))
+                out.append(self.http_get(f"http://{node.ip}:{node.metrics_port}/metrics", auth=False))
             except Exception:  # noqa: BLE001 - a dead node exports nothing
                 pass
         return "\n".join(out)
 
     # -- jobs ---------------------------------------------------------------
-    def submit(self, entrypoint: list[str], working_dir: Path, runtime_env: dict | None = None,
-               submission_id: str | None = None) -> str:
+    def submit(
+        self,
+        entrypoint: list[str],
+        working_dir: Path,
+        runtime_env: dict | None = None,
+        submission_id: str | None = None,
+    ) -> str:
         """``ray job submit --no-wait`` to the head's job server; returns the submission id."""
         submission_id = submission_id or f"gs-test-{secrets.token_hex(4)}"
         args = self.ray_cli() + [
-            "job", "submit", "--no-wait",
+            "job",
+            "submit",
+            "--no-wait",
             f"--address={self.dashboard_url}",
             f"--submission-id={submission_id}",
             f"--working-dir={Path(working_dir).resolve()}",
@@ -387,8 +401,7 @@ class LocalCluster:
         if runtime_env is not None:
             args.append(f"--runtime-env-json={json.dumps(runtime_env)}")
         args += ["--", *entrypoint]
-        r = subprocess.run(args, env=self.env(), capture_output=True, text=True, timeout=120,
-                           cwd=self.root)
+        r = subprocess.run(args, env=self.env(), capture_output=True, text=True, timeout=120, cwd=self.root)
         if r.returncode != 0:
             raise RuntimeError(f"ray job submit failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
         return submission_id
@@ -397,13 +410,18 @@ class LocalCluster:
         return self.http_get(f"{self.dashboard_url}/api/jobs/{submission_id}")
 
     def job_logs(self, submission_id: str) -> str:
-        r = subprocess.run(self.ray_cli() + ["job", "logs", f"--address={self.dashboard_url}",
-                                             submission_id],
-                           env=self.env(), capture_output=True, text=True, timeout=60)
+        r = subprocess.run(
+            self.ray_cli() + ["job", "logs", f"--address={self.dashboard_url}", submission_id],
+            env=self.env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         return r.stdout + r.stderr
 
-    def wait_job(self, submission_id: str, timeout_s: float,
-                 on_poll: Callable[[dict], None] | None = None, poll_s: float = 0.5) -> dict:
+    def wait_job(
+        self, submission_id: str, timeout_s: float, on_poll: Callable[[dict], None] | None = None, poll_s: float = 0.5
+    ) -> dict:
         """Poll until the job is terminal; ``on_poll(info)`` runs each round while it is not."""
         deadline = time.monotonic() + timeout_s
         info: dict = {}
@@ -414,12 +432,12 @@ class LocalCluster:
             if on_poll is not None:
                 on_poll(info)
             time.sleep(poll_s)
-        raise TimeoutError(f"job {submission_id} not finished: {info}\n"
-                           + self.job_logs(submission_id))
+        raise TimeoutError(f"job {submission_id} not finished: {info}\n" + self.job_logs(submission_id))
 
 
-def make_cluster(python_bin: str | os.PathLike = sys.executable,
-                 extra_env: dict[str, str] | None = None) -> LocalCluster:
+def make_cluster(
+    python_bin: str | os.PathLike = sys.executable, extra_env: dict[str, str] | None = None
+) -> LocalCluster:
     """A cluster object with a short private root dir (unix socket paths must stay < 108 chars)."""
     root = Path(tempfile.mkdtemp(prefix="gsray-", dir="/tmp"))
     return LocalCluster(

@@ -16,8 +16,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("path", M.yaml_files(ROOT) + M.json_files(ROOT),
-                         ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize("path", M.yaml_files(ROOT) + M.json_files(ROOT), ids=lambda p: str(p.relative_to(ROOT)))
 def test_file_parses(path):
     if path.suffix == ".json":
         json.loads(path.read_text())
@@ -82,8 +81,11 @@ def test_catches_yaml_that_does_not_parse(tree):
 
 def test_catches_duplicate_keys(tree):
     p = tree / "cluster" / "kuberay" / "rayjob.yaml"
-    p.write_text(p.read_text().replace("  shutdownAfterJobFinishes: true",
-                                       "  shutdownAfterJobFinishes: true\n  shutdownAfterJobFinishes: false"))
+    p.write_text(
+        p.read_text().replace(
+            "  shutdownAfterJobFinishes: true", "  shutdownAfterJobFinishes: true\n  shutdownAfterJobFinishes: false"
+        )
+    )
     assert_caught(tree, "duplicate key")
 
 
@@ -103,6 +105,7 @@ def test_catches_worker_group_without_gpu(tree):
         for g in d["spec"]["workerGroupSpecs"]:
             for c in g["template"]["spec"]["containers"]:
                 c["resources"]["limits"].pop("nvidia.com/gpu")
+
     edit_yaml(tree / "cluster/kuberay/raycluster.yaml", drop_gpu)
     assert_caught(tree, "nvidia.com/gpu")
 
@@ -119,6 +122,7 @@ def test_catches_launcher_without_gpu_workers(tree):
     def no_gpu(d):
         for name, t in d["available_node_types"].items():
             t["resources"].pop("GPU", None)
+
     edit_yaml(tree / "cluster/ray-cluster.aws.yaml", no_gpu)
     assert_caught(tree, "resources.GPU")
 
@@ -131,14 +135,15 @@ def test_catches_invalid_launcher_config(tree):
 def test_catches_runtime_env_without_project_deps(tree):
     def drop(d):
         d["pip"]["packages"] = [p for p in d["pip"]["packages"] if not p.startswith("transformers")]
+
     edit_yaml(tree / "cluster/runtime_env.yaml", drop)
     assert_caught(tree, "'transformers' missing")
 
 
 def test_catches_runtime_env_pin_differing_from_image(tree):
     def bump(d):
-        d["pip"]["packages"] = [("optuna==4.0.0" if p.startswith("optuna") else p)
-                                for p in d["pip"]["packages"]]
+        d["pip"]["packages"] = [("optuna==4.0.0" if p.startswith("optuna") else p) for p in d["pip"]["packages"]]
+
     edit_yaml(tree / "cluster/runtime_env.yaml", bump)
     assert_caught(tree, "but the image has optuna==")
 
@@ -154,15 +159,20 @@ def test_catches_rayjob_with_stock_image_and_no_deps(tree):
         for g in [rcs["headGroupSpec"]] + rcs["workerGroupSpecs"]:
             for c in g["template"]["spec"]["containers"]:
                 c["image"] = "rayproject/ray:2.60.0-py311-gpu"
+
     edit_yaml(tree / "cluster/kuberay/rayjob.yaml", stock)
     assert_caught(tree, "runtimeEnvYAML: project dependency")
 
 
 def test_catches_literal_secrets(tree):
     p = tree / "cluster" / "kuberay" / "raycluster.yaml"
-    p.write_text(p.read_text().replace(
-        "              - name: HF_HOME\n                value: /mnt/shared/hf",
-        "              - name: HF_TOKEN\n                value: hf_abcdefghijklmnopqrstuvwxyzABCDEFGH", 1))
+    p.write_text(
+        p.read_text().replace(
+            "              - name: HF_HOME\n                value: /mnt/shared/hf",
+            "              - name: HF_TOKEN\n                value: hf_abcdefghijklmnopqrstuvwxyzABCDEFGH",
+            1,
+        )
+    )
     assert_caught(tree, "HF_TOKEN has a literal value")
     assert_caught(tree, "Hugging Face token")
     edit_yaml(tree / "cluster/runtime_env.yaml", lambda d: d.update(password="hunter2"))

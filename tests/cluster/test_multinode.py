@@ -43,9 +43,18 @@ REPO_ROOT = HERE.parents[1]
 # RUN_DIR/result.json. A budget small enough for ~1 min on 2 CPUs, two scorer actors with SPREAD
 # placement, restartable.
 GHOSTSEARCH_SEARCH_ARGV = [
-    "ghostsearch", "search", "configs/smollm2-quick.yaml", "--no-progress",
-    "out={run_dir}", "pool.actors=2", "pool.threads=1", "pool.spread=true", "pool.dashboard=false",
-    "searcher=oneshot", "calibration.n_seq=4", "calibration.seq_len=64",
+    "ghostsearch",
+    "search",
+    "configs/smollm2-quick.yaml",
+    "--no-progress",
+    "out={run_dir}",
+    "pool.actors=2",
+    "pool.threads=1",
+    "pool.spread=true",
+    "pool.dashboard=false",
+    "searcher=oneshot",
+    "calibration.n_seq=4",
+    "calibration.seq_len=64",
 ]
 RUNTIME_ENV_FILE = REPO_ROOT / "cluster" / "runtime_env.yaml"  # what users submit with
 GRAFANA_FILE = REPO_ROOT / "cluster" / "grafana" / "ghostsearch-dashboard.json"
@@ -110,11 +119,11 @@ def comparable_result(run_dir: Path) -> dict:
 
     def strip(x):
         if isinstance(x, dict):
-            return {k: strip(v) for k, v in x.items()
-                    if not re.search(r"seconds|wall|time|rate", k)}
+            return {k: strip(v) for k, v in x.items() if not re.search(r"seconds|wall|time|rate", k)}
         if isinstance(x, list):  # e.g. history: [{budget_used, seconds, best_value}, ...]
             return [strip(v) for v in x]
         return x
+
     return strip(res)
 
 
@@ -194,15 +203,25 @@ def test_two_separate_nodes_with_token_auth(cluster):
     bad = cluster.root / "wrong_token"
     bad.write_text("f" * 64)
     env = dict(cluster.env(), RAY_AUTH_TOKEN_PATH=str(bad))
-    r = subprocess.run(cluster.ray_cli() + ["job", "list", f"--address={cluster.dashboard_url}"],
-                       env=env, capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        cluster.ray_cli() + ["job", "list", f"--address={cluster.dashboard_url}"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode != 0, r.stdout
     # ... and so is a client with the right token file but without RAY_AUTH_MODE=token
     # (Ray's clients only send the token when the mode is set in their own environment)
     env = dict(cluster.env())
     env.pop("RAY_AUTH_MODE")
-    r = subprocess.run(cluster.ray_cli() + ["job", "list", f"--address={cluster.dashboard_url}"],
-                       env=env, capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        cluster.ray_cli() + ["job", "list", f"--address={cluster.dashboard_url}"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode != 0, r.stdout
 
 
@@ -214,8 +233,9 @@ def test_image_healthcheck_script(cluster):
     assert r.returncode == 0, r.stdout + r.stderr
     bad = cluster.root / "wrong_token"
     bad.write_text("f" * 64)
-    r = subprocess.run(["bash", str(script)], env=dict(env, RAY_AUTH_TOKEN_PATH=str(bad)),
-                       capture_output=True, text=True, timeout=30)
+    r = subprocess.run(
+        ["bash", str(script)], env=dict(env, RAY_AUTH_TOKEN_PATH=str(bad)), capture_output=True, text=True, timeout=30
+    )
     assert r.returncode != 0, "healthcheck passed with a wrong token"
     empty = cluster.root / "no-node"
     empty.mkdir()
@@ -231,19 +251,20 @@ def test_runtime_env_file_provides_project_deps(cluster):
     (Ray's pip step: see runtime_env_for_tests.)"""
     from importlib.metadata import version
 
-    pinned = manifests.pins(manifests.pip_packages(
-        yaml.safe_load(RUNTIME_ENV_FILE.read_text()).get("pip")))
+    pinned = manifests.pins(manifests.pip_packages(yaml.safe_load(RUNTIME_ENV_FILE.read_text()).get("pip")))
     wrong = {n: (v, version(n)) for n, v in pinned.items() if version(n).split("+")[0] != v}
     assert not wrong, f"runtime_env pins differ from this environment: {wrong}"
     renv = runtime_env_for_tests()
     mods = {"scikit-learn": "sklearn", "pyyaml": "yaml", "lm-eval": "lm_eval", "markdown-it-py": "markdown_it"}
     deps = [mods.get(n, n.replace("-", "_")) for n in manifests.project_deps(REPO_ROOT)]
-    code = ("import importlib, os, sys; "
-            f"[importlib.import_module(m) for m in {deps!r}]; "
-            "assert os.environ['HF_HUB_OFFLINE'] == '1'; "
-            "assert os.path.isfile('cluster/runtime_env.yaml'); "
-            "assert not os.path.exists('.venv'), 'excluded dirs uploaded'; "
-            "print('deps ok', sys.executable)")
+    code = (
+        "import importlib, os, sys; "
+        f"[importlib.import_module(m) for m in {deps!r}]; "
+        "assert os.environ['HF_HUB_OFFLINE'] == '1'; "
+        "assert os.path.isfile('cluster/runtime_env.yaml'); "
+        "assert not os.path.exists('.venv'), 'excluded dirs uploaded'; "
+        "print('deps ok', sys.executable)"
+    )
     t0 = time.monotonic()
     sid = cluster.submit(["python", "-c", code], REPO_ROOT, renv)
     info = cluster.wait_job(sid, 400)
@@ -299,9 +320,11 @@ def test_worker_node_loss_during_job(cluster, reference_run):
             return
         if not evaluations_flowing(run_dir):
             return  # wait until evaluations are flowing
-        on_worker = [a for a in cluster.list_actors(NAMESPACE)
-                     if SCORER_NAME.match(a.get("name") or "") and a.get("state") == "ALIVE"
-                     and a.get("node_id") == worker_id]
+        on_worker = [
+            a
+            for a in cluster.list_actors(NAMESPACE)
+            if SCORER_NAME.match(a.get("name") or "") and a.get("state") == "ALIVE" and a.get("node_id") == worker_id
+        ]
         if not on_worker:
             return
         pid = worker.raylet_pid()
@@ -310,8 +333,10 @@ def test_worker_node_loss_during_job(cluster, reference_run):
 
     t0 = time.monotonic()
     info = cluster.wait_job(sid, JOB_TIMEOUT_S, on_poll=inject, poll_s=0.2)
-    print(f"\nfault job: {info['status']} in {time.monotonic() - t0:.1f}s; "
-          f"raylet {fault.get('pid')} killed at {fault.get('t', t0) - t0:.1f}s")
+    print(
+        f"\nfault job: {info['status']} in {time.monotonic() - t0:.1f}s; "
+        f"raylet {fault.get('pid')} killed at {fault.get('t', t0) - t0:.1f}s"
+    )
     assert fault, "the job finished before a scorer on the worker node was seen running"
     assert info["status"] == "SUCCEEDED", f"{info.get('message')}\n{cluster.job_logs(sid)[-4000:]}"
 
@@ -320,8 +345,11 @@ def test_worker_node_loss_during_job(cluster, reference_run):
     while worker_id in node_ids(cluster).values() and time.monotonic() < deadline:
         time.sleep(0.5)
     assert worker_id not in node_ids(cluster).values()
-    now = {a["name"]: a for a in cluster.list_actors(NAMESPACE)
-           if SCORER_NAME.match(a.get("name") or "") and a.get("job_id") == info.get("job_id")}
+    now = {
+        a["name"]: a
+        for a in cluster.list_actors(NAMESPACE)
+        if SCORER_NAME.match(a.get("name") or "") and a.get("job_id") == info.get("job_id")
+    }
     for name in fault["actors"]:  # restarted on the head, unless the job ended before Ray restarted it (seen once
         # on a loaded machine: the head's scorers finished the work first and the record stayed DEAD on the worker)
         assert now[name]["node_id"] == head_id or now[name]["state"] == "DEAD", now[name]

@@ -1,6 +1,7 @@
 """compare.budget=matched: every budget-driven searcher (ga, bo, cbo) gets exactly greedy's cost at
 each k and spends it (within one evaluation); fixed-cost searchers run to their natural end; a
 budget that cannot be met, or an explicit one that contradicts matching, is one line."""
+
 from __future__ import annotations
 
 import sys

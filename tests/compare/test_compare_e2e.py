@@ -1,6 +1,7 @@
 """End to end on SmolLM2: 2 searchers x 2 objectives x 1 k x 1 seed on one pool, few tokens,
 --limit; comparison.parquet has the documented schema; the report and its plots exist; a rerun
 resumes (finished cells skipped, nothing recomputed)."""
+
 import json
 import subprocess
 import sys
@@ -18,9 +19,18 @@ pytestmark = pytest.mark.slow
 
 def test_compare_end_to_end(tmp_path):
     out = tmp_path / "cmp"
-    cmd = [sys.executable, "-m", "ghostsearch", "compare", str(ROOT / "configs" / "compare-quick.yaml"),
-           f"out={out}", "--limit", "8", "--no-progress",
-           'compare.contrasts=["ghosted - none | searcher=fastblock, objective=perplexity"]']
+    cmd = [
+        sys.executable,
+        "-m",
+        "ghostsearch",
+        "compare",
+        str(ROOT / "configs" / "compare-quick.yaml"),
+        f"out={out}",
+        "--limit",
+        "8",
+        "--no-progress",
+        'compare.contrasts=["ghosted - none | searcher=fastblock, objective=perplexity"]',
+    ]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=1500, cwd=ROOT)
     assert r.returncode == 0, r.stderr[-3000:]
     # the pre-registered contrast: its power said before any model work, first in result.json
@@ -28,10 +38,35 @@ def test_compare_end_to_end(tmp_path):
     assert list(json.loads((out / "result.json").read_text()))[0] == "contrasts"
     t = pq.read_table(out / "comparison.parquet")
     assert t.num_rows == 1 + 4 * 2  # the dense model, then every cell unrepaired and Ghosted-repaired
-    for col in ("cell", "searcher", "objective", "k", "seed", "removed", "calib_value", "dense_calib_value",
-                "calib_change", "evaluations", "budget_used", "budget_mode", "wall_seconds", "cache_hits", "recovery",
-                "ppl_lambada", "arc_easy_acc", "piqa_acc", "arc_easy_acc_norm", "arc_easy_acc_stderr", "mean_acc",
-                "mean_acc_stderr", "mean_acc_lo", "mean_acc_hi", "delta_mean_acc", "calibration_data", "held_out"):
+    for col in (
+        "cell",
+        "searcher",
+        "objective",
+        "k",
+        "seed",
+        "removed",
+        "calib_value",
+        "dense_calib_value",
+        "calib_change",
+        "evaluations",
+        "budget_used",
+        "budget_mode",
+        "wall_seconds",
+        "cache_hits",
+        "recovery",
+        "ppl_lambada",
+        "arc_easy_acc",
+        "piqa_acc",
+        "arc_easy_acc_norm",
+        "arc_easy_acc_stderr",
+        "mean_acc",
+        "mean_acc_stderr",
+        "mean_acc_lo",
+        "mean_acc_hi",
+        "delta_mean_acc",
+        "calibration_data",
+        "held_out",
+    ):
         assert col in t.column_names, col
     all_rows = t.to_pylist()
     dense, rows = all_rows[0], [r for r in all_rows[1:] if r["recovery"] == "ghosted"]
@@ -65,15 +100,25 @@ def test_compare_end_to_end(tmp_path):
 
 
 def test_compare_bad_input_fails_before_search(tmp_path):
-    base = [sys.executable, "-m", "ghostsearch", "compare", str(ROOT / "configs" / "compare-quick.yaml"),
-            f"out={tmp_path / 'x'}"]
-    cases = ((["compare.searchers=[fastblock,nosuch]"], "unknown searcher"),
-             (["compare.objectives=[]"], "compare.objectives is empty"),
-             (["eval.tasks=[nosuchtask]"], "nosuchtask"),
-             (["compare.ks=[40]"], "k=40"))
+    base = [
+        sys.executable,
+        "-m",
+        "ghostsearch",
+        "compare",
+        str(ROOT / "configs" / "compare-quick.yaml"),
+        f"out={tmp_path / 'x'}",
+    ]
+    cases = (
+        (["compare.searchers=[fastblock,nosuch]"], "unknown searcher"),
+        (["compare.objectives=[]"], "compare.objectives is empty"),
+        (["eval.tasks=[nosuchtask]"], "nosuchtask"),
+        (["compare.ks=[40]"], "k=40"),
+    )
     # the four runs at once (each is mostly interpreter start-up and imports)
-    procs = [(subprocess.Popen(base + extra, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT), msg)
-             for extra, msg in cases]
+    procs = [
+        (subprocess.Popen(base + extra, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT), msg)
+        for extra, msg in cases
+    ]
     for proc, msg in procs:
         _, err = proc.communicate(timeout=300)
         assert proc.returncode == 2, err

@@ -1,5 +1,6 @@
 """Downstream evaluation of a compare's finalists: on the pool's scorers (one share per scorer,
 Broker.with_model) the numbers and per-item predictions equal one pass in the driver; cached per job."""
+
 from __future__ import annotations
 
 import json
@@ -11,8 +12,14 @@ import ray
 from ghostsearch.compare import eval_key, evaluate_finalists, finalist_jobs
 from ghostsearch.config import load_config
 
-EVAL = ["eval.tasks=[arc_easy]", "eval.perplexity=[lambada]", "eval.ppl_seq_len=64", "eval.ppl_max_seq=2",
-        "eval.limit=3", "eval.batch_size=4"]
+EVAL = [
+    "eval.tasks=[arc_easy]",
+    "eval.perplexity=[lambada]",
+    "eval.ppl_seq_len=64",
+    "eval.ppl_max_seq=2",
+    "eval.limit=3",
+    "eval.batch_size=4",
+]
 
 
 @pytest.fixture
@@ -28,9 +35,22 @@ def local_ray():
 def test_on_the_pool_equals_local(tmp_path, tiny_model_dir, local_ray):
     from ghostsearch.pool.pool import release_pool, start_pool
 
-    cfg = load_config(None, [f"model={tiny_model_dir}", "dtype=fp32", "device=cpu", "pool.actors=2",
-                             "pool.threads=1", "pool.dashboard=false", "compare.recovery=[ghosted]",
-                             "recovery.n_seq=2", "recovery.seq_len=64", "calibration.dataset=lambada", *EVAL])
+    cfg = load_config(
+        None,
+        [
+            f"model={tiny_model_dir}",
+            "dtype=fp32",
+            "device=cpu",
+            "pool.actors=2",
+            "pool.threads=1",
+            "pool.dashboard=false",
+            "compare.recovery=[ghosted]",
+            "recovery.n_seq=2",
+            "recovery.seq_len=64",
+            "calibration.dataset=lambada",
+            *EVAL,
+        ],
+    )
     finalists = [(1, 2), (3, 4), (1, 2)]
     here, there = tmp_path / "local", tmp_path / "pool"
     here.mkdir(), there.mkdir()
@@ -58,11 +78,35 @@ def test_on_the_pool_equals_local(tmp_path, tiny_model_dir, local_ray):
     release_pool(broker)
     assert evaluate_finalists(cfg, there, jobs, progress=False, broker=None) == spread
     # what does not change a number does not invalidate the cache
-    fast = load_config(None, [f"model={tiny_model_dir}", "dtype=fp32", "device=cpu", "compare.recovery=[ghosted]",
-                              "recovery.n_seq=2", "recovery.seq_len=64", "calibration.dataset=lambada", *EVAL,
-                              "eval.engine=lm-eval", "eval.cache_gib=1", "eval.batch_size=2"])
+    fast = load_config(
+        None,
+        [
+            f"model={tiny_model_dir}",
+            "dtype=fp32",
+            "device=cpu",
+            "compare.recovery=[ghosted]",
+            "recovery.n_seq=2",
+            "recovery.seq_len=64",
+            "calibration.dataset=lambada",
+            *EVAL,
+            "eval.engine=lm-eval",
+            "eval.cache_gib=1",
+            "eval.batch_size=2",
+        ],
+    )
     assert all(eval_key(r, m, fast) == eval_key(r, m, cfg) for r, m in jobs)
-    more = load_config(None, [f"model={tiny_model_dir}", "dtype=fp32", "device=cpu", "compare.recovery=[ghosted]",
-                              "recovery.n_seq=4", "recovery.seq_len=64", "calibration.dataset=lambada", *EVAL])
+    more = load_config(
+        None,
+        [
+            f"model={tiny_model_dir}",
+            "dtype=fp32",
+            "device=cpu",
+            "compare.recovery=[ghosted]",
+            "recovery.n_seq=4",
+            "recovery.seq_len=64",
+            "calibration.dataset=lambada",
+            *EVAL,
+        ],
+    )
     assert eval_key([1, 2], "ghosted", more) != eval_key([1, 2], "ghosted", cfg)  # the repair's data changed
     assert eval_key([], "none", more) == eval_key([], "none", cfg)

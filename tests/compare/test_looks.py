@@ -3,6 +3,7 @@ contrast is decided at the first look and its models stop, a null one runs on; o
 studies the family-wise error across all looks stays at alpha; a real run on a tiny model records
 the draw, the looks and the items per model, and a longer rerun evaluates only the items its
 per-item rows lack (a rerun of the same design: none)."""
+
 from __future__ import annotations
 
 import json
@@ -61,8 +62,9 @@ def test_family_wise_error_over_all_looks_is_at_most_alpha(spending):
     assert errors / n_sim <= 0.05 + 2 * np.sqrt(0.05 * 0.95 / n_sim)
 
 
-def test_adaptive_run_records_its_looks_and_resumes_without_reevaluating(tmp_path, tiny_model_dir, data_dir,
-                                                                         monkeypatch):
+def test_adaptive_run_records_its_looks_and_resumes_without_reevaluating(
+    tmp_path, tiny_model_dir, data_dir, monkeypatch
+):
     import ghostsearch.evaluate as evaluate
     from ghostsearch.compare import eval_key, evaluate_finalists
     from ghostsearch.config import load_config
@@ -77,10 +79,23 @@ def test_adaptive_run_records_its_looks_and_resumes_without_reevaluating(tmp_pat
     monkeypatch.setattr(evaluate, "evaluate_finalist_specs", counted)
 
     def cfg(looks):
-        return load_config(None, [f"model={tiny_model_dir}", "dtype=fp32", "device=cpu", "eval.tasks=[arc_easy,piqa]",
-                                  "eval.perplexity=[lambada]", "eval.ppl_seq_len=64", "eval.ppl_max_seq=1",
-                                  "eval.limit=4", "eval.batch_size=4", f"eval.looks={looks}", "eval.max_items=8"]
-                           + ([f"data_dir={data_dir}"] if data_dir else []))
+        return load_config(
+            None,
+            [
+                f"model={tiny_model_dir}",
+                "dtype=fp32",
+                "device=cpu",
+                "eval.tasks=[arc_easy,piqa]",
+                "eval.perplexity=[lambada]",
+                "eval.ppl_seq_len=64",
+                "eval.ppl_max_seq=1",
+                "eval.limit=4",
+                "eval.batch_size=4",
+                f"eval.looks={looks}",
+                "eval.max_items=8",
+            ]
+            + ([f"data_dir={data_dir}"] if data_dir else []),
+        )
 
     short, full = cfg("[4]"), cfg("[4,8]")
     jobs = [([], "none"), ([1, 2, 3], "none"), ([5], "none")]
@@ -122,8 +137,12 @@ def test_adaptive_run_records_its_looks_and_resumes_without_reevaluating(tmp_pat
     calls.clear()
     second = evaluate_finalists(full, tmp_path, jobs, progress=False, contrasts=contrasts)
     looks = json.loads((tmp_path / "looks.json").read_text())
-    open_ = {k for c, row in zip(contrasts, looks["contrasts"]) if row["decided_at_look"] != 1
-             for k in (c.left_key, c.right_key)}
+    open_ = {
+        k
+        for c, row in zip(contrasts, looks["contrasts"])
+        if row["decided_at_look"] != 1
+        for k in (c.left_key, c.right_key)
+    }
     if open_:
         assert len(calls) == 1 and calls[0][0] == len(open_) and not calls[0][2]  # no perplexity again
         assert sorted(calls[0][1]) == sorted((r["task"], r["doc"]) for r in drawn[4:])
@@ -190,14 +209,26 @@ def test_margin_false_within_rate_at_the_margin_is_at_most_alpha(spending):
     its = items_of(1600)
     n_sim, errors, naive = 500, 0, 0
     for _ in range(n_sim):
-        a, b = paired(rng, its, 0.07, 0.03)       # a - b = +0.04
-        c, e = paired(rng, its, 0.03, 0.07)       # c - e = -0.04
+        a, b = paired(rng, its, 0.07, 0.03)  # a - b = +0.04
+        c, e = paired(rng, its, 0.03, 0.07)  # c - e = -0.04
         correct = {"A": a, "B": b, "C": c, "E": e}
-        d = run_design(Design([400, 800, 1600], [Contrast("A - B", "A", "B"), Contrast("C - E", "C", "E")],
-                              spending=spending, margin=0.04), correct, its)
+        d = run_design(
+            Design(
+                [400, 800, 1600],
+                [Contrast("A - B", "A", "B"), Contrast("C - E", "C", "E")],
+                spending=spending,
+                margin=0.04,
+            ),
+            correct,
+            its,
+        )
         errors += any(w is not None for w in d.within_at)
-        naive += any(abs(d.estimate[i][j]) + 1.96 * d.se[i][j] < 0.04
-                     for i in range(2) for j in range(3) if not math.isnan(d.z[i][j]))
+        naive += any(
+            abs(d.estimate[i][j]) + 1.96 * d.se[i][j] < 0.04
+            for i in range(2)
+            for j in range(3)
+            if not math.isnan(d.z[i][j])
+        )
     rate = errors / n_sim
     assert rate <= 0.05 + 2 * np.sqrt(0.05 * 0.95 / n_sim), (rate, naive / n_sim)
 
@@ -225,7 +256,8 @@ def test_margin_decides_a_near_null_contrast_early_and_never_a_large_one():
     d.test(0, correct, its[:400])
     assert d.decided()[1] and not d.decided()[0] and {"A", "B"} <= d.open_keys()
     rows = run_design(Design(looks, cs, spending="pocock", margin=0.04), correct, its).table(
-        {k: 400 for k in correct}, 1)
+        {k: 400 for k in correct}, 1
+    )
     assert rows[0]["verdict"] == "within margin" and rows[0]["decided_at_look"] == 1
     assert -0.04 < rows[0]["rci"][0] < rows[0]["rci"][1] < 0.04 and rows[1]["verdict"] == "differs"
 
@@ -247,9 +279,21 @@ def test_eval_share_saves_each_share_and_gives_the_same_numbers(tmp_path, tiny_m
     from ghostsearch.config import load_config
 
     def cfg(share):
-        return load_config(None, [f"model={tiny_model_dir}", "dtype=fp32", "device=cpu", "eval.tasks=[arc_easy,piqa]",
-                                  "eval.perplexity=[]", "eval.limit=4", "eval.batch_size=4", "eval.max_items=6",
-                                  f"eval.share={share}"] + ([f"data_dir={data_dir}"] if data_dir else []))
+        return load_config(
+            None,
+            [
+                f"model={tiny_model_dir}",
+                "dtype=fp32",
+                "device=cpu",
+                "eval.tasks=[arc_easy,piqa]",
+                "eval.perplexity=[]",
+                "eval.limit=4",
+                "eval.batch_size=4",
+                "eval.max_items=6",
+                f"eval.share={share}",
+            ]
+            + ([f"data_dir={data_dir}"] if data_dir else []),
+        )
 
     jobs = [([], "none"), ([1, 2], "none"), ([4], "none")]
     real, seen = evaluate.evaluate_finalist_specs, []
@@ -268,8 +312,9 @@ def test_eval_share_saves_each_share_and_gives_the_same_numbers(tmp_path, tiny_m
     assert {k: v["mean_acc"] for k, v in one.items()} == {k: v["mean_acc"] for k, v in together.items()}
     for k in one:
         rows = [pq.read_table(tmp_path / d / "evals" / f"{k}.items.parquet").to_pylist() for d in ("one", "all")]
-        assert sorted((r["task"], r["doc"], r["pred"]) for r in rows[0]) == \
-            sorted((r["task"], r["doc"], r["pred"]) for r in rows[1])
+        assert sorted((r["task"], r["doc"], r["pred"]) for r in rows[0]) == sorted(
+            (r["task"], r["doc"], r["pred"]) for r in rows[1]
+        )
 
 
 @pytest.mark.parametrize("run", ["bench-adaptive", "bench-adaptive-3"])
@@ -299,7 +344,11 @@ def test_replay_of_the_smollm2_bench_reproduces_its_adaptive_run(run):
     for row in rows:
         corr.setdefault(row["key"], {})[(row["task"], row["doc"])] = float(row["pred"] == row["gold"])
     items = sorted(next(iter(corr.values())))
-    tests = [stats.paired_test([corr[c["left_key"]][i] for i in items], [corr[c["right_key"]][i] for i in items],
-                               [t for t, _ in items]) for c in live["contrasts"]]
+    tests = [
+        stats.paired_test(
+            [corr[c["left_key"]][i] for i in items], [corr[c["right_key"]][i] for i in items], [t for t, _ in items]
+        )
+        for c in live["contrasts"]
+    ]
     adj = stats.holm([t.p for t in tests])
     assert [bool(p <= 0.05) for p in adj] == [c["fixed"] == "differs" for c in info["contrasts"]]

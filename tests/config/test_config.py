@@ -1,4 +1,5 @@
 """Config: one validated structure, YAML + key=value overrides, one-line errors before any model work."""
+
 from pathlib import Path
 
 import pytest
@@ -22,25 +23,28 @@ def test_overrides_are_typed_and_nested():
     assert cfg.search.params["ga"]["budget"] == 30
 
 
-@pytest.mark.parametrize("overrides, message", [
-    (["calibration.nseq=4"], "did you mean calibration.n_seq"),
-    (["k=six"], "k='six' has the wrong type"),
-    (["k=0"], "must remove at least one block"),
-    (["objective=perplexty"], "perplexity"),
-    (["calibration.per_objective.margn.n_seq=4"], "margin"),
-    (["calibration.per_objective.margin.n_sq=4"], "did you mean calibration.per_objective.margin.n_seq"),
-    (["calibration.per_objective.margin.n_seq=0"], "calibration.per_objective.margin.n_seq must be positive"),
-    (["objective=margin", "calibration.per_objective.margin.dataset=c4"], "does not suit objective 'margin'"),
-    (["just-a-word"], "is not key=value"),
-    (["compare.seeds=[]"], "compare.seeds is empty"),
-    (["eval.protocol=fast"], "eval.protocol='fast'; use quick"),
-    (["compare.recovery=[]"], "compare.recovery is empty"),
-    (["compare.recovery=[none,magic]"], "compare.recovery has 'magic'"),
-    (["compare.budget=equal"], "compare.budget='equal'; use matched"),
-    (["recovery.dataset=arc_easy"], "repair calibrates on text"),
-    (["objective_params.recovery=ghosted"], "search.recovery_aware=ghosted"),
-    (["search.recovery_aware=linearpatch"], "supports ghosted"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["calibration.nseq=4"], "did you mean calibration.n_seq"),
+        (["k=six"], "k='six' has the wrong type"),
+        (["k=0"], "must remove at least one block"),
+        (["objective=perplexty"], "perplexity"),
+        (["calibration.per_objective.margn.n_seq=4"], "margin"),
+        (["calibration.per_objective.margin.n_sq=4"], "did you mean calibration.per_objective.margin.n_seq"),
+        (["calibration.per_objective.margin.n_seq=0"], "calibration.per_objective.margin.n_seq must be positive"),
+        (["objective=margin", "calibration.per_objective.margin.dataset=c4"], "does not suit objective 'margin'"),
+        (["just-a-word"], "is not key=value"),
+        (["compare.seeds=[]"], "compare.seeds is empty"),
+        (["eval.protocol=fast"], "eval.protocol='fast'; use quick"),
+        (["compare.recovery=[]"], "compare.recovery is empty"),
+        (["compare.recovery=[none,magic]"], "compare.recovery has 'magic'"),
+        (["compare.budget=equal"], "compare.budget='equal'; use matched"),
+        (["recovery.dataset=arc_easy"], "repair calibrates on text"),
+        (["objective_params.recovery=ghosted"], "search.recovery_aware=ghosted"),
+        (["search.recovery_aware=linearpatch"], "supports ghosted"),
+    ],
+)
 def test_bad_input_is_one_clear_line(overrides, message):
     with pytest.raises(GhostsearchError, match=message) as e:
         load_config(None, overrides)
@@ -48,22 +52,30 @@ def test_bad_input_is_one_clear_line(overrides, message):
 
 
 def test_calibration_per_objective_overrides_only_that_objective():
-    cfg = load_config(None, ["calibration.n_seq=4", "calibration.seq_len=128",
-                             "calibration.per_objective.margin.n_seq=12"])
+    cfg = load_config(
+        None, ["calibration.n_seq=4", "calibration.seq_len=128", "calibration.per_objective.margin.n_seq=12"]
+    )
     ppl, margin = cfg.calibration_spec("perplexity"), cfg.calibration_spec("margin")
     assert (ppl.n_seq, ppl.seq_len) == (4, 128)
     assert (margin.n_seq, margin.seq_len) == (12, 128)
     # the overrides are part of the run fingerprint: a changed margin set is a different run
-    other = load_config(None, ["calibration.n_seq=4", "calibration.seq_len=128",
-                               "calibration.per_objective.margin.n_seq=8"])
+    other = load_config(
+        None, ["calibration.n_seq=4", "calibration.seq_len=128", "calibration.per_objective.margin.n_seq=8"]
+    )
     assert cfg.fingerprint() != other.fingerprint()
 
 
 def test_per_objective_does_not_inherit_a_dataset_that_does_not_suit_it():
     """calibration.dataset=lambada with a margin entry naming no dataset: margin gets its own default
     (commonsense), perplexity keeps lambada; a dataset named in the entry itself is still checked."""
-    cfg = load_config(None, ["calibration.dataset=lambada", "compare.objectives=[perplexity,margin]",
-                             "calibration.per_objective={margin: {n_seq: 4}}"])
+    cfg = load_config(
+        None,
+        [
+            "calibration.dataset=lambada",
+            "compare.objectives=[perplexity,margin]",
+            "calibration.per_objective={margin: {n_seq: 4}}",
+        ],
+    )
     assert (cfg.calibration_spec("margin").dataset, cfg.calibration_spec("margin").n_seq) == ("commonsense", 4)
     assert cfg.calibration_spec("perplexity").dataset == "lambada"
     with pytest.raises(GhostsearchError, match="does not suit objective 'margin'"):  # no entry: not silently changed
@@ -73,8 +85,16 @@ def test_per_objective_does_not_inherit_a_dataset_that_does_not_suit_it():
 def test_replaceme_cosine_optimiser_from_the_config():
     from ghostsearch.recovery.repair import recovery_from_config
 
-    cfg = load_config(None, ["recovery.method=replaceme", "recovery.variant=cosine", "recovery.steps=7",
-                             "recovery.lr=0.01", "calibration.seed=3"])
+    cfg = load_config(
+        None,
+        [
+            "recovery.method=replaceme",
+            "recovery.variant=cosine",
+            "recovery.steps=7",
+            "recovery.lr=0.01",
+            "calibration.seed=3",
+        ],
+    )
     rec = recovery_from_config(cfg)
     assert (rec.variant, rec.steps, rec.lr, rec.seed) == ("cosine", 7, 0.01, 3)
     with pytest.raises(GhostsearchError, match="recovery.steps=0"):

@@ -1,6 +1,7 @@
 """docs/config.md is generated from the config dataclasses and kept in sync: this fails when a key
 is added, removed, retyped, re-defaulted or re-described in ghostsearch/config.py without
 `python -m ghostsearch.configdoc`, and when a key has no meaning written beside it."""
+
 import dataclasses
 
 from ghostsearch import config, configdoc

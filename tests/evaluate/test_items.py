@@ -2,6 +2,7 @@
 model, nested across sizes, recorded and reused; allocation across tasks checked against hand
 computations (equal, proportional, Neyman from a previous run's per-item rows); previous items left
 out; one-line errors for the eval.* keys; both engines evaluate the same drawn items."""
+
 from __future__ import annotations
 
 import itertools
@@ -26,20 +27,22 @@ def ev(*over, data_dir=None):
 def test_draw_is_seeded_random_nested_and_recorded(data_dir, tmp_path):
     cfg = ev("eval.tasks=[piqa,arc_easy,boolq]", "eval.max_items=60", data_dir=data_dir)
     d = items.draw(cfg, data_dir=data_dir)
-    assert d == items.draw(cfg, data_dir=data_dir)                     # seeded: the same twice
-    other = items.draw(ev("eval.tasks=[piqa,arc_easy,boolq]", "eval.max_items=60", "eval.seed=1", data_dir=data_dir),
-                       data_dir=data_dir)
+    assert d == items.draw(cfg, data_dir=data_dir)  # seeded: the same twice
+    other = items.draw(
+        ev("eval.tasks=[piqa,arc_easy,boolq]", "eval.max_items=60", "eval.seed=1", data_dir=data_dir), data_dir=data_dir
+    )
     assert d.first() != other.first()
-    assert d.counts() == {"piqa": 20, "arc_easy": 20, "boolq": 20}    # equal allocation
+    assert d.counts() == {"piqa": 20, "arc_easy": 20, "boolq": 20}  # equal allocation
     assert all(v != sorted(v) and v[:20] != list(range(20)) for v in d.first().values())  # random, not first-N
-    for t, ids in d.first().items():                                   # distinct rows of the task's file
+    for t, ids in d.first().items():  # distinct rows of the task's file
         assert len(set(ids)) == len(ids) and max(ids) < len(items.eligible(t, data_dir))
-    for n, m in [(6, 30), (30, 60)]:                                   # looks are nested prefixes
+    for n, m in [(6, 30), (30, 60)]:  # looks are nested prefixes
         small, big = d.first(n), d.first(m)
-        assert all(big[t][:len(v)] == v for t, v in small.items())
-    first = items.draw(ev("eval.tasks=[piqa]", "eval.limit=5", "eval.sample=first", data_dir=data_dir),
-                       data_dir=data_dir)
-    assert first.first() == {"piqa": [0, 1, 2, 3, 4]}                   # lm-eval's limit, explicitly
+        assert all(big[t][: len(v)] == v for t, v in small.items())
+    first = items.draw(
+        ev("eval.tasks=[piqa]", "eval.limit=5", "eval.sample=first", data_dir=data_dir), data_dir=data_dir
+    )
+    assert first.first() == {"piqa": [0, 1, 2, 3, 4]}  # lm-eval's limit, explicitly
     # recorded before evaluation and reused on resume: run_draw reads the file, whatever the config now draws
     run = tmp_path / "run"
     run.mkdir()
@@ -66,14 +69,22 @@ def test_allocation_equals_hand_computations():
 
 def test_neyman_takes_paired_sds_from_a_previous_run(tmp_path):
     """Two tasks, three models: S_t^2 = mean over the 3 pairs of var(c_a - c_b); counts ∝ S_t."""
-    corr = {"x": {"A": [1, 1, 0, 0], "B": [0, 0, 1, 1], "C": [1, 0, 1, 0]},
-            "y": {"A": [1, 0, 0, 0], "B": [0, 0, 0, 0], "C": [0, 0, 0, 0]}}
-    rows = [{"key": m, "task": t, "doc": d, "gold": 1, "pred": int(c == 1)}
-            for t, ms in corr.items() for m, cs in ms.items() for d, c in enumerate(cs)]
+    corr = {
+        "x": {"A": [1, 1, 0, 0], "B": [0, 0, 1, 1], "C": [1, 0, 1, 0]},
+        "y": {"A": [1, 0, 0, 0], "B": [0, 0, 0, 0], "C": [0, 0, 0, 0]},
+    }
+    rows = [
+        {"key": m, "task": t, "doc": d, "gold": 1, "pred": int(c == 1)}
+        for t, ms in corr.items()
+        for m, cs in ms.items()
+        for d, c in enumerate(cs)
+    ]
     path = tmp_path / "prev.parquet"
     pq.write_table(pa.Table.from_pylist(rows), path)
-    hand = {t: math.sqrt(np.mean([np.var(np.subtract(ms[a], ms[b]), ddof=1) for a, b in itertools.combinations(ms, 2)]))
-            for t, ms in corr.items()}
+    hand = {
+        t: math.sqrt(np.mean([np.var(np.subtract(ms[a], ms[b]), ddof=1) for a, b in itertools.combinations(ms, 2)]))
+        for t, ms in corr.items()
+    }
     assert hand["x"] == pytest.approx(math.sqrt((4 / 3 + 2 / 3 + 2 / 3) / 3))
     assert hand["y"] == pytest.approx(math.sqrt(0.25 * 2 / 3))
     sds = items.task_sds(path, ["x", "y"])
@@ -81,8 +92,7 @@ def test_neyman_takes_paired_sds_from_a_previous_run(tmp_path):
     n = 100  # quotas 100 * S_x / (S_x + S_y) = 69.79.. and 30.21..
     assert items.allocate(sds, {"x": 10**6, "y": 10**6}, n) == {"x": 70, "y": 30}
     # the pilot's per-item rows: every task gets a positive S, the draw follows them
-    cfg = ev("eval.allocation=neyman", f"eval.neyman_from={PILOT}", "eval.max_items=800",
-             f"eval.exclude_from={PILOT}")
+    cfg = ev("eval.allocation=neyman", f"eval.neyman_from={PILOT}", "eval.max_items=800", f"eval.exclude_from={PILOT}")
     pilot = items.task_sds(PILOT, cfg.tasks)
     counts = items.draw(cfg).counts()
     assert sum(counts.values()) == 800
@@ -92,25 +102,31 @@ def test_neyman_takes_paired_sds_from_a_previous_run(tmp_path):
 def test_previous_items_are_left_out(data_dir):
     pilot = items.previous_items(PILOT)
     assert len(pilot) == 80 and ("piqa", 3) in pilot
-    cfg = ev("eval.tasks=[piqa,boolq]", "eval.limit=30", "eval.sample=first", f"eval.exclude_from={PILOT}",
-             data_dir=data_dir)
+    cfg = ev(
+        "eval.tasks=[piqa,boolq]", "eval.limit=30", "eval.sample=first", f"eval.exclude_from={PILOT}", data_dir=data_dir
+    )
     assert items.draw(cfg, data_dir=data_dir).first() == {t: list(range(10, 40)) for t in ("piqa", "boolq")}
-    rnd = items.draw(ev("eval.tasks=[piqa,boolq]", "eval.max_items=400", f"eval.exclude_from={PILOT}",
-                        data_dir=data_dir), data_dir=data_dir)
+    rnd = items.draw(
+        ev("eval.tasks=[piqa,boolq]", "eval.max_items=400", f"eval.exclude_from={PILOT}", data_dir=data_dir),
+        data_dir=data_dir,
+    )
     assert not set(rnd.order) & pilot and len(rnd) == 400
 
 
-@pytest.mark.parametrize("over, message", [
-    (["eval.sample=last"], "eval.sample='last'"),
-    (["eval.allocation=optimal"], "eval.allocation='optimal'"),
-    (["eval.allocation=neyman"], "needs eval.neyman_from"),
-    ([f"eval.neyman_from={PILOT}"], "eval.allocation=equal"),
-    (["eval.exclude_from=/no/such/run"], "eval.exclude_from=/no/such/run is neither"),
-    (["eval.looks=[600,300]"], "increasing"),
-    (["eval.looks=[600,1200]", "eval.max_items=900"], "over eval.max_items=900"),
-    (["eval.spending=linear"], "eval.spending='linear'"),
-    (["eval.max_items=0"], "eval.max_items=0 must be >= 1"),
-])
+@pytest.mark.parametrize(
+    "over, message",
+    [
+        (["eval.sample=last"], "eval.sample='last'"),
+        (["eval.allocation=optimal"], "eval.allocation='optimal'"),
+        (["eval.allocation=neyman"], "needs eval.neyman_from"),
+        ([f"eval.neyman_from={PILOT}"], "eval.allocation=equal"),
+        (["eval.exclude_from=/no/such/run"], "eval.exclude_from=/no/such/run is neither"),
+        (["eval.looks=[600,300]"], "increasing"),
+        (["eval.looks=[600,1200]", "eval.max_items=900"], "over eval.max_items=900"),
+        (["eval.spending=linear"], "eval.spending='linear'"),
+        (["eval.max_items=0"], "eval.max_items=0 must be >= 1"),
+    ],
+)
 def test_item_keys_are_checked_in_one_line(over, message):
     with pytest.raises(GhostsearchError, match=message) as e:
         load_config(None, over)

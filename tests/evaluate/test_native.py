@@ -3,6 +3,7 @@ request, finalists start at their first removed block over dense states bounded 
 eval.cache_gib, per-item rows to Parquet; and parity with lm-eval's HFLM on all eight tasks
 (identical per-item predictions and accuracies, log-likelihoods equal to 1e-4 relative): a tiny
 random Llama and SmolLM2, each dense, pruned and pruned + ghosted."""
+
 from __future__ import annotations
 
 import math
@@ -104,8 +105,10 @@ def test_finalists_start_at_their_first_removed_block(tiny, data_dir):
     runs only its blocks after its first removed one (ghosted: the same start)."""
     model, tok = tiny
     calls = [0] * 6
-    hooks = [b.register_forward_pre_hook(lambda m, a, i=i: calls.__setitem__(i, calls[i] + 1))
-             for i, b in enumerate(model.model.layers)]
+    hooks = [
+        b.register_forward_pre_hook(lambda m, a, i=i: calls.__setitem__(i, calls[i] + 1))
+        for i, b in enumerate(model.model.layers)
+    ]
     try:
         finalists = [((4, 5), None), ((2,), None), ((3,), ghosted(model, tok, (3,), data_dir))]
         calls[:] = [0] * 6
@@ -121,13 +124,14 @@ def test_cache_cap_is_respected_and_changes_nothing(tiny, data_dir):
     model, tok = tiny
     finalists = [((1,), None), ((4,), None)]
     big, small = {}, {}
-    r_big, rows_big = evaluate_finalists_native(model, tok, finalists, eval_cfg(12, ["hellaswag"]), data_dir,
-                                                progress=False, stats=big)
+    r_big, rows_big = evaluate_finalists_native(
+        model, tok, finalists, eval_cfg(12, ["hellaswag"]), data_dir, progress=False, stats=big
+    )
     batches, _ = pack_docs(tok, task_docs("hellaswag", data_dir, 12), resolve_max_length(model, tok), 4)
     cap = max(state_bytes(mb, Stack(model), 2) for mb in batches)  # room for the largest micro-batch only
-    r_small, rows_small = evaluate_finalists_native(model, tok, finalists, eval_cfg(12, ["hellaswag"],
-                                                                                    cache_gib=cap / 2**30),
-                                                    data_dir, progress=False, stats=small)
+    r_small, rows_small = evaluate_finalists_native(
+        model, tok, finalists, eval_cfg(12, ["hellaswag"], cache_gib=cap / 2**30), data_dir, progress=False, stats=small
+    )
     assert 0 < small["cache_bytes_peak"] <= cap < big["cache_bytes_peak"]
     assert r_small == r_big and [r["lls"] for r in rows_small] == [r["lls"] for r in rows_big]
 
@@ -152,8 +156,10 @@ def test_input_errors_are_one_line_before_any_work(tiny, data_dir, tmp_path):
     assert calls == [0]
     from ghostsearch.config import load_config
 
-    for override, message in [("eval.engine=hflm", "eval.engine='hflm'; use native"), ("eval.cache_gib=0",
-                                                                                       "eval.cache_gib=0")]:
+    for override, message in [
+        ("eval.engine=hflm", "eval.engine='hflm'; use native"),
+        ("eval.cache_gib=0", "eval.cache_gib=0"),
+    ]:
         with pytest.raises(GhostsearchError, match=message):
             load_config(None, [override])
 
@@ -162,13 +168,15 @@ def test_item_rows_to_parquet(tiny, data_dir, tmp_path):
     import pyarrow.parquet as pq
 
     model, tok = tiny
-    _, rows = evaluate_finalists_native(model, tok, [((), None), ((1, 2), None)], eval_cfg(3, ["piqa", "boolq"]),
-                                        data_dir, progress=False)
+    _, rows = evaluate_finalists_native(
+        model, tok, [((), None), ((1, 2), None)], eval_cfg(3, ["piqa", "boolq"]), data_dir, progress=False
+    )
     write_item_rows([{**r, "cell": "c0"} for r in rows], tmp_path / "items.parquet")
     back = pq.read_table(tmp_path / "items.parquet").to_pylist()
     assert len(back) == 2 * 2 * 3 and back[0]["cell"] == "c0"
-    assert [(r["finalist"], r["task"], r["doc"], r["pred"], r["lls"]) for r in back] == \
-           [(r["finalist"], r["task"], r["doc"], r["pred"], r["lls"]) for r in rows]
+    assert [(r["finalist"], r["task"], r["doc"], r["pred"], r["lls"]) for r in back] == [
+        (r["finalist"], r["task"], r["doc"], r["pred"], r["lls"]) for r in rows
+    ]
     assert all(r["pred_norm"] is None for r in back if r["task"] == "boolq")
 
 
@@ -182,9 +190,15 @@ def assert_lm_eval_parity(model, tok, finalists, n, data_dir):
 
     results, rows = zero_shot_finalists(model, tok, finalists, eval_cfg(n), data_dir)
     for f, (removed, ops) in enumerate(finalists):
-        ref = simple_evaluate(model=HFLM(pretrained=reference_model(model, removed, ops), tokenizer=tok, batch_size=4),
-                              tasks=[task_config(t, data_dir) for t in TASKS], limit=n, num_fewshot=0,
-                              task_manager=TaskManager(include_defaults=False), bootstrap_iters=0, log_samples=True)
+        ref = simple_evaluate(
+            model=HFLM(pretrained=reference_model(model, removed, ops), tokenizer=tok, batch_size=4),
+            tasks=[task_config(t, data_dir) for t in TASKS],
+            limit=n,
+            num_fewshot=0,
+            task_manager=TaskManager(include_defaults=False),
+            bootstrap_iters=0,
+            log_samples=True,
+        )
         for task in TASKS:
             for metric in ("acc", "acc_norm"):
                 if f"{metric},none" in ref["results"][task]:
@@ -202,16 +216,18 @@ def assert_lm_eval_parity(model, tok, finalists, n, data_dir):
 @pytest.mark.slow
 def test_lm_eval_parity_tiny(tiny, data_dir):
     model, tok = tiny
-    assert_lm_eval_parity(model, tok, [((), None), ((2, 3), None), ((2, 3), ghosted(model, tok, (2, 3), data_dir))],
-                          6, data_dir)
+    assert_lm_eval_parity(
+        model, tok, [((), None), ((2, 3), None), ((2, 3), ghosted(model, tok, (2, 3), data_dir))], 6, data_dir
+    )
 
 
 @pytest.mark.slow
 def test_lm_eval_parity_smollm2(smollm2, data_dir):
     model, tok = smollm2
     removed = (20, 21, 22, 23)
-    assert_lm_eval_parity(model, tok, [((), None), (removed, None), (removed, ghosted(model, tok, removed, data_dir))],
-                          4, data_dir)  # (4 items a task: too few for an accuracy check of its own)
+    assert_lm_eval_parity(
+        model, tok, [((), None), (removed, None), (removed, ghosted(model, tok, removed, data_dir))], 4, data_dir
+    )  # (4 items a task: too few for an accuracy check of its own)
 
 
 def test_finalist_perplexities_equal_perplexity_suite(tiny, data_dir):
@@ -224,16 +240,24 @@ def test_finalist_perplexities_equal_perplexity_suite(tiny, data_dir):
     finalists = [((), None), ((1, 4), None), ((1, 4), ghosted(model, tok, (1, 4), data_dir))]
     ours = perplexity_finalists(model, tok, finalists, cfg, data_dir)
     for (removed, ops), got in zip(finalists, ours):
-        ref = perplexity_suite(reference_model(model, removed, ops), tok, tuple(sorted({PROSE, "lambada"})), 64, 5,
-                               data_dir,
-                               limit=6, batch_size=4)
+        ref = perplexity_suite(
+            reference_model(model, removed, ops),
+            tok,
+            tuple(sorted({PROSE, "lambada"})),
+            64,
+            5,
+            data_dir,
+            limit=6,
+            batch_size=4,
+        )
         windows = {k: got.pop(k) for k in list(got) if k.endswith("_window_nll")}
         assert got.keys() == ref.keys()
         for k in ref:
             assert got[k] == pytest.approx(ref[k], rel=1e-5), (k, removed, ops is not None)
         for k, nll in windows.items():  # each window's mean NLL: their mean is the perplexity's log
-            assert len(nll) == 5 and got[k.removesuffix("_window_nll")] == pytest.approx(math.exp(sum(nll) / 5),
-                                                                                         rel=1e-5)
+            assert len(nll) == 5 and got[k.removesuffix("_window_nll")] == pytest.approx(
+                math.exp(sum(nll) / 5), rel=1e-5
+            )
 
 
 @pytest.mark.slow
@@ -245,10 +269,23 @@ def test_finalists_on_the_pool_equal_local(tiny_model_dir, data_dir, ray_local):
     from ghostsearch.models import load_model
     from ghostsearch.pool.pool import start_pool
 
-    cfg = load_config(None, [f"model={tiny_model_dir}", "pool.actors=2", "pool.threads=1", "pool.dashboard=false",
-                             "eval.tasks=[arc_easy,winogrande]", "eval.limit=4", f"eval.perplexity=[{PROSE}]",
-                             "eval.ppl_seq_len=64", "eval.ppl_max_seq=2", "recovery.n_seq=4", "recovery.seq_len=64"]
-                      + ([f"data_dir={data_dir}"] if data_dir else []))
+    cfg = load_config(
+        None,
+        [
+            f"model={tiny_model_dir}",
+            "pool.actors=2",
+            "pool.threads=1",
+            "pool.dashboard=false",
+            "eval.tasks=[arc_easy,winogrande]",
+            "eval.limit=4",
+            f"eval.perplexity=[{PROSE}]",
+            "eval.ppl_seq_len=64",
+            "eval.ppl_max_seq=2",
+            "recovery.n_seq=4",
+            "recovery.seq_len=64",
+        ]
+        + ([f"data_dir={data_dir}"] if data_dir else []),
+    )
     specs = [([], "none"), ([2, 3], "none"), ([2, 3], "ghosted"), ([4], "ghosted")]
     broker = start_pool(cfg)
     shares = ray_local.get([broker.with_model.remote(evaluate_finalist_specs, cfg, specs[i::2]) for i in (0, 1)])

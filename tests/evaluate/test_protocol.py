@@ -1,5 +1,6 @@
 """eval.protocol: paper = non-overlapping windows of min(2048, the model's context) over the whole
 set; its perplexity equals a direct full forward of the Hugging Face model on the same windows."""
+
 from __future__ import annotations
 
 import math

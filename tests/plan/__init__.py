@@ -5,11 +5,14 @@ GHOSTSEARCH_TIMING_TESTS=1, on a machine whose load the two measurements share: 
 CI runner the load moves every part 2-3x between runs, and a test that fails for that reason says
 nothing about the plan (issue 26: no wall-clock limits in CI). bench/plan_check.py prints the same
 ratios; docs/benchmarks.md (planning) quotes them."""
+
 from __future__ import annotations
 
 import os
 
 import pytest
 
-timing = pytest.mark.skipif(not os.environ.get("GHOSTSEARCH_TIMING_TESTS"),
-                            reason="a wall-clock ratio: GHOSTSEARCH_TIMING_TESTS=1 on an unloaded machine runs it")
+timing = pytest.mark.skipif(
+    not os.environ.get("GHOSTSEARCH_TIMING_TESTS"),
+    reason="a wall-clock ratio: GHOSTSEARCH_TIMING_TESTS=1 on an unloaded machine runs it",
+)

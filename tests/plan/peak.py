@@ -5,6 +5,7 @@ weights count as the pages they occupy (safetensors maps the file; pages fault i
 
     python -m tests.plan.peak CONFIG [key=value ...]   -> one JSON line {"weights": B, "peak": B}
 """
+
 from __future__ import annotations
 
 import gc
@@ -46,8 +47,16 @@ def main(argv: list[str]) -> None:
     L = sc.stack.n_blocks
     for removed in [(L - 2,), (1, L - 3), (2, 5, L - 1)]:
         sc.score(key, removed)
-    print(json.dumps({"weights": weights, "peak": status("VmHWM") - base,
-                      "seconds": time.perf_counter() - t0, "every": sc.cache_every}))
+    print(
+        json.dumps(
+            {
+                "weights": weights,
+                "peak": status("VmHWM") - base,
+                "seconds": time.perf_counter() - t0,
+                "every": sc.cache_every,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """`plan`'s whole-run time beyond scoring (issue 25): the finalist count, the evaluation model built
 from a probe's two timings, what a plan without --measure says it does not count, and the report's
 timing over a stand-in grid."""
+
 from __future__ import annotations
 
 from pathlib import Path

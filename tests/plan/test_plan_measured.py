@@ -3,6 +3,7 @@ spends (a tiny random Llama of 12 blocks, one actor on a local Ray): greedy's an
 searchers' (oneshot, shortgpt, streamline, lorp, fastblock) exactly; a budget
 (ga, bo, cbo) at most, and within 10% (ga stops when its next screen-and-promote generation does
 not fit what is left: 45 of 46 here)."""
+
 from __future__ import annotations
 
 import pytest
@@ -22,11 +23,28 @@ def test_planned_evaluations_equal_measured(smollm2_tokenizer_dir, ray_local, tm
     model_dir = tmp_path / "tiny12"  # 12 blocks: C(12, 2) = 66 sets, more than any budget below
     tiny_model("llama", 12).save_pretrained(model_dir, safe_serialization=True)
     AutoTokenizer.from_pretrained(smollm2_tokenizer_dir).save_pretrained(model_dir)
-    base = {"model": str(model_dir), "dtype": "fp32", "device": "cpu", "calibration.dataset": "lambada",
-            "calibration.n_seq": 4, "calibration.seq_len": 32, "k": 2, "pool.actors": 1, "pool.dashboard": False}
-    cases = [("greedy", {}, "exact"), ("ga", {}, "budget"), ("cbo", {"search.budget": 17}, "budget"),
-             ("bo", {"search.budget": 19}, "budget"), ("oneshot", {}, "exact"), ("shortgpt", {}, "exact"),
-             ("streamline", {}, "exact"), ("lorp", {}, "exact"), ("fastblock", {}, "exact")]
+    base = {
+        "model": str(model_dir),
+        "dtype": "fp32",
+        "device": "cpu",
+        "calibration.dataset": "lambada",
+        "calibration.n_seq": 4,
+        "calibration.seq_len": 32,
+        "k": 2,
+        "pool.actors": 1,
+        "pool.dashboard": False,
+    }
+    cases = [
+        ("greedy", {}, "exact"),
+        ("ga", {}, "budget"),
+        ("cbo", {"search.budget": 17}, "budget"),
+        ("bo", {"search.budget": 19}, "budget"),
+        ("oneshot", {}, "exact"),
+        ("shortgpt", {}, "exact"),
+        ("streamline", {}, "exact"),
+        ("lorp", {}, "exact"),
+        ("fastblock", {}, "exact"),
+    ]
     for searcher, extra, kind in cases:
         items = {**base, **extra, "searcher": searcher, "out": str(tmp_path / searcher)}
         cfg = load_config(None, [f"{k}={v}" for k, v in items.items()])
@@ -58,8 +76,9 @@ def test_planned_seconds_per_evaluation_within_30_percent(smollm2):
     from ghostsearch.stack import Stack
 
     model, tok = smollm2
-    cfg = load_config("configs/smollm2-quick.yaml", ["searcher=greedy", "k=2", "pool.actors=1", "dtype=fp32",
-                                                     "device=cpu"])
+    cfg = load_config(
+        "configs/smollm2-quick.yaml", ["searcher=greedy", "k=2", "pool.actors=1", "dtype=fp32", "device=cpu"]
+    )
     sc = Scorer(Stack(model), tok)
     key = sc.prepare(cfg.objective_spec())
     p = plan_run(cfg, measure=True, time_start=False)  # the forwards' rate only (no pool started)

@@ -1,6 +1,7 @@
 """`plan --measure`'s whole-run wall time against the runs it plans (issue 25): the quick search and
 compare-quick, each planned then run as a user runs it (bench/plan_check.py's ``check``), within
 +-30% as ratios measured in one run (on a shared CPU the load moves every part between runs)."""
+
 from __future__ import annotations
 
 import os

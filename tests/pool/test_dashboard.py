@@ -1,6 +1,7 @@
 """Dashboard truth: the Grafana panels that show per-node data query metrics the scorer actors
 emit (on their own nodes), not the broker's (which sits on one node), and best_value is shown per
 cell (objective, k) with the tags the broker sets."""
+
 import ast
 import json
 import re
@@ -23,8 +24,9 @@ def emitted_by(cls_name: str) -> dict[str, set[str]]:
 
 
 def queries(title_pattern: str) -> list[str]:
-    return [t["expr"] for p in DASHBOARD["panels"] if re.search(title_pattern, p["title"])
-            for t in p.get("targets", [])]
+    return [
+        t["expr"] for p in DASHBOARD["panels"] if re.search(title_pattern, p["title"]) for t in p.get("targets", [])
+    ]
 
 
 def test_per_node_panels_use_scorer_metrics():

@@ -1,6 +1,7 @@
 """A pool that outlives one job: `ghostsearch pool up` on a running Ray head, a search that uses
 it by name (and a second one answered from its cache), `pool status`, `pool down`. The head is
 started with `ray start` in its own temp dir and stopped by pid."""
+
 import json
 import os
 import signal
@@ -18,8 +19,9 @@ BIN = Path(sys.executable).parent
 
 
 def _gs(args, env, timeout=300):
-    r = subprocess.run([str(BIN / "ghostsearch"), *args], env=env, capture_output=True, text=True, timeout=timeout,
-                       cwd=ROOT)
+    r = subprocess.run(
+        [str(BIN / "ghostsearch"), *args], env=env, capture_output=True, text=True, timeout=timeout, cwd=ROOT
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     return [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
 
@@ -28,26 +30,80 @@ def test_pool_up_search_status_down(tiny_model_dir, tmp_path):
     temp = tempfile.mkdtemp(prefix="gs-pool-", dir="/tmp")
     env = dict(os.environ, RAY_AUTH_MODE="disabled")
     port = 6400 + os.getpid() % 500
-    subprocess.run([str(BIN / "ray"), "start", "--head", f"--temp-dir={temp}", "--num-cpus=2", f"--port={port}",
-                    "--include-dashboard=false", "--disable-usage-stats"], env=env, check=True, capture_output=True,
-                   timeout=120)
+    subprocess.run(
+        [
+            str(BIN / "ray"),
+            "start",
+            "--head",
+            f"--temp-dir={temp}",
+            "--num-cpus=2",
+            f"--port={port}",
+            "--include-dashboard=false",
+            "--disable-usage-stats",
+        ],
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     env["RAY_ADDRESS"] = f"127.0.0.1:{port}"
-    over = [f"model={tiny_model_dir}", "dtype=fp32", "device=cpu", "calibration.dataset=lambada",
-            "calibration.n_seq=4", "calibration.seq_len=64", "k=2", "searcher=oneshot", "pool.actors=1"]
+    over = [
+        f"model={tiny_model_dir}",
+        "dtype=fp32",
+        "device=cpu",
+        "calibration.dataset=lambada",
+        "calibration.n_seq=4",
+        "calibration.seq_len=64",
+        "k=2",
+        "searcher=oneshot",
+        "pool.actors=1",
+    ]
     try:
         up = _gs(["pool", "up", str(ROOT / "configs" / "smollm2-quick.yaml"), *over, "pool.name=svc"], env)
         assert up[0]["actors"][0]["name"] == "svc-scorer-0"
-        _gs(["search", str(ROOT / "configs" / "smollm2-quick.yaml"), *over, "pool.name=svc",
-             f"out={tmp_path / 'a'}", "--no-progress"], env)
-        _gs(["search", str(ROOT / "configs" / "smollm2-quick.yaml"), *over, "pool.name=svc",
-             f"out={tmp_path / 'b'}", "--no-progress"], env)
+        _gs(
+            [
+                "search",
+                str(ROOT / "configs" / "smollm2-quick.yaml"),
+                *over,
+                "pool.name=svc",
+                f"out={tmp_path / 'a'}",
+                "--no-progress",
+            ],
+            env,
+        )
+        _gs(
+            [
+                "search",
+                str(ROOT / "configs" / "smollm2-quick.yaml"),
+                *over,
+                "pool.name=svc",
+                f"out={tmp_path / 'b'}",
+                "--no-progress",
+            ],
+            env,
+        )
         other = tmp_path / "other-model"  # same shape, other weights: the pool must not score it as this one
         from tests.conftest import tiny_model
 
         tiny_model("llama", 6, seed=1).save_pretrained(other, safe_serialization=True)
-        r = subprocess.run([str(BIN / "ghostsearch"), "search", str(ROOT / "configs" / "smollm2-quick.yaml"), *over,
-                            f"model={other}", "pool.name=svc", f"out={tmp_path / 'c'}", "--no-progress"],
-                           env=env, capture_output=True, text=True, timeout=300, cwd=ROOT)
+        r = subprocess.run(
+            [
+                str(BIN / "ghostsearch"),
+                "search",
+                str(ROOT / "configs" / "smollm2-quick.yaml"),
+                *over,
+                f"model={other}",
+                "pool.name=svc",
+                f"out={tmp_path / 'c'}",
+                "--no-progress",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=ROOT,
+        )
         errors = [line for line in r.stderr.splitlines() if line.startswith("ghostsearch: error:")]
         assert r.returncode == 2 and len(errors) == 1 and "pool 'svc' serves model" in errors[0], r.stderr
         assert "Traceback" not in r.stderr

@@ -1,6 +1,7 @@
 """The scoring pool under real Ray: faults (actor killed by pid, node removed), resume after
 SIGKILL of the driver, and de-duplication across searchers. Every test compares against a
 fault-free run of the same config."""
+
 from __future__ import annotations
 
 import collections
@@ -22,10 +23,23 @@ pytestmark = pytest.mark.slow
 
 
 def _cfg(model_dir, out, **over):
-    items = {"model": model_dir, "dtype": "fp32", "device": "cpu", "objective": "perplexity",
-             "calibration.dataset": "lambada", "calibration.n_seq": 16, "calibration.seq_len": 128,
-             "k": 3, "searcher": "greedy", "seed": 0, "out": str(out), "pool.actors": 2, "pool.threads": 1,
-             "pool.dashboard": False, **over}
+    items = {
+        "model": model_dir,
+        "dtype": "fp32",
+        "device": "cpu",
+        "objective": "perplexity",
+        "calibration.dataset": "lambada",
+        "calibration.n_seq": 16,
+        "calibration.seq_len": 128,
+        "k": 3,
+        "searcher": "greedy",
+        "seed": 0,
+        "out": str(out),
+        "pool.actors": 2,
+        "pool.threads": 1,
+        "pool.dashboard": False,
+        **over,
+    }
     return load_config(None, [f"{k}={v}" for k, v in items.items()])
 
 
@@ -172,9 +186,11 @@ def test_worker_node_removed_mid_search(tiny_model_dir, tmp_path, reference):
 def test_resume_after_sigkill(tiny_model_dir, tmp_path, reference):
     out = tmp_path / "run"
     cfg_file = tmp_path / "c.yaml"
-    cfg_file.write_text(f"model: {tiny_model_dir}\ndtype: fp32\ndevice: cpu\ncalibration: {{dataset: lambada, "
-                        f"n_seq: 16, seq_len: 128}}\nk: 3\nsearcher: greedy\nout: {out}\n"
-                        "pool: {actors: 2, threads: 1, dashboard: false}\n")
+    cfg_file.write_text(
+        f"model: {tiny_model_dir}\ndtype: fp32\ndevice: cpu\ncalibration: {{dataset: lambada, "
+        f"n_seq: 16, seq_len: 128}}\nk: 3\nsearcher: greedy\nout: {out}\n"
+        "pool: {actors: 2, threads: 1, dashboard: false}\n"
+    )
     cmd = [sys.executable, "-m", "ghostsearch", "search", str(cfg_file), "--no-progress"]
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
@@ -187,8 +203,10 @@ def test_resume_after_sigkill(tiny_model_dir, tmp_path, reference):
     assert not (out / "result.json").exists()
     # ... then a compaction killed -9 between its new part and the unlinks, a 0-byte part (power
     # loss before fsync) and a valid-JSON row of the wrong type: all quarantined and recomputed
-    crash = ("import os, signal, sys; from ghostsearch.rundir.ledger import write_compacted; "
-             "write_compacted(sys.argv[1]); os.kill(os.getpid(), signal.SIGKILL)")
+    crash = (
+        "import os, signal, sys; from ghostsearch.rundir.ledger import write_compacted; "
+        "write_compacted(sys.argv[1]); os.kill(os.getpid(), signal.SIGKILL)"
+    )
     assert subprocess.run([sys.executable, "-c", crash, str(out)], env=env).returncode == -9
     (out / "ledger" / "part-00000000000000000001-x.parquet").write_bytes(b"")
     journal = next((out / "ledger" / "_journal").glob("journal-*.jsonl"))
@@ -212,12 +230,19 @@ def test_two_drivers_on_one_run_dir(tiny_model_dir, tmp_path, reference):
 
     out = tmp_path / "run"
     cfg_file = tmp_path / "c.yaml"
-    cfg_file.write_text(f"model: {tiny_model_dir}\ndtype: fp32\ndevice: cpu\ncalibration: {{dataset: lambada, "
-                        f"n_seq: 16, seq_len: 128}}\nk: 3\nsearcher: greedy\nout: {out}\n"
-                        "pool: {actors: 2, threads: 1, dashboard: false}\n")
+    cfg_file.write_text(
+        f"model: {tiny_model_dir}\ndtype: fp32\ndevice: cpu\ncalibration: {{dataset: lambada, "
+        f"n_seq: 16, seq_len: 128}}\nk: 3\nsearcher: greedy\nout: {out}\n"
+        "pool: {actors: 2, threads: 1, dashboard: false}\n"
+    )
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
-    first = subprocess.Popen([sys.executable, "-m", "ghostsearch", "search", str(cfg_file), "--no-progress"], env=env,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    first = subprocess.Popen(
+        [sys.executable, "-m", "ghostsearch", "search", str(cfg_file), "--no-progress"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     _wait_rows(out, 3)
     with pytest.raises(GhostsearchError, match=f"in use by pid {first.pid} on"):
         search(_cfg(tiny_model_dir, out), progress=False)
@@ -267,14 +292,23 @@ def test_warm_start_begins_with_the_cache_and_is_replayed(tiny_model_dir, tmp_pa
     from ghostsearch.rundir.ledger import Ledger
     from ghostsearch.runner import run_cell
 
-    cfg = _cfg(tiny_model_dir, tmp_path / "run", k=2, **{"search.params": json.dumps(
-        {"bo": {"warm_start": True, "warm_n": 2, "budget": 12, "sampler": "tpe", "race": False, "batch": 1}})})
+    cfg = _cfg(
+        tiny_model_dir,
+        tmp_path / "run",
+        k=2,
+        **{
+            "search.params": json.dumps(
+                {"bo": {"warm_start": True, "warm_n": 2, "budget": 12, "sampler": "tpe", "race": False, "batch": 1}}
+            )
+        },
+    )
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     broker = start_pool(cfg)
     n = ray_local.get(broker.ready.remote())[0]["n_blocks"]
-    greedy = run_cell(cfg, broker, run_dir, searcher="greedy", objective="perplexity", k=2, seed=0, n_blocks=n,
-                      progress=False)
+    greedy = run_cell(
+        cfg, broker, run_dir, searcher="greedy", objective="perplexity", k=2, seed=0, n_blocks=n, progress=False
+    )
     Ledger(run_dir).compact()
     bo = run_cell(cfg, broker, run_dir, searcher="bo", objective="perplexity", k=2, seed=0, n_blocks=n, progress=False)
     warm = json.loads((run_dir / "warm" / "bo-perplexity-k2-s0.json").read_text())
@@ -283,13 +317,23 @@ def test_warm_start_begins_with_the_cache_and_is_replayed(tiny_model_dir, tmp_pa
     rows = [r for r in read_ledger(run_dir).to_pylist() if r["cell"] == bo.cell and r["k"] == 2]
     assert [r["removed"] for r in rows[:2]] == [w["removed"] for w in warm]  # asked first, each charged once
     assert bo.value <= greedy.value
-    again = run_cell(cfg, broker, run_dir, searcher="bo", objective="perplexity", k=2, seed=1, n_blocks=n,
-                     progress=False)  # another cell: reads the cache now (bo's sets too)
+    again = run_cell(
+        cfg, broker, run_dir, searcher="bo", objective="perplexity", k=2, seed=1, n_blocks=n, progress=False
+    )  # another cell: reads the cache now (bo's sets too)
     assert again.warm_start[0] == bo.removed  # the cache's best k-set is bo's answer now
-    replay = run_cell(cfg, broker, run_dir, searcher="bo", objective="perplexity", k=2, seed=0, n_blocks=n,
-                      progress=False)
+    replay = run_cell(
+        cfg, broker, run_dir, searcher="bo", objective="perplexity", k=2, seed=0, n_blocks=n, progress=False
+    )
     assert replay.warm_start == bo.warm_start and replay.removed == bo.removed
-    cold = _cfg(tiny_model_dir, tmp_path / "run", k=2, **{"search.params": json.dumps(
-        {"bo": {"budget": 12, "sampler": "tpe", "race": False, "batch": 1}})})
-    assert run_cell(cold, broker, run_dir, searcher="bo", objective="perplexity", k=2, seed=2, n_blocks=n,
-                    progress=False).warm_start == ()
+    cold = _cfg(
+        tiny_model_dir,
+        tmp_path / "run",
+        k=2,
+        **{"search.params": json.dumps({"bo": {"budget": 12, "sampler": "tpe", "race": False, "batch": 1}})},
+    )
+    assert (
+        run_cell(
+            cold, broker, run_dir, searcher="bo", objective="perplexity", k=2, seed=2, n_blocks=n, progress=False
+        ).warm_start
+        == ()
+    )

@@ -1,6 +1,7 @@
 """Racing through the real pool: race: auto races greedy on 32 calibration rows and scores it exactly
 on 16 (result.json says which); each look's rows for every survivor go to the broker in one call,
 whose per-row losses equal scoring each candidate alone; the raced answer is exact greedy's."""
+
 from __future__ import annotations
 
 import pytest
@@ -12,10 +13,23 @@ pytestmark = pytest.mark.slow
 
 
 def _cfg(model_dir, out, n_seq, **over):
-    items = {"model": model_dir, "dtype": "fp32", "device": "cpu", "objective": "perplexity",
-             "calibration.dataset": "lambada", "calibration.n_seq": n_seq, "calibration.seq_len": 16,
-             "k": 2, "searcher": "greedy", "seed": 0, "out": str(out), "pool.actors": 2, "pool.threads": 1,
-             "pool.dashboard": False, **over}
+    items = {
+        "model": model_dir,
+        "dtype": "fp32",
+        "device": "cpu",
+        "objective": "perplexity",
+        "calibration.dataset": "lambada",
+        "calibration.n_seq": n_seq,
+        "calibration.seq_len": 16,
+        "k": 2,
+        "searcher": "greedy",
+        "seed": 0,
+        "out": str(out),
+        "pool.actors": 2,
+        "pool.threads": 1,
+        "pool.dashboard": False,
+        **over,
+    }
     return load_config(None, [f"{k}={v}" for k, v in items.items()])
 
 
@@ -28,8 +42,9 @@ def test_race_auto_through_the_pool(tiny_model_dir, tmp_path, ray_local):
     run_dir.mkdir()
     broker = start_pool(cfg)
     n = ray_local.get(broker.ready.remote())[0]["n_blocks"]
-    raced = run_cell(cfg, broker, run_dir, searcher="greedy", objective="perplexity", k=2, seed=0, n_blocks=n,
-                     progress=False)
+    raced = run_cell(
+        cfg, broker, run_dir, searcher="greedy", objective="perplexity", k=2, seed=0, n_blocks=n, progress=False
+    )
     assert raced.race == {"setting": "auto", "used": "raced", "rows": 32, "cut": 0, "bound": "t"}
     rows = [r for r in read_ledger(run_dir).to_pylist() if r["cell"] == raced.cell]
     assert any(r["partial"] for r in rows) and all(len(r["row_losses"]) for r in rows)
@@ -37,11 +52,14 @@ def test_race_auto_through_the_pool(tiny_model_dir, tmp_path, ray_local):
     block = next(r for r in rows if r["partial"])
     spec = cfg.objective_spec()
     alone = ray_local.get(broker.evaluate.remote(spec, [], 0.0, None, "check", rows=(0, 1, 2, 3))).score.sums
-    many = [r.score.sums for r in ray_local.get(broker.rows.remote(spec, [([], None), (block["removed"], None)],
-                                                                   (0, 1, 2, 3), "check"))]
+    many = [
+        r.score.sums
+        for r in ray_local.get(broker.rows.remote(spec, [([], None), (block["removed"], None)], (0, 1, 2, 3), "check"))
+    ]
     assert many[0] == pytest.approx(alone, rel=1e-5) and many[1] != many[0]
     exact_cfg = _cfg(tiny_model_dir, tmp_path / "run", 32, **{"search.params.greedy.race": "false"})
-    exact = run_cell(exact_cfg, broker, run_dir, searcher="greedy", objective="perplexity", k=2, seed=1, n_blocks=n,
-                     progress=False)
+    exact = run_cell(
+        exact_cfg, broker, run_dir, searcher="greedy", objective="perplexity", k=2, seed=1, n_blocks=n, progress=False
+    )
     assert exact.race is not None and exact.race["used"] == "exact" and exact.removed == raced.removed
     assert exact.value == pytest.approx(raced.value, rel=1e-5) and raced.budget_used < exact.budget_used

@@ -2,6 +2,7 @@
 (one form for a value and a race block, written and read back), a resumed cell's view of its
 ledger (including a ledger written in the historical format), racing's block arithmetic, and
 PoolClient answering a resumed cell from its ledger: the same values, and no row written twice."""
+
 from __future__ import annotations
 
 import math
@@ -39,14 +40,16 @@ def test_cache_keys_compare_as_their_strings_did():
     assert a == CacheKey.of("m", "fp32", SPEC, [2, 1], 0.333333)  # same written form: the same entry
     assert a != CacheKey.of("m", "fp32", SPEC, (1, 2), 0.33334)
     assert CacheKey.of("m", "fp32", SPEC, (1, 2), 0.0, rows=(0, 1)) != CacheKey.of("m", "fp32", SPEC, (1, 2), 0.0)
-    assert CacheKey.of("m", "fp32", SPEC, (1, 2), 0.0, rows=(0, 1)) != CacheKey.of("m", "fp32", SPEC, (1, 2), 0.0,
-                                                                                    rows=(1, 0))
+    assert CacheKey.of("m", "fp32", SPEC, (1, 2), 0.0, rows=(0, 1)) != CacheKey.of(
+        "m", "fp32", SPEC, (1, 2), 0.0, rows=(1, 0)
+    )
     other = ObjectiveSpec.make("perplexity", CalibrationSpec("c4", 8, 64, 1))
     assert a != CacheKey.of("m", "fp32", other, (1, 2), 1 / 3) and a != CacheKey.of("m", "bf16", SPEC, (1, 2), 1 / 3)
 
 
-@pytest.mark.parametrize("text", ["", "m|fp32", "m|fp32|obj|1,2", "m|fp32|obj|f=x|1,2", "m|fp32|obj|f=1|1,a",
-                                  "m|fp32|obj|f=1|1,2|rows=3,b"])
+@pytest.mark.parametrize(
+    "text", ["", "m|fp32", "m|fp32|obj|1,2", "m|fp32|obj|f=x|1,2", "m|fp32|obj|f=1|1,a", "m|fp32|obj|f=1|1,2|rows=3,b"]
+)
 def test_a_string_that_is_no_cache_key_is_refused(text):
     with pytest.raises(ValueError, match="not a cache key"):
         CacheKey.parse(text)
@@ -54,9 +57,23 @@ def test_a_string_that_is_no_cache_key_is_refused(text):
 
 # ---------------------------------------------------------------- resume
 def _row(cell, removed, fidelity, value, cached=False, key=SPEC.key(), **kw) -> LedgerRow:
-    return LedgerRow(cell=cell, searcher=cell.split("-")[0], objective="perplexity", objective_key=key,
-                     removed=list(removed), k=len(removed), fidelity=fidelity, value=value, tokens=64, seconds=0.5,
-                     cached=cached, actor="a", node="n", seed=0, **kw)
+    return LedgerRow(
+        cell=cell,
+        searcher=cell.split("-")[0],
+        objective="perplexity",
+        objective_key=key,
+        removed=list(removed),
+        k=len(removed),
+        fidelity=fidelity,
+        value=value,
+        tokens=64,
+        seconds=0.5,
+        cached=cached,
+        actor="a",
+        node="n",
+        seed=0,
+        **kw,
+    )
 
 
 def _ledger(run_dir, rows):
@@ -67,13 +84,16 @@ def _ledger(run_dir, rows):
 
 
 def test_resume_knows_computed_values_and_blocks_and_counts_the_cells_own_rows(tmp_path):
-    _ledger(tmp_path, [
-        _row("greedy", (1,), 1.0, 10.0),
-        _row("greedy", (1,), 1.0, 99.0, cached=True),       # a cache hit: counted for the cell, not a value
-        _row("beam", (2,), 1.0, 11.0),                      # another cell's value: known, not this cell's row
-        _row("greedy", (3,), 1.0, 12.0, key="other"),       # another objective: ignored
-        _row("greedy", (1, 2), 4 / 32, 13.0, cost=4 / 32, partial=True, row_losses=[1.0, 2.0, 3.0, 4.0]),
-    ])
+    _ledger(
+        tmp_path,
+        [
+            _row("greedy", (1,), 1.0, 10.0),
+            _row("greedy", (1,), 1.0, 99.0, cached=True),  # a cache hit: counted for the cell, not a value
+            _row("beam", (2,), 1.0, 11.0),  # another cell's value: known, not this cell's row
+            _row("greedy", (3,), 1.0, 12.0, key="other"),  # another objective: ignored
+            _row("greedy", (1, 2), 4 / 32, 13.0, cost=4 / 32, partial=True, row_losses=[1.0, 2.0, 3.0, 4.0]),
+        ],
+    )
     r = Resume(SPEC.key(), "greedy")
     assert r.load(tmp_path) == 3
     assert r.value((1,), 1.0).value == 10.0 and r.value((2,), 1.0).value == 11.0
@@ -87,16 +107,52 @@ def test_resume_knows_computed_values_and_blocks_and_counts_the_cells_own_rows(t
 
 def test_resume_reads_a_ledger_written_in_the_historical_format(tmp_path):
     """A part written before LedgerRow existed (the columns as pyarrow wrote them then, racing's too)."""
-    old = pa.schema([("eval_id", pa.string()), ("cell", pa.string()), ("searcher", pa.string()),
-                     ("objective", pa.string()), ("objective_key", pa.string()), ("removed", pa.list_(pa.int32())),
-                     ("k", pa.int32()), ("fidelity", pa.float64()), ("value", pa.float64()), ("tokens", pa.int64()),
-                     ("seconds", pa.float64()), ("cached", pa.bool_()), ("actor", pa.string()), ("node", pa.string()),
-                     ("time", pa.float64()), ("seed", pa.int64()), ("cost", pa.float64()), ("partial", pa.bool_()),
-                     ("row_losses", pa.list_(pa.float64()))])
-    rows = [{"eval_id": "a", "cell": "greedy", "searcher": "greedy", "objective": "perplexity",
-             "objective_key": SPEC.key(), "removed": [4, 6], "k": 2, "fidelity": 1.0, "value": 7.5, "tokens": 64,
-             "seconds": 0.5, "cached": False, "actor": "a", "node": "n", "time": 1.0, "seed": 0, "cost": None,
-             "partial": None, "row_losses": None}]
+    old = pa.schema(
+        [
+            ("eval_id", pa.string()),
+            ("cell", pa.string()),
+            ("searcher", pa.string()),
+            ("objective", pa.string()),
+            ("objective_key", pa.string()),
+            ("removed", pa.list_(pa.int32())),
+            ("k", pa.int32()),
+            ("fidelity", pa.float64()),
+            ("value", pa.float64()),
+            ("tokens", pa.int64()),
+            ("seconds", pa.float64()),
+            ("cached", pa.bool_()),
+            ("actor", pa.string()),
+            ("node", pa.string()),
+            ("time", pa.float64()),
+            ("seed", pa.int64()),
+            ("cost", pa.float64()),
+            ("partial", pa.bool_()),
+            ("row_losses", pa.list_(pa.float64())),
+        ]
+    )
+    rows = [
+        {
+            "eval_id": "a",
+            "cell": "greedy",
+            "searcher": "greedy",
+            "objective": "perplexity",
+            "objective_key": SPEC.key(),
+            "removed": [4, 6],
+            "k": 2,
+            "fidelity": 1.0,
+            "value": 7.5,
+            "tokens": 64,
+            "seconds": 0.5,
+            "cached": False,
+            "actor": "a",
+            "node": "n",
+            "time": 1.0,
+            "seed": 0,
+            "cost": None,
+            "partial": None,
+            "row_losses": None,
+        }
+    ]
     (tmp_path / "ledger").mkdir()
     pq.write_table(pa.Table.from_pylist(rows, schema=old), tmp_path / "ledger" / "part-00000000000000000001-x.parquet")
     r = Resume(SPEC.key(), "greedy")
@@ -126,12 +182,19 @@ def test_a_resumed_cell_is_answered_from_its_ledger_without_writing_a_row_twice(
 
     N = 8
     losses = [1.0, 2.0, 3.0, 4.0]
-    _ledger(tmp_path, [_row("greedy", (1,), 1.0, 10.0), _row("greedy", (2,), 1.0, 11.0),
-                       _row("greedy", (1, 2), 4 / N, 5.0, cost=4 / N, partial=True, row_losses=losses)])
+    _ledger(
+        tmp_path,
+        [
+            _row("greedy", (1,), 1.0, 10.0),
+            _row("greedy", (2,), 1.0, 11.0),
+            _row("greedy", (1, 2), 4 / N, 5.0, cost=4 / N, partial=True, row_losses=losses),
+        ],
+    )
     n0 = len(read_ledger(tmp_path))
     seen = []
-    client = PoolClient(None, SPEC, Ledger(tmp_path, checkpoint_seconds=3600), "greedy", 0, "m", "fp32",
-                        on_result=seen.append)
+    client = PoolClient(
+        None, SPEC, Ledger(tmp_path, checkpoint_seconds=3600), "greedy", 0, "m", "fp32", on_result=seen.append
+    )
     assert client.load_known(tmp_path) == 3
     assert client.evaluate([Candidate((1,)), Candidate((2,))], "greedy") == [10.0, 11.0]
     assert len(read_ledger(tmp_path)) == n0  # replayed: the ledger had these rows of this cell
@@ -145,5 +208,9 @@ def test_a_resumed_cell_is_answered_from_its_ledger_without_writing_a_row_twice(
     assert len(new) == 1 and new[0]["removed"] == [1] and new[0]["value"] == 10.0 and new[0]["cell"] == "greedy"
     assert client.evaluations == 4 and client.cache_hits == 4
     assert [(tuple(r["removed"]), r["fidelity"], r.get("cost")) for r in seen] == [
-        ((1,), 1.0, None), ((2,), 1.0, None), ((1, 2), 0.5, 0.5), ((1,), 1.0, None)]
+        ((1,), 1.0, None),
+        ((2,), 1.0, None),
+        ((1, 2), 0.5, 0.5),
+        ((1,), 1.0, None),
+    ]
     assert seen[2].partial and seen[2].row_losses == losses and seen[2].value == v

@@ -1,4 +1,5 @@
 """Synthetic checks of the streamed least-squares solve (no model)."""
+
 import numpy as np
 import pytest
 import torch
@@ -10,7 +11,7 @@ from ghostsearch.recovery.gram import GramLS
 def problem(n=400, c=24, noise=1e-3, seed=0):
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(n, c, generator=g, dtype=torch.float64)
-    m = torch.randn(c, c, generator=g, dtype=torch.float64) / c ** 0.5
+    m = torch.randn(c, c, generator=g, dtype=torch.float64) / c**0.5
     return x, m, x @ m + noise * torch.randn(n, c, generator=g, dtype=torch.float64)
 
 
@@ -47,14 +48,14 @@ def test_streamed_equals_one_shot():
 
 @pytest.mark.parametrize("solver", ["ridge", "pinv"])
 def test_rank_deficient_is_finite(solver):
-    x, _, y = problem(n=10, c=32)            # fewer tokens than channels
+    x, _, y = problem(n=10, c=32)  # fewer tokens than channels
     ls, w = fitted(x, y, solver=solver, ridge=0.0)
     assert torch.isfinite(w).all()
-    assert ls.residual(w) < 1e-6 * ls.residual(None)     # interpolates the few tokens
-    if solver == "pinv":                                   # the minimum-norm solution
+    assert ls.residual(w) < 1e-6 * ls.residual(None)  # interpolates the few tokens
+    if solver == "pinv":  # the minimum-norm solution
         np.testing.assert_allclose(w.numpy(), np.linalg.pinv(x.numpy()) @ y.numpy(), atol=1e-8)
     else:
-        assert ls.last_ridge > 0                           # the documented ridge fallback
+        assert ls.last_ridge > 0  # the documented ridge fallback
 
 
 def test_nan_is_an_error():
@@ -76,8 +77,8 @@ def symmetric_brute_force(x, y, ridge_abs=0.0):
             basis.append(e)
     design = torch.stack([(x @ e).reshape(-1) for e in basis], 1)
     target = y.reshape(-1)
-    if ridge_abs:   # ||W||_F^2 = sum of coef^2 * ||E||_F^2 (1 on the diagonal, 2 off it)
-        design = torch.cat([design, torch.diag(torch.tensor([float(e.norm()) for e in basis]) * ridge_abs ** 0.5)])
+    if ridge_abs:  # ||W||_F^2 = sum of coef^2 * ||E||_F^2 (1 on the diagonal, 2 off it)
+        design = torch.cat([design, torch.diag(torch.tensor([float(e.norm()) for e in basis]) * ridge_abs**0.5)])
         target = torch.cat([target, torch.zeros(len(basis), dtype=torch.float64)])
     coef = torch.linalg.lstsq(design, target[:, None]).solution[:, 0]
     return sum(a * e for a, e in zip(coef, basis))
@@ -91,7 +92,7 @@ def test_symmetric_solve_is_the_best_symmetric_map(ridge):
     torch.testing.assert_close(s, s.T, rtol=0, atol=1e-12)
     lam = ridge * float((x * x).sum(0).mean())
     torch.testing.assert_close(s, symmetric_brute_force(x, y, lam), rtol=1e-7, atol=1e-9)
-    if ridge == 0:   # the constraint costs something, and beats symmetrising the free answer
+    if ridge == 0:  # the constraint costs something, and beats symmetrising the free answer
         assert ls.residual(w) < ls.residual(s) < ls.residual((w + w.T) / 2)
 
 

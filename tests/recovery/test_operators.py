@@ -1,5 +1,6 @@
 """The operator variants on a tiny random Llama (fast): ReplaceMe's cosine-distance fit, Ghosted's
 symmetric-only ablation and the antisymmetric share of W = I + M, LinearPatch's rotation report."""
+
 import pytest
 import torch
 
@@ -40,7 +41,8 @@ def test_fit_cosine_finds_a_scale_free_map():
 def test_replaceme_cosine_lowers_cosine_distance_and_is_seeded(tiny):
     sc, _, data = tiny
     fit = lambda seed: get_recovery("replaceme", variant="cosine", steps=60, seed=seed, batch_tokens=256).fit(
-        sc.stack, REMOVED, data)
+        sc.stack, REMOVED, data
+    )
     a, b, other = fit(0), fit(0), fit(1)
     r = a.report[0]
     assert r["cosine_after"] < 0.9 * r["cosine_before"] and r["steps"] == 60
@@ -75,5 +77,6 @@ def test_linearpatch_reports_its_rotation(tiny):
     sc, _, data = tiny
     ops = get_recovery("linearpatch").fit(sc.stack, REMOVED, data)
     assert ops.report[0]["rotation"] == "hadamard 64 (sylvester)"
-    assert get_recovery("linearpatch", variant="diagonal").fit(sc.stack, REMOVED,
-                                                               data).report[0]["rotation"] == "identity"
+    assert (
+        get_recovery("linearpatch", variant="diagonal").fit(sc.stack, REMOVED, data).report[0]["rotation"] == "identity"
+    )

@@ -1,5 +1,6 @@
 """`ghostsearch recover` keeps each method's rows: recovery.parquet is keyed by (finalist, method,
 variant), a rerun of one method replaces only its rows; a progress bar unless -q."""
+
 import json
 
 import pyarrow.parquet as pq
@@ -13,12 +14,18 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture
 def run_dir(tmp_path, tiny_model_dir):
-    cfg = {"model": tiny_model_dir, "dtype": "fp32", "k": 2,
-           "calibration": {"dataset": "lambada", "n_seq": 4, "seq_len": 32},
-           "recovery": {"dataset": "lambada", "n_seq": 4, "seq_len": 32}}
+    cfg = {
+        "model": tiny_model_dir,
+        "dtype": "fp32",
+        "k": 2,
+        "calibration": {"dataset": "lambada", "n_seq": 4, "seq_len": 32},
+        "recovery": {"dataset": "lambada", "n_seq": 4, "seq_len": 32},
+    }
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
-    cells = {"greedy-perplexity-k2-s0": {"removed": [2, 3], "value": 60.0},
-             "beam-perplexity-k2-s0": {"removed": [1, 4], "value": 55.0}}
+    cells = {
+        "greedy-perplexity-k2-s0": {"removed": [2, 3], "value": 60.0},
+        "beam-perplexity-k2-s0": {"removed": [1, 4], "value": 55.0},
+    }
     (tmp_path / "result.json").write_text(json.dumps({"searchers": cells}))
     return tmp_path
 
@@ -33,15 +40,21 @@ def test_methods_side_by_side(run_dir, capsys):
     assert main(["-q", "recover", str(run_dir), "--method", "linearpatch", "--top", "2"]) == 0
     out, err = capsys.readouterr()
     assert "recover (" not in err and len(out.strip().splitlines()) == 2  # -q: no bar; JSON rows stay on stdout
-    both = [("beam-perplexity-k2-s0", "ghosted"), ("beam-perplexity-k2-s0", "linearpatch"),
-            ("greedy-perplexity-k2-s0", "ghosted"), ("greedy-perplexity-k2-s0", "linearpatch")]
+    both = [
+        ("beam-perplexity-k2-s0", "ghosted"),
+        ("beam-perplexity-k2-s0", "linearpatch"),
+        ("greedy-perplexity-k2-s0", "ghosted"),
+        ("greedy-perplexity-k2-s0", "linearpatch"),
+    ]
     assert keys(run_dir) == both
-    before = {(r["finalist"],
-               r["method"]): r["seconds"] for r in pq.read_table(run_dir / "recovery.parquet").to_pylist()}
+    before = {
+        (r["finalist"], r["method"]): r["seconds"] for r in pq.read_table(run_dir / "recovery.parquet").to_pylist()
+    }
     assert main(["-q", "recover", str(run_dir), "--method", "ghosted", "--top", "1"]) == 0
     assert keys(run_dir) == both  # replaced, not added, and linearpatch's rows untouched
-    after = {(r["finalist"],
-              r["method"]): r["seconds"] for r in pq.read_table(run_dir / "recovery.parquet").to_pylist()}
+    after = {
+        (r["finalist"], r["method"]): r["seconds"] for r in pq.read_table(run_dir / "recovery.parquet").to_pylist()
+    }
     changed = {k for k in both if after[k] != before[k]}
     assert changed == {("beam-perplexity-k2-s0", "ghosted")}
 
@@ -56,8 +69,17 @@ def test_fit_all_reads_one_dense_pass_and_equals_fitting_each(tiny_model_dir, mo
     from ghostsearch.recovery import repair
     from ghostsearch.stack import Stack
 
-    cfg = load_config(None, [f"model={tiny_model_dir}", "dtype=fp32", "recovery.dataset=lambada", "recovery.n_seq=4",
-                             "recovery.seq_len=32", "recovery.steps=20"])
+    cfg = load_config(
+        None,
+        [
+            f"model={tiny_model_dir}",
+            "dtype=fp32",
+            "recovery.dataset=lambada",
+            "recovery.n_seq=4",
+            "recovery.seq_len=32",
+            "recovery.steps=20",
+        ],
+    )
     model, tok = load_model(cfg.model, dtype="fp32")
     specs = [([2, 3], "ghosted"), ([1, 4], "ghosted"), ([2, 3], "linearpatch"), ([1, 4], "replaceme"), ([2], "none")]
     captures = []

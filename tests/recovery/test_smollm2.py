@@ -1,6 +1,7 @@
 """Real SmolLM2-135M: ghosted (and its symmetric ablation), linearpatch, replaceme and none on
 WikiText-2 after C4 calibration; recovery-aware scoring equals the physically pruned + repaired
 model; export round trips."""
+
 import math
 
 import pytest
@@ -40,15 +41,22 @@ def test_repairs_align_and_help(smol, k):
     sc, calib, wiki = smol
     removed = window(sc, calib, k)
     ppl, ops = {}, {}
-    for m, variant in (("none", None), ("linearpatch", None), ("ghosted", None), ("ghosted", "symmetric"),
-                       ("replaceme", None)):
+    for m, variant in (
+        ("none", None),
+        ("linearpatch", None),
+        ("ghosted", None),
+        ("ghosted", "symmetric"),
+        ("replaceme", None),
+    ):
         name = f"{m} {variant}" if variant else m
         ppl[name], ops[name] = wiki_ppl(sc, calib, wiki, removed, m, variant=variant)
     rep = {m: o.report[0] for m, o in ops.items()}
     align = {m: r["alignment_after"] for m, r in rep.items()}
-    print(f"\nk={k} removed={removed} wikitext2 PPL {ppl} alignment {align} antisymmetric share of "
-          f"W {rep['ghosted']['antisymmetric_share_w']:.3f}, of M {rep['ghosted']['antisymmetric_share']:.3f}; "
-          f"linearpatch rotation {rep['linearpatch']['rotation']}")
+    print(
+        f"\nk={k} removed={removed} wikitext2 PPL {ppl} alignment {align} antisymmetric share of "
+        f"W {rep['ghosted']['antisymmetric_share_w']:.3f}, of M {rep['ghosted']['antisymmetric_share']:.3f}; "
+        f"linearpatch rotation {rep['linearpatch']['rotation']}"
+    )
     assert max(ppl[m] for m in ("linearpatch", "ghosted")) < ppl["none"]
     assert max(align[m] for m in ("ghosted", "replaceme")) < align["none"]
     # LinearPatch's P = H diag(s) H^T is symmetric: the best symmetric M aligns at least as well,
@@ -81,7 +89,7 @@ def test_export_reload_same_logits(smol, method, tmp_path):
     from transformers import AutoModelForCausalLM
 
     sc, calib, _ = smol
-    removed = window(sc, calib, 4) + (sc.stack.n_blocks - 1,)   # a cut inside and one at the end
+    removed = window(sc, calib, 4) + (sc.stack.n_blocks - 1,)  # a cut inside and one at the end
     if method == "replaceme":
         removed = removed[:-1]
     ops = get_recovery(method).fit(sc.stack, removed, Activations.from_scorer(sc, calib))
@@ -93,13 +101,15 @@ def test_export_reload_same_logits(smol, method, tmp_path):
     got = reloaded(input_ids=ids).logits
     assert reloaded.config.num_hidden_layers == sc.stack.n_blocks - len(removed)
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-4)
-    if method == "replaceme":   # a plain checkpoint
+    if method == "replaceme":  # a plain checkpoint
         plain = AutoModelForCausalLM.from_pretrained(out)(input_ids=ids).logits
         torch.testing.assert_close(plain, want, rtol=1e-5, atol=1e-4)
     with pytest.raises(GhostsearchError, match="--force"):
         export(sc.stack.model, removed, method, ops, out)
-    print(f"\n{method} {removed}: " + ", ".join(f"cut {r['cut']} align {r['alignment_before']:.3f}->"
-                                               f"{r['alignment_after']:.3f}" for r in ops.report))
+    print(
+        f"\n{method} {removed}: "
+        + ", ".join(f"cut {r['cut']} align {r['alignment_before']:.3f}->{r['alignment_after']:.3f}" for r in ops.report)
+    )
 
 
 def test_sequential_variant_and_bad_sets(aware):
@@ -109,8 +119,8 @@ def test_sequential_variant_and_bad_sets(aware):
     dense = get_recovery("ghosted", variant="dense").fit(sc.stack, removed, data)
     seq = get_recovery("ghosted", variant="sequential").fit(sc.stack, removed, data)
     assert sorted(dense.mats) == sorted(seq.mats) == [12, 16]
-    torch.testing.assert_close(seq.mats[12], dense.mats[12])          # first cut: the same dense input
-    assert not torch.allclose(seq.mats[16], dense.mats[16])            # second: fitted on the repaired model
+    torch.testing.assert_close(seq.mats[12], dense.mats[12])  # first cut: the same dense input
+    assert not torch.allclose(seq.mats[16], dense.mats[16])  # second: fitted on the repaired model
     assert all(math.isfinite(r["alignment_after"]) for r in seq.report)
     with pytest.raises(GhostsearchError, match="leave at least one"):
         get_recovery("ghosted").fit(sc.stack, range(sc.stack.n_blocks), data)

@@ -1,4 +1,5 @@
 """The study's verdicts (ghostsearch.claims) on small synthetic runs whose answers are known."""
+
 import importlib.util
 import math
 from dataclasses import replace
@@ -35,29 +36,64 @@ N_DOC = 60
 N_ITEMS = len(TASKS) * N_DOC
 
 
-def synthetic(correct_fn, searchers=("ga", "bo", "beam"), seeds=(0, 1), objectives=("perplexity", "margin"),
-              k=4, recoveries=("none",), removed_fn=None, calib_fn=None, used_fn=None):
+def synthetic(
+    correct_fn,
+    searchers=("ga", "bo", "beam"),
+    seeds=(0, 1),
+    objectives=("perplexity", "margin"),
+    k=4,
+    recoveries=("none",),
+    removed_fn=None,
+    calib_fn=None,
+    used_fn=None,
+):
     """Comparison rows (one per cell and recovery, plus the dense row) and their item rows;
     correct_fn(objective, searcher, seed, recovery) -> 0/1 array over the items (task-major)."""
-    rows = [{"cell": "dense", "searcher": "dense", "objective": None, "k": 0, "seed": None, "removed": [],
-             "calib_value": None, "recovery": "none", "mean_acc": 0.9, "eval_key": "dense", "wall_seconds": None}]
+    rows = [
+        {
+            "cell": "dense",
+            "searcher": "dense",
+            "objective": None,
+            "k": 0,
+            "seed": None,
+            "removed": [],
+            "calib_value": None,
+            "recovery": "none",
+            "mean_acc": 0.9,
+            "eval_key": "dense",
+            "wall_seconds": None,
+        }
+    ]
     items = {"key": [], "task": [], "doc": [], "gold": [], "pred": []}
     own = {}  # by default every (objective, searcher, seed) finds its own set: each cell a distinct model
     if removed_fn is None:
+
         def removed_fn(obj, s, sd):
             i = own.setdefault((obj, s, sd), len(own))
             return [i, i + 40, i + 80, i + 120]
+
     for rec in recoveries:
         for obj in objectives:
             for s in searchers:
                 for sd in seeds:
                     key = f"{obj}-{s}-{sd}-{rec}"
                     c = np.asarray(correct_fn(obj, s, sd, rec), dtype=int)
-                    rows.append({"cell": f"{s}-{obj}-k{k}-s{sd}", "searcher": s, "objective": obj, "k": k, "seed": sd,
-                                 "removed": removed_fn(obj, s, sd),
-                                 "calib_value": calib_fn(obj, s, sd) if calib_fn else 1.0, "recovery": rec,
-                                 "budget_used": used_fn(s) if used_fn else 1.0, "wall_seconds": 5.0, "eval_key": key,
-                                 "mean_acc": float(c.reshape(len(TASKS), N_DOC).mean(axis=1).mean())})
+                    rows.append(
+                        {
+                            "cell": f"{s}-{obj}-k{k}-s{sd}",
+                            "searcher": s,
+                            "objective": obj,
+                            "k": k,
+                            "seed": sd,
+                            "removed": removed_fn(obj, s, sd),
+                            "calib_value": calib_fn(obj, s, sd) if calib_fn else 1.0,
+                            "recovery": rec,
+                            "budget_used": used_fn(s) if used_fn else 1.0,
+                            "wall_seconds": 5.0,
+                            "eval_key": key,
+                            "mean_acc": float(c.reshape(len(TASKS), N_DOC).mean(axis=1).mean()),
+                        }
+                    )
                     items["key"] += [key] * N_ITEMS
                     items["task"] += [t for t in TASKS for _ in range(N_DOC)]
                     items["doc"] += [d for _ in TASKS for d in range(N_DOC)]
@@ -73,19 +109,22 @@ def one(claims, **match):
 
 
 # ---------------------------------------------------------------- the rule
-@pytest.mark.parametrize("lo, hi, t, d, want", [
-    (0.001, 1.0, 0.0, ">", "holds"),
-    (0.0, 1.0, 0.0, ">", "within noise"),  # touching the threshold
-    (-1.0, 0.0, 0.0, ">", "within noise"),
-    (-1.0, -0.001, 0.0, ">", "does not hold"),
-    (-0.5, 0.5, 0.0, ">", "within noise"),
-    (0.01, 0.029, 0.03, "<", "holds"),
-    (0.02, 0.03, 0.03, "<", "within noise"),
-    (0.03, 0.05, 0.03, "<", "within noise"),
-    (0.031, 0.05, 0.03, "<", "does not hold"),
-    (math.nan, 0.05, 0.03, "<", "not computed"),
-    (None, None, 0.0, ">", "not computed"),
-])
+@pytest.mark.parametrize(
+    "lo, hi, t, d, want",
+    [
+        (0.001, 1.0, 0.0, ">", "holds"),
+        (0.0, 1.0, 0.0, ">", "within noise"),  # touching the threshold
+        (-1.0, 0.0, 0.0, ">", "within noise"),
+        (-1.0, -0.001, 0.0, ">", "does not hold"),
+        (-0.5, 0.5, 0.0, ">", "within noise"),
+        (0.01, 0.029, 0.03, "<", "holds"),
+        (0.02, 0.03, 0.03, "<", "within noise"),
+        (0.03, 0.05, 0.03, "<", "within noise"),
+        (0.031, 0.05, 0.03, "<", "does not hold"),
+        (math.nan, 0.05, 0.03, "<", "not computed"),
+        (None, None, 0.0, ">", "not computed"),
+    ],
+)
 def test_verdict_boundaries(lo, hi, t, d, want):
     assert verdict(lo, hi, t, d) == want
 
@@ -97,11 +136,12 @@ def test_verdict_rejects_unknown_direction():
 
 # ---------------------------------------------------------------- items and bootstrap
 def test_item_matrix_macro_average_and_common_items():
-    rows = ([{"key": "a", "task": "x", "doc": d, "gold": 0, "pred": 0} for d in range(2)]
-            + [{"key": "a", "task": "y", "doc": d, "gold": 1, "pred": int(d == 0)} for d in range(4)]
-            + [{"key": "a", "task": "y", "doc": 9, "gold": 1, "pred": 1}]  # only model a has it: left out
-            + [{"key": "b", "task": t, "doc": d, "gold": 1, "pred": 0} for t, n in (("x", 2), ("y", 4))
-               for d in range(n)])
+    rows = (
+        [{"key": "a", "task": "x", "doc": d, "gold": 0, "pred": 0} for d in range(2)]
+        + [{"key": "a", "task": "y", "doc": d, "gold": 1, "pred": int(d == 0)} for d in range(4)]
+        + [{"key": "a", "task": "y", "doc": 9, "gold": 1, "pred": 1}]  # only model a has it: left out
+        + [{"key": "b", "task": t, "doc": d, "gold": 1, "pred": 0} for t, n in (("x", 2), ("y", 4)) for d in range(n)]
+    )
     m = ItemMatrix.from_rows(rows)
     assert m.keys == ("a", "b") and m.tasks == ("x", "y") and m.n_items == 6
     assert m.mean_acc("a") == pytest.approx((1.0 + 0.25) / 2)  # macro, not the micro 3/6
@@ -109,16 +149,18 @@ def test_item_matrix_macro_average_and_common_items():
 
 
 def test_item_matrix_drops_a_task_some_model_lacks():
-    rows = ([{"key": k, "task": "x", "doc": d, "gold": 1, "pred": 1} for k in "ab" for d in range(3)]
-            + [{"key": "a", "task": "z", "doc": 0, "gold": 1, "pred": 0}])
+    rows = [{"key": k, "task": "x", "doc": d, "gold": 1, "pred": 1} for k in "ab" for d in range(3)] + [
+        {"key": "a", "task": "z", "doc": 0, "gold": 1, "pred": 0}
+    ]
     m = ItemMatrix.from_rows(rows)
     assert m.tasks == ("x",) and m.mean_acc("a") == 1.0
 
 
 def test_resample_counts_stay_within_tasks():
     rng = np.random.default_rng(0)
-    m = ItemMatrix.from_columns(["a"] * 30, ["x"] * 10 + ["y"] * 20, list(range(10)) + list(range(20)),
-                                rng.integers(0, 2, 30))
+    m = ItemMatrix.from_columns(
+        ["a"] * 30, ["x"] * 10 + ["y"] * 20, list(range(10)) + list(range(20)), rng.integers(0, 2, 30)
+    )
     cx, cy = m.resample_counts(50, seed=3)
     assert cx.shape == (50, 10) and cy.shape == (50, 20)
     assert (cx.sum(axis=1) == 9).all() and (cy.sum(axis=1) == 19).all()  # n - 1 draws: unbiased variance
@@ -129,8 +171,9 @@ def test_resample_counts_stay_within_tasks():
 def test_bootstrap_resamples_within_each_task():
     """All right on task x, all wrong on task y (different sizes): the macro accuracy is 0.5 in every
     resample when items are drawn within each task (and would vary if drawn across tasks)."""
-    m = ItemMatrix.from_columns(["a"] * 30, ["x"] * 10 + ["y"] * 20, list(range(10)) + list(range(20)),
-                                [1] * 10 + [0] * 20)
+    m = ItemMatrix.from_columns(
+        ["a"] * 30, ["x"] * 10 + ["y"] * 20, list(range(10)) + list(range(20)), [1] * 10 + [0] * 20
+    )
     assert item_bootstrap(m, lambda acc: acc["a"], n_boot=500) == (0.5, 0.5, 0.5)
 
 
@@ -170,8 +213,9 @@ def test_bootstrap_equals_a_loop_over_resamples_and_is_one_matrix_product(monkey
     task = [t for t, n in sizes.items() for _ in range(n)]
     doc = [d for n in sizes.values() for d in range(n)]
     correct = {k: rng.integers(0, 2, len(task)) for k in ("a", "b", "c")}
-    m = ItemMatrix.from_columns(np.repeat(list(correct), len(task)), task * 3, doc * 3,
-                                np.concatenate(list(correct.values())))
+    m = ItemMatrix.from_columns(
+        np.repeat(list(correct), len(task)), task * 3, doc * 3, np.concatenate(list(correct.values()))
+    )
     stat = lambda acc: acc["a"] - 0.5 * acc["b"] + acc["c"] ** 2  # any statistic of the accuracies
     n_boot, seed = 40, 11
 
@@ -189,8 +233,12 @@ def test_bootstrap_equals_a_loop_over_resamples_and_is_one_matrix_product(monkey
                 per_task.append(np.mean([c[items[j]] for j in d[b]]))
             acc[k] = float(np.mean(per_task))
         want.append(stat(acc))
-    point_want = stat({k: float(np.mean([np.mean([c[i] for i, tt in enumerate(task) if tt == t])
-                                         for t in sizes])) for k, c in correct.items()})
+    point_want = stat(
+        {
+            k: float(np.mean([np.mean([c[i] for i, tt in enumerate(task) if tt == t]) for t in sizes]))
+            for k, c in correct.items()
+        }
+    )
 
     calls = []
     macro = ItemMatrix.macro
@@ -219,11 +267,12 @@ def test_objective_blind_searchers_are_left_out_of_the_objective_effect():
     out of the objective effect, which then comes from ga alone; ga finds different sets."""
     rng = np.random.default_rng(9)
     lorp = rng.random(N_ITEMS) < 0.5
-    rows, m = synthetic(lambda obj, s, *r: lorp if s == "lorp" else rng.random(N_ITEMS) < (0.7 if obj == "perplexity"
-                                                                                          else 0.4),
-                        searchers=("ga", "lorp", "bo"), seeds=(0,),
-                        removed_fn=lambda o, s, sd: [9, 10] if s == "lorp"
-                        else sets_by_objective(o, s, sd) + [{"ga": 20, "bo": 21}[s]])
+    rows, m = synthetic(
+        lambda obj, s, *r: lorp if s == "lorp" else rng.random(N_ITEMS) < (0.7 if obj == "perplexity" else 0.4),
+        searchers=("ga", "lorp", "bo"),
+        seeds=(0,),
+        removed_fn=lambda o, s, sd: [9, 10] if s == "lorp" else sets_by_objective(o, s, sd) + [{"ga": 20, "bo": 21}[s]],
+    )
     from ghostsearch.claims import objective_blind
 
     assert objective_blind(rows) == {"lorp"}
@@ -236,7 +285,7 @@ def searcher_noise(obj, s, sd, rec):
     base = np.tile(np.arange(N_DOC) % 2 == 0, len(TASKS)).astype(int)  # 0.5 on every task
     drop = {"ga": 0, "bo": 3, "beam": 6}[s]  # of the 30 right answers per task
     c = base.reshape(len(TASKS), N_DOC).copy()
-    c[:, 0:2 * drop:2] = 0
+    c[:, 0 : 2 * drop : 2] = 0
     return c.ravel()
 
 
@@ -262,8 +311,13 @@ def test_search_spread():
 
 def test_search_spread_makes_no_verdict_on_two_distinct_models():
     """ga and bo found the same set under the same repair: one model, whatever the items say."""
-    rows, m = synthetic(searcher_noise, searchers=("ga", "bo", "beam"), seeds=(0,), objectives=("margin",),
-                        removed_fn=lambda o, s, sd: [1, 2] if s in ("ga", "bo") else [3, 4])
+    rows, m = synthetic(
+        searcher_noise,
+        searchers=("ga", "bo", "beam"),
+        seeds=(0,),
+        objectives=("margin",),
+        removed_fn=lambda o, s, sd: [1, 2] if s in ("ga", "bo") else [3, 4],
+    )
     c = one(search_spread(rows, m, n_boot=100))
     assert c.verdict == "no verdict" and c.note.startswith("2 distinct evaluated models")
 
@@ -278,9 +332,12 @@ SIX = ("ga", "bo", "beam", "cbo", "greedy", "oneshot")
 def test_objective_shapes_sets_holds_for_disjoint_sets_and_ignores_fastblock():
     """Six objective-guided searchers, each with one set per objective: 2^6 = 64 relabellings within
     searchers; the observed labelling and its mirror image are the two most extreme: p = 2/64."""
-    rows, _ = synthetic(lambda *a: np.ones(N_ITEMS), searchers=SIX + ("fastblock",), recoveries=("none", "ghosted"),
-                        removed_fn=lambda obj, s, sd: [5, 6, 7, 8] if s == "fastblock"
-                        else sets_by_objective(obj, s, sd))
+    rows, _ = synthetic(
+        lambda *a: np.ones(N_ITEMS),
+        searchers=SIX + ("fastblock",),
+        recoveries=("none", "ghosted"),
+        removed_fn=lambda obj, s, sd: [5, 6, 7, 8] if s == "fastblock" else sets_by_objective(obj, s, sd),
+    )
     c = one(family(objective_shapes_sets(rows)))
     assert c.condition == "k=4 (all recoveries)" and "12 cells" in c.note and "64 relabellings" in c.note
     assert c.ours == 1.0 and c.p == pytest.approx(2 / 64) and c.verdict == "holds"
@@ -307,14 +364,17 @@ def test_seeds_that_found_the_same_set_count_once():
     """Deterministic searchers give every seed the same set: those cells are one observation.
     ga removes {1,2} and bo {3,4} under both objectives: within an objective J(ga, bo) = 0, across
     objectives the mean is 1/2, so -1/2 (counting each seed, a set paired with its copy: -1/6)."""
-    rows, _ = synthetic(lambda *a: np.ones(N_ITEMS), searchers=("ga", "bo"),
-                        removed_fn=lambda o, s, sd: [1, 2] if s == "ga" else [3, 4])
+    rows, _ = synthetic(
+        lambda *a: np.ones(N_ITEMS), searchers=("ga", "bo"), removed_fn=lambda o, s, sd: [1, 2] if s == "ga" else [3, 4]
+    )
     assert len(distinct([r for r in rows if r["searcher"] != "dense"])) == 2  # {1,2} and {3,4}, unrepaired
     assert one(objective_shapes_sets(rows, n_boot=200)).ours == pytest.approx(-0.5)
-    twice = [dict(r, seed=sd, cell=r["cell"] + f"-s{sd}") for r in calib_rows({"perplexity": "opposite"})
-             for sd in (0, 1)]
-    assert ([c.condition for c in calibration_vs_accuracy(twice, n_boot=100)[:-1]]
-            == ["perplexity, k=4, recovery none (n=5)"])
+    twice = [
+        dict(r, seed=sd, cell=r["cell"] + f"-s{sd}") for r in calib_rows({"perplexity": "opposite"}) for sd in (0, 1)
+    ]
+    assert [c.condition for c in calibration_vs_accuracy(twice, n_boot=100)[:-1]] == [
+        "perplexity, k=4, recovery none (n=5)"
+    ]
 
 
 def test_jaccard():
@@ -334,16 +394,31 @@ def calib_rows(order: dict):
     """5 searchers x 1 seed; accuracy rises with the searcher index; calib_value rises ("opposite")
     or falls ("agree") with it, per objective."""
     acc = {s: 0.3 + 0.05 * i for i, s in enumerate("abcde")}
-    return [{"cell": f"{s}-{o}", "searcher": s, "objective": o, "k": 4, "seed": 0, "recovery": "none",
-             "removed": [i], "mean_acc": a, "calib_value": (10 + i) if order[o] == "opposite" else (10 - i)}
-            for o in order for i, (s, a) in enumerate(acc.items())]
+    return [
+        {
+            "cell": f"{s}-{o}",
+            "searcher": s,
+            "objective": o,
+            "k": 4,
+            "seed": 0,
+            "recovery": "none",
+            "removed": [i],
+            "mean_acc": a,
+            "calib_value": (10 + i) if order[o] == "opposite" else (10 - i),
+        }
+        for o in order
+        for i, (s, a) in enumerate(acc.items())
+    ]
 
 
-@pytest.mark.parametrize("order, per", [
-    ({"perplexity": "opposite", "margin": "opposite"}, ["holds", "holds"]),
-    ({"perplexity": "agree", "margin": "agree"}, ["does not hold", "does not hold"]),
-    ({"perplexity": "opposite", "margin": "agree"}, ["does not hold", "holds"]),  # margin first
-])
+@pytest.mark.parametrize(
+    "order, per",
+    [
+        ({"perplexity": "opposite", "margin": "opposite"}, ["holds", "holds"]),
+        ({"perplexity": "agree", "margin": "agree"}, ["does not hold", "does not hold"]),
+        ({"perplexity": "opposite", "margin": "agree"}, ["does not hold", "holds"]),  # margin first
+    ],
+)
 def test_calibration_vs_accuracy(order, per):
     """n=5 distinct models in a perfect order: exact two-sided p = 2/5! = 0.0167 each, Holm over the
     two rows: 0.033 <= 0.05, both decided."""
@@ -366,15 +441,22 @@ def test_calibration_vs_accuracy_without_verdict_on_few_models():
 
 def test_cost_of_search():
     c0 = np.tile(np.arange(N_DOC) % 2 == 0, len(TASKS))
-    rows, m = synthetic(lambda *a: c0, searchers=("oneshot", "fastblock", "ga", "bo"), recoveries=("none", "ghosted"),
-                        used_fn=lambda s: 100.0 if s in ("ga", "bo") else 10.0)
+    rows, m = synthetic(
+        lambda *a: c0,
+        searchers=("oneshot", "fastblock", "ga", "bo"),
+        recoveries=("none", "ghosted"),
+        used_fn=lambda s: 100.0 if s in ("ga", "bo") else 10.0,
+    )
     got = family(cost_of_search(rows, m, n_boot=200))
-    ratio = one(got, claim="complex search buys little: compute ratio", verdict="reported",
-                condition="perplexity: evaluations complex 400 / simple 40")
+    ratio = one(
+        got,
+        claim="complex search buys little: compute ratio",
+        verdict="reported",
+        condition="perplexity: evaluations complex 400 / simple 40",
+    )
     assert ratio.ours == pytest.approx(10.0)  # cells counted once, not once per recovery
     gains = [c for c in got if c.claim.endswith("accuracy gain")]
-    assert len(gains) == 4 and all((c.ours, c.lo, c.hi, c.verdict) == (0.0, 0.0, 0.0, "holds")
-                                   for c in gains)
+    assert len(gains) == 4 and all((c.ours, c.lo, c.hi, c.verdict) == (0.0, 0.0, 0.0, "holds") for c in gains)
 
 
 def test_recovery_comparison():
@@ -383,8 +465,16 @@ def test_recovery_comparison():
     b[::4] = 0  # half of a's right answers lost
     _, m = synthetic(lambda obj, *r: a if obj == "perplexity" else b, searchers=("ga",), seeds=(0,))
     ka, kb = "perplexity-ga-0-none", "margin-ga-0-none"
-    got = family(recovery_comparison(m, [("ghosted", ka, "replaceme", kb, "ghosted beats replaceme"),
-                                         ("replaceme", kb, "ghosted", ka, "x"), ("x", ka, "y", "missing", "x")]))
+    got = family(
+        recovery_comparison(
+            m,
+            [
+                ("ghosted", ka, "replaceme", kb, "ghosted beats replaceme"),
+                ("replaceme", kb, "ghosted", ka, "x"),
+                ("x", ka, "y", "missing", "x"),
+            ],
+        )
+    )
     assert got[0].ours == pytest.approx(0.25) and got[0].verdict == "holds"
     assert got[1].ours == pytest.approx(-0.25) and got[1].verdict == "does not hold"
     assert got[2].verdict == "not computed"
@@ -393,56 +483,97 @@ def test_recovery_comparison():
 def test_without_items_the_item_claims_are_not_computed():
     rows, _ = synthetic(lambda *a: np.ones(N_ITEMS), removed_fn=lambda o, s, sd: sets_by_objective(o, s, sd))
     got = all_claims(rows, None, n_boot=100)
-    item_claims = [c for c in got if c.claim.startswith(("objective matters", "search algorithms", "complex search"))
-                   and "compute ratio" not in c.claim]
-    assert item_claims and all(c.verdict == "not computed" and c.note == "no per-item data"
-                               for c in item_claims)
+    item_claims = [
+        c
+        for c in got
+        if c.claim.startswith(("objective matters", "search algorithms", "complex search"))
+        and "compute ratio" not in c.claim
+    ]
+    assert item_claims and all(c.verdict == "not computed" and c.note == "no per-item data" for c in item_claims)
     assert one(got, claim="objectives shape the removed set").verdict == "descriptive"  # 8 relabellings
     md = render(got)
     assert "| no per-item data | – | not computed |" in md
 
 
 def test_render():
-    md = render([ClaimRow(claim="c", condition="k=4", paper="p|q", ours=0.12345, lo=-0.0, hi=0.2, rule="r",
-                          verdict="holds"),
-                 ClaimRow(claim="d", condition="k=6", paper="", ours=0.05, lo=0.01, hi=0.09, rule="r", verdict="",
-                          p=0.004, tested=Hypothesis(0.0, ">", np.linspace(0.0, 0.1, 101)))])
-    assert md.splitlines() == ["| claim | condition | paper | ours [interval] | p (Holm-adjusted) | verdict |",
-                               "|---|---|---|---|---|---|",
-                               "| c | k=4 | p\\|q | 0.123 [0.000, 0.200] | – | holds |",
-                               "| d | k=6 |  | 0.050 [0.003, 0.098] | 0.004 (raw 0.004) | holds |"]
+    md = render(
+        [
+            ClaimRow(claim="c", condition="k=4", paper="p|q", ours=0.12345, lo=-0.0, hi=0.2, rule="r", verdict="holds"),
+            ClaimRow(
+                claim="d",
+                condition="k=6",
+                paper="",
+                ours=0.05,
+                lo=0.01,
+                hi=0.09,
+                rule="r",
+                verdict="",
+                p=0.004,
+                tested=Hypothesis(0.0, ">", np.linspace(0.0, 0.1, 101)),
+            ),
+        ]
+    )
+    assert md.splitlines() == [
+        "| claim | condition | paper | ours [interval] | p (Holm-adjusted) | verdict |",
+        "|---|---|---|---|---|---|",
+        "| c | k=4 | p\\|q | 0.123 [0.000, 0.200] | – | holds |",
+        "| d | k=6 |  | 0.050 [0.003, 0.098] | 0.004 (raw 0.004) | holds |",
+    ]
 
 
 def test_decide_and_family_follow_holm():
     assert decide(0.1, 0.049, 0.0, ">") == "holds" and decide(-0.1, 0.049, 0.0, ">") == "does not hold"
     assert decide(0.1, 0.051, 0.0, ">") == "within noise" and decide(0.01, 0.01, 0.03, "<") == "holds"
-    rows = [ClaimRow(claim=str(i), condition="", paper="", ours=0.1, lo=0.0, hi=0.2, rule="", verdict="", p=p,
-                     tested=Hypothesis(0.0, ">", se=0.05, n_items=80)) for i, p in enumerate([0.01, 0.02, 0.04])]
+    rows = [
+        ClaimRow(
+            claim=str(i),
+            condition="",
+            paper="",
+            ours=0.1,
+            lo=0.0,
+            hi=0.2,
+            rule="",
+            verdict="",
+            p=p,
+            tested=Hypothesis(0.0, ">", se=0.05, n_items=80),
+        )
+        for i, p in enumerate([0.01, 0.02, 0.04])
+    ]
     got = family(rows)  # Holm: 0.03, 0.04, 0.04: all decided; Bonferroni would keep only the first
     assert [c.p_adj for c in got] == pytest.approx([0.03, 0.04, 0.04])
     assert [c.verdict for c in got] == ["holds"] * 3
-    assert all(set(c.to_dict()) == {"claim", "condition", "paper", "ours", "lo", "hi", "rule", "verdict", "p", "p_adj",
-                                    "level", "family"} for c in got)  # the test's inputs are not written
+    assert all(
+        set(c.to_dict())
+        == {"claim", "condition", "paper", "ours", "lo", "hi", "rule", "verdict", "p", "p_adj", "level", "family"}
+        for c in got
+    )  # the test's inputs are not written
     got = family([replace(r, p=p) for r, p in zip(rows, [0.01, 0.3, 0.04])])
     assert [c.verdict for c in got] == ["holds", "within noise", "within noise"]
     assert "MDD" in got[1].note and "items per model would detect 0.03" in got[1].note
 
 
 def test_study_table_prints_claims(tmp_path, capsys):
-    spec = importlib.util.spec_from_file_location("study_table",
-                                                  Path(__file__).resolve().parents[2] / "bench" / "study_table.py")
+    spec = importlib.util.spec_from_file_location(
+        "study_table", Path(__file__).resolve().parents[2] / "bench" / "study_table.py"
+    )
     st = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(st)
     rng = np.random.default_rng(5)
-    rows, _ = synthetic(lambda obj, *r: rng.random(N_ITEMS) < (0.7 if obj == "perplexity" else 0.4),
-                        removed_fn=lambda o, s, sd: sets_by_objective(o, s, sd))
+    rows, _ = synthetic(
+        lambda obj, *r: rng.random(N_ITEMS) < (0.7 if obj == "perplexity" else 0.4),
+        removed_fn=lambda o, s, sd: sets_by_objective(o, s, sd),
+    )
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "comparison.parquet")
     st.main(str(tmp_path))
     out = capsys.readouterr().out
     assert "## Claims" in out and "| no per-item data | – | not computed |" in out and "Verdict rule" in out
     assert "### recovery none, objective margin" in out
-    items = [{"key": r["eval_key"], "task": t, "doc": d, "gold": 1, "pred": int(rng.random() < 0.5)}
-             for r in rows for t in TASKS[:2] for d in range(20)]
+    items = [
+        {"key": r["eval_key"], "task": t, "doc": d, "gold": 1, "pred": int(rng.random() < 0.5)}
+        for r in rows
+        for t in TASKS[:2]
+        for d in range(20)
+    ]
     pq.write_table(pa.Table.from_pylist(items), tmp_path / "eval_items.parquet")
     st.main(str(tmp_path))
     out = capsys.readouterr().out
@@ -456,9 +587,12 @@ def test_search_spread_is_cross_fitted_so_noise_alone_does_not_make_searchers_di
     in_sample, crossed, verdicts = [], [], []
     for inst in range(12):
         rng = np.random.default_rng(100 + inst)
-        rows, m = synthetic(lambda *a: rng.random(N_ITEMS) < 0.5,
-                            searchers=("ga", "bo", "beam", "cbo", "greedy", "oneshot"),
-                            seeds=(0,), objectives=("margin",))
+        rows, m = synthetic(
+            lambda *a: rng.random(N_ITEMS) < 0.5,
+            searchers=("ga", "bo", "beam", "cbo", "greedy", "oneshot"),
+            seeds=(0,),
+            objectives=("margin",),
+        )
         sub = m.subset(np.flatnonzero(m.docs < 10))  # 10 items a task, as in the reduced study
         c = one(search_spread(rows, sub, n_boot=300))
         in_sample.append(float(c.note.split()[-1]))
@@ -490,7 +624,10 @@ def test_cross_fitted_claims_with_one_item_a_task_are_not_computed():
     first = np.array([idx[0] for idx in m.task_items()])
     small = m.subset(first)
     assert not small.splittable() and m.splittable()
-    for claims in (objective_beats_search(rows, small, n_boot=50), search_spread(rows, small, n_boot=50),
-                   cost_of_search(rows, small, n_boot=50)):
+    for claims in (
+        objective_beats_search(rows, small, n_boot=50),
+        search_spread(rows, small, n_boot=50),
+        cost_of_search(rows, small, n_boot=50),
+    ):
         tested = [c for c in claims if c.note == NO_SPLIT]
         assert tested and all(c.verdict not in ("holds", "does not hold") for c in claims)

@@ -1,5 +1,6 @@
 """compare.contrasts: the grammar, its one-line errors at config load, resolution to eval keys, and
 the power statement made before any model work."""
+
 import json
 
 import pytest
@@ -9,8 +10,12 @@ from ghostsearch.contrasts import power_lines, resolve_contrasts
 from ghostsearch.errors import GhostsearchError
 from ghostsearch.rundir.cell import CellResult
 
-GRID = ["compare.searchers=[greedy,lorp,shortgpt]", "compare.objectives=[perplexity,margin]", "compare.ks=[8]",
-        "compare.seeds=[0,1]"]
+GRID = [
+    "compare.searchers=[greedy,lorp,shortgpt]",
+    "compare.objectives=[perplexity,margin]",
+    "compare.ks=[8]",
+    "compare.seeds=[0,1]",
+]
 CONFIG = "configs/compare-smollm2.yaml"
 
 
@@ -19,30 +24,53 @@ def cfg_with(contrasts):
 
 
 def test_the_grammar_says_repair_searcher_objective_and_dense():
-    cfg = cfg_with(["ghosted - none | searcher=greedy, objective=perplexity", "lorp - shortgpt | objective=perplexity",
-                    "perplexity - margin | searcher=greedy, recovery=ghosted",
-                    "ghosted - dense | searcher=lorp, objective=margin, seed=1"])
-    results = [CellResult(cell=f"{s}-{o}-k8-s{sd}", searcher=s, objective=o, k=8, seed=sd,
-                          removed={"lorp": (4, 5), "greedy": (1, 2)}.get(s, (1, 2) if o == "perplexity" else (7, 9)),
-                          value=1.0, evaluations=1, budget_used=1.0, cache_hits=0, wall_seconds=0.0)
-               for s in ("greedy", "lorp", "shortgpt") for o in ("perplexity", "margin") for sd in (0, 1)]
+    cfg = cfg_with(
+        [
+            "ghosted - none | searcher=greedy, objective=perplexity",
+            "lorp - shortgpt | objective=perplexity",
+            "perplexity - margin | searcher=greedy, recovery=ghosted",
+            "ghosted - dense | searcher=lorp, objective=margin, seed=1",
+        ]
+    )
+    results = [
+        CellResult(
+            cell=f"{s}-{o}-k8-s{sd}",
+            searcher=s,
+            objective=o,
+            k=8,
+            seed=sd,
+            removed={"lorp": (4, 5), "greedy": (1, 2)}.get(s, (1, 2) if o == "perplexity" else (7, 9)),
+            value=1.0,
+            evaluations=1,
+            budget_used=1.0,
+            cache_hits=0,
+            wall_seconds=0.0,
+        )
+        for s in ("greedy", "lorp", "shortgpt")
+        for o in ("perplexity", "margin")
+        for sd in (0, 1)
+    ]
     got = resolve_contrasts(cfg, results, lambda removed, method: f"{removed}/{method}")
     assert [(p.left_key, p.right_key, p.same) for p in got] == [
         ("[1, 2]/ghosted", "[1, 2]/none", False),
         ("[4, 5]/none", "[1, 2]/none", False),  # shortgpt found greedy's set under perplexity
         ("[1, 2]/ghosted", "[1, 2]/ghosted", True),  # greedy found the same set under both objectives
-        ("[4, 5]/ghosted", "[]/none", False)]
+        ("[4, 5]/ghosted", "[]/none", False),
+    ]
     assert got[0].left == "greedy/perplexity/k=8/s0/ghosted [1, 2]" and got[3].right == "dense"
 
 
-@pytest.mark.parametrize("text, msg", [
-    ("ghosted-none", "exactly one ' - '"),
-    ("lorp - shortgpt", "does not say which objective"),
-    ("foo - none | searcher=greedy, objective=margin", "'foo' is not dense, a searcher"),
-    ("ghosted - none | searcher=greedy, objective=margin, k=4", "k=4 is not in the grid"),
-    ("none - none | searcher=greedy, objective=margin", "both sides are the same model"),
-    ("ghosted - none | searcher=greedy, objective=margin, kk=8", "unknown key 'kk'"),
-])
+@pytest.mark.parametrize(
+    "text, msg",
+    [
+        ("ghosted-none", "exactly one ' - '"),
+        ("lorp - shortgpt", "does not say which objective"),
+        ("foo - none | searcher=greedy, objective=margin", "'foo' is not dense, a searcher"),
+        ("ghosted - none | searcher=greedy, objective=margin, k=4", "k=4 is not in the grid"),
+        ("none - none | searcher=greedy, objective=margin", "both sides are the same model"),
+        ("ghosted - none | searcher=greedy, objective=margin, kk=8", "unknown key 'kk'"),
+    ],
+)
 def test_bad_contrasts_are_one_line_errors_at_load(text, msg):
     with pytest.raises(GhostsearchError) as e:
         cfg_with([text])

@@ -2,6 +2,7 @@
 predictions (docs/results/study-cpu), with two pre-registered contrasts. report.html is parsed:
 its tables are real tables (every <tr> inside a <table>), the contrasts come first, the summary
 restates only computed verdicts, and the plots exist."""
+
 from __future__ import annotations
 
 from html.parser import HTMLParser
@@ -71,11 +72,22 @@ def test_report_on_the_pilots_k8_models(tmp_path):
     pq.write_table(items, tmp_path / "eval_items.parquet")
     rows = table.to_pylist()
     key = {(r["searcher"], r["objective"], r["recovery"]): r["eval_key"] for r in rows if r.get("seed") in (0, None)}
-    contrasts = [ContrastPair("ghosted - none | searcher=fastblock, objective=perplexity, k=8",
-                              key[("fastblock", "perplexity", "ghosted")], key[("fastblock", "perplexity", "none")],
-                              "fastblock/perplexity/ghosted", "fastblock/perplexity/none"),
-                 ContrastPair("lorp - shortgpt | objective=perplexity, k=8", key[("lorp", "perplexity", "none")],
-                              key[("shortgpt", "perplexity", "none")], "lorp", "shortgpt")]
+    contrasts = [
+        ContrastPair(
+            "ghosted - none | searcher=fastblock, objective=perplexity, k=8",
+            key[("fastblock", "perplexity", "ghosted")],
+            key[("fastblock", "perplexity", "none")],
+            "fastblock/perplexity/ghosted",
+            "fastblock/perplexity/none",
+        ),
+        ContrastPair(
+            "lorp - shortgpt | objective=perplexity, k=8",
+            key[("lorp", "perplexity", "none")],
+            key[("shortgpt", "perplexity", "none")],
+            "lorp",
+            "shortgpt",
+        ),
+    ]
     cfg = load_config(RUN / "config.yaml", [f"out={tmp_path}"])
     sim = np.eye(30) * 0.5 + 0.5  # the pool's block similarity (not part of the committed run)
     write_report(tmp_path, table, {"similarity": sim}, cfg, contrasts=contrasts)
@@ -99,14 +111,38 @@ def test_report_on_the_pilots_k8_models(tmp_path):
 def test_an_adaptive_runs_contrasts_come_from_its_looks():
     from ghostsearch.report.render import verdict_rows
 
-    looks = [{"contrast": "ghosted - none | k=8", "left_key": "a", "right_key": "b", "decided": True,
-              "decided_at_look": 1, "look_items": 600, "estimate": 0.11, "z": 6.1, "level": 0.025, "bound": 5.38,
-              "sign": 1},
-             {"contrast": "lorp - shortgpt | k=8", "left_key": "c", "right_key": "d", "decided": False,
-              "decided_at_look": None, "look_items": 2400, "estimate": -0.01, "z": -0.7, "level": 0.05, "bound": 2.0,
-              "sign": 0}]
+    looks = [
+        {
+            "contrast": "ghosted - none | k=8",
+            "left_key": "a",
+            "right_key": "b",
+            "decided": True,
+            "decided_at_look": 1,
+            "look_items": 600,
+            "estimate": 0.11,
+            "z": 6.1,
+            "level": 0.025,
+            "bound": 5.38,
+            "sign": 1,
+        },
+        {
+            "contrast": "lorp - shortgpt | k=8",
+            "left_key": "c",
+            "right_key": "d",
+            "decided": False,
+            "decided_at_look": None,
+            "look_items": 2400,
+            "estimate": -0.01,
+            "z": -0.7,
+            "level": 0.05,
+            "bound": 2.0,
+            "sign": 0,
+        },
+    ]
     got = verdict_rows([], None, looks=looks)
-    assert [(r.claim, r.verdict) for r in got] == [("ghosted - none | k=8", "holds"),
-                                                   ("lorp - shortgpt | k=8", "within noise")]
+    assert [(r.claim, r.verdict) for r in got] == [
+        ("ghosted - none | k=8", "holds"),
+        ("lorp - shortgpt | k=8", "within noise"),
+    ]
     assert "decided at look 1 (600 items per model)" in got[0].note and got[0].p_adj is None
     assert "undecided after 2400 items" in got[1].note

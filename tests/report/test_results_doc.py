@@ -1,6 +1,7 @@
 """docs/results.md quotes the study's computed output: every claims table in it is what
 bench/study_table.py and bench/ghosted_study.py print from the committed Parquet files under
 docs/results/ (so a number in a verdict row cannot be edited by hand, or go stale)."""
+
 from __future__ import annotations
 
 import contextlib

@@ -1,5 +1,6 @@
 """The report's statistics against scipy, and its summary on fixed inputs: it restates computed
 verdicts, never ranks by hand, and makes no verdict on fewer than 3 distinct models."""
+
 import math
 
 import numpy as np
@@ -51,9 +52,11 @@ def test_correlations_and_spread_on_fixed_inputs():
 def test_summary_makes_no_verdict_on_two_distinct_models_and_says_what_would_decide():
     """compare-quick's shape: fastblock and lorp under two objectives, each finding one set: two
     distinct models however many cells; rho over 2 cells is not a verdict."""
-    rows = [{"cell": f"{s}-{o}", "searcher": s, "objective": o, "k": 4, "calib_value": v, "mean_acc": a,
-             "removed": rm} for o in ("perplexity", "margin")
-            for s, v, a, rm in (("fastblock", 1.0, 0.40, [1, 2]), ("lorp", 2.0, 0.45, [5, 6]))]
+    rows = [
+        {"cell": f"{s}-{o}", "searcher": s, "objective": o, "k": 4, "calib_value": v, "mean_acc": a, "removed": rm}
+        for o in ("perplexity", "margin")
+        for s, v, a, rm in (("fastblock", 1.0, 0.40, [1, 2]), ("lorp", 2.0, 0.45, [5, 6]))
+    ]
     text = "\n".join(summary(rows, []))
     assert "2 distinct evaluated models" in text and "No verdict" in text
     assert "items per model would detect 0.03" in text
@@ -61,11 +64,34 @@ def test_summary_makes_no_verdict_on_two_distinct_models_and_says_what_would_dec
 
 
 def test_summary_restates_only_the_decided_rows():
-    verdicts = family([
-        ClaimRow(claim="A beats B", condition="a - b", paper="", ours=0.08, lo=0.05, hi=0.11, rule="", verdict="",
-                 p=1e-6, tested=Hypothesis(0.0, ">", se=0.015)),
-        ClaimRow(claim="C beats D", condition="c - d", paper="", ours=0.01, lo=-0.02, hi=0.04, rule="", verdict="",
-                 p=0.4, tested=Hypothesis(0.0, ">", se=0.015))])
+    verdicts = family(
+        [
+            ClaimRow(
+                claim="A beats B",
+                condition="a - b",
+                paper="",
+                ours=0.08,
+                lo=0.05,
+                hi=0.11,
+                rule="",
+                verdict="",
+                p=1e-6,
+                tested=Hypothesis(0.0, ">", se=0.015),
+            ),
+            ClaimRow(
+                claim="C beats D",
+                condition="c - d",
+                paper="",
+                ours=0.01,
+                lo=-0.02,
+                hi=0.04,
+                rule="",
+                verdict="",
+                p=0.4,
+                tested=Hypothesis(0.0, ">", se=0.015),
+            ),
+        ]
+    )
     text = "\n".join(summary(ROWS, verdicts))
     assert "A beats B (a - b): holds; estimate +0.080, adjusted p 2e-06." in text
     assert "C beats D" not in text and "1 of 2 tested rows are within noise" in text
@@ -85,8 +111,15 @@ def test_spearman_interval_is_seeded_and_covers_rho():
     lo, hi = spearman_ci(x, y, seed=1)
     assert (lo, hi) == spearman_ci(x, y, seed=1) and (lo, hi) != spearman_ci(x, y, seed=2)
     assert lo <= spearman(x, y) <= hi and -1 <= lo < hi <= 1
-    ref = stats.bootstrap((x, y), lambda a, b: stats.spearmanr(a, b).statistic, paired=True, vectorized=False,
-                          n_resamples=2000, method="percentile", random_state=0).confidence_interval
+    ref = stats.bootstrap(
+        (x, y),
+        lambda a, b: stats.spearmanr(a, b).statistic,
+        paired=True,
+        vectorized=False,
+        n_resamples=2000,
+        method="percentile",
+        random_state=0,
+    ).confidence_interval
     assert lo == pytest.approx(ref.low, abs=0.1) and hi == pytest.approx(ref.high, abs=0.1)
 
 
@@ -96,14 +129,33 @@ class _Cfg:
 
 
 def test_table_has_the_dense_row_first_and_a_row_per_recovery():
-    results = [CellResult(cell="greedy-perplexity-k2-s0", searcher="greedy", objective="perplexity", k=2, seed=0,
-                          removed=(3, 4), value=40.0, dense_value=30.0, relative_change=1 / 3, evaluations=5,
-                          budget_used=5.0, wall_seconds=1.0, cache_hits=0)]
-    evals = {("greedy-perplexity-k2-s0", "none"): {"mean_acc": 0.40, "ppl_wikitext2": 60.0},
-             ("greedy-perplexity-k2-s0", "ghosted"): {"mean_acc": 0.44, "ppl_wikitext2": 45.0}}
+    results = [
+        CellResult(
+            cell="greedy-perplexity-k2-s0",
+            searcher="greedy",
+            objective="perplexity",
+            k=2,
+            seed=0,
+            removed=(3, 4),
+            value=40.0,
+            dense_value=30.0,
+            relative_change=1 / 3,
+            evaluations=5,
+            budget_used=5.0,
+            wall_seconds=1.0,
+            cache_hits=0,
+        )
+    ]
+    evals = {
+        ("greedy-perplexity-k2-s0", "none"): {"mean_acc": 0.40, "ppl_wikitext2": 60.0},
+        ("greedy-perplexity-k2-s0", "ghosted"): {"mean_acc": 0.44, "ppl_wikitext2": 45.0},
+    }
     t = comparison_table(_Cfg, results, evals, dense={"mean_acc": 0.50, "ppl_wikitext2": 30.0}).to_pylist()
-    assert [(r["cell"], r["recovery"]) for r in t] == [("dense", "none"), ("greedy-perplexity-k2-s0", "none"),
-                                                       ("greedy-perplexity-k2-s0", "ghosted")]
+    assert [(r["cell"], r["recovery"]) for r in t] == [
+        ("dense", "none"),
+        ("greedy-perplexity-k2-s0", "none"),
+        ("greedy-perplexity-k2-s0", "ghosted"),
+    ]
     assert t[1]["delta_mean_acc"] == pytest.approx(-0.10) and t[2]["delta_ppl_wikitext2"] == pytest.approx(15.0)
     assert "2 distinct evaluated models (removed set x repair) from 1 cells" in "\n".join(summary(t))  # not dense
 

@@ -1,4 +1,5 @@
 """ghostsearch.stats against scipy and against numbers worked out by hand or by simulation."""
+
 import math
 
 import numpy as np
@@ -49,8 +50,9 @@ def test_paired_interval_is_seeded_resamples_within_tasks_and_matches_scipy():
     assert bca.lo == pytest.approx(ref.low, abs=0.01) and bca.hi == pytest.approx(ref.high, abs=0.01)
     # constant within each task: every within-task resample gives the same macro mean
     x = np.array([1.0] * 5 + [0.0] * 15)
-    assert stats.mean_ci(x, ["t"] * 5 + ["u"] * 15, n_boot=200) == stats.Interval(0.5, 0.5, 0.5, 0.95, stats.mean_ci(
-        x, ["t"] * 5 + ["u"] * 15, n_boot=200).method)
+    assert stats.mean_ci(x, ["t"] * 5 + ["u"] * 15, n_boot=200) == stats.Interval(
+        0.5, 0.5, 0.5, 0.95, stats.mean_ci(x, ["t"] * 5 + ["u"] * 15, n_boot=200).method
+    )
     with pytest.raises(ValueError):
         stats.paired_diff_ci(a, b[:10])
 
@@ -111,8 +113,9 @@ def test_permutation_test_is_exact_and_never_drops_a_relabelling():
     x = np.array([1.0, 2.0, 10.0, 11.0])
     res = stats.permutation_test(lambda lab: x[lab == 1].mean() - x[lab == 0].mean(), np.array([0, 0, 1, 1]))
     assert res.exact and res.n_perm == 6 and res.p == pytest.approx(1 / 6)
-    res = stats.permutation_test(lambda lab: x[lab == 1].mean() - x[lab == 0].mean(), np.array([0, 0, 1, 1]),
-                                 alternative="two-sided")
+    res = stats.permutation_test(
+        lambda lab: x[lab == 1].mean() - x[lab == 0].mean(), np.array([0, 0, 1, 1]), alternative="two-sided"
+    )
     assert res.p == pytest.approx(2 / 6)
     # within strata (a, b): 2 x 2 relabellings
     assert stats.n_arrangements([0, 1, 0, 1], ["a", "a", "b", "b"]) == 4

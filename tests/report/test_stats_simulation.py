@@ -7,6 +7,7 @@ probability q_i + delta_model (q_i around a task base rate), models share most o
 item (a common uniform draw with probability 0.8, their own otherwise), so a paired per-item
 difference has variance about 0.16, as in the pilot (issue 23). The family is the 7 contrasts of
 study 2's pre-registration (issue 24) on 8 models."""
+
 from __future__ import annotations
 
 import math
@@ -112,8 +113,12 @@ def sequential(correct, task, kind: str, bounds: str = "spending") -> list[stats
         else:  # naive: Holm at each look as if it were the only one
             p = [2 * stats.norm_sf(abs(x)) if not math.isnan(x) else math.nan for x in z[:, j]]
             adj = stats.holm(p)
-            d = [stats.SequentialDecision(bool(decided[i] or (not math.isnan(adj[i]) and adj[i] <= ALPHA)), j, ALPHA,
-                                          1.96, 1) for i in range(len(CONTRASTS))]
+            d = [
+                stats.SequentialDecision(
+                    bool(decided[i] or (not math.isnan(adj[i]) and adj[i] <= ALPHA)), j, ALPHA, 1.96, 1
+                )
+                for i in range(len(CONTRASTS))
+            ]
         decided = [x.rejected for x in d]
         if all(decided):
             break
@@ -131,13 +136,15 @@ def test_naive_repeated_looks_inflate_the_error():
     """Power of the check above: testing each look with plain Holm (no spending) on 7 contrasts,
     the family errs more often than alpha allows (a single contrast looked at 3 times: ~0.11)."""
     rng = np.random.default_rng(11)
-    errors = sum(any(x.rejected for x in sequential(*study(rng, LOOKS[-1]), "pocock", bounds="naive"))
-                 for _ in range(N_STUDIES))
+    errors = sum(
+        any(x.rejected for x in sequential(*study(rng, LOOKS[-1]), "pocock", bounds="naive")) for _ in range(N_STUDIES)
+    )
     assert errors / N_STUDIES > ALPHA + MC
 
 
-@pytest.mark.parametrize("kind, delta, at_first", [("pocock", 0.1, 90), ("obrien-fleming", 0.15, 90),
-                                                    ("obrien-fleming", 0.1, None)])
+@pytest.mark.parametrize(
+    "kind, delta, at_first", [("pocock", 0.1, 90), ("obrien-fleming", 0.15, 90), ("obrien-fleming", 0.1, None)]
+)
 def test_sequential_rule_decides_a_large_contrast_at_the_first_look(kind, delta, at_first):
     """A large contrast (3 of the 7 rows move with model 1) is decided at the first look (600 items)
     in >= 90 of 100 studies: under Pocock from a true 0.1, under O'Brien-Fleming only from 0.15;

@@ -3,6 +3,7 @@ a design of three models on a couple of windows of WikiText-2 test and C4 valida
 rerun evaluates nothing, that the table's numbers are what the written per-window rows give, and
 that the two one-sided tests decide "within" for two identical models and not for two very
 different ones; and that the default design is the pre-registered one."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -36,9 +37,12 @@ def test_default_design_is_the_preregistered_one():
     d = sc.Design()
     assert d.removed == tuple(range(12, 20)) and d.seq_len == 256 and d.seed == 0
     assert {(m.id, m.dataset, m.n_seq, m.method, m.variant) for m in d.models} == {
-        ("G8", "c4", 8, "ghosted", "dense"), ("G16", "c4", 16, "ghosted", "dense"),
-        ("G32", "c4", 32, "ghosted", "dense"), ("G64", "c4", 64, "ghosted", "dense"),
-        ("W32", "wikitext2", 32, "ghosted", "dense")}
+        ("G8", "c4", 8, "ghosted", "dense"),
+        ("G16", "c4", 16, "ghosted", "dense"),
+        ("G32", "c4", 32, "ghosted", "dense"),
+        ("G64", "c4", 64, "ghosted", "dense"),
+        ("W32", "wikitext2", 32, "ghosted", "dense"),
+    }
     tested = {c.id: (c.left, c.right) for c in d.claims if c.tested}
     assert tested == {"S2": ("G64", "G32"), "S3": ("W32", "G32")}
     assert [(c.name, c.window, c.max_windows) for c in d.corpora] == [("wikitext2", None, None), ("c4", 256, None)]
@@ -59,13 +63,13 @@ def test_default_design_is_the_preregistered_one():
 def test_tost_within_for_identical_and_not_for_very_different():
     rng = np.random.default_rng(0)
     a = 3.0 + rng.normal(0, 0.3, 150)
-    assert sc.tost(a, a)["p"] == 0.0                                 # identical: within at any level
+    assert sc.tost(a, a)["p"] == 0.0  # identical: within at any level
     near = a + 0.001 + rng.normal(0, 0.002, 150)
-    assert sc.tost(near, a)["p"] < 1e-6                              # 0.1% apart, precisely: within
+    assert sc.tost(near, a)["p"] < 1e-6  # 0.1% apart, precisely: within
     far = a + 0.05 + rng.normal(0, 0.002, 150)
     assert sc.tost(far, a)["p"] > 0.99 and sc.tost(a, far)["p"] > 0.99  # 5% apart: not within, either sign
     noisy = a + rng.normal(0, 0.2, 150)
-    assert sc.tost(noisy, a)["p"] > 0.05                             # too noisy to say
+    assert sc.tost(noisy, a)["p"] > 0.05  # too noisy to say
 
 
 def test_s1_p_is_study2s(monkeypatch):
@@ -83,19 +87,30 @@ def test_driver_end_to_end_resumes_and_reports_its_rows(tmp_path, tiny_model_dir
     from ghostsearch.config import load_config
     from ghostsearch.models import load_model
 
-    cfg = load_config(None, [f"model={tiny_model_dir}", "dtype=fp32", "device=cpu", "eval.batch_size=4"]
-                      + ([f"data_dir={data_dir}"] if data_dir else []))
-    if not all(data.text_available(n, s, cfg.data_dir)
-               for n, s in (("wikitext2", "test"), ("c4", "validation"), ("c4", "train"))):
+    cfg = load_config(
+        None,
+        [f"model={tiny_model_dir}", "dtype=fp32", "device=cpu", "eval.batch_size=4"]
+        + ([f"data_dir={data_dir}"] if data_dir else []),
+    )
+    if not all(
+        data.text_available(n, s, cfg.data_dir)
+        for n, s in (("wikitext2", "test"), ("c4", "validation"), ("c4", "train"))
+    ):
         pytest.skip("no data directory with WikiText-2 and C4")
     # S2's two models are the same repair (identical numbers); S3's right model is unrepaired with four
     # of six blocks gone against a repaired one (very different)
     design = sc.Design(
-        removed=(1, 2, 3, 4), seq_len=32, seed=0,
+        removed=(1, 2, 3, 4),
+        seq_len=32,
+        seed=0,
         models=(sc.Model("G32", "c4", 4), sc.Model("G64", "c4", 4), sc.Model("W32", "c4", 4, method="none")),
         corpora=(sc.Corpus("wikitext2", 64, 3), sc.Corpus("c4", 64, 3)),
-        claims=(sc.Claim("S2", "G64", "G32", "identical"), sc.Claim("S3", "W32", "G32", "very different"),
-                sc.Claim("S2'", "W32", "G64", "reported", tested=False)))
+        claims=(
+            sc.Claim("S2", "G64", "G32", "identical"),
+            sc.Claim("S3", "W32", "G32", "very different"),
+            sc.Claim("S2'", "W32", "G64", "reported", tested=False),
+        ),
+    )
     sc.check_data(cfg, design)
     calls = {"fit": 0, "ppl": 0}
     real_fit, real_ppl = repair.fit, evaluate.perplexity_finalists
@@ -122,8 +137,11 @@ def test_driver_end_to_end_resumes_and_reports_its_rows(tmp_path, tiny_model_dir
     model, tok = load_model(cfg.model, dtype="fp32")
     saved = []
     # two at a time: G32 and G64 over one dense pass, then W32 (unrepaired: nothing to fit)
-    assert sc.run(model, tok, cfg, tmp_path, design, on_model=lambda m, s: saved.append(m), share=2) == \
-        ["G32", "G64", "W32"]
+    assert sc.run(model, tok, cfg, tmp_path, design, on_model=lambda m, s: saved.append(m), share=2) == [
+        "G32",
+        "G64",
+        "W32",
+    ]
     assert saved == ["G32", "G64", "W32"] and calls == {"fit": 2, "ppl": 4}
     # resumable: a second run evaluates nothing
     assert sc.run(model, tok, cfg, tmp_path, design) == [] and calls == {"fit": 2, "ppl": 4}
@@ -133,8 +151,10 @@ def test_driver_end_to_end_resumes_and_reports_its_rows(tmp_path, tiny_model_dir
     text = sc.report(tmp_path, design, S1)
     assert (tmp_path / "cheap.md").read_text() == text
     rows = {m: pq.read_table(tmp_path / f"{m}.parquet").to_pylist() for m in ("G32", "G64", "W32")}
-    by = {m: {c: sorted((r for r in rs if r["corpus"] == c), key=lambda r: r["window"]) for c in ("wikitext2", "c4")}
-          for m, rs in rows.items()}
+    by = {
+        m: {c: sorted((r for r in rs if r["corpus"] == c), key=lambda r: r["window"]) for c in ("wikitext2", "c4")}
+        for m, rs in rows.items()
+    }
     for m, rs in rows.items():
         assert len(rs) == 6 and all(r["tokens"] == 63 and r["nll_sum"] == pytest.approx(r["nll"] * 63) for r in rs)
         summary = json.loads((tmp_path / f"{m}.json").read_text())
@@ -165,9 +185,14 @@ def test_driver_end_to_end_resumes_and_reports_its_rows(tmp_path, tiny_model_dir
             b = np.array([r["nll"] for r in by[right][c]])
             d = a - b
             est, se = d.mean(), d.std(ddof=1) / math.sqrt(len(d))
-            p = (0.0 if abs(est) < delta else 1.0) if se == 0 else \
-                max(0.5 * math.erfc((est + delta) / se / math.sqrt(2)),
-                    0.5 * math.erfc((delta - est) / se / math.sqrt(2)))
+            p = (
+                (0.0 if abs(est) < delta else 1.0)
+                if se == 0
+                else max(
+                    0.5 * math.erfc((est + delta) / se / math.sqrt(2)),
+                    0.5 * math.erfc((delta - est) / se / math.sqrt(2)),
+                )
+            )
             ps.append(p)
             ci = stats.paired_diff_ci(a, b, n_boot=2000, seed=0)
             row = next(x for x in lines if x.startswith(f"| {cid} ") and f"| {left} - {right} | {name[c]} |" in x)
@@ -178,7 +203,7 @@ def test_driver_end_to_end_resumes_and_reports_its_rows(tmp_path, tiny_model_dir
         p_claim[cid] = max(ps)
     p1 = sc.s1_p(S1) if (S1 / "result.json").exists() else math.nan
     nums = json.loads((tmp_path / "cheap.json").read_text())
-    assert nums["family"]["S2"]["p"] == 0.0 == p_claim["S2"]   # identical: within
+    assert nums["family"]["S2"]["p"] == 0.0 == p_claim["S2"]  # identical: within
     assert p_claim["S3"] > 0.5 and nums["family"]["S3"]["p"] == pytest.approx(p_claim["S3"])  # very different: not
     s2_row = next(x for x in lines if x.startswith("| S2 ") and "WikiText-2" in x)
     s3_row = next(x for x in lines if x.startswith("| S3 ") and "WikiText-2" in x)

@@ -1,6 +1,7 @@
 """The ledger: journal rows are readable at once, survive a torn line, compact into one Parquet
 part, read as a Parquet dataset (pandas, pyarrow.dataset) mid-run and after a crash, and a corrupt
 part or row is quarantined instead of crashing the reader."""
+
 from __future__ import annotations
 
 import json
@@ -15,10 +16,23 @@ from ghostsearch.rundir.ledger import SCHEMA, Ledger, compact, read_ledger
 
 
 def _row(i, **kw):
-    return {"cell": "greedy-perplexity-k2-s0", "searcher": "greedy", "objective": "perplexity",
-            "objective_key": "perplexity|c4", "removed": [i, i + 1], "k": 2, "fidelity": 1.0,
-            "value": 10.0 + i / 3, "tokens": 512, "seconds": 0.25, "cached": i % 2 == 0, "actor": "a",
-            "node": "n", "seed": 0, **kw}
+    return {
+        "cell": "greedy-perplexity-k2-s0",
+        "searcher": "greedy",
+        "objective": "perplexity",
+        "objective_key": "perplexity|c4",
+        "removed": [i, i + 1],
+        "k": 2,
+        "fidelity": 1.0,
+        "value": 10.0 + i / 3,
+        "tokens": 512,
+        "seconds": 0.25,
+        "cached": i % 2 == 0,
+        "actor": "a",
+        "node": "n",
+        "seed": 0,
+        **kw,
+    }
 
 
 def test_rows_round_trip_and_compact(tmp_path):
@@ -36,8 +50,9 @@ def test_rows_round_trip_and_compact(tmp_path):
     parts = sorted(p.name for p in (tmp_path / "ledger").glob("*.parquet"))
     assert len(parts) == 1 and parts[0].endswith("-compact.parquet"), parts
     assert not list((tmp_path / "ledger" / "_journal").iterdir())
-    assert sorted((r["eval_id"],
-                   r["value"]) for r in pq.read_table(tmp_path / "ledger" / parts[0]).to_pylist()) == before
+    assert (
+        sorted((r["eval_id"], r["value"]) for r in pq.read_table(tmp_path / "ledger" / parts[0]).to_pylist()) == before
+    )
     # a later writer (a resumed run) adds a journal beside the part; both are read
     c = Ledger(tmp_path)
     c.append(_row(20))
@@ -85,8 +100,10 @@ def test_kill_9_between_new_part_and_unlinks(tmp_path):
     w.close()
     Ledger(tmp_path, checkpoint_seconds=3600).append(_row(30))
     want = sorted(r["eval_id"] for r in read_ledger(tmp_path).to_pylist())
-    script = ("import os, signal, sys; from ghostsearch.rundir.ledger import write_compacted; "
-              "write_compacted(sys.argv[1]); os.kill(os.getpid(), signal.SIGKILL)")
+    script = (
+        "import os, signal, sys; from ghostsearch.rundir.ledger import write_compacted; "
+        "write_compacted(sys.argv[1]); os.kill(os.getpid(), signal.SIGKILL)"
+    )
     r = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True)
     assert r.returncode == -9
     assert len(list((tmp_path / "ledger").glob("part-*-compact.parquet"))) == 1
@@ -107,7 +124,7 @@ def test_zero_byte_part_and_wrong_typed_row_are_quarantined(tmp_path, caplog):
     j.append(_row(8))
     j._file.close()  # noqa: SLF001
     with open(j.journal, "a") as f:
-        f.write(json.dumps(_row(9, eval_id="bad", value="oops")) + "\n")   # valid JSON, wrong type
+        f.write(json.dumps(_row(9, eval_id="bad", value="oops")) + "\n")  # valid JSON, wrong type
         f.write(json.dumps(_row(10, eval_id="bad2", removed=["x"])) + "\n")
         f.write(json.dumps(_row(11, eval_id="ok")) + "\n")
     with caplog.at_level("WARNING", logger="ghostsearch.ledger"):
@@ -127,11 +144,27 @@ def test_zero_byte_part_and_wrong_typed_row_are_quarantined(tmp_path, caplog):
 # The on-disk format: every run directory written so far has these columns, in this order.
 # SCHEMA is derived from LedgerRow; this literal pins it, so that a field added, renamed or
 # retyped in LedgerRow fails here instead of silently changing what old run directories read.
-HISTORICAL = [("eval_id", "string"), ("cell", "string"), ("searcher", "string"), ("objective", "string"),
-              ("objective_key", "string"), ("removed", "list<item: int32>"), ("k", "int32"), ("fidelity", "double"),
-              ("value", "double"), ("tokens", "int64"), ("seconds", "double"), ("cached", "bool"),
-              ("actor", "string"), ("node", "string"), ("time", "double"), ("seed", "int64"), ("cost", "double"),
-              ("partial", "bool"), ("row_losses", "list<item: double>")]
+HISTORICAL = [
+    ("eval_id", "string"),
+    ("cell", "string"),
+    ("searcher", "string"),
+    ("objective", "string"),
+    ("objective_key", "string"),
+    ("removed", "list<item: int32>"),
+    ("k", "int32"),
+    ("fidelity", "double"),
+    ("value", "double"),
+    ("tokens", "int64"),
+    ("seconds", "double"),
+    ("cached", "bool"),
+    ("actor", "string"),
+    ("node", "string"),
+    ("time", "double"),
+    ("seed", "int64"),
+    ("cost", "double"),
+    ("partial", "bool"),
+    ("row_losses", "list<item: double>"),
+]
 
 
 def test_schema_is_derived_from_the_row_and_unchanged():

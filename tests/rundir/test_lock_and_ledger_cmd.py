@@ -1,5 +1,6 @@
 """The run-directory lock (refusal names the live holder; a dead holder's lock is taken over) and
 `ghostsearch ledger` (readable columns, node names, ISO times, CSV), without a model."""
+
 from __future__ import annotations
 
 import csv
@@ -15,8 +16,10 @@ from ghostsearch.errors import GhostsearchError
 from ghostsearch.rundir import lock
 from ghostsearch.rundir.ledger import Ledger
 
-HOLD = ("import sys, time; from ghostsearch.rundir import lock; lock.acquire(sys.argv[1]); "
-        "print('held', flush=True); time.sleep(60)")
+HOLD = (
+    "import sys, time; from ghostsearch.rundir import lock; lock.acquire(sys.argv[1]); "
+    "print('held', flush=True); time.sleep(60)"
+)
 
 
 def test_a_live_holder_is_named_and_a_dead_ones_lock_is_taken_over(tmp_path, caplog):
@@ -41,10 +44,23 @@ def test_a_live_holder_is_named_and_a_dead_ones_lock_is_taken_over(tmp_path, cap
 
 
 def _row(i, node):
-    return {"cell": "greedy-perplexity-k2-s0", "searcher": "greedy", "objective": "perplexity",
-            "objective_key": "perplexity|c4", "removed": [i, i + 1], "k": 2, "fidelity": 1.0,
-            "value": 10.0 + i, "tokens": 512, "seconds": 0.25, "cached": False, "actor": "a",
-            "node": node, "seed": 0, "time": 1_700_000_000.0 + i}
+    return {
+        "cell": "greedy-perplexity-k2-s0",
+        "searcher": "greedy",
+        "objective": "perplexity",
+        "objective_key": "perplexity|c4",
+        "removed": [i, i + 1],
+        "k": 2,
+        "fidelity": 1.0,
+        "value": 10.0 + i,
+        "tokens": 512,
+        "seconds": 0.25,
+        "cached": False,
+        "actor": "a",
+        "node": node,
+        "seed": 0,
+        "time": 1_700_000_000.0 + i,
+    }
 
 
 def test_ledger_command_csv(tmp_path):
@@ -56,14 +72,19 @@ def test_ledger_command_csv(tmp_path):
         ledger.append(_row(i, n))
     ledger.close()
     out = tmp_path / "l.csv"
-    r = subprocess.run([sys.executable, "-m", "ghostsearch", "ledger", str(run), "--csv", str(out)],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "ghostsearch", "ledger", str(run), "--csv", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     rows = list(csv.DictReader(out.open()))
     assert [x["removed"] for x in rows] == ["0,1", "1,2", "2,3"]
     assert [x["node"] for x in rows] == ["node-1", "node-2", "node-1"]  # in order of first appearance
     assert rows[0]["time"] == time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(1_700_000_000))
     assert list(rows[0])[:6] == ["time", "cell", "searcher", "objective", "k", "removed"]
-    r = subprocess.run([sys.executable, "-m", "ghostsearch", "ledger", str(tmp_path)], capture_output=True,
-                       text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "ghostsearch", "ledger", str(tmp_path)], capture_output=True, text=True, timeout=120
+    )
     assert r.returncode == 2 and "has no ledger/" in r.stderr and len(r.stderr.strip().splitlines()) == 1

@@ -1,6 +1,7 @@
 """RunOutputs when a tracker cannot start: RUN_DIR is not left created and locked, only what this
 run created is removed (a resumed run directory and whatever else is in it stay), and the trackers
 already started end as failed."""
+
 from __future__ import annotations
 
 import pytest

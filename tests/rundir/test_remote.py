@@ -1,6 +1,7 @@
 """out=s3://... against a real S3-compatible server on loopback (moto's server mode): a search's
 run directory reaches the bucket, and a rerun after the local staging directory is deleted
 resumes from the bucket (nothing scored twice)."""
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,13 @@ def s3_server():
 def bucket(s3_server, monkeypatch, tmp_path):
     import uuid
 
-    for k, v in {"AWS_ENDPOINT_URL": s3_server, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
-                 "AWS_DEFAULT_REGION": "us-east-1", "GHOSTSEARCH_STAGING": str(tmp_path / "staging")}.items():
+    for k, v in {
+        "AWS_ENDPOINT_URL": s3_server,
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "GHOSTSEARCH_STAGING": str(tmp_path / "staging"),
+    }.items():
         monkeypatch.setenv(k, v)
     name = f"gs-{uuid.uuid4().hex[:8]}"
     client = boto3.client("s3", endpoint_url=s3_server, region_name="us-east-1")
@@ -39,7 +45,7 @@ def bucket(s3_server, monkeypatch, tmp_path):
 
 def keys(client, bucket, prefix) -> set[str]:
     pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix + "/")
-    return {o["Key"][len(prefix) + 1:] for p in pages for o in p.get("Contents", [])}
+    return {o["Key"][len(prefix) + 1 :] for p in pages for o in p.get("Contents", [])}
 
 
 def test_push_pull_round_trip(bucket):
@@ -77,9 +83,19 @@ def test_search_to_s3_and_resume_without_staging(bucket, tiny_model_dir, ray_loc
 
     name, client = bucket
     uri = f"s3://{name}/runs/quick"
-    items = {"model": tiny_model_dir, "dtype": "fp32", "device": "cpu", "calibration.dataset": "lambada",
-             "calibration.n_seq": 4, "calibration.seq_len": 32, "k": 2, "searcher": "greedy", "out": uri,
-             "pool.actors": 1, "pool.dashboard": False}
+    items = {
+        "model": tiny_model_dir,
+        "dtype": "fp32",
+        "device": "cpu",
+        "calibration.dataset": "lambada",
+        "calibration.n_seq": 4,
+        "calibration.seq_len": 32,
+        "k": 2,
+        "searcher": "greedy",
+        "out": uri,
+        "pool.actors": 1,
+        "pool.dashboard": False,
+    }
     cfg = load_config(None, [f"{k}={v}" for k, v in items.items()])
     first = search(cfg, progress=False)
     remote = keys(client, name, "runs/quick")

@@ -1,6 +1,7 @@
 """result.json keeps its cells under ``cells`` (by cell name); a run directory written before the
 rename keeps them under ``searchers`` (the committed ones in docs/results/ among them), and every
 reader takes both."""
+
 from __future__ import annotations
 
 import json
@@ -13,8 +14,10 @@ from ghostsearch.rundir import cells, finalists
 from ghostsearch.rundir.layout import result_cells
 
 ROOT = Path(__file__).resolve().parents[2]
-CELLS = {"greedy-perplexity-k2-s0": {"removed": [4, 3], "value": 9.5},
-         "beam-perplexity-k2-s0": {"removed": [0, 5], "value": 9.25}}
+CELLS = {
+    "greedy-perplexity-k2-s0": {"removed": [4, 3], "value": 9.5},
+    "beam-perplexity-k2-s0": {"removed": [0, 5], "value": 9.25},
+}
 
 
 @pytest.mark.parametrize("key", ["cells", "searchers"])
@@ -64,8 +67,19 @@ def test_a_misspelt_cell_field_fails_at_once():
 
     from ghostsearch.rundir.cell import CellResult
 
-    c = CellResult(cell="greedy-perplexity-k2-s0", searcher="greedy", objective="perplexity", k=2, seed=0,
-                   removed=(3, 4), value=9.5, evaluations=3, budget_used=3.0, cache_hits=0, wall_seconds=1.0)
+    c = CellResult(
+        cell="greedy-perplexity-k2-s0",
+        searcher="greedy",
+        objective="perplexity",
+        k=2,
+        seed=0,
+        removed=(3, 4),
+        value=9.5,
+        evaluations=3,
+        budget_used=3.0,
+        cache_hits=0,
+        wall_seconds=1.0,
+    )
     with pytest.raises(AttributeError):
         c.remove  # noqa: B018
     with pytest.raises(FrozenInstanceError):

@@ -2,6 +2,7 @@
 however it is left) closes the outputs, releases RUN_DIR (removed again when this run created it
 and ledgered nothing, kept when it ledgered something) and stops the Ray it started; search's
 result.json, pool.json and compacted ledger come from ``finish``. A tiny random model, a local Ray."""
+
 from __future__ import annotations
 
 import json
@@ -16,9 +17,20 @@ pytestmark = pytest.mark.slow
 
 
 def _cfg(tiny_model_dir, out, *extra):
-    items = {"model": tiny_model_dir, "dtype": "fp32", "device": "cpu", "calibration.dataset": "lambada",
-             "calibration.n_seq": 2, "calibration.seq_len": 32, "k": 2, "searcher": "oneshot", "out": str(out),
-             "pool.actors": 1, "pool.threads": 1, "pool.dashboard": False}
+    items = {
+        "model": tiny_model_dir,
+        "dtype": "fp32",
+        "device": "cpu",
+        "calibration.dataset": "lambada",
+        "calibration.n_seq": 2,
+        "calibration.seq_len": 32,
+        "k": 2,
+        "searcher": "oneshot",
+        "out": str(out),
+        "pool.actors": 1,
+        "pool.threads": 1,
+        "pool.dashboard": False,
+    }
     return load_config(None, [f"{k}={v}" for k, v in items.items()] + list(extra))
 
 
@@ -53,8 +65,9 @@ def test_a_failure_once_ray_is_up_takes_the_one_error_path(kind, tiny_model_dir,
     from ghostsearch.runner import search
 
     out = tmp_path / "run"
-    cfg = _cfg(tiny_model_dir, out, "pool.name=nosuch", "eval.tasks=[]", "eval.perplexity=[lambada]",
-               "compare.recovery=[none]")
+    cfg = _cfg(
+        tiny_model_dir, out, "pool.name=nosuch", "eval.tasks=[]", "eval.perplexity=[lambada]", "compare.recovery=[none]"
+    )
     with pytest.raises(GhostsearchError, match="no pool named 'nosuch'"):
         (search if kind == "search" else compare)(cfg, progress=False)
     assert not out.exists() and not no_ray.is_initialized()

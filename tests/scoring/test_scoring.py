@@ -1,5 +1,6 @@
 """The Scorer: prefix-cached scoring equals fresh scoring and the physically pruned model; packed margin items
 equal separate sequences; calibration sampling is seeded."""
+
 from __future__ import annotations
 
 import math

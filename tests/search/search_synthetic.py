@@ -4,6 +4,7 @@ value(R) = Σ_{i∈R} a_i + Σ_{i<j∈R} b_ij (lower is better), a_i > 0 the cos
 alone, b_ij a pairwise interaction (larger for neighbouring blocks, as in real models). At
 fidelity f < 1 a deterministic screening error of size (1 - f) * noise is added. ``Rugged`` is a
 landscape that is not of this (quadratic) form; both give per-row losses for racing (``row_loss``)."""
+
 from __future__ import annotations
 
 import itertools
@@ -64,8 +65,12 @@ class Synthetic:
 
     def evaluator(self, rows: int = 32) -> FunctionEvaluator:
         """Exact values; racing sees ``rows`` per-row losses whose mean is the value (``row_loss``)."""
-        return FunctionEvaluator(self.value, statistics=self.statistics(),
-                                 row_fn=lambda removed, r: self.row(removed, r, rows), rows_total=rows)
+        return FunctionEvaluator(
+            self.value,
+            statistics=self.statistics(),
+            row_fn=lambda removed, r: self.row(removed, r, rows),
+            rows_total=rows,
+        )
 
 
 def _unit(*key) -> float:

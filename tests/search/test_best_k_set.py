@@ -1,9 +1,10 @@
-""""The best full-fidelity k-set", one rule (search.base.new_best) for the searcher's answer and
+""" "The best full-fidelity k-set", one rule (search.base.new_best) for the searcher's answer and
 history (which the progress bar shows: runner.run_cell's ``bar.told(s.best_value)``), the broker's
 per-cell best and the report's best-so-far curves. Greedy and beam score smaller sets on the way,
 ga and cbo screen at fidelity < 1: none of those values may ever be shown or reported as the best.
 (Before the rule was written once, the runner's bar took the best of every row and showed
 best=78.17, a 1-block removal, during a k=3 search.)"""
+
 from __future__ import annotations
 
 import importlib
@@ -23,10 +24,10 @@ def test_the_rule():
     assert new_best((1, 2, 3), 1.0, 5.0, 3, None)
     assert new_best((1, 2, 3), 1.0, 5.0, 3, math.inf)
     assert new_best((1, 2, 3), 1.0, 5.0, 3, 6.0)
-    assert not new_best((1, 2, 3), 1.0, 6.0, 3, 6.0)   # a tie keeps the first
-    assert not new_best((1, 2), 1.0, 1.0, 3, 6.0)      # a smaller set on the way to k
+    assert not new_best((1, 2, 3), 1.0, 6.0, 3, 6.0)  # a tie keeps the first
+    assert not new_best((1, 2), 1.0, 1.0, 3, 6.0)  # a smaller set on the way to k
     assert not new_best((1, 2, 3, 4), 1.0, 1.0, 3, 6.0)
-    assert not new_best((1, 2, 3), 0.5, 1.0, 3, 6.0)   # a screened value
+    assert not new_best((1, 2, 3), 0.5, 1.0, 3, 6.0)  # a screened value
 
 
 # every searcher but bo, whose Gaussian-process fits take over a minute here (it tells through the
@@ -61,9 +62,19 @@ def test_the_best_shown_is_always_a_full_fidelity_k_set(name):
 def test_report_curves_count_only_full_fidelity_k_sets(monkeypatch):
     summary = importlib.import_module("ghostsearch.report.summary")  # the package exports a function 'summary'
 
-    rows = [{"cell": "greedy-ppl-k3-s0", "time": t, "fidelity": f, "cost": None, "removed": r, "value": v}
-            for t, (r, f, v) in enumerate([([4], 1.0, 1.0), ([4, 5], 1.0, 2.0), ([4, 5, 6], 1.0, 9.0),
-                                           ([1, 2, 3], 0.5, 3.0), ([1, 2, 7], 1.0, 8.0), ([4, 5, 8], 1.0, 8.5)])]
+    rows = [
+        {"cell": "greedy-ppl-k3-s0", "time": t, "fidelity": f, "cost": None, "removed": r, "value": v}
+        for t, (r, f, v) in enumerate(
+            [
+                ([4], 1.0, 1.0),
+                ([4, 5], 1.0, 2.0),
+                ([4, 5, 6], 1.0, 9.0),
+                ([1, 2, 3], 0.5, 3.0),
+                ([1, 2, 7], 1.0, 8.0),
+                ([4, 5, 8], 1.0, 8.5),
+            ]
+        )
+    ]
 
     class Table:
         def to_pylist(self):

@@ -1,5 +1,6 @@
 """ga owns its random generator: two ga searchers share a process (interleaved step by step, or in
 two threads) and each gives the answer it gives alone; the global ``random`` is never touched."""
+
 from __future__ import annotations
 
 import random
@@ -60,9 +61,10 @@ def test_two_ga_in_threads_give_their_own_answers():
     sys.setswitchinterval(1e-6)
     try:
         found: dict = {}
-        threads = [threading.Thread(target=lambda s=seed: found.__setitem__(s, trace(run(ga(s, False),
-                                                                                         SYN.evaluator()))))
-                   for seed in alone]
+        threads = [
+            threading.Thread(target=lambda s=seed: found.__setitem__(s, trace(run(ga(s, False), SYN.evaluator()))))
+            for seed in alone
+        ]
         for t in threads:
             t.start()
         for t in threads:

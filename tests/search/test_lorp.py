@@ -1,6 +1,7 @@
 """LoRP as the paper defines it: the two-phase allocation over the REMAINING eligible blocks of each
 cluster (recomputed after every pick), the similarity matrix from text (the perplexity calibration
 set) whatever the search objective, and the RLS -> cluster-count rule (ghostsearch's own)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -32,8 +33,8 @@ def test_phase_two_recomputes_over_the_remaining_blocks():
     assert allocate(S, labels, eligible, 3) == (1, 3, 6)
     assert allocate(S, labels, eligible, 4) == (1, 3, 4, 6)
     assert residual_redundancy(S, [2, 3, 4, 5]) == pytest.approx(0.65)
-    assert allocate(S, labels, eligible, 2) == (1, 6)          # phase 1 covers every cluster
-    assert allocate(S, labels, eligible, 1) == (1,)            # k < clusters: the most redundant cluster
+    assert allocate(S, labels, eligible, 2) == (1, 6)  # phase 1 covers every cluster
+    assert allocate(S, labels, eligible, 1) == (1,)  # k < clusters: the most redundant cluster
 
 
 def test_cluster_score_falls_when_its_redundancy_is_used_up():
@@ -45,7 +46,7 @@ def test_cluster_score_falls_when_its_redundancy_is_used_up():
     np.fill_diagonal(S, 1.0)
     labels = np.array([0, 0, 0, 1, 1, 1, 1, 1, 1])
     assert allocate(S, labels, list(range(1, 8)), 4) == (1, 3, 4, 5)
-    assert allocate(S, labels, list(range(1, 8)), 7) == tuple(range(1, 8))   # and then A's last one
+    assert allocate(S, labels, list(range(1, 8)), 7) == tuple(range(1, 8))  # and then A's last one
 
 
 def test_rls_rule_is_monotone():
@@ -65,13 +66,16 @@ class SourcedOracle:
 
 def test_similarity_source_is_asked_for():
     S, _ = two_clusters()
-    far = np.eye(10) * 0.9 + 0.1                     # a different geometry for the cell's own data
+    far = np.eye(10) * 0.9 + 0.1  # a different geometry for the cell's own data
     ev = FunctionEvaluator(lambda r, f: float(sum(r)))
     oracle = SourcedOracle({"perplexity": {"similarity": S}, None: {"similarity": far}})
     s = run(make_searcher("lorp", Space(10, 3), params={"n_clusters": 2}), ev, oracle=oracle)
     assert oracle.asked == [("similarity", "perplexity")] and s.similarity_from == "perplexity"
-    own = run(make_searcher("lorp", Space(10, 3), params={"n_clusters": 2, "similarity_source": "objective"}),
-              ev, oracle=SourcedOracle({None: {"similarity": far}}))
+    own = run(
+        make_searcher("lorp", Space(10, 3), params={"n_clusters": 2, "similarity_source": "objective"}),
+        ev,
+        oracle=SourcedOracle({None: {"similarity": far}}),
+    )
     assert own.similarity_from == "objective"
     with pytest.raises(GhostsearchError, match="similarity_source"):
         make_searcher("lorp", Space(10, 3), params={"similarity_source": "c4"})
@@ -90,24 +94,48 @@ def test_margin_run_clusters_on_the_perplexity_text(tiny_model_dir, data_dir, tm
     from ghostsearch.runner import search
     from ghostsearch.scoring import scorer_from_config
 
-    items = {"model": tiny_model_dir, "dtype": "fp32", "device": "cpu", "objective": "margin",
-             "calibration.n_seq": 8, "calibration.seq_len": 64, "k": 2, "searcher": "lorp", "seed": 0,
-             "out": str(tmp_path / "run"), "pool.actors": 1, "pool.threads": 1, "pool.dashboard": False}
+    items = {
+        "model": tiny_model_dir,
+        "dtype": "fp32",
+        "device": "cpu",
+        "objective": "margin",
+        "calibration.n_seq": 8,
+        "calibration.seq_len": 64,
+        "k": 2,
+        "searcher": "lorp",
+        "seed": 0,
+        "out": str(tmp_path / "run"),
+        "pool.actors": 1,
+        "pool.threads": 1,
+        "pool.dashboard": False,
+    }
     if data_dir:
         items["data_dir"] = data_dir
     cfg = load_config(None, [f"{k}={v}" for k, v in items.items()])
     got = search(cfg, progress=False)
     sc = scorer_from_config(cfg, threads=1)
-    S = {obj: np.asarray(sc.statistic(sc.prepare(ObjectiveSpec.make(obj, cfg.calibration_spec(obj))), "similarity"))
-         for obj in ("perplexity", "margin")}
+    S = {
+        obj: np.asarray(sc.statistic(sc.prepare(ObjectiveSpec.make(obj, cfg.calibration_spec(obj))), "similarity"))
+        for obj in ("perplexity", "margin")
+    }
     assert np.abs(S["perplexity"] - S["margin"]).max() > 1e-3
-    want = run(make_searcher("lorp", Space(6, 2), seed=0), FunctionEvaluator(lambda r, f: 0.0,
-                                                                          statistics={"similarity": S["perplexity"]}))
+    want = run(
+        make_searcher("lorp", Space(6, 2), seed=0),
+        FunctionEvaluator(lambda r, f: 0.0, statistics={"similarity": S["perplexity"]}),
+    )
     (cell,) = got["cells"].values()
     assert tuple(cell["removed"]) == want.choice
     broker = start_pool(cfg)
-    client = PoolClient(broker, cfg.objective_spec(), Ledger(tmp_path / "client"), "c", 0, cfg.model, cfg.dtype,
-                        sources={"perplexity": cfg.calibration_spec("perplexity")})
+    client = PoolClient(
+        broker,
+        cfg.objective_spec(),
+        Ledger(tmp_path / "client"),
+        "c",
+        0,
+        cfg.model,
+        cfg.dtype,
+        sources={"perplexity": cfg.calibration_spec("perplexity")},
+    )
     try:
         np.testing.assert_allclose(client.statistic("similarity", source="perplexity"), S["perplexity"], atol=1e-6)
         np.testing.assert_allclose(client.statistic("similarity"), S["margin"], atol=1e-6)

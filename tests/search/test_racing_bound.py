@@ -2,6 +2,7 @@
 seeded races per case, the decisions ``run_race`` makes, on given per-row losses), and no drop
 without the bound (the race a searcher asks for is one it can afford; the partial-mean ``cut`` is a
 separate heuristic, counted)."""
+
 from __future__ import annotations
 
 import math

@@ -1,5 +1,6 @@
 """One look of a race scores all its survivors at once (Scorer.score_rows_many): blocks they all run
 go through the model once, stacked; every candidate's per-row losses equal scoring it alone."""
+
 from __future__ import annotations
 
 import pytest

@@ -6,6 +6,7 @@ The contract it checks is stated in ``Searcher``'s docstring (search/base.py) an
 The bad-value cases are derived from each searcher's ``Params`` (annotations and ranges). Select one
 searcher's cases exactly with brackets, ``-k "[ga]"`` (``-k ga`` also matches ``ga+race``); no test
 name here contains a searcher's name, so ``-k NAME`` never selects whole tests by accident."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -23,9 +24,14 @@ from ghostsearch.search.common import Memo
 from ghostsearch.search.racing import Race, race_params
 
 SPACE = Space(12, 3, frozenset({0, 5, 11}))
-RACED = {"greedy+race": ("greedy", {"race": True}), "beam+race": ("beam", {"race": True}),
-         "ga+race": ("ga", {"race": True}), "bo+race": ("bo", {"race": True}), "cbo+race": ("cbo", {"race": True}),
-         "bo-batch1": ("bo", {"race": False, "batch": 1})}
+RACED = {
+    "greedy+race": ("greedy", {"race": True}),
+    "beam+race": ("beam", {"race": True}),
+    "ga+race": ("ga", {"race": True}),
+    "bo+race": ("bo", {"race": True}),
+    "cbo+race": ("cbo", {"race": True}),
+    "bo-batch1": ("bo", {"race": False, "batch": 1}),
+}
 NAMES = SEARCHERS.names() + list(RACED)
 SYN = Synthetic.random(12, seed=7)
 ROWS = 16
@@ -74,12 +80,16 @@ class Ledgered(Counting):
         self.replayed, self.crash_after = 0, crash_after
 
     def evaluate(self, candidates, searcher=""):
-        return [self._recorded((c.removed, c.fidelity), lambda: super(Ledgered, self).evaluate([c], searcher)[0])
-                for c in candidates]
+        return [
+            self._recorded((c.removed, c.fidelity), lambda: super(Ledgered, self).evaluate([c], searcher)[0])
+            for c in candidates
+        ]
 
     def rows(self, requests, searcher=""):
-        return [self._recorded((q.removed, q.rows, q.start), lambda: super(Ledgered, self).rows([q], searcher)[0])
-                for q in requests]
+        return [
+            self._recorded((q.removed, q.rows, q.start), lambda: super(Ledgered, self).rows([q], searcher)[0])
+            for q in requests
+        ]
 
     def _recorded(self, key, compute):
         if key in self.ledger:
@@ -242,10 +252,17 @@ def test_bad_parameter_value_is_one_line(name, field, value):
     assert "\n" not in str(e.value) and field in str(e.value) and f"'{name}'" in str(e.value)
 
 
-@pytest.mark.parametrize("name, params", [  # rules across parameters or inside one: not derivable from types
-    ("beam", {"width": 0}), ("ga", {"promote": 20}), ("greedy", {"race": {"delta": 2}}),
-    ("ga", {"race": {"min_rows": 1}}), ("fastblock", {"n_rescore": 0}), ("lorp", {"n_clusters": 0}),
-])
+@pytest.mark.parametrize(
+    "name, params",
+    [  # rules across parameters or inside one: not derivable from types
+        ("beam", {"width": 0}),
+        ("ga", {"promote": 20}),
+        ("greedy", {"race": {"delta": 2}}),
+        ("ga", {"race": {"min_rows": 1}}),
+        ("fastblock", {"n_rescore": 0}),
+        ("lorp", {"n_clusters": 0}),
+    ],
+)
 def test_bad_parameter_rule_is_one_line(name, params):
     with pytest.raises(GhostsearchError) as e:
         make_searcher(name, SPACE, params=params)
@@ -332,8 +349,9 @@ def test_a_searcher_without_an_end_or_a_default_budget_is_refused():
         def done(self):
             return False
 
-    with pytest.raises(GhostsearchError,
-                       match="searcher 'endless' neither ends by itself nor has a default_budget") as e:
+    with pytest.raises(
+        GhostsearchError, match="searcher 'endless' neither ends by itself nor has a default_budget"
+    ) as e:
         SEARCHERS.add("endless", Endless)
         try:
             make_searcher("endless", SPACE)
@@ -359,5 +377,5 @@ def test_every_searcher_has_a_budget_or_an_end(name):
 def test_no_test_name_contains_a_searcher_name():
     """``-k NAME`` selects a searcher's cases, never a whole test because its name contains NAME."""
     names = [n for n in globals() if n.startswith("test_")]
-    hits = [(t, s) for t in names for s in [*SEARCHERS.names(), "sa"] if s in t[len("test_"):]]
+    hits = [(t, s) for t in names for s in [*SEARCHERS.names(), "sa"] if s in t[len("test_") :]]
     assert not hits

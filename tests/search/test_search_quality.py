@@ -1,5 +1,6 @@
 """Quality on synthetic objectives with a known optimum (additive + pairwise, L = 12, k = 4, solved
 exhaustively). Run with ``pytest -s`` to see every searcher's gap to the optimum."""
+
 from __future__ import annotations
 
 import time
@@ -82,8 +83,10 @@ def test_print_gaps():
     for label, name, params in CASES:
         rows = [result(name, i, params) for i in INSTANCES]
         line = " ".join(f"{g:6.1%}" for g, _, _ in rows)
-        print(f"  {label:10s} {line}   evals {sum(r[1] for r in rows) / len(rows):6.1f}   "
-              f"{sum(r[2] for r in rows) / len(rows):6.2f}s")
+        print(
+            f"  {label:10s} {line}   evals {sum(r[1] for r in rows) / len(rows):6.1f}   "
+            f"{sum(r[2] for r in rows) / len(rows):6.2f}s"
+        )
 
 
 def test_racing_finds_the_rugged_optimum_that_greedy_misses():

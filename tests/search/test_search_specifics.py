@@ -1,4 +1,5 @@
 """Behaviour particular to one searcher: BO's journal storage, CBO's annealing path, LoRP's clusters."""
+
 from __future__ import annotations
 
 import warnings
@@ -25,15 +26,21 @@ def test_bo_journal_resumes_and_opens(tmp_path):
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        whole = run(make_searcher("bo", SPACE, budget=Budget(30), params={**params,
-                                                                          "storage": str(tmp_path / "a.log")}),
-                    SYN.evaluator())
-        run(make_searcher("bo", SPACE, budget=Budget(30), params=params), FunctionEvaluator(recorded),
-            stop=lambda: len(ledger) >= 20)
+        whole = run(
+            make_searcher("bo", SPACE, budget=Budget(30), params={**params, "storage": str(tmp_path / "a.log")}),
+            SYN.evaluator(),
+        )
+        run(
+            make_searcher("bo", SPACE, budget=Budget(30), params=params),
+            FunctionEvaluator(recorded),
+            stop=lambda: len(ledger) >= 20,
+        )
         resumed = run(make_searcher("bo", SPACE, budget=Budget(30), params=params), FunctionEvaluator(recorded))
     assert resumed.result() == whole.result() and resumed.used == whole.used and resumed.history == whole.history
-    study = optuna.load_study(study_name="ghostsearch-bo-k4-seed0", storage=optuna.storages.JournalStorage(
-        optuna.storages.journal.JournalFileBackend(params["storage"])))
+    study = optuna.load_study(
+        study_name="ghostsearch-bo-k4-seed0",
+        storage=optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(params["storage"])),
+    )
     assert len(study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))) == len(resumed.trials)
 
 

@@ -3,6 +3,7 @@
 An in-process evaluator over the real Scorer with a shared cache stands in for the Ray pool
 (tested on its own in tests/pool), so the searchers share evaluations as they do on the pool.
 """
+
 from __future__ import annotations
 
 import pytest

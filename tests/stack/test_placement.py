@@ -6,6 +6,7 @@ the label it was moved to, so a block that received a tensor that was never move
 (an untagged output of the previous block, or one tagged for another device) fails the check.
 ``GHOSTSEARCH_TEST_DEVICE_MAP=cuda:0,cpu`` (scripts/gpu-check.sh) runs the exactness tests over
 real devices."""
+
 from __future__ import annotations
 
 import copy
@@ -52,15 +53,22 @@ def _tagged(model, labels):
 def _check_hooks(stack, p, seen):
     """Pre-hooks after the placement's: every tensor reaching block i (hidden state, masks, rotary
     tables) carries block i's label; the norm and head get the last label."""
+
     def check(name, label):
         def hook(module, args, kwargs):
             tensors = [t for t in list(args) + list(kwargs.values()) if isinstance(t, torch.Tensor)]
-            tensors += [t for v in list(args) + list(kwargs.values()) if isinstance(v, tuple)
-                        for t in v if isinstance(t, torch.Tensor)]
+            tensors += [
+                t
+                for v in list(args) + list(kwargs.values())
+                if isinstance(v, tuple)
+                for t in v
+                if isinstance(t, torch.Tensor)
+            ]
             assert tensors, name
             for t in tensors:
                 assert getattr(t, "ghost_label", None) == label, (name, getattr(t, "ghost_label", None), label)
             seen.append(name)
+
         return hook
 
     for i, blk in enumerate(stack.blocks):
@@ -77,7 +85,7 @@ def test_every_tensor_reaching_block_i_is_on_its_device(family):
     seen: list[str] = []
     _check_hooks(stack, p, seen)
     ids = torch.randint(0, 512, (2, 16), generator=torch.Generator().manual_seed(0))
-    cap = stack.capture(Batch(input_ids=ids))               # the model's own forward crosses a->b->c
+    cap = stack.capture(Batch(input_ids=ids))  # the model's own forward crosses a->b->c
     assert seen == [f"block{i}" for i in range(6)] + ["norm"]
     # the states entering blocks were moved there; the last is block 5's own output (computed on c)
     assert [getattr(s, "ghost_label", None) for s in cap.states] == list(p.blocks) + [None]

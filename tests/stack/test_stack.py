@@ -1,4 +1,5 @@
 """The Stack: blocks skipped by masking equal the physically pruned model's own HF forward (8 families)."""
+
 from __future__ import annotations
 
 import random
@@ -58,17 +59,18 @@ def test_the_chunked_head_equals_one_pass():
             assert torch.equal(stack.token_logprobs(x, t, chunk=chunk), lp)
         t[:5] = full[:5].argmax(-1)  # some greedy targets, so the test sees both answers
         assert stack.token_logprobs_top(x, t, chunk=3)[1][:5].all()
-        assert torch.equal(stack.token_logprobs(stack.norm(x), t, chunk=7, normed=True),
-                           stack.token_logprobs(x, t, chunk=7))
+        assert torch.equal(
+            stack.token_logprobs(stack.norm(x), t, chunk=7, normed=True), stack.token_logprobs(x, t, chunk=7)
+        )
 
 
 def test_run_start_is_the_first_removed_block_or_before_a_patch():
     assert run_start((3, 5), None, 8) == 3
     assert run_start((), {}, 8) == 8
-    assert run_start((3, 5), {6: abs}, 8) == 3   # a patch after the first cut changes nothing
-    assert run_start((3, 5), {3: abs}, 8) == 2   # a patch at boundary 3 reads block 2's output
-    assert run_start((), {0: abs}, 8) == 0       # never before the first block
-    assert run_start((5, 3), {}, 8) == 3         # in any order
+    assert run_start((3, 5), {6: abs}, 8) == 3  # a patch after the first cut changes nothing
+    assert run_start((3, 5), {3: abs}, 8) == 2  # a patch at boundary 3 reads block 2's output
+    assert run_start((), {0: abs}, 8) == 0  # never before the first block
+    assert run_start((5, 3), {}, 8) == 3  # in any order
 
 
 def test_removed_sets_are_checked_once():
@@ -98,7 +100,7 @@ def test_capture_upto_runs_no_block_past_it_and_changes_nothing(family):
     for upto in (0, 2, 4):
         part = stack.capture(Batch(input_ids=ids), upto=upto)
         # block 0 always runs: its output's structure tells the pass-through what to return
-        assert all(s is None for s in part.states[max(upto, 1) + 1:])
+        assert all(s is None for s in part.states[max(upto, 1) + 1 :])
         for i in range(max(upto, 1) + 1):
             assert torch.equal(part.states[i], full.states[i])
         for i in range(6):
