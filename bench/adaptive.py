@@ -377,7 +377,7 @@ def replay(out: Path, looks: list[int], spending: str, margin: float | None) -> 
         d.test(j, correct, order[:n])
         if d.finished():
             break
-    rows = d.table(used, j + 1)
+    rows = [r.to_dict() for r in d.table(used, j + 1)]
     total, fixed = sum(used.values()), looks[-1] * len(correct)
     print(
         f"replay of {out}/fixed: looks {looks}, {spending}, margin {margin}: {total} items of the fixed "

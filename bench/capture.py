@@ -58,7 +58,7 @@ def main() -> None:
         return real(self, batch)
 
     best: dict[str, tuple[float, float]] = {}
-    out: dict[str, list[dict]] = {}
+    out: dict[str, list] = {}
     for _ in range(args.repeats):
         for name in ("baseline", "upto"):
             Stack.capture = full if name == "baseline" else real  # type: ignore[method-assign]

@@ -104,6 +104,7 @@ def main() -> None:
         "native",
     )
     rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    native = [r.to_dict() for r in native]
     stack, max_len = Stack(model), resolve_max_length(model, tok)
     one_mb = max(
         state_bytes(mb, stack, len({r[0] for r, _ in finalists}))
@@ -128,6 +129,7 @@ def main() -> None:
         ),
         "capped",
     )
+    capped = [r.to_dict() for r in capped]
     packed, ref, t_packed, t_ref = [], [], 0.0, 0.0
     for r, ops in finalists:  # one pruned copy at a time (a copy per finalist would be 8 x 0.5 GB)
         m = pruned_model(model, ops) if ops else physically_prune(model, r)
@@ -135,11 +137,11 @@ def main() -> None:
             lambda m=m: evaluate_finalists_native(m, tok, [((), None)], cfg.eval, cfg.data_dir, progress=False),
             "packed",
         )
-        packed.append(res[0])
+        packed.append(res[0].to_dict())
         t_packed += t
         if not args.skip_lm_eval:
             res, t = run(lambda m=m: zero_shot(m, tok, tasks, args.limit, args.batch, cfg.data_dir), "lm-eval")
-            ref.append(res)
+            ref.append(res.to_dict())
             t_ref += t
         del m
     print(f"native  (packed + prefix cache): {t_native:8.1f} s  {items / t_native:7.2f} items/s")

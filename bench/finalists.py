@@ -92,7 +92,8 @@ def main() -> None:
         release_pool(broker)
     finally:
         ray.shutdown()
-    diff = max(abs(base[k][m] - pool[k][m]) for k in base for m in base[k] if isinstance(base[k][m], float))
+    flat = {k: (base[k].to_dict(), pool[k].to_dict()) for k in base}
+    diff = max(abs(b[m] - p[m]) for b, p in flat.values() for m in b if isinstance(b[m], float))
     print(f"baseline (one by one, {cores} threads): {t_base:7.1f} s  ({t_base / len(jobs):.1f} s per model)")
     print(
         f"pool ({args.actors} scorers x {threads} threads): {t_pool:7.1f} s  (+ {t_start:.1f} s pool start, "

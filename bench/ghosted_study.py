@@ -316,8 +316,9 @@ def main() -> None:
 
     finalists = [f for _, f in jobs]
     t0 = time.monotonic()
-    ppl = perplexity_finalists(model, tok, finalists, cfg.eval, cfg.data_dir, held_out)
+    ppl = [p.to_dict() for p in perplexity_finalists(model, tok, finalists, cfg.eval, cfg.data_dir, held_out)]
     zs, items = zero_shot_finalists(model, tok, finalists, cfg.eval, cfg.data_dir, held_out, progress=True)
+    zs = [z.to_dict() for z in zs]  # the flat numbers (lm-eval's document is not one of them)
     eval_s = time.monotonic() - t0
     rows = []
     for i, ((row, (_, ops)), p, z) in enumerate(zip(jobs, ppl, zs)):

@@ -214,7 +214,7 @@ def main() -> None:
     run_dir = Path(cfg.out)
     data_plan = plan(cfg, ["perplexity"], evaluate=True, repair=True)
     announce(data_plan)
-    held_out = data_plan["held_out"]
+    held_out = data_plan.held_out
     keys, jobs, pairs = design(cfg, held_out)
     run_dir.mkdir(parents=True, exist_ok=True)
     save_config(cfg, run_dir / "config.yaml")

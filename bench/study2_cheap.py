@@ -212,8 +212,8 @@ def check_data(cfg, design: Design) -> list[dict]:
             c, eval=dataclasses.replace(c.eval, tasks=[], perplexity=[x.name for x in design.corpora])
         )
         p = plan(c, [], evaluate=True, repair=True)
-        if p["held_out"]:
-            raise SystemExit(f"calibration {ds} draws from evaluation sets {p['held_out']}: not this design")
+        if p.held_out:
+            raise SystemExit(f"calibration {ds} draws from evaluation sets {p.held_out}: not this design")
         plans.append(p)
     return plans
 
@@ -242,7 +242,7 @@ def evaluate_group(model, tok, cfg, design: Design, group: list[Model]) -> list[
         seconds = time.monotonic() - t1
         tokens = window_tokens(model, c)
         for m, out, (rows, summary) in zip(group, outs, results):
-            nll = out[f"ppl_{c.name}_window_nll"]
+            nll = out.window_nll[c.name]
             rows += [
                 {
                     "model": m.id,
@@ -254,7 +254,7 @@ def evaluate_group(model, tok, cfg, design: Design, group: list[Model]) -> list[
                 }
                 for i, v in enumerate(nll)
             ]
-            summary["ppl"][c.name], summary["windows"][c.name] = out[f"ppl_{c.name}"], len(nll)
+            summary["ppl"][c.name], summary["windows"][c.name] = out.perplexity[c.name], len(nll)
             summary["seconds"][c.name] = seconds
     for m, o, (_, summary) in zip(group, ops, results):
         summary["seconds"]["total"] = summary["seconds"]["fit"] + sum(

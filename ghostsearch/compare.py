@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import ray
@@ -20,6 +21,7 @@ import ray
 from ghostsearch import lmeval_results
 from ghostsearch.config import Config
 from ghostsearch.errors import GhostsearchError
+from ghostsearch.eval_numbers import FinalistNumbers
 from ghostsearch.io import write_json_atomic, write_parquet_atomic
 from ghostsearch.rundir.cell import CellResult, CellSpec, grid_cells
 from ghostsearch.runner import Run, run_cell
@@ -149,16 +151,16 @@ def finalist_jobs(cfg: Config, finalists) -> list[tuple[list[int], str]]:
     return jobs
 
 
-def finalist_numbers(cfg: Config, lm_dir: Path | None, removed, method: str, result: dict) -> dict:
+def finalist_numbers(
+    cfg: Config, lm_dir: Path | None, removed, method: str, result: FinalistNumbers
+) -> FinalistNumbers:
     """One finalist's numbers as ``evaluate_finalist_specs`` gives them, less lm-eval's own output
     (``lm_eval``), which goes to lm-eval's results file under ``lm_dir`` (None: not written), named
     for the pruned model (``lmeval_results.model_name``): the per-finalist writing of ``ghostsearch
     eval`` and of ``_Evaluator.finish``."""
-    numbers = dict(result)
-    raw = numbers.pop("lm_eval", None)
     if lm_dir is not None:
-        lmeval_results.write(lm_dir, raw, lmeval_results.model_name(cfg.model, removed, method))
-    return numbers
+        lmeval_results.write(lm_dir, result.lm_eval, lmeval_results.model_name(cfg.model, removed, method))
+    return result.without_lm_eval()
 
 
 def _shares(keys: list[str], todo: dict, n: int, size: int) -> list[list[str]]:
@@ -181,7 +183,7 @@ def evaluate_finalists(
     contrasts=None,
     on_look=None,
     on_share=None,
-) -> dict[str, dict]:
+) -> dict[str, FinalistNumbers]:
     """Repair and evaluate each (removed, method) job downstream (``evaluate.evaluate_finalist_specs``:
     finalists of one model together, over one dense prefix cache) on the run's item draw
     (``items.run_draw``: RUN_DIR/items.parquet, written before any evaluation, reused on resume);
@@ -256,7 +258,7 @@ def evaluate_finalists(
             "items_per_model": used,
             "items_total": sum(used.values()),
             "fixed_items_total": looks[-1] * len(keys),
-            "contrasts": design.table(used, j + 1),
+            "contrasts": [r.to_dict() for r in design.table(used, j + 1)],
         }
         write_json_atomic(run_dir / "looks.json", summary)
         res_path = run_dir / "result.json"
@@ -289,7 +291,7 @@ class _Evaluator:
             broker,
             draw,
         )
-        self.numbers: dict[str, dict] = {}
+        self.numbers: dict[str, FinalistNumbers] = {}
         self.rows: dict[str, list[dict]] = {}
         self.model: tuple | None = None  # (model, tokenizer), loaded at the first local evaluation
         self.on_share = on_share
@@ -298,7 +300,7 @@ class _Evaluator:
             f, fi = run_dir / "evals" / f"{key}.json", run_dir / "evals" / f"{key}.items.parquet"
             self.rows[key] = pq.read_table(fi).to_pylist() if fi.exists() else []
             if f.exists():
-                self.numbers[key] = json.loads(f.read_text())
+                self.numbers[key] = FinalistNumbers.from_dict(json.loads(f.read_text()))
         self.bar = tqdm(
             total=len(jobs), initial=len(self.numbers), desc="downstream eval", unit="model", disable=not progress
         )
@@ -318,7 +320,7 @@ class _Evaluator:
         for key in keys:
             old = self.numbers.get(key)
             if (old is None and not self.perplexity_last) or not self.native_only():
-                if old is not None and old.get("items_used") == n:
+                if old is not None and old.items_used == n:
                     continue
                 need, fresh = want, True
             else:
@@ -326,7 +328,7 @@ class _Evaluator:
                 need = {t: [d for d in ds if (t, d) not in have] for t, ds in want.items()}
                 fresh = False
                 if not any(need.values()):
-                    if old is None or old.get("items_used") != len(have):  # rows written, numbers not (interrupted)
+                    if old is None or old.items_used != len(have):  # rows written, numbers not (interrupted)
                         self.save(key, self.merged(key))
                     continue
             groups.setdefault((fresh, tuple((t, tuple(v)) for t, v in need.items())), []).append(key)
@@ -334,7 +336,8 @@ class _Evaluator:
             self.evaluate(share_keys, {t: list(v) for t, v in need}, fresh)
 
     def lacks_perplexity(self, key: str) -> bool:
-        return any(f"ppl_{name}" not in self.numbers.get(key, {}) for name in self.cfg.eval.perplexity)
+        old = self.numbers.get(key, FinalistNumbers())
+        return any(name not in old.perplexity for name in self.cfg.eval.perplexity)
 
     def perplexities(self, keys: list[str]) -> None:
         """Measures eval.perplexity for every job of ``keys`` whose numbers lack it (after the looks of
@@ -396,7 +399,7 @@ class _Evaluator:
                     fresh,
                 )
 
-    def finish(self, share: list[str], res: tuple[list[dict], list[dict]], fresh: bool) -> None:
+    def finish(self, share: list[str], res: tuple[list[FinalistNumbers], list[dict]], fresh: bool) -> None:
         from ghostsearch.evaluation_native import write_item_rows
 
         results, rows = res
@@ -407,35 +410,33 @@ class _Evaluator:
             write_item_rows(self.rows[key], self.run_dir / "evals" / f"{key}.items.parquet")
             if fresh:
                 numbers = finalist_numbers(self.cfg, self.run_dir / "lm_eval", removed, method, results[i])
-                numbers["items_used"] = sum(len(v) for v in self.last_items.values())
+                numbers = numbers.merged(FinalistNumbers(items_used=sum(len(v) for v in self.last_items.values())))
             else:  # the new rows added; perplexities measured now (perplexities()) or as first measured
-                first = {k: v for k, v in results[i].items() if k != "lm_eval"} if key not in self.numbers else {}
-                ppl = {k: v for k, v in results[i].items() if k.startswith(("ppl_", "lambada_"))}
-                numbers = {**first, **self.merged(key), **ppl}
+                first = results[i].without_lm_eval() if key not in self.numbers else FinalistNumbers()
+                numbers = first.merged(self.merged(key), results[i].perplexities())
             self.save(key, numbers)
-        self.bar.set_postfix(last=self.numbers[share[-1]].get("mean_acc", ""))
+        last = self.numbers[share[-1]].mean_acc
+        self.bar.set_postfix(last="" if last is None else last)
         if self.on_share is not None:
             self.on_share(list(share))
 
-    def save(self, key: str, numbers: dict) -> None:
+    def save(self, key: str, numbers: FinalistNumbers) -> None:
         if key not in self.numbers:
             self.bar.update(1)
-        write_json_atomic(self.run_dir / "evals" / f"{key}.json", numbers)  # after the rows: marks the numbers
+        # after the rows: marks the numbers
+        write_json_atomic(self.run_dir / "evals" / f"{key}.json", numbers.to_dict())
         self.numbers[key] = numbers
 
-    def merged(self, key: str) -> dict:
+    def merged(self, key: str) -> FinalistNumbers:
         """The job's numbers over all its rows (perplexities as first measured)."""
         from ghostsearch.evaluate import summarize
         from ghostsearch.evaluation_native import accuracies
 
-        old = self.numbers.get(key, {})
         tasks = list(self.cfg.eval.tasks)
-        keep = {
-            k: v
-            for k, v in old.items()
-            if not any(k.startswith(f"{t}_") for t in tasks) and not k.startswith("mean_acc") and k != "items_used"
-        }
-        return {**keep, **summarize(accuracies(self.rows[key], tasks), tasks), "items_used": self.items_used(key)}
+        keep = self.numbers.get(key, FinalistNumbers()).without_accuracies(tasks)
+        return keep.merged(
+            summarize(accuracies(self.rows[key], tasks), tasks), FinalistNumbers(items_used=self.items_used(key))
+        )
 
     def close(self) -> None:
         self.bar.close()
@@ -512,9 +513,9 @@ def compare(cfg: Config, address: str | None = None, progress: bool = True) -> P
         )
         run.disconnect()  # the pool released, its CPUs/GPUs free for the report
 
-        def numbers(removed, method):
+        def numbers(removed, method) -> FinalistNumbers:
             key = eval_key(removed, method, cfg, held_out)
-            return {**evals[key], "eval_key": key}
+            return replace(evals[key], eval_key=key)
 
         dense = numbers([], "none")
         per_cell = {(r.cell, m): numbers(r.removed, m) for r in results for m in cfg.compare.recovery}

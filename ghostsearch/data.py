@@ -28,9 +28,10 @@ from pathlib import Path
 import torch
 
 from ghostsearch.errors import GhostsearchError
+from ghostsearch.eval_numbers import COMMONSENSE_TASKS
 
 TEXT_DATASETS = ("c4", "wikitext2", "lambada")
-MC_TASKS = ("boolq", "piqa", "hellaswag", "winogrande", "arc_easy", "arc_challenge", "openbookqa", "social_iqa")
+MC_TASKS = COMMONSENSE_TASKS  # the eight commonsense tasks (listed in eval_numbers: their numbers are typed)
 MC_DATASETS = ("commonsense",) + MC_TASKS
 
 # file layout of a data directory (the layout of ../shared/data)

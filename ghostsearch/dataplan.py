@@ -83,13 +83,6 @@ class DataPlan:
             None if ev is None else tuple(EvaluationSet(**e) for e in ev),
         )
 
-    def __getitem__(self, name: str) -> Any:
-        """Read by key, for the bench scripts written when the plan was a dict (``p["held_out"]``);
-        an unknown name is a KeyError. New code reads the attributes."""
-        if name not in {f.name for f in fields(self)}:
-            raise KeyError(name)
-        return getattr(self, name)
-
 
 def resolve(cfg: Config, objective: str, keys: dict) -> Calibration:
     """One calibration's record: asked -> used, fallback, part, count (``keys``: the content keys

@@ -7,7 +7,8 @@
 * ``zero_shot``: lm-eval 0.4.x through ``HFLM(pretrained=<model>)``. With a data directory, or
   offline, the tasks are the YAMLs of ``objectives/tasks`` (lm-eval's prompts and metrics over the
   local JSONL files of ``data.task_file``); online without one, lm-eval's standard tasks.
-* ``evaluate_model``: both, from a config's ``eval`` section. Every result is one flat dict.
+* ``evaluate_model``: both, from a config's ``eval`` section. Every result is an
+  ``eval_numbers.FinalistNumbers`` (its ``to_dict`` is the flat dict of evals/<key>.json).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -22,6 +24,7 @@ import yaml
 
 from ghostsearch import data
 from ghostsearch.errors import GhostsearchError
+from ghostsearch.eval_numbers import FinalistNumbers
 from ghostsearch.evaluation_native import encode_pair  # noqa: F401 (lm-eval's tokenisation; re-exported)
 from ghostsearch.stack import Stack
 from ghostsearch.stats import z_of_level
@@ -121,8 +124,8 @@ def perplexity_suite(
     batch_size: int = 8,
     protocol: str = "quick",
     held_out=(),
-) -> dict:
-    """{'ppl_<dataset>': window perplexity} per dataset (c4: its validation split), plus
+) -> FinalistNumbers:
+    """'ppl_<dataset>': window perplexity per dataset (c4: its validation split), plus
     'lambada_acc' and 'lambada_lastword_ppl' (last word, the first ``limit`` passages) when lambada is listed.
     ``held_out``: sets this run calibrated on, read only in their evaluation half (data.part_of)."""
     seq_len, max_seq = protocol_windows(model, protocol, seq_len, max_seq)
@@ -134,7 +137,7 @@ def perplexity_suite(
             out["lambada_acc"], out["lambada_lastword_ppl"] = lambada_last_word(
                 model, tokenizer, texts[:limit], batch_size
             )
-    return out
+    return FinalistNumbers.from_dict(out)
 
 
 def corpus(tokenizer, name: str, data_dir: str | None = None, held_out=()) -> tuple[list[str], torch.Tensor]:
@@ -143,7 +146,9 @@ def corpus(tokenizer, name: str, data_dir: str | None = None, held_out=()) -> tu
     return texts, data.tokenize_corpus(tokenizer, texts)
 
 
-def perplexity_finalists(model, tokenizer, finalists, cfg_eval, data_dir: str | None = None, held_out=()) -> list[dict]:
+def perplexity_finalists(
+    model, tokenizer, finalists, cfg_eval, data_dir: str | None = None, held_out=()
+) -> list[FinalistNumbers]:
     """``perplexity_suite``'s numbers for finalists, (removed, Operators or None) of the UNPRUNED
     ``model``, over the native engine's dense prefix cache: each window and LAMBADA passage runs
     densely once, every finalist from its start (evaluation_native.run_finalists)."""
@@ -177,7 +182,7 @@ def perplexity_finalists(model, tokenizer, finalists, cfg_eval, data_dir: str | 
             lls, greedy = loglikelihoods_finalists(stack, batches, n, finals, cap, pad_id=pad)
             for o, ll, g in zip(out, lls, greedy):
                 o["lambada_acc"], o["lambada_lastword_ppl"] = g.double().mean().item(), math.exp(-ll.mean().item())
-    return out
+    return [FinalistNumbers.from_dict(o) for o in out]
 
 
 def evaluate_finalist_specs(
@@ -189,11 +194,11 @@ def evaluate_finalist_specs(
     progress: bool = False,
     items: dict[str, list[int]] | None = None,
     perplexity: bool = True,
-) -> tuple[list[dict], list[dict]]:
+) -> tuple[list[FinalistNumbers], list[dict]]:
     """compare's finalists on one model replica (e.g. ``ScorerActor.with_model``): (removed, recovery
     method) pairs repaired by the config's repair path, then perplexities and zero-shot accuracies of
     all of them together (perplexity_finalists, zero_shot_finalists). Returns per finalist
-    ``evaluate_model``'s dict with 'recovery' and 'lm_eval' (lm-eval's results document), and the
+    ``evaluate_model``'s numbers with ``recovery`` and ``lm_eval`` (lm-eval's results document), and the
     per-item rows (``evaluation_native.write_item_rows``). ``items``: {task: doc row numbers} to
     evaluate (default: the config's draw, ``items.draw``); ``perplexity=False``: zero-shot only."""
     from ghostsearch.evaluation_native import fit_finalists
@@ -202,10 +207,10 @@ def evaluate_finalist_specs(
     ppl = (
         perplexity_finalists(model, tokenizer, finalists, cfg.eval, cfg.data_dir, held_out)
         if perplexity
-        else [{} for _ in finalists]
+        else [FinalistNumbers() for _ in finalists]
     )
     zs, rows = zero_shot_finalists(model, tokenizer, finalists, cfg.eval, cfg.data_dir, held_out, progress, items)
-    return [{**p, **z, "recovery": m or "none"} for p, z, (_, m) in zip(ppl, zs, specs)], rows
+    return [p.merged(z, FinalistNumbers(recovery=m or "none")) for p, z, (_, m) in zip(ppl, zs, specs)], rows
 
 
 # ---------------------------------------------------------------- zero-shot (lm-eval)
@@ -293,7 +298,7 @@ def zero_shot(
     held_out=(),
     raw: dict | None = None,
     items: dict[str, list[int]] | None = None,
-) -> dict:
+) -> FinalistNumbers:
     """lm-eval zero-shot accuracy: {'<task>_acc', '<task>_acc_norm' (where lm-eval reports it),
     '<task>_acc_stderr' (binomial, as lm-eval's), '<task>_n' (documents scored), 'mean_acc' with
     'mean_acc_stderr' (tasks independent: sqrt(sum se^2) / T) and its 95% interval
@@ -303,7 +308,7 @@ def zero_shot(
     ``samples`` (lm-eval's other tasks then run whole); else every task's first ``limit`` documents."""
     tasks = check_tasks(tasks, data_dir)
     if not tasks:
-        return {}
+        return FinalistNumbers()
     from lm_eval import simple_evaluate
     from lm_eval.models.huggingface import HFLM
     from lm_eval.tasks import TaskManager
@@ -355,19 +360,23 @@ def zero_shot(
         res = run(specs, None if samples else limit, samples)
     if raw is not None:
         raw.update(res)
-    out = {}
+    out: dict = {}
     for t in map(task_name, tasks):
         for metric, v in res["results"][t].items():  # acc, acc_norm, ... of lm-eval's unfiltered output
             name, _, filt = metric.partition(",")
             if filt == "none" and not name.endswith("_stderr") and isinstance(v, (int, float)):
                 out[f"{t}_{name}"] = float(v)
         out[f"{t}_n"] = int(res["n-samples"][t]["effective"])
-    return summarize(out, tasks)
+    return summarize(FinalistNumbers.from_dict(out), tasks)
 
 
-def summarize(out: dict, tasks) -> dict:
+def summarize(numbers: FinalistNumbers, tasks) -> FinalistNumbers:
     """Adds '<task>_acc_stderr', 'mean_acc', 'mean_acc_stderr', 'mean_acc_lo'/'_hi' to per-task
     accuracies (the mean over the tasks that report ``acc``; lm-eval tasks without it are left out)."""
+    return FinalistNumbers.from_dict(_summarize(numbers.to_dict(), tasks), lm_eval=numbers.lm_eval)
+
+
+def _summarize(out: dict, tasks) -> dict:
     tasks = [t for t in map(task_name, tasks) if f"{t}_acc" in out]
     for t in tasks:
         out[f"{t}_acc_stderr"] = binomial_stderr(out[f"{t}_acc"], out[f"{t}_n"])
@@ -384,7 +393,7 @@ def summarize(out: dict, tasks) -> dict:
 # ---------------------------------------------------------------- both
 def evaluate_model(
     model, tokenizer, cfg_eval, data_dir: str | None = None, held_out=(), raw: dict | None = None
-) -> dict:
+) -> FinalistNumbers:
     """Perplexities and zero-shot accuracies of ``model`` as set by a Config's ``eval`` section;
     ``held_out``: sets the run calibrated on (their evaluation half only, see dataplan)."""
     out = perplexity_suite(
@@ -401,9 +410,8 @@ def evaluate_model(
     )
     res = zero_shot_finalists(model, tokenizer, [((), None)], cfg_eval, data_dir, held_out)[0][0]
     if raw is not None:
-        raw.update(res.pop("lm_eval", {}))
-    out.update({k: v for k, v in res.items() if k != "lm_eval"})
-    return out
+        raw.update(res.lm_eval or {})
+    return out.merged(res.without_lm_eval())
 
 
 def zero_shot_finalists(
@@ -415,11 +423,11 @@ def zero_shot_finalists(
     held_out=(),
     progress: bool = False,
     items: dict[str, list[int]] | None = None,
-) -> tuple[list[dict], list[dict]]:
+) -> tuple[list[FinalistNumbers], list[dict]]:
     """Zero-shot accuracies of finalists, (removed, repair Operators or None) of the UNPRUNED
     ``model``, by ``eval.engine``: ``native`` runs its eight tasks for all finalists in one pass over
     a dense prefix cache (evaluation_native); lm-eval runs the rest on each finalist physically
-    pruned and repaired. Returns (per finalist: ``zero_shot``'s dict plus 'lm_eval', lm-eval's
+    pruned and repaired. Returns (per finalist: ``zero_shot``'s numbers with ``lm_eval``, lm-eval's
     results document; per item: native rows, ``evaluation_native.write_item_rows``). Both engines
     evaluate the same items of the eight tasks: ``items`` ({task: doc row numbers}), else the
     config's draw (``items.draw``: eval.seed, eval.sample, eval.limit, eval.max_items ...)."""
@@ -430,7 +438,7 @@ def zero_shot_finalists(
 
     tasks = check_tasks(cfg_eval.tasks, data_dir)
     native = [t for t in tasks if t in NATIVE_TASKS] if cfg_eval.engine == "native" else []
-    results: list[dict] = [{} for _ in finalists]
+    results: list[FinalistNumbers] = [FinalistNumbers() for _ in finalists]
     rows: list[dict] = []
     stats: dict = {"split_docs": {}}
     if items is None and any(t in data.MC_TASKS for t in tasks):
@@ -448,24 +456,29 @@ def zero_shot_finalists(
             stats=stats,
             items=items,
         )
-    for res in results:
-        res["lm_eval"] = lm_eval_document(res, native, cfg_eval, stats["split_docs"])
+    results = [replace(r, lm_eval=lm_eval_document(r, native, cfg_eval, stats["split_docs"])) for r in results]
     rest = [t for t in tasks if t not in native]
-    for (removed, ops), res in zip(finalists, results) if rest else ():
+    for i, (removed, ops) in enumerate(finalists if rest else ()):
         m = model if not removed else pruned_model(model, ops) if ops else physically_prune(model, removed)
         raw: dict = {}
-        res.update(zero_shot(m, tokenizer, rest, cfg_eval.limit, cfg_eval.batch_size, data_dir, held_out, raw, items))
-        res["lm_eval"] = {k: {**res["lm_eval"].get(k, {}), **v} if isinstance(v, dict) else v for k, v in raw.items()}
+        res = results[i].merged(
+            zero_shot(m, tokenizer, rest, cfg_eval.limit, cfg_eval.batch_size, data_dir, held_out, raw, items)
+        )
+        doc = results[i].lm_eval or {}
+        results[i] = replace(
+            res, lm_eval={k: {**doc.get(k, {}), **v} if isinstance(v, dict) else v for k, v in raw.items()}
+        )
     return [summarize(r, tasks) if tasks else r for r in results], rows
 
 
-def lm_eval_document(res: dict, tasks, cfg_eval, split_docs: dict) -> dict:
+def lm_eval_document(numbers: FinalistNumbers, tasks, cfg_eval, split_docs: dict) -> dict:
     """What lm-eval's ``simple_evaluate`` returns for natively evaluated ``tasks`` (results with
     ``acc,none`` and ``acc_stderr,none``, n-samples, n-shot, versions, configs, higher_is_better),
     so lmeval_results writes the same results file whichever engine ran (``split_docs``: documents
     in each task's split, lm-eval's 'original'); {} without tasks."""
     if not tasks:
         return {}
+    res = numbers.to_dict()
     doc: dict = {k: {} for k in ("results", "n-samples", "n-shot", "versions", "configs", "higher_is_better")}
     for t in tasks:
         cfg = yaml.safe_load((TASKS_DIR / f"{t}.yaml").read_text())

@@ -21,8 +21,8 @@ lists it). The computation differs in two ways:
   skipping blocks, with the repair as patches. States are kept for a chunk of micro-batches at a
   time, as many as fit in ``eval.cache_gib`` (on the CPU with ``offload``).
 
-Per finalist the result is the flat dict of ``evaluate.zero_shot`` (``<task>_acc``,
-``<task>_acc_norm``, ``<task>_n``, ``mean_acc``); per item one row (``item_rows`` schema).
+Per finalist the result is an ``eval_numbers.FinalistNumbers`` (``<task>_acc``, ``<task>_acc_norm``,
+``<task>_n`` in its flat form, as ``evaluate.zero_shot``'s); per item one row (``item_rows`` schema).
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ import yaml
 
 from ghostsearch import data
 from ghostsearch.errors import GhostsearchError
+from ghostsearch.eval_numbers import FinalistNumbers
 from ghostsearch.stack import Batch, Stack, check_removed, run_start
 
 if TYPE_CHECKING:
@@ -366,13 +367,13 @@ def evaluate_finalists_native(
     offload: bool = False,
     stats: dict | None = None,
     items: dict[str, list[int]] | None = None,
-) -> tuple[list[dict], list[dict]]:
+) -> tuple[list[FinalistNumbers], list[dict]]:
     """Zero-shot accuracies of every finalist on ``tasks`` (default ``cfg_eval.tasks``; the run's
     item draw, ``items.draw``: eval.seed, eval.sample, eval.limit, eval.max_items ...; or ``items``,
     {task: doc row numbers}; micro-batches of ``cfg_eval.batch_size`` items; at most
     ``cfg_eval.cache_gib`` of cached dense states; ``held_out`` tasks in their evaluation half).
-    ``finalists``: (removed, Operators or None) pairs of the UNPRUNED ``model``. Returns one dict
-    per finalist ({'<task>_acc', '<task>_acc_norm' where lm-eval reports it, '<task>_n'}) and one
+    ``finalists``: (removed, Operators or None) pairs of the UNPRUNED ``model``. Returns the numbers
+    of each finalist ('<task>_acc', '<task>_acc_norm' where lm-eval reports it, '<task>_n') and one
     row per finalist x document (``write_item_rows``; ``doc`` = the row number in the task's file)."""
     from tqdm.auto import tqdm
 
@@ -438,13 +439,13 @@ def evaluate_finalists_native(
             results[f][f"{task}_n"] = n
         stats.setdefault("task_seconds", {})[task] = time.perf_counter() - t0
         stats["items"] = stats.get("items", 0) + len(docs[task]) * len(finals)
-    return results, rows
+    return [FinalistNumbers.from_dict(r) for r in results], rows
 
 
-def accuracies(rows: list[dict], tasks) -> dict:
-    """{'<task>_acc', '<task>_acc_norm' (where lm-eval reports it), '<task>_n'} of one model's
+def accuracies(rows: list[dict], tasks) -> FinalistNumbers:
+    """'<task>_acc', '<task>_acc_norm' (where lm-eval reports it), '<task>_n' of one model's
     per-item rows (``write_item_rows``'s columns), as ``evaluate_finalists_native`` computes them."""
-    out = {}
+    out: dict = {}
     for t in tasks:
         mine = [r for r in rows if r["task"] == t]
         n = len(mine)
@@ -452,7 +453,7 @@ def accuracies(rows: list[dict], tasks) -> dict:
         if reports_norm(t):
             out[f"{t}_acc_norm"] = sum(r["pred_norm"] == r["gold"] for r in mine) / n if n else math.nan
         out[f"{t}_n"] = n
-    return out
+    return FinalistNumbers.from_dict(out)
 
 
 def method_name(plan: Plan) -> str:

@@ -24,12 +24,14 @@ passes no level on. Without a margin only rejections decide.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
 
 import numpy as np
 
 from ghostsearch import stats
+from ghostsearch.errors import GhostsearchError
 
 MIN_ITEMS_PER_TASK = 2  # a look whose items give some task fewer is not tested (its z is NaN: not decided)
 
@@ -39,6 +41,48 @@ class Contrast:
     name: str
     left_key: str
     right_key: str
+
+
+@dataclass(frozen=True)
+class ContrastRow:
+    """One contrast as the looks decided it: a row of RUN_DIR/looks.json's ``contrasts`` (and of
+    result.json's ``adaptive``), written by ``Design.table`` and read by the report. ``to_dict`` is
+    the JSON row, its keys in this order; ``from_dict`` refuses a key that is not a field."""
+
+    contrast: str
+    left_key: str
+    right_key: str
+    decided: bool
+    verdict: str  # differs | within margin | open
+    decided_at_look: int | None  # 1-based; None while open
+    look_items: int  # items per model at the look reported (the deciding one, else the last run)
+    estimate: float
+    z: float
+    se: float
+    level: float  # the local level and bound of the sequential Holm rule there
+    bound: float
+    sign: int  # of a rejected contrast's z (0 otherwise)
+    z_by_look: list[float]
+    margin: float | None
+    rci: list[float]  # the repeated confidence interval at that look (NaN without a margin)
+    rci_level: float | None
+    items_left: int | None
+    items_right: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ContrastRow:
+        names = [f.name for f in fields(cls)]
+        unknown = [k for k in d if k not in names]
+        missing = [k for k in names if k not in d]
+        if unknown or missing:
+            raise GhostsearchError(
+                f"looks.json contrast row: unknown keys {unknown}, missing keys {missing}; "
+                f"a row has exactly {', '.join(names)}"
+            )
+        return cls(**d)
 
 
 @dataclass
@@ -111,7 +155,7 @@ class Design:
     def finished(self) -> bool:
         return bool(self.contrasts) and all(self.decided())
 
-    def table(self, items_used: dict[str, int], looks_run: int) -> list[dict]:
+    def table(self, items_used: dict[str, int], looks_run: int) -> list[ContrastRow]:
         """One row per contrast: the look (1-based) at which it was decided, its estimate and z there
         (or at the last look run), the local level and bound, the items each side used."""
         out = []
@@ -122,27 +166,27 @@ class Design:
             at = d.look if d is not None and rejected and d.look is not None else w if w is not None else looks_run - 1
             half = rci[at] * self.se[i][at] if rci else math.nan
             out.append(
-                {
-                    "contrast": c.name,
-                    "left_key": c.left_key,
-                    "right_key": c.right_key,
-                    "decided": rejected or w is not None,
-                    "verdict": "differs" if rejected else "within margin" if w is not None else "open",
-                    "decided_at_look": at + 1 if rejected or w is not None else None,
-                    "look_items": self.looks[at],
-                    "estimate": self.estimate[i][at],
-                    "z": self.z[i][at],
-                    "se": self.se[i][at],
-                    "level": d.alpha if d else math.nan,
-                    "bound": d.bound if d else math.nan,
-                    "sign": d.sign if d is not None and rejected else 0,
-                    "z_by_look": self.z[i][:looks_run],
-                    "margin": self.margin,
-                    "rci": [self.estimate[i][at] - half, self.estimate[i][at] + half],
-                    "rci_level": 1 - self.alpha / len(self.contrasts) if rci else None,
-                    "items_left": items_used.get(c.left_key),
-                    "items_right": items_used.get(c.right_key),
-                }
+                ContrastRow(
+                    contrast=c.name,
+                    left_key=c.left_key,
+                    right_key=c.right_key,
+                    decided=rejected or w is not None,
+                    verdict="differs" if rejected else "within margin" if w is not None else "open",
+                    decided_at_look=at + 1 if rejected or w is not None else None,
+                    look_items=self.looks[at],
+                    estimate=self.estimate[i][at],
+                    z=self.z[i][at],
+                    se=self.se[i][at],
+                    level=d.alpha if d else math.nan,
+                    bound=d.bound if d else math.nan,
+                    sign=d.sign if d is not None and rejected else 0,
+                    z_by_look=self.z[i][:looks_run],
+                    margin=self.margin,
+                    rci=[self.estimate[i][at] - half, self.estimate[i][at] + half],
+                    rci_level=1 - self.alpha / len(self.contrasts) if rci else None,
+                    items_left=items_used.get(c.left_key),
+                    items_right=items_used.get(c.right_key),
+                )
             )
         return out
 

@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 
 from ghostsearch.config import Config
+from ghostsearch.eval_numbers import FinalistNumbers
 from ghostsearch.rundir import close_run_dir, open_run_dir
 from ghostsearch.rundir.remote import stage
 from ghostsearch.tracking import Tracker, check_trackers
@@ -35,7 +36,7 @@ class RunOutputs:
         self.tracker.cell(res)
         self.staged.push()
 
-    def finalist(self, cell: str, recovery: str, numbers: dict) -> None:
+    def finalist(self, cell: str, recovery: str, numbers: FinalistNumbers) -> None:
         self.tracker.finalist(cell, recovery, numbers)
 
     def close(self, ok: bool = True) -> None:

@@ -445,11 +445,12 @@ def measure_report(cfg, n_blocks: int, data_plan: Any = None) -> float:
     import numpy as np
 
     from ghostsearch.config import protected_blocks
+    from ghostsearch.eval_numbers import FinalistNumbers, TaskNumbers
     from ghostsearch.report import comparison_table, write_report
 
     free = [b for b in range(n_blocks) if b not in set(protected_blocks(cfg, n_blocks))] or list(range(n_blocks))
     results, evals = [], {}
-    tasks = {f"{t}_acc": 0.5 for t in cfg.eval.tasks}
+    tasks = {t: TaskNumbers(acc=0.5) for t in cfg.eval.tasks}
     for i, c in enumerate(grid_cells(cfg)):
         removed = sorted({free[(i + j) % len(free)] for j in range(c.k)})
         name = c.name
@@ -469,8 +470,10 @@ def measure_report(cfg, n_blocks: int, data_plan: Any = None) -> float:
             }
         )
         for j, m in enumerate(cfg.compare.recovery):
-            evals[(name, m)] = {**tasks, "mean_acc": 0.5 - 0.01 * i + 0.005 * j, "eval_key": f"{i}-{j}"}
-    table = comparison_table(cfg, results, evals, {**tasks, "mean_acc": 0.55, "eval_key": "dense"}, data_plan)
+            evals[(name, m)] = FinalistNumbers(tasks=tasks, mean_acc=0.5 - 0.01 * i + 0.005 * j, eval_key=f"{i}-{j}")
+    table = comparison_table(
+        cfg, results, evals, FinalistNumbers(tasks=tasks, mean_acc=0.55, eval_key="dense"), data_plan
+    )
     rng = np.random.default_rng(0)
     a = rng.normal(size=(n_blocks, 8))
     sim = np.corrcoef(a)

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Literal
 
 from ghostsearch.errors import GhostsearchError
+from ghostsearch.eval_numbers import FinalistNumbers
 
 TRACKERS = {"mlflow": "mlflow", "tensorboard": "tensorboard", "wandb": "wandb"}  # name -> package it needs
 log = logging.getLogger(__name__)
@@ -200,11 +201,11 @@ class Tracker:
         self._each("metrics", rows)
         self._each("text", f"{c}/removed", ",".join(map(str, res["removed"])))
 
-    def finalist(self, cell: str, recovery: str, numbers: dict) -> None:
-        """A finalist's downstream numbers (perplexities, accuracies)."""
+    def finalist(self, cell: str, recovery: str, numbers: FinalistNumbers) -> None:
+        """A finalist's downstream numbers (perplexities, accuracies: the numeric keys of its flat form)."""
         ms = {
             f"{cell}/{recovery}/{k}": float(v)
-            for k, v in numbers.items()
+            for k, v in numbers.to_dict().items()
             if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
         }
         if ms:

@@ -109,7 +109,7 @@ def run(args) -> None:
                 "held_out": ",".join(held_out),
                 **evaluate_model(
                     model, load_tokenizer(args.target), cfg.eval, cfg.data_dir, held_out=held_out, raw=raw
-                ),
+                ).to_dict(),
             }
         )
         if lm_dir is not None:
@@ -138,7 +138,7 @@ def run(args) -> None:
                     "value": value,
                     "recovery": args.recovery,
                     "held_out": ",".join(held_out),
-                    **res,
+                    **res.to_dict(),
                 }
             )
             print_json(rows[-1])

@@ -17,6 +17,7 @@ import pyarrow as pa
 from ghostsearch import claims as claims_mod
 from ghostsearch.claims import RULE, ClaimRow, ItemMatrix, all_claims, contrast_claims, family, finalists
 from ghostsearch.io import write_text_atomic
+from ghostsearch.looks import ContrastRow
 from ghostsearch.report.plots import plot_accuracy, plot_convergence, plot_correlations, plot_patterns, plot_similarity
 from ghostsearch.report.summary import best_at_budget, correlations, paired_accuracy, spread, summary
 
@@ -24,39 +25,38 @@ if TYPE_CHECKING:
     from ghostsearch.dataplan import DataPlan
 
 
-def sequential_rows(looks: list[dict]) -> list[ClaimRow]:
+def sequential_rows(looks: list[ContrastRow]) -> list[ClaimRow]:
     """The contrasts of an adaptive run as decided by its looks (RUN_DIR/looks.json's ``contrasts``:
     stats.sequential_holm over the looks), not tested again: holds / does not hold by the sign of a
     rejected contrast's estimate, else within noise at the items of the last look run."""
     out = []
     for c in looks:
-        decided, est = bool(c.get("decided")), c.get("estimate")
-        at = c.get("decided_at_look")
+        decided, est = bool(c.decided), c.estimate
+        at = c.decided_at_look
         note = (
-            f"decided at look {at} ({c.get('look_items')} items per model): |z| = {abs(c.get('z') or 0):.2f} >= "
-            f"{c.get('bound', math.nan):.2f} at level {c.get('level', math.nan):.4g}"
+            f"decided at look {at} ({c.look_items} items per model): |z| = {abs(c.z or 0):.2f} >= "
+            f"{c.bound:.2f} at level {c.level:.4g}"
             if decided
-            else f"undecided after {c.get('look_items')} items per model "
-            f"(bound {c.get('bound', math.nan):.2f} at level {c.get('level', math.nan):.4g})"
+            else f"undecided after {c.look_items} items per model (bound {c.bound:.2f} at level {c.level:.4g})"
         )
-        within = c.get("verdict") == "within margin"
+        within = c.verdict == "within margin"
         if within:
-            lo, hi = c.get("rci") or (math.nan, math.nan)
+            lo, hi = c.rci or (math.nan, math.nan)
             note = (
-                f"decided at look {at} ({c.get('look_items')} items per model): within +-{c.get('margin')}, "
-                f"repeated interval [{lo:+.3f}, {hi:+.3f}] at level {c.get('rci_level', math.nan):.4g}"
+                f"decided at look {at} ({c.look_items} items per model): within +-{c.margin}, "
+                f"repeated interval [{lo:+.3f}, {hi:+.3f}] at level {c.rci_level:.4g}"
             )
         verdict = (
             "within margin"
             if within
-            else ("holds" if (c.get("sign") or (est or 0)) > 0 else "does not hold")
+            else ("holds" if (c.sign or (est or 0)) > 0 else "does not hold")
             if decided
             else "within noise"
         )
         out.append(
             ClaimRow(
-                claim=c.get("contrast", ""),
-                condition=f"{c.get('left_key')} - {c.get('right_key')}",
+                claim=c.contrast,
+                condition=f"{c.left_key} - {c.right_key}",
                 paper="pre-registered; sequential Holm over the looks",
                 ours=est,
                 lo=None,
@@ -75,7 +75,7 @@ def verdict_rows(
     contrasts=(),
     n_boot: int = 2000,
     seed: int = 0,
-    looks: list[dict] | None = None,
+    looks: list[ContrastRow] | None = None,
 ) -> list[ClaimRow]:
     """The run's verdict rows as ONE family (claims.family: Holm at 0.05): the pre-registered
     contrasts first, then every claim of claims.all_claims. With adaptive looks (``looks``: the
@@ -87,13 +87,15 @@ def verdict_rows(
     return family(contrast_claims(matrix, list(contrasts), n_boot, seed) + all_claims(rows, matrix, n_boot, seed))
 
 
-def _looks(run_dir: Path) -> list[dict] | None:
+def _looks(run_dir: Path) -> list[ContrastRow] | None:
     f = run_dir / "looks.json"
     if not f.exists():
         return None
     data = json.loads(f.read_text())
     rows = data.get("contrasts") if isinstance(data, dict) else None
-    return rows if rows and isinstance(rows, list) and isinstance(rows[0], dict) else None
+    if not (rows and isinstance(rows, list) and isinstance(rows[0], dict)):
+        return None
+    return [ContrastRow.from_dict(r) for r in rows]
 
 
 def _looks_table(run_dir: Path) -> list[str]:

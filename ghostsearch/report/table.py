@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
+from ghostsearch.eval_numbers import FinalistNumbers
 from ghostsearch.rundir.cell import CellResult
 
 if TYPE_CHECKING:
@@ -17,25 +18,28 @@ ACC_KEYS = ("mean_acc", "ppl_wikitext2", "ppl_c4", "ppl_lambada")
 def comparison_table(
     cfg,
     results: list[CellResult] | list[dict],
-    evals: dict,
-    dense: dict | None = None,
+    evals: dict[tuple[str, str], FinalistNumbers],
+    dense: FinalistNumbers | None = None,
     data_plan: DataPlan | None = None,
 ) -> pa.Table:
     """One row for the dense model (first), then one per (cell, recovery): the cell's search result,
-    its downstream numbers, and the change against the dense model (``delta_<metric>``). A result
-    given in its JSON form (plan's stand-ins) is read as a CellResult first."""
+    its downstream numbers (``evals``: by (cell, recovery); their numeric fields in their flat form,
+    ``FinalistNumbers.to_dict``), and the change against the dense model (``delta_<metric>``). A
+    result given in its JSON form (plan's stand-ins) is read as a CellResult first."""
     calib = {r.role.split(":", 1)[1]: r.used for r in data_plan.calibration} if data_plan else {}
     held_out = ",".join(data_plan.held_out) if data_plan else ""
     rows = []
+    base = dense.to_dict() if dense is not None else {}
 
-    def metrics(row, e):
-        row["eval_key"] = e.get("eval_key")  # joins RUN_DIR/eval_items.parquet (column key)
+    def metrics(row, numbers: FinalistNumbers):
+        row["eval_key"] = numbers.eval_key  # joins RUN_DIR/eval_items.parquet (column key)
+        e = numbers.to_dict()
         for key, v in sorted(e.items()):
             if isinstance(v, (int, float)) and not isinstance(v, bool):
                 row[key] = float(v)
         for key in ACC_KEYS:
-            if dense and key in e and key in dense:
-                row[f"delta_{key}"] = float(e[key]) - float(dense[key])
+            if base and key in e and key in base:
+                row[f"delta_{key}"] = float(e[key]) - float(base[key])
         return row
 
     if dense is not None:
@@ -58,7 +62,7 @@ def comparison_table(
         )
     for r in (x if isinstance(x, CellResult) else CellResult.from_dict(x) for x in results):
         for rec in cfg.compare.recovery:
-            e = evals.get((r.cell, rec), {})
+            e = evals.get((r.cell, rec), FinalistNumbers())
             row = {
                 "cell": r.cell,
                 "searcher": r.searcher,

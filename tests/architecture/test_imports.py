@@ -131,6 +131,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "contrasts",
             "lmeval_results",
             "looks",
+            "eval_numbers",
         ],
     ),  # helpers that know no model, no run: anyone may use them
     ("search", ["search"]),  # ask/tell over removed sets; no model, no torch

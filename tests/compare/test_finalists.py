@@ -61,10 +61,11 @@ def test_on_the_pool_equals_local(tmp_path, tiny_model_dir, local_ray):
     spread = evaluate_finalists(cfg, there, jobs, progress=False, broker=broker)
     assert len(local) == len(spread) == 3
     for key, res in local.items():
-        assert set(spread[key]) == set(res)
-        for name, v in res.items():
-            assert spread[key][name] == (pytest.approx(v, rel=1e-4) if isinstance(v, float) else v), name
-        assert json.loads((there / "evals" / f"{key}.json").read_text()) == spread[key]
+        got = spread[key].to_dict()
+        assert set(got) == set(res.to_dict())
+        for name, v in res.to_dict().items():
+            assert got[name] == (pytest.approx(v, rel=1e-4) if isinstance(v, float) else v), name
+        assert json.loads((there / "evals" / f"{key}.json").read_text()) == got
     assert local[eval_key([1, 2], "ghosted", cfg)] != local[eval_key([3, 4], "ghosted", cfg)]
     # per-item predictions of every job, the same wherever they ran; lm-eval results files per model
     a, b = (pq.read_table(d / "eval_items.parquet").to_pylist() for d in (here, there))

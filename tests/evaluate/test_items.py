@@ -160,5 +160,5 @@ def test_both_engines_evaluate_the_same_drawn_items(smollm2_tokenizer_dir, data_
     ref, no_rows = zero_shot_finalists(model, tok, [((), None)], cfg, data_dir)
     assert no_rows == []
     for t in drawn:
-        assert ref[0][f"{t}_n"] == native[0][f"{t}_n"] == 5
-        assert ref[0][f"{t}_acc"] == native[0][f"{t}_acc"], t
+        assert ref[0].tasks[t].n == native[0].tasks[t].n == 5
+        assert ref[0].tasks[t].acc == native[0].tasks[t].acc, t

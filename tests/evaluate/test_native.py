@@ -188,7 +188,8 @@ def assert_lm_eval_parity(model, tok, finalists, n, data_dir):
     from lm_eval.models.huggingface import HFLM
     from lm_eval.tasks import TaskManager
 
-    results, rows = zero_shot_finalists(model, tok, finalists, eval_cfg(n), data_dir)
+    numbers, rows = zero_shot_finalists(model, tok, finalists, eval_cfg(n), data_dir)
+    results = [r.to_dict() for r in numbers]
     for f, (removed, ops) in enumerate(finalists):
         ref = simple_evaluate(
             model=HFLM(pretrained=reference_model(model, removed, ops), tokenizer=tok, batch_size=4),
@@ -238,7 +239,7 @@ def test_finalist_perplexities_equal_perplexity_suite(tiny, data_dir):
     model, tok = tiny
     cfg = eval_cfg(6, perplexity=sorted({PROSE, "lambada"}), ppl_seq_len=64, ppl_max_seq=5)
     finalists = [((), None), ((1, 4), None), ((1, 4), ghosted(model, tok, (1, 4), data_dir))]
-    ours = perplexity_finalists(model, tok, finalists, cfg, data_dir)
+    ours = [r.to_dict() for r in perplexity_finalists(model, tok, finalists, cfg, data_dir)]
     for (removed, ops), got in zip(finalists, ours):
         ref = perplexity_suite(
             reference_model(model, removed, ops),
@@ -249,7 +250,7 @@ def test_finalist_perplexities_equal_perplexity_suite(tiny, data_dir):
             data_dir,
             limit=6,
             batch_size=4,
-        )
+        ).to_dict()
         windows = {k: got.pop(k) for k in list(got) if k.endswith("_window_nll")}
         assert got.keys() == ref.keys()
         for k in ref:
@@ -294,7 +295,7 @@ def test_finalists_on_the_pool_equal_local(tiny_model_dir, data_dir, ray_local):
         remote[i::2] = res
     model, tok = load_model(cfg.model, dtype=cfg.dtype)
     local, _ = evaluate_finalist_specs(model, tok, cfg, specs)
-    for r, l in zip(remote, local):
+    for r, l in zip((x.to_dict() for x in remote), (x.to_dict() for x in local)):
         assert r.keys() == l.keys() and r["recovery"] == l["recovery"]
         for k, v in l.items():
             if isinstance(v, float):

@@ -5,11 +5,15 @@ from __future__ import annotations
 import pytest
 
 from ghostsearch import stats
+from ghostsearch.eval_numbers import FinalistNumbers, TaskNumbers
 from ghostsearch.evaluate import binomial_stderr, summarize
 
 
 def test_mean_accuracy_interval_is_at_the_one_level():
-    out = summarize({"piqa_acc": 0.6, "piqa_n": 100, "arc_easy_acc": 0.55, "arc_easy_n": 80}, ["piqa", "arc_easy"])
+    accs = FinalistNumbers(tasks={"piqa": TaskNumbers(n=100, acc=0.6), "arc_easy": TaskNumbers(n=80, acc=0.55)})
+    numbers = summarize(accs, ["piqa", "arc_easy"])
+    assert numbers.tasks["piqa"].acc_stderr == binomial_stderr(0.6, 100)
+    out = numbers.to_dict()
     se = (binomial_stderr(0.6, 100) ** 2 + binomial_stderr(0.55, 80) ** 2) ** 0.5 / 2
     assert out["mean_acc"] == pytest.approx(0.575) and out["mean_acc_stderr"] == pytest.approx(se)
     lo, hi = out["mean_acc_lo"], out["mean_acc_hi"]

@@ -5,6 +5,7 @@ restates only computed verdicts, and the plots exist."""
 
 from __future__ import annotations
 
+import math
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -109,35 +110,35 @@ def test_report_on_the_pilots_k8_models(tmp_path):
 
 
 def test_an_adaptive_runs_contrasts_come_from_its_looks():
+    from ghostsearch.looks import ContrastRow
     from ghostsearch.report.render import verdict_rows
 
+    def row(contrast, decided, look, items, estimate, z, level, bound, sign):
+        return ContrastRow(
+            contrast=contrast,
+            left_key="a",
+            right_key="b",
+            decided=decided,
+            verdict="differs" if decided else "open",
+            decided_at_look=look,
+            look_items=items,
+            estimate=estimate,
+            z=z,
+            se=0.02,
+            level=level,
+            bound=bound,
+            sign=sign,
+            z_by_look=[z],
+            margin=None,
+            rci=[math.nan, math.nan],
+            rci_level=None,
+            items_left=items,
+            items_right=items,
+        )
+
     looks = [
-        {
-            "contrast": "ghosted - none | k=8",
-            "left_key": "a",
-            "right_key": "b",
-            "decided": True,
-            "decided_at_look": 1,
-            "look_items": 600,
-            "estimate": 0.11,
-            "z": 6.1,
-            "level": 0.025,
-            "bound": 5.38,
-            "sign": 1,
-        },
-        {
-            "contrast": "lorp - shortgpt | k=8",
-            "left_key": "c",
-            "right_key": "d",
-            "decided": False,
-            "decided_at_look": None,
-            "look_items": 2400,
-            "estimate": -0.01,
-            "z": -0.7,
-            "level": 0.05,
-            "bound": 2.0,
-            "sign": 0,
-        },
+        row("ghosted - none | k=8", True, 1, 600, 0.11, 6.1, 0.025, 5.38, 1),
+        row("lorp - shortgpt | k=8", False, None, 2400, -0.01, -0.7, 0.05, 2.0, 0),
     ]
     got = verdict_rows([], None, looks=looks)
     assert [(r.claim, r.verdict) for r in got] == [

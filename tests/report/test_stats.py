@@ -8,6 +8,7 @@ import pytest
 from scipy import stats
 
 from ghostsearch.claims import ClaimRow, Hypothesis, family
+from ghostsearch.eval_numbers import FinalistNumbers
 from ghostsearch.evaluate import binomial_stderr
 from ghostsearch.report import comparison_table, correlations, rank, spearman, spearman_ci, spread, summary
 from ghostsearch.rundir.cell import CellResult
@@ -146,11 +147,15 @@ def test_table_has_the_dense_row_first_and_a_row_per_recovery():
             cache_hits=0,
         )
     ]
+
+    def numbers(acc, ppl):
+        return FinalistNumbers(mean_acc=acc, perplexity={"wikitext2": ppl})
+
     evals = {
-        ("greedy-perplexity-k2-s0", "none"): {"mean_acc": 0.40, "ppl_wikitext2": 60.0},
-        ("greedy-perplexity-k2-s0", "ghosted"): {"mean_acc": 0.44, "ppl_wikitext2": 45.0},
+        ("greedy-perplexity-k2-s0", "none"): numbers(0.40, 60.0),
+        ("greedy-perplexity-k2-s0", "ghosted"): numbers(0.44, 45.0),
     }
-    t = comparison_table(_Cfg, results, evals, dense={"mean_acc": 0.50, "ppl_wikitext2": 30.0}).to_pylist()
+    t = comparison_table(_Cfg, results, evals, dense=numbers(0.50, 30.0)).to_pylist()
     assert [(r["cell"], r["recovery"]) for r in t] == [
         ("dense", "none"),
         ("greedy-perplexity-k2-s0", "none"),
