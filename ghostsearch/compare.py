@@ -235,22 +235,13 @@ def evaluate_finalists(
     looks = list(planned) if planned is not None else [len(draw)]
     design = Design(looks, contrasts, spending=cfg.eval.spending, margin=cfg.eval.margin) if adaptive else None
     run = _Evaluator(cfg, run_dir, jobs_by_key, held_out, progress, broker, draw, on_share, perplexity_last=adaptive)
-    for j, n in enumerate(looks):
-        todo = keys if j == 0 or design is None else sorted(design.open_keys())
-        run.extend(todo, n)
-        if design is not None:
-            design.test(j, {k: run.correct(k) for k in design.open_keys()}, draw.order[:n])
-        if on_look is not None:
-            on_look(j, n)
-        if design is not None and design.finished():
-            break
-    run.perplexities(keys)  # adaptive runs: after the looks (the verdicts need only the items)
-    run.close()
-    if design is not None:
+
+    def record(looks_run: int) -> None:  # RUN_DIR/looks.json (and result.json's "adaptive") after each look
+        assert design is not None
         used = {k: run.items_used(k) for k in keys}
         summary = {
             "looks": looks,
-            "looks_run": j + 1,
+            "looks_run": looks_run,
             "spending": cfg.eval.spending,
             "alpha": design.alpha,
             "margin": design.margin,
@@ -258,12 +249,25 @@ def evaluate_finalists(
             "items_per_model": used,
             "items_total": sum(used.values()),
             "fixed_items_total": looks[-1] * len(keys),
-            "contrasts": [r.to_dict() for r in design.table(used, j + 1)],
+            "contrasts": [r.to_dict() for r in design.table(used, looks_run)],
         }
         write_json_atomic(run_dir / "looks.json", summary)
         res_path = run_dir / "result.json"
         if res_path.exists():
             write_json_atomic(res_path, {**json.loads(res_path.read_text()), "adaptive": summary})
+
+    for j, n in enumerate(looks):
+        todo = keys if j == 0 or design is None else sorted(design.open_keys())
+        run.extend(todo, n)
+        if design is not None:
+            design.test(j, {k: run.correct(k) for k in design.open_keys()}, draw.order[:n])
+            record(j + 1)  # before on_look, so that a commit of the look holds its decisions
+        if on_look is not None:
+            on_look(j, n)
+        if design is not None and design.finished():
+            break
+    run.perplexities(keys)  # adaptive runs: after the looks (the verdicts need only the items)
+    run.close()
     _collect_items(run_dir, keys)
     return {k: run.numbers[k] for k in keys}
 

@@ -116,6 +116,7 @@ def test_adaptive_run_records_its_looks_and_resumes_without_reevaluating(
     assert calls[1][0] == 3 and calls[1][1] == [] and calls[1][2]
     items_asked = calls[0][1]
     assert all("lambada_acc" not in json.loads((tmp_path / "evals" / f"{k}.json").read_text()) for k in keys)
+    assert json.loads((tmp_path / "looks.json").read_text())["looks_run"] == 1  # each look's decisions, kept
     monkeypatch.setattr(evaluate, "perplexity_finalists", real_ppl)
     calls.clear()
     first = evaluate_finalists(short, tmp_path, jobs, progress=False, contrasts=contrasts)
