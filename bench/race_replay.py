@@ -172,6 +172,12 @@ def replay_step(recs: list[dict], params: RaceParams) -> dict:
     N = ev.n
     first = params.schedule(N)[0] / N
     rows_seen = sorted(round(c.fidelity * N) for c in out.told)
+    X = {tuple(r["removed"]): np.asarray(r["row_losses"]) for r in recs}
+    near = 0.0  # what the near-ties cost: rivals whose mean paired difference is < 1/3 of its sd
+    for c in out.told:
+        d = X[c.removed] - X[exact[1]]
+        if c.removed != exact[1] and d.mean() < d.std(ddof=1) / 3:
+            near += c.fidelity
     return {
         "candidates": len(recs),
         "used": used,
@@ -184,6 +190,7 @@ def replay_step(recs: list[dict], params: RaceParams) -> dict:
         "by_rows": {n: rows_seen.count(n) * n / N for n in sorted(set(rows_seen))},
         "floor": 1 + (len(recs) - 1) * first,
         "ideal": ideal(recs, params),
+        "near": near,
     }
 
 
@@ -217,12 +224,13 @@ def ideal(recs: list[dict], params: RaceParams) -> float:
 
 
 def replay(steps: list[list[dict]], params: RaceParams, verbose: bool = True) -> dict:
-    total = exact = floor = best = 0.0
+    total = exact = floor = best = near = 0.0
     same = True
     for t, recs in enumerate(steps, 1):
         r = replay_step(recs, params)
         total, exact, floor = total + r["used"], exact + r["candidates"], floor + r["floor"]
         best += r["ideal"]
+        near += r["near"]
         same &= r["same"]
         if verbose:
             rows = r["rows_seen"]
@@ -234,7 +242,15 @@ def replay(steps: list[list[dict]], params: RaceParams, verbose: bool = True) ->
                 f"candidates by rows seen (rows: candidates (evaluations)) {hist}; winner {list(r['winner'])} "
                 f"{'= exact' if r['same'] else '!= exact ' + str(list(r['exact']))}"
             )
-    return {"used": total, "exact": exact, "ratio": total / exact, "floor": floor, "ideal": best, "same": same}
+    return {
+        "used": total,
+        "exact": exact,
+        "ratio": total / exact,
+        "floor": floor,
+        "ideal": best,
+        "near": near,
+        "same": same,
+    }
 
 
 def live(run_dir: str, steps: list[list[dict]], params: RaceParams) -> None:
@@ -296,12 +312,16 @@ def sweep(steps, grid: list[dict]) -> None:
     for g in grid:
         p = RaceParams(**g)
         out.append((replay(steps, p, verbose=False), p))
-    print(f"| policy | looks at {N} rows | evaluations (of exact) | ratio | floor | ideal | same winners |")
-    print("|---|---|---|---|---|---|---|")
+    print(
+        f"| policy | looks at {N} rows | evaluations (of exact) | ratio | floor | ideal | near-ties' cost "
+        "| same winners |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     for r, p in sorted(out, key=lambda x: (x[0]["used"], x[1].min_rows, x[1].growth)):
         print(
             f"| {describe(p)} | {p.schedule(N)} | {r['used']:.2f} of {r['exact']:.0f} | {r['ratio']:.3f}x | "
-            f"{r['floor'] / r['exact']:.3f}x | {r['ideal'] / r['exact']:.3f}x | {'yes' if r['same'] else 'NO'} |"
+            f"{r['floor'] / r['exact']:.3f}x | {r['ideal'] / r['exact']:.3f}x | {r['near']:.2f} | "
+            f"{'yes' if r['same'] else 'NO'} |"
         )
 
 
@@ -408,6 +428,7 @@ def main() -> None:
     print(
         f"raced {r['used']:.3f} of exact greedy's {r['exact']:.0f} evaluations ({r['ratio']:.3f}x); floor "
         f"{r['floor']:.2f} ({r['floor'] / r['exact']:.3f}x); ideal {r['ideal']:.2f} ({r['ideal'] / r['exact']:.3f}x); "
+        f"near-ties (rivals within 1/3 sd of the winner) cost {r['near']:.2f}; "
         f"every step's winner = exact's: {r['same']}"
     )
 
