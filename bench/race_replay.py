@@ -253,13 +253,17 @@ def replay(steps: list[list[dict]], params: RaceParams, verbose: bool = True) ->
     }
 
 
-def live(run_dir: str, steps: list[list[dict]], params: RaceParams) -> None:
-    """A live raced greedy run's ledger against the replay, step by step: evaluations (the ledger's
-    cost), winner, and the largest difference between a row loss the live race scored (its looks'
-    rows, in race order, stacked by score_rows_many) and the stored one (score_rows, every row)."""
+def live(run_dir: str, steps: list[list[dict]], params: RaceParams, save: str | None = None) -> None:
+    """A live raced greedy run's ledger (a run directory or a saved .parquet) against the replay, step
+    by step: evaluations (the ledger's cost), winner, and the largest difference between a row loss
+    the live race scored (its looks' rows, in race order, stacked by score_rows_many) and the stored
+    one (score_rows, every row)."""
     from ghostsearch.rundir.ledger import read_ledger
 
-    rows = read_ledger(run_dir).to_pylist()
+    table = pq.read_table(run_dir) if run_dir.endswith(".parquet") else read_ledger(run_dir)
+    if save:  # the run's ledger as one file (docs/results/bench-race-64/live-k<k>.parquet)
+        pq.write_table(table, save)
+    rows = table.to_pylist()
     N = len(steps[0][0]["row_losses"])
     order = params.order(N)
     total_live = total_replay = 0.0
@@ -404,7 +408,10 @@ def main() -> None:
         "--decompose", action="store_true", help="the cost of each part of the bound (default and --race policies)"
     )
     ap.add_argument("--bound", action="store_true", help="the false-drop simulation with the default and --race")
-    ap.add_argument("--live", default=None, help="a live raced greedy run directory: its ledger against the replay")
+    ap.add_argument(
+        "--live", default=None, help="a live raced greedy run directory (or its saved ledger .parquet): vs the replay"
+    )
+    ap.add_argument("--save-live", default=None, help="--live: write the run's ledger to this .parquet file")
     args = ap.parse_args()
     if args.score:
         score(args)
@@ -421,7 +428,7 @@ def main() -> None:
         decompose(steps, [RaceParams()] + ([p] if args.race else []))
         return
     if args.live:
-        live(args.live, steps, p)
+        live(args.live, steps, p, args.save_live)
         return
     print(f"replay, k={args.k}, {describe(p)}, {len(steps[0][0]['row_losses'])} rows")
     r = replay(steps, p)
