@@ -1,0 +1,35 @@
+"""bench/race_replay.py on the committed row losses of exact greedy's path at C4 64 x 64
+(docs/results/bench-race-64/step<t>.parquet, issue 27): the library's own racing.run_race, replayed
+with no model, spends what the live raced runs spent (their ledgers are committed beside: 54.625 of
+153 evaluations at k = 6, 69.875 of 196 at k = 8) and picks exact greedy's block at every step; a
+policy that drops the true best is seen as such."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ghostsearch.search.racing import RaceParams
+from tests.conftest import load_bench
+
+RUN = Path(__file__).resolve().parents[2] / "docs" / "results" / "bench-race-64"
+
+
+@pytest.mark.skipif(not (RUN / "step8.parquet").exists(), reason="no committed row losses")
+@pytest.mark.parametrize("k, used, exact", [(6, 54.625, 153), (8, 69.875, 196)])
+def test_replay_spends_what_the_live_race_spent(k, used, exact):
+    rr = load_bench("race_replay")
+    out = rr.replay(rr.load_steps(RUN, k), RaceParams(), verbose=False)
+    assert out["exact"] == exact and out["same"]
+    assert out["used"] == pytest.approx(used, abs=1e-9)
+    assert out["floor"] < out["ideal"] < out["used"] < exact  # the floor, the idealised race, the race
+
+
+@pytest.mark.skipif(not (RUN / "step8.parquet").exists(), reason="no committed row losses")
+def test_a_weaker_promise_loses_the_answer_at_step_8():
+    """delta 0.1 with the default schedule drops the true best at step 8 (a 0.03% near-tie)."""
+    rr = load_bench("race_replay")
+    steps = rr.load_steps(RUN, 8)
+    assert rr.replay_step(steps[7], RaceParams())["same"]
+    assert not rr.replay_step(steps[7], RaceParams(delta=0.1))["same"]
