@@ -31,6 +31,7 @@ from ghostsearch.claims import (
     recovery_comparison,
     render,
 )
+from ghostsearch.comparison_row import ComparisonRow, from_arrow
 
 LORP_PAPER = "LoRP beats ShortGPT / LLM-Streamline without repair (Qwen3-8B, 7 of 36 blocks: 56.65 vs 51.50 % mean acc)"
 
@@ -39,19 +40,19 @@ def fmt(v, p=3):
     return "–" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{p}f}"
 
 
-def mean(rs, key):
-    v = [r[key] for r in rs if r.get(key) is not None and not math.isnan(r[key])]
+def mean(rs: list[ComparisonRow], key: str):
+    v = [x for r in rs if (x := r.column(key)) is not None and not math.isnan(x)]
     return float(np.mean(v)) if v else None
 
 
-def tables(rows: list[dict]) -> str:
+def tables(rows: list[ComparisonRow]) -> str:
     """Per recovery and objective: one line per searcher, calib / ppl WT2 / mean acc per k (means over seeds)."""
     rows = finalists(rows)
-    ks = sorted({r["k"] for r in rows})
-    searchers = list(dict.fromkeys(r["searcher"] for r in rows))
+    ks = sorted({r.k for r in rows})
+    searchers = list(dict.fromkeys(r.searcher for r in rows))
     out = []
-    for rec in sorted({r.get("recovery") or "none" for r in rows}):
-        for obj in sorted({r["objective"] for r in rows}):
+    for rec in sorted({r.rec for r in rows}):
+        for obj in sorted({r.objective for r in rows}):
             out += [
                 f"\n### recovery {rec}, objective {obj}\n",
                 "| searcher | "
@@ -62,14 +63,7 @@ def tables(rows: list[dict]) -> str:
             for s in searchers:
                 cells = []
                 for k in ks:
-                    g = [
-                        r
-                        for r in rows
-                        if (r.get("recovery") or "none") == rec
-                        and r["objective"] == obj
-                        and r["searcher"] == s
-                        and r["k"] == k
-                    ]
+                    g = [r for r in rows if r.rec == rec and r.objective == obj and r.searcher == s and r.k == k]
                     cells += (
                         [
                             fmt(mean(g, "calib_value")),
@@ -88,14 +82,12 @@ def tables(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
-def lorp_claims(rows: list[dict], matrix) -> tuple[list[ClaimRow], list[str]]:
+def lorp_claims(rows: list[ComparisonRow], matrix) -> tuple[list[ClaimRow], list[str]]:
     """LoRP against ShortGPT and Streamline, unrepaired (the LoRP paper's setting), per k, on the
     perplexity-objective cells of seed 0 (their sets do not depend on the objective's search):
     paired accuracy differences (claims) and a perplexity line per k (one evaluation, no interval)."""
     pick = {
-        (r["searcher"], r["k"]): r
-        for r in finalists(rows)
-        if (r.get("recovery") or "none") == "none" and r["objective"] == "perplexity" and r.get("seed") == 0
+        (r.searcher, r.k): r for r in finalists(rows) if r.rec == "none" and r.objective == "perplexity" and r.seed == 0
     }
     pairs, lines = [], []
     for k in sorted({k for _, k in pick}):
@@ -107,14 +99,14 @@ def lorp_claims(rows: list[dict], matrix) -> tuple[list[ClaimRow], list[str]]:
             if o is not None:
                 pairs.append(
                     (
-                        f"lorp (k={k}, {lo['removed']})",
-                        lo.get("eval_key"),
-                        f"{other} ({o['removed']})",
-                        o.get("eval_key"),
+                        f"lorp (k={k}, {list(lo.removed)})",
+                        lo.eval_key,
+                        f"{other} ({list(o.removed)})",
+                        o.eval_key,
                         LORP_PAPER,
                     )
                 )
-        ppl = {s: pick[(s, k)].get("ppl_wikitext2") for s in ("lorp", "shortgpt", "streamline") if (s, k) in pick}
+        ppl = {s: pick[(s, k)].metric("ppl_wikitext2") for s in ("lorp", "shortgpt", "streamline") if (s, k) in pick}
         lines.append(
             f"k={k}, unrepaired WikiText-2 perplexity: "
             + ", ".join(f"{s} {fmt(v, 1)}" for s, v in ppl.items())
@@ -124,12 +116,12 @@ def lorp_claims(rows: list[dict], matrix) -> tuple[list[ClaimRow], list[str]]:
 
 
 def main(run_dir: str):
-    rows = pq.read_table(os.path.join(run_dir, "comparison.parquet")).to_pylist()
+    rows = from_arrow(pq.read_table(os.path.join(run_dir, "comparison.parquet")))
     matrix = ItemMatrix.read(os.path.join(run_dir, "eval_items.parquet"))
-    dense = [r for r in rows if r.get("searcher") == "dense"]
+    dense = [r for r in rows if r.is_dense]
     if dense:
         d = dense[0]
-        print(f"dense: ppl WT2 {fmt(d.get('ppl_wikitext2'), 1)}, mean acc {fmt(d.get('mean_acc'))}")
+        print(f"dense: ppl WT2 {fmt(d.metric('ppl_wikitext2'), 1)}, mean acc {fmt(d.metric('mean_acc'))}")
     print(tables(rows))
     print("\n## Claims\n")
     if matrix is None:

@@ -23,6 +23,7 @@ from itertools import combinations
 import numpy as np
 
 from ghostsearch import stats
+from ghostsearch.comparison_row import ComparisonRow
 from ghostsearch.stats import spearman, spearman_ci
 
 ALPHA = stats.ALPHA  # family-wise error of a run's verdict rows (Holm)
@@ -243,14 +244,14 @@ def jaccard(a, b) -> float:
     return len(a & b) / len(a | b) if a | b else 1.0
 
 
-def distinct(rows: list[dict]) -> list[dict]:
+def distinct(rows: list[ComparisonRow]) -> list[ComparisonRow]:
     """One row per distinct evaluated model: (removed set, recovery), whichever searchers and seeds
     found it (the first row listed stands for it). Counting one model twice would pair a set with its
     own copy and shrink an interval for nothing (at perplexity k=6 greedy, fastblock and streamline
     all remove the same blocks)."""
-    seen: dict[tuple, dict] = {}
+    seen: dict[tuple, ComparisonRow] = {}
     for r in rows:
-        seen.setdefault((tuple(sorted(r["removed"])), r.get("recovery") or "none"), r)
+        seen.setdefault((tuple(sorted(r.removed)), r.rec), r)
     return list(seen.values())
 
 
@@ -503,19 +504,15 @@ def _boot_row(claim, paper, cond, point, boot, threshold, direction, n_items, no
 
 
 # ---------------------------------------------------------------- grouping
-def finalists(rows: list[dict]) -> list[dict]:
+def finalists(rows: list[ComparisonRow]) -> list[ComparisonRow]:
     """The comparison's rows without the dense model."""
-    return [r for r in rows if r.get("searcher") != "dense"]
+    return [r for r in rows if not r.is_dense]
 
 
-def _recovery(r: dict) -> str:
-    return r.get("recovery") or "none"
-
-
-def _groups(rows: list[dict], *fields) -> dict[tuple, list[dict]]:
+def _groups(rows: list[ComparisonRow], *fields) -> dict[tuple, list[ComparisonRow]]:
     out = defaultdict(list)
     for r in finalists(rows):
-        out[tuple(_recovery(r) if f == "recovery" else r[f] for f in fields)].append(r)
+        out[tuple(r.rec if f == "recovery" else getattr(r, f) for f in fields)].append(r)
     return dict(sorted(out.items(), key=lambda kv: tuple(str(x) for x in kv[0])))
 
 
@@ -541,19 +538,19 @@ def _no_verdict(claim, paper, condition, n: int) -> ClaimRow:
     )
 
 
-def _with_items(rows: list[dict], matrix: ItemMatrix | None) -> list[dict]:
-    return [] if matrix is None else [r for r in rows if r.get("eval_key") in matrix]
+def _with_items(rows: list[ComparisonRow], matrix: ItemMatrix | None) -> list[ComparisonRow]:
+    return [] if matrix is None else [r for r in rows if r.eval_key in matrix]
 
 
-def _n_distinct(cells: list[dict]) -> int:
+def _n_distinct(cells: list[ComparisonRow]) -> int:
     return len(distinct(cells))
 
 
-def _seed_means(acc: dict, cells: list[dict]) -> dict[str, float]:
+def _seed_means(acc: dict, cells: list[ComparisonRow]) -> dict[str, float]:
     """Seed-averaged accuracy per searcher."""
     by = defaultdict(list)
     for r in cells:
-        by[r["searcher"]].append(acc[r["eval_key"]])
+        by[r.searcher].append(acc[r.eval_key])
     return {s: sum(v) / len(v) for s, v in by.items()}
 
 
@@ -579,7 +576,7 @@ def _shapes(J: np.ndarray, labels: np.ndarray) -> float:
     return float(J[same].mean() - J[diff].mean())
 
 
-def objective_shapes_sets(rows: list[dict], n_boot: int = 2000, seed: int = 0) -> list[ClaimRow]:
+def objective_shapes_sets(rows: list[ComparisonRow], n_boot: int = 2000, seed: int = 0) -> list[ClaimRow]:
     """Per k: mean Jaccard of removed sets within an objective minus between objectives, tested by an
     exact permutation test of the objective labels within each searcher (the labels are exchangeable
     when the objective does not shape the set; relabelling within a searcher keeps its own habits out
@@ -590,19 +587,19 @@ def objective_shapes_sets(rows: list[dict], n_boot: int = 2000, seed: int = 0) -
     statistic is > 0 and the family rejects."""
     out = []
     for (k,), g in _groups(rows, "k").items():
-        seen: dict[tuple, dict] = {}
+        seen: dict[tuple, ComparisonRow] = {}
         for r in g:
-            if r["searcher"] not in SEARCH_INDEPENDENT:
-                seen.setdefault((r["objective"], r["searcher"], tuple(sorted(r["removed"]))), r)
+            if r.searcher not in SEARCH_INDEPENDENT:
+                seen.setdefault((r.objective, r.searcher, tuple(sorted(r.removed))), r)
         cells = list(seen.values())
-        objs = sorted({r["objective"] for r in cells})
+        objs = sorted({r.objective for r in cells}, key=str)
         cond = _cond(k=k) + " (all recoveries)"
-        if len(objs) < 2 or any(sum(r["objective"] == o for r in cells) < 2 for o in objs):
+        if len(objs) < 2 or any(sum(r.objective == o for r in cells) < 2 for o in objs):
             out.append(_not_computed(*SHAPES, cond, 0.0, ">", note="needs 2 objectives with 2 cells each"))
             continue
-        J = np.array([[jaccard(a["removed"], b["removed"]) for b in cells] for a in cells])
-        labels = np.array([objs.index(r["objective"]) for r in cells])
-        strata = np.array([r["searcher"] for r in cells])
+        J = np.array([[jaccard(a.removed, b.removed) for b in cells] for a in cells])
+        labels = np.array([objs.index(r.objective) for r in cells])
+        strata = np.array([r.searcher for r in cells])
         n_perm = stats.n_arrangements(labels, strata)
         point = _shapes(J, labels)
         note = f"{len(cells)} cells; exact permutation over {n_perm} relabellings within searchers"
@@ -638,33 +635,33 @@ BEATS = (
 )
 
 
-def _best_worst(acc: dict, cells: list[dict]) -> tuple[str, str]:
+def _best_worst(acc: dict, cells: list[ComparisonRow]) -> tuple[str, str]:
     """The searchers with the highest and lowest seed-averaged accuracy (ties: the first listed)."""
     m = _seed_means(acc, cells)
     return max(m, key=lambda s: m[s]), min(m, key=lambda s: m[s])
 
 
-def _gap(acc: dict, choice: tuple[str, str], cells: list[dict]) -> float:
+def _gap(acc: dict, choice: tuple[str, str], cells: list[ComparisonRow]) -> float:
     m = _seed_means(acc, cells)
     return m[choice[0]] - m[choice[1]]
 
 
-def searcher_spread(acc_a: dict, acc_b: dict, cells: list[dict]) -> float:
+def searcher_spread(acc_a: dict, acc_b: dict, cells: list[ComparisonRow]) -> float:
     """Best minus worst searcher, cross-fitted (:func:`cross_fit_gap`): chosen on one half of the
     items, measured on the other. Near 0 when the searchers are truly alike, however noisy the items."""
     return cross_fit_gap(acc_a, acc_b, lambda acc: _best_worst(acc, cells), lambda acc, c: _gap(acc, c, cells))
 
 
-def objective_blind(rows: list[dict]) -> set[str]:
+def objective_blind(rows: list[ComparisonRow]) -> set[str]:
     """Searchers whose removed set never depends on the objective in this run: at every (k, seed)
     where they ran under two or more objectives they found one set (in the pilot: lorp and
     streamline; fastblock and shortgpt read the objective's calibration data and differ)."""
     sets: dict[tuple, set] = defaultdict(set)
     n_obj: dict[tuple, set] = defaultdict(set)
     for r in finalists(rows):
-        key = (r["searcher"], r["k"], r.get("seed"))
-        sets[key].add(tuple(sorted(r["removed"])))
-        n_obj[key].add(r["objective"])
+        key = (r.searcher, r.k, r.seed)
+        sets[key].add(tuple(sorted(r.removed)))
+        n_obj[key].add(r.objective)
     out: dict[str, bool] = {}
     for key, v in sets.items():
         if len(n_obj[key]) >= 2:
@@ -673,7 +670,7 @@ def objective_blind(rows: list[dict]) -> set[str]:
 
 
 def objective_beats_search(
-    rows: list[dict], matrix: ItemMatrix | None, n_boot: int = 2000, seed: int = 0
+    rows: list[ComparisonRow], matrix: ItemMatrix | None, n_boot: int = 2000, seed: int = 0
 ) -> list[ClaimRow]:
     """Per (k, recovery): objective effect minus search effect, in mean accuracy, both cross-fitted
     and averaged over random splits (:func:`split_bootstrap_samples`). Objective effect: the paired
@@ -687,8 +684,8 @@ def objective_beats_search(
     for (k, rec), g in _groups(rows, "k", "recovery").items():
         cond = _cond(k=k, recovery=rec)
         cells = _with_items(g, matrix)
-        objs = sorted({r["objective"] for r in cells})
-        by = {(r["objective"], r["searcher"], r["seed"]): r["eval_key"] for r in cells if r["searcher"] not in blind}
+        objs = sorted({r.objective for r in cells}, key=str)
+        by = {(r.objective, r.searcher, r.seed): r.eval_key for r in cells if r.searcher not in blind}
         pairs = [
             (o1, o2, [(by[(o1, s, sd)], by[(o2, s, sd)]) for (o, s, sd) in by if o == o1 and (o2, s, sd) in by])
             for o1, o2 in combinations(objs, 2)
@@ -711,7 +708,7 @@ def objective_beats_search(
         if not matrix.splittable():
             out.append(_not_computed(*BEATS, cond, 0.0, ">", NO_SPLIT))
             continue
-        per_obj = [[r for r in cells if r["objective"] == o] for o in objs]
+        per_obj = [[r for r in cells if r.objective == o] for o in objs]
 
         def stat(acc_a, acc_b, pairs=pairs, per_obj=per_obj):
             def diff(acc, ps):
@@ -730,7 +727,7 @@ def objective_beats_search(
             )
             return obj - np.mean([searcher_spread(acc_a, acc_b, c) for c in per_obj])
 
-        point, boot = split_bootstrap_samples(matrix, stat, n_boot, seed, keys=[r["eval_key"] for r in cells])
+        point, boot = split_bootstrap_samples(matrix, stat, n_boot, seed, keys=[r.eval_key for r in cells])
         out.append(_boot_row(*BEATS, cond, point, boot, 0.0, ">", matrix.n_items))
     return out
 
@@ -741,7 +738,9 @@ SPREAD = (
 )
 
 
-def search_spread(rows: list[dict], matrix: ItemMatrix | None, n_boot: int = 2000, seed: int = 0) -> list[ClaimRow]:
+def search_spread(
+    rows: list[ComparisonRow], matrix: ItemMatrix | None, n_boot: int = 2000, seed: int = 0
+) -> list[ClaimRow]:
     """Per (objective, k, recovery): best minus worst searcher by seed-averaged accuracy, cross-fitted
     and averaged over random splits (:func:`searcher_spread`, :func:`split_bootstrap_samples`).
     Bootstrap p of "spread = 0.03"; holds if < 0.03. No verdict on fewer than 3 distinct models. The
@@ -751,7 +750,7 @@ def search_spread(rows: list[dict], matrix: ItemMatrix | None, n_boot: int = 200
     for (obj, k, rec), g in _groups(rows, "objective", "k", "recovery").items():
         cond = _cond(objective=obj, k=k, recovery=rec)
         cells = _with_items(g, matrix)
-        if matrix is None or len({r["searcher"] for r in cells}) < 2:
+        if matrix is None or len({r.searcher for r in cells}) < 2:
             out.append(
                 _not_computed(*SPREAD, cond, SMALL_GAP, "<", NO_ITEMS if matrix is None else "fewer than 2 searchers")
             )
@@ -762,10 +761,10 @@ def search_spread(rows: list[dict], matrix: ItemMatrix | None, n_boot: int = 200
         if not matrix.splittable():
             out.append(_not_computed(*SPREAD, cond, SMALL_GAP, "<", NO_SPLIT))
             continue
-        full = {r["eval_key"]: matrix.mean_acc(r["eval_key"]) for r in cells}
+        full = {key: matrix.mean_acc(key) for r in cells if (key := r.eval_key) is not None}  # all: _with_items
         in_sample = _gap(full, _best_worst(full, cells), cells)
         point, boot = split_bootstrap_samples(
-            matrix, partial(searcher_spread, cells=cells), n_boot, seed, keys=[r["eval_key"] for r in cells]
+            matrix, partial(searcher_spread, cells=cells), n_boot, seed, keys=[r.eval_key for r in cells]
         )
         out.append(
             _boot_row(
@@ -791,7 +790,7 @@ def paper_rho(calib, acc, seed: int = 0, n_boot: int = 2000) -> tuple[float, flo
     return -spearman(calib, acc), -hi, -lo
 
 
-def calibration_vs_accuracy(rows: list[dict], n_boot: int = 2000, seed: int = 0) -> list[ClaimRow]:
+def calibration_vs_accuracy(rows: list[ComparisonRow], n_boot: int = 2000, seed: int = 0) -> list[ClaimRow]:
     """Per (objective, k, recovery): paper_rho (see :func:`paper_rho`) over the distinct evaluated
     models (:func:`distinct`), from the rows' mean_acc, with its 95% bootstrap interval (descriptive)
     and an exact permutation p of the ranks (stats.spearman_exact_p) for "paper_rho < 0" (opposite
@@ -800,18 +799,12 @@ def calibration_vs_accuracy(rows: list[dict], n_boot: int = 2000, seed: int = 0)
     rho < 0 and how many the family decided."""
     out = []
     for (obj, k, rec), g in _groups(rows, "objective", "k", "recovery").items():
-        g = distinct(
-            [
-                r
-                for r in g
-                if r.get("mean_acc") is not None and r.get("calib_value") is not None and not math.isnan(r["mean_acc"])
-            ]
-        )
+        g = distinct([r for r in g if r.has("mean_acc") and r.calib_value is not None])
         cond = _cond(objective=obj, k=k, recovery=rec) + f" (n={len(g)})"
         if len(g) < MIN_MODELS:
             out.append(_no_verdict(*CALIB, cond, len(g)))
             continue
-        calib, acc = [r["calib_value"] for r in g], [r["mean_acc"] for r in g]
+        calib, acc = [r.calib_value for r in g], [r.metric("mean_acc") for r in g]
         r_paper, lo, hi = paper_rho(calib, acc, seed, n_boot)
         rho = None if math.isnan(r_paper) else r_paper
         if 2 / math.factorial(len(g)) > ALPHA or rho is None:
@@ -876,7 +869,9 @@ COST = (
 )
 
 
-def cost_of_search(rows: list[dict], matrix: ItemMatrix | None, n_boot: int = 2000, seed: int = 0) -> list[ClaimRow]:
+def cost_of_search(
+    rows: list[ComparisonRow], matrix: ItemMatrix | None, n_boot: int = 2000, seed: int = 0
+) -> list[ClaimRow]:
     """Per objective: the compute of the complex searchers (ga, bo, cbo, beam) over that of the simple
     ones (oneshot, fastblock), in evaluations (budget_used: full-evaluation equivalents) summed over
     cells (reported, no verdict; wall seconds are not used: cells share one pool and wait for each
@@ -886,15 +881,15 @@ def cost_of_search(rows: list[dict], matrix: ItemMatrix | None, n_boot: int = 20
     several noisy cells is biased upward); bootstrap p of "gain = 0.03"; holds if < 0.03."""
     out = []
     for (obj,), g in _groups(rows, "objective").items():
-        by_cell = {r["cell"]: r for r in g}.values()
-        cx = sum(r.get("budget_used") or 0.0 for r in by_cell if r["searcher"] in COMPLEX)
-        sm = sum(r.get("budget_used") or 0.0 for r in by_cell if r["searcher"] in SIMPLE)
+        by_cell = {r.cell: r for r in g}.values()
+        used_cx = sum(r.budget_used or 0.0 for r in by_cell if r.searcher in COMPLEX)
+        used_sm = sum(r.budget_used or 0.0 for r in by_cell if r.searcher in SIMPLE)
         out.append(
             ClaimRow(
                 claim=COST[0] + ": compute ratio",
                 paper="minutes vs hours",
-                condition=f"{obj}: evaluations complex {cx:.0f} / simple {sm:.0f}",
-                ours=cx / sm if sm > 0 and cx > 0 else None,
+                condition=f"{obj}: evaluations complex {used_cx:.0f} / simple {used_sm:.0f}",
+                ours=used_cx / used_sm if used_sm > 0 and used_cx > 0 else None,
                 lo=None,
                 hi=None,
                 rule="reported",
@@ -904,8 +899,8 @@ def cost_of_search(rows: list[dict], matrix: ItemMatrix | None, n_boot: int = 20
     for (obj, k, rec), g in _groups(rows, "objective", "k", "recovery").items():
         cond = _cond(objective=obj, k=k, recovery=rec)
         cells = _with_items(g, matrix)
-        cx = list(dict.fromkeys(r["eval_key"] for r in cells if r["searcher"] in COMPLEX))
-        sm = list(dict.fromkeys(r["eval_key"] for r in cells if r["searcher"] in SIMPLE))
+        cx = list(dict.fromkeys(r.eval_key for r in cells if r.searcher in COMPLEX))
+        sm = list(dict.fromkeys(r.eval_key for r in cells if r.searcher in SIMPLE))
         if matrix is None or not cx or not sm or not matrix.splittable():
             out.append(
                 _not_computed(
@@ -998,7 +993,9 @@ def contrast_claims(matrix: ItemMatrix | None, pairs, n_boot: int = 2000, seed: 
     return out
 
 
-def all_claims(rows: list[dict], matrix: ItemMatrix | None, n_boot: int = 2000, seed: int = 0) -> list[ClaimRow]:
+def all_claims(
+    rows: list[ComparisonRow], matrix: ItemMatrix | None, n_boot: int = 2000, seed: int = 0
+) -> list[ClaimRow]:
     """Every claim of the study on one run (the recovery comparison, which needs named pairs, aside),
     not yet adjusted: pass them (with any other rows of the run) to :func:`family` once."""
     return (

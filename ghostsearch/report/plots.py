@@ -9,6 +9,7 @@ import textwrap
 
 import numpy as np
 
+from ghostsearch.comparison_row import ComparisonRow
 from ghostsearch.report.summary import best_so_far, correlations
 
 
@@ -23,13 +24,11 @@ def _plt():
 
 def _panels(rows):
     """(objective, k) panels, each with its cells ordered searcher (grid order), then seed."""
-    objs = sorted({r["objective"] for r in rows})
-    ks = sorted({r["k"] for r in rows})
-    order = {s: i for i, s in enumerate(dict.fromkeys(r["searcher"] for r in rows))}
+    objs = sorted({r.objective for r in rows})
+    ks = sorted({r.k for r in rows})
+    order = {s: i for i, s in enumerate(dict.fromkeys(r.searcher for r in rows))}
     cells = {
-        (o, k): sorted(
-            (r for r in rows if r["objective"] == o and r["k"] == k), key=lambda r: (order[r["searcher"]], r["seed"])
-        )
+        (o, k): sorted((r for r in rows if r.objective == o and r.k == k), key=lambda r: (order[r.searcher], r.seed))
         for o in objs
         for k in ks
     }
@@ -49,9 +48,9 @@ def plot_patterns(rows, n_blocks, path):
             ax, sub = axes[i][j], cells[(obj, k)]
             m = np.zeros((max(len(sub), 1), n_blocks))
             for row, r in enumerate(sub):
-                m[row, r["removed"]] = 1
+                m[row, list(r.removed)] = 1
             ax.imshow(m, aspect="auto", cmap="Greys", vmin=0, vmax=1, interpolation="nearest")
-            ax.set_yticks(range(len(sub)), [f"{r['searcher']} s{r['seed']}" for r in sub], fontsize=7)
+            ax.set_yticks(range(len(sub)), [f"{r.searcher} s{r.seed}" for r in sub], fontsize=7)
             ax.set_xticks(range(n_blocks), range(n_blocks), fontsize=5)
             ax.set_xlabel("block")
             ax.set_title(f"{obj}, k={k}", fontsize=10)
@@ -73,15 +72,15 @@ def plot_convergence(run_dir, rows, path):
     for i, (obj, k) in enumerate(panels):
         finals = []
         for r in cells[(obj, k)]:
-            c = curves.get(r["cell"])
+            c = curves.get(r.cell)
             if not c or not c["best"]:
                 continue
             finals.append(c["best"][-1])
             kw = dict(
                 where="post",
-                color=f"C{order[r['searcher']] % 10}",
-                ls=styles[r["seed"] % len(styles)],
-                label=r["searcher"] if r["seed"] == min(x["seed"] for x in cells[(obj, k)]) else None,
+                color=f"C{order[r.searcher] % 10}",
+                ls=styles[r.seed % len(styles)],
+                label=r.searcher if r.seed == min(x.seed for x in cells[(obj, k)]) else None,
             )
             for ax, x in zip(axes[i], (c["evaluations"], c["seconds"])):
                 ax.step(x, c["best"], **kw)
@@ -140,7 +139,11 @@ def _title(ax, text: str, width: int = 60, **kw):
     ax.set_title("\n".join(textwrap.wrap(text, width)), **kw)
 
 
-def plot_accuracy(rows, path, paired: list[dict] | None = None):
+def _or(v: float | None, default: float) -> float:
+    return default if v is None else v
+
+
+def plot_accuracy(rows: list[ComparisonRow], path, paired: list[dict] | None = None):
     """Left: each distinct evaluated model's mean accuracy minus the dense model's with its paired
     bootstrap 95% interval (``paired``: summary.paired_accuracy), or, without per-item data, its
     mean accuracy with the binomial interval of comparison.parquet; one point per model, labelled
@@ -155,13 +158,14 @@ def plot_accuracy(rows, path, paired: list[dict] | None = None):
         ax.set_ylabel("mean accuracy minus dense (paired 95% CI)")
         _title(ax, "accuracy change against the dense model, paired bootstrap intervals over items")
     else:
-        pts = sorted(
-            (r for r in rows if r.get("mean_acc") is not None),
-            key=lambda r: (r["objective"] or "", r["k"], r["mean_acc"]),
+        accs = sorted(
+            ((r, acc) for r in rows if (acc := r.metric("mean_acc")) is not None),
+            key=lambda ra: (ra[0].objective or "", ra[0].k, ra[1]),
         )
-        y = [p["mean_acc"] for p in pts]
-        lo = [p.get("mean_acc_lo", p["mean_acc"]) if p.get("mean_acc_lo") is not None else p["mean_acc"] for p in pts]
-        hi = [p.get("mean_acc_hi", p["mean_acc"]) if p.get("mean_acc_hi") is not None else p["mean_acc"] for p in pts]
+        pts = [{"objective": r.objective, "k": r.k, "searcher": r.searcher, "recovery": r.rec} for r, _ in accs]
+        y = [acc for _, acc in accs]
+        lo = [_or(r.metric("mean_acc_lo"), acc) for r, acc in accs]
+        hi = [_or(r.metric("mean_acc_hi"), acc) for r, acc in accs]
         ax.set_ylabel("mean zero-shot accuracy (binomial 95% CI)")
         _title(ax, "mean accuracy per model (no per-item data: unpaired binomial intervals)")
     objs = sorted({p["objective"] for p in pts if p["objective"]})
@@ -186,13 +190,15 @@ def plot_accuracy(rows, path, paired: list[dict] | None = None):
     if objs:
         ax.legend(fontsize=7, title="objective", title_fontsize=7)
     ax2 = axes[1]
-    sub = [r for r in rows if r.get("mean_acc") is not None and r.get("calib_value") is not None]
+    sub = [
+        (r, r.calib_value, acc) for r in rows if (acc := r.metric("mean_acc")) is not None and r.calib_value is not None
+    ]
     at: dict[tuple, list[str]] = {}  # points that coincide share one label, not overprinted ones
-    for r in sub:
-        color = f"C{objs.index(r['objective']) % 10}" if r["objective"] in objs else "k"
-        ax2.scatter([r["calib_value"]], [r["mean_acc"]], color=color)
-        label = f"{r['searcher']}, {r.get('recovery') or 'none'}"
-        names = at.setdefault((round(r["calib_value"], 6), round(r["mean_acc"], 6)), [])
+    for r, calib, acc in sub:
+        color = f"C{objs.index(r.objective) % 10}" if r.objective in objs else "k"
+        ax2.scatter([calib], [acc], color=color)
+        label = f"{r.searcher}, {r.rec}"
+        names = at.setdefault((round(calib, 6), round(acc, 6)), [])
         if label not in names:
             names.append(label)
     prev_y, flip = None, False

@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from ghostsearch import claims as claims_mod
 from ghostsearch.claims import RULE, ClaimRow, ItemMatrix, all_claims, contrast_claims, family, finalists
+from ghostsearch.comparison_row import ComparisonRow, from_arrow
 from ghostsearch.io import write_text_atomic
 from ghostsearch.looks import ContrastRow
 from ghostsearch.report.plots import plot_accuracy, plot_convergence, plot_correlations, plot_patterns, plot_similarity
@@ -70,7 +71,7 @@ def sequential_rows(looks: list[ContrastRow]) -> list[ClaimRow]:
 
 
 def verdict_rows(
-    rows: list[dict],
+    rows: list[ComparisonRow],
     matrix: ItemMatrix | None,
     contrasts=(),
     n_boot: int = 2000,
@@ -130,15 +131,15 @@ def write_report(
     run_dir = Path(run_dir)
     plots = run_dir / "plots"
     plots.mkdir(exist_ok=True)
-    all_rows = table.to_pylist()
+    all_rows = from_arrow(table)
     rows = finalists(all_rows)
     matrix = ItemMatrix.read(run_dir / "eval_items.parquet")
     contrasts = list(contrasts or [])
     verdicts = verdict_rows(all_rows, matrix, contrasts, seed=cfg.seed, looks=_looks(run_dir))
     paired = paired_accuracy(matrix, all_rows, seed=cfg.seed)
     n_blocks = len(stats["similarity"])
-    first = sorted({r.get("recovery") or "none" for r in rows})[0] if rows else "none"
-    one = [r for r in rows if (r.get("recovery") or "none") == first]  # search plots: one row per cell
+    first = sorted({r.rec for r in rows})[0] if rows else "none"
+    one = [r for r in rows if r.rec == first]  # search plots: one row per cell
     plot_patterns(one, n_blocks, plots / "patterns.png")
     plot_convergence(run_dir, one, plots / "convergence.png")
     view = plot_similarity(stats["similarity"], plots / "similarity.png", seed=cfg.seed)
@@ -204,7 +205,7 @@ def write_report(
         "|" + "---|" * len(cols),
     ]
     for r in all_rows:
-        lines.append("| " + " | ".join(_cell(_fmt(r.get(c))) for c in cols) + " |")
+        lines.append("| " + " | ".join(_cell(_fmt(r.column(c))) for c in cols) + " |")
     if paired:
         lines += [
             "",
@@ -232,7 +233,7 @@ def write_report(
         f"[{_fmt(c['rho_lo'])}, {_fmt(c['rho_hi'])}] | {_fmt(c['p'])} |"
         for c in cors
     ]
-    ks = sorted({r["k"] for r in one})
+    ks = sorted({r.k for r in one})
     if ks:
         costs = {k: float(greedy_cost(Space(n_blocks, k, protected_blocks(cfg, n_blocks)))) for k in ks}
         lines += [

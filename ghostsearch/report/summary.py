@@ -11,6 +11,7 @@ import numpy as np
 
 from ghostsearch import stats
 from ghostsearch.claims import MIN_MODELS, SMALL_GAP, ClaimRow, ItemMatrix, distinct, finalists
+from ghostsearch.comparison_row import ComparisonRow
 from ghostsearch.rundir.ledger import read_ledger
 from ghostsearch.search.base import new_best
 from ghostsearch.stats import spearman, spearman_ci
@@ -18,24 +19,24 @@ from ghostsearch.stats import spearman, spearman_ci
 VAR_DIFF_PILOT = 0.163  # variance of a paired per-item accuracy difference in the pilot (issue 23)
 
 
-def correlations(rows: list[dict], acc_key: str = "mean_acc", seed: int = 0) -> list[dict]:
+def correlations(rows: list[ComparisonRow], acc_key: str = "mean_acc", seed: int = 0) -> list[dict]:
     """Spearman between calibration value and downstream accuracy, per objective, k and recovery,
     over the distinct evaluated models (:func:`claims.distinct`: a set found by several searchers or
     seeds counts once), with a seeded bootstrap 95% interval (descriptive) and the exact permutation
     p (stats.spearman_exact_p). Lower calibration value is better, so a NEGATIVE rho means the
     calibration ranking agrees with accuracy. Rows with a NaN accuracy are counted in ``dropped``."""
-    groups: defaultdict[tuple, list[dict]] = defaultdict(list)
+    groups: defaultdict[tuple, list[ComparisonRow]] = defaultdict(list)
     dropped: defaultdict[tuple, int] = defaultdict(int)
     for r in finalists(rows):
-        key = (r["objective"], r["k"], r.get("recovery") or "none")
-        if r.get(acc_key) is not None and not math.isnan(r[acc_key]):
+        key = (r.objective, r.k, r.rec)
+        if r.has(acc_key):
             groups[key].append(r)
         else:
             dropped[key] += 1
     out = []
     for key, g in sorted(groups.items()):
         g = distinct(g)
-        x, y = [r["calib_value"] for r in g], [r[acc_key] for r in g]
+        x, y = [r.calib_value for r in g], [r.metric(acc_key) for r in g]
         lo, hi = spearman_ci(x, y, seed)
         p = stats.spearman_exact_p(x, y).p if len(g) >= MIN_MODELS else math.nan
         obj, k, rec = key
@@ -55,15 +56,16 @@ def correlations(rows: list[dict], acc_key: str = "mean_acc", seed: int = 0) -> 
     return out
 
 
-def spread(rows: list[dict], acc_key: str = "mean_acc") -> dict:
+def spread(rows: list[ComparisonRow], acc_key: str = "mean_acc") -> dict:
     """Range of downstream accuracy across the distinct models within each objective (per k,
     averaged), and the range between the objectives' mean accuracies (per k, averaged). In-sample and
     descriptive: the maximum of noisy accuracies is biased upward; claims.search_spread is the
     cross-fitted, tested version."""
     by = defaultdict(list)
     for r in distinct(finalists(rows)):
-        if r.get(acc_key) is not None and not math.isnan(r[acc_key]):
-            by[(r["objective"], r["k"])].append(r[acc_key])
+        acc = r.metric(acc_key)
+        if acc is not None and not math.isnan(acc):
+            by[(r.objective, r.k)].append(acc)
     within = defaultdict(list)
     means: defaultdict[int, dict] = defaultdict(dict)
     for (obj, k), v in by.items():
@@ -80,29 +82,31 @@ def spread(rows: list[dict], acc_key: str = "mean_acc") -> dict:
     }
 
 
-def paired_accuracy(matrix: ItemMatrix | None, rows: list[dict], n_boot: int = 2000, seed: int = 0) -> list[dict]:
+def paired_accuracy(
+    matrix: ItemMatrix | None, rows: list[ComparisonRow], n_boot: int = 2000, seed: int = 0
+) -> list[dict]:
     """Per distinct evaluated model with items: its mean accuracy minus the dense model's, with the
     paired bootstrap 95% interval (items resampled within tasks, the same resample for both), and
     its own accuracy with its bootstrap interval. Empty without items or a dense row."""
-    dense = next((r for r in rows if r.get("searcher") == "dense"), None)
-    if matrix is None or dense is None or dense.get("eval_key") not in matrix:
+    dense = next((r for r in rows if r.is_dense), None)
+    if matrix is None or dense is None or dense.eval_key not in matrix:
         return []
-    d = matrix.correct[matrix.keys.index(dense["eval_key"])]
+    d = matrix.correct[matrix.keys.index(dense.eval_key)]
     out = []
     for r in distinct(finalists(rows)):
-        if r.get("eval_key") not in matrix:
+        if r.eval_key not in matrix:
             continue
-        a = matrix.correct[matrix.keys.index(r["eval_key"])]
+        a = matrix.correct[matrix.keys.index(r.eval_key)]
         diff = stats.paired_diff_ci(a, d, matrix.task_of, n_boot=n_boot, seed=seed)
         acc = stats.mean_ci(a, matrix.task_of, n_boot=n_boot, seed=seed)
         out.append(
             {
-                "cell": r["cell"],
-                "searcher": r["searcher"],
-                "objective": r["objective"],
-                "k": r["k"],
-                "recovery": r.get("recovery") or "none",
-                "removed": r["removed"],
+                "cell": r.cell,
+                "searcher": r.searcher,
+                "objective": r.objective,
+                "k": r.k,
+                "recovery": r.rec,
+                "removed": list(r.removed),
                 "acc": acc.estimate,
                 "acc_lo": acc.lo,
                 "acc_hi": acc.hi,
@@ -141,7 +145,9 @@ def size_note(matrix: ItemMatrix | None, n_rows: int, alpha: float = stats.ALPHA
     )
 
 
-def summary(rows: list[dict], verdicts: list[ClaimRow] | None = None, matrix: ItemMatrix | None = None) -> list[str]:
+def summary(
+    rows: list[ComparisonRow], verdicts: list[ClaimRow] | None = None, matrix: ItemMatrix | None = None
+) -> list[str]:
     """Plain sentences that restate computed verdicts (``verdicts``: rows after claims.family) and
     nothing else: how many distinct models and items, each decided row, how many are within noise
     and what size would decide them. Fewer than 3 distinct evaluated models: no verdict, and the
@@ -154,7 +160,7 @@ def summary(rows: list[dict], verdicts: list[ClaimRow] | None = None, matrix: It
     tested = [v for v in verdicts if v.p_adj is not None]
     n_items = f" on {matrix.n_items} items per model ({len(matrix.tasks)} tasks)" if matrix is not None else ""
     lines = [
-        f"{len(models)} distinct evaluated models (removed set x repair) from {len({r['cell'] for r in fin})} "
+        f"{len(models)} distinct evaluated models (removed set x repair) from {len({r.cell for r in fin})} "
         f"cells{n_items}; {len(tested)} rows tested as one family (Holm, family-wise error 0.05)."
     ]
     if len(models) < MIN_MODELS:
@@ -224,22 +230,24 @@ def best_so_far(run_dir) -> dict[str, dict[str, list]]:
     return out
 
 
-def best_at_budget(run_dir, rows: list[dict], greedy_costs: dict[int, float], fractions=(0.25, 0.5, 1.0)) -> list[dict]:
+def best_at_budget(
+    run_dir, rows: list[ComparisonRow], greedy_costs: dict[int, float], fractions=(0.25, 0.5, 1.0)
+) -> list[dict]:
     """Per cell: the best value of a k-set found within B = fraction x greedy's cost at its k, from
     the ledger's histories (None: nothing found yet at that budget)."""
     curves = best_so_far(run_dir)
     out, seen = [], set()
     for r in finalists(rows):
-        if r["cell"] in seen or r["cell"] not in curves:
+        if r.cell in seen or r.cell not in curves:
             continue
-        seen.add(r["cell"])
-        c, g = curves[r["cell"]], greedy_costs[r["k"]]
+        seen.add(r.cell)
+        c, g = curves[r.cell], greedy_costs[r.k]
         row = {
-            "cell": r["cell"],
-            "searcher": r["searcher"],
-            "objective": r["objective"],
-            "k": r["k"],
-            "budget_used": r.get("budget_used"),
+            "cell": r.cell,
+            "searcher": r.searcher,
+            "objective": r.objective,
+            "k": r.k,
+            "budget_used": r.budget_used,
         }
         for f in fractions:
             vals = [v for e, v in zip(c["evaluations"], c["best"]) if e <= f * g + 1e-9]

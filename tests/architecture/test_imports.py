@@ -132,6 +132,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "lmeval_results",
             "looks",
             "eval_numbers",
+            "comparison_row",
         ],
     ),  # helpers that know no model, no run: anyone may use them
     ("search", ["search"]),  # ask/tell over removed sets; no model, no torch

@@ -30,6 +30,7 @@ from ghostsearch.claims import (
     search_spread,
     verdict,
 )
+from ghostsearch.comparison_row import ComparisonRow, to_arrow
 
 TASKS = ["boolq", "piqa", "hellaswag", "winogrande", "arc_easy", "arc_challenge", "openbookqa", "social_iqa"]
 N_DOC = 60
@@ -99,7 +100,7 @@ def synthetic(
                     items["doc"] += [d for _ in TASKS for d in range(N_DOC)]
                     items["gold"] += [1] * N_ITEMS
                     items["pred"] += c.tolist()
-    return rows, ItemMatrix.from_table(pa.table(items))
+    return [ComparisonRow.from_dict(r) for r in rows], ItemMatrix.from_table(pa.table(items))
 
 
 def one(claims, **match):
@@ -367,10 +368,10 @@ def test_seeds_that_found_the_same_set_count_once():
     rows, _ = synthetic(
         lambda *a: np.ones(N_ITEMS), searchers=("ga", "bo"), removed_fn=lambda o, s, sd: [1, 2] if s == "ga" else [3, 4]
     )
-    assert len(distinct([r for r in rows if r["searcher"] != "dense"])) == 2  # {1,2} and {3,4}, unrepaired
+    assert len(distinct([r for r in rows if not r.is_dense])) == 2  # {1,2} and {3,4}, unrepaired
     assert one(objective_shapes_sets(rows, n_boot=200)).ours == pytest.approx(-0.5)
     twice = [
-        dict(r, seed=sd, cell=r["cell"] + f"-s{sd}") for r in calib_rows({"perplexity": "opposite"}) for sd in (0, 1)
+        replace(r, seed=sd, cell=r.cell + f"-s{sd}") for r in calib_rows({"perplexity": "opposite"}) for sd in (0, 1)
     ]
     assert [c.condition for c in calibration_vs_accuracy(twice, n_boot=100)[:-1]] == [
         "perplexity, k=4, recovery none (n=5)"
@@ -395,17 +396,19 @@ def calib_rows(order: dict):
     or falls ("agree") with it, per objective."""
     acc = {s: 0.3 + 0.05 * i for i, s in enumerate("abcde")}
     return [
-        {
-            "cell": f"{s}-{o}",
-            "searcher": s,
-            "objective": o,
-            "k": 4,
-            "seed": 0,
-            "recovery": "none",
-            "removed": [i],
-            "mean_acc": a,
-            "calib_value": (10 + i) if order[o] == "opposite" else (10 - i),
-        }
+        ComparisonRow.from_dict(
+            {
+                "cell": f"{s}-{o}",
+                "searcher": s,
+                "objective": o,
+                "k": 4,
+                "seed": 0,
+                "recovery": "none",
+                "removed": [i],
+                "mean_acc": a,
+                "calib_value": (10 + i) if order[o] == "opposite" else (10 - i),
+            }
+        )
         for o in order
         for i, (s, a) in enumerate(acc.items())
     ]
@@ -432,7 +435,7 @@ def test_calibration_vs_accuracy(order, per):
 
 
 def test_calibration_vs_accuracy_without_verdict_on_few_models():
-    rows = [r for r in calib_rows({"perplexity": "opposite"}) if r["searcher"] in "abcd"]
+    rows = [r for r in calib_rows({"perplexity": "opposite"}) if r.searcher in "abcd"]
     c = calibration_vs_accuracy(rows)[0]
     assert c.verdict == "descriptive" and "2/4!" in c.note  # the smallest p, 2/24, cannot reach 0.05
     c = calibration_vs_accuracy(rows[:2])[0]
@@ -563,13 +566,13 @@ def test_study_table_prints_claims(tmp_path, capsys):
         lambda obj, *r: rng.random(N_ITEMS) < (0.7 if obj == "perplexity" else 0.4),
         removed_fn=lambda o, s, sd: sets_by_objective(o, s, sd),
     )
-    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "comparison.parquet")
+    pq.write_table(to_arrow(rows), tmp_path / "comparison.parquet")
     st.main(str(tmp_path))
     out = capsys.readouterr().out
     assert "## Claims" in out and "| no per-item data | – | not computed |" in out and "Verdict rule" in out
     assert "### recovery none, objective margin" in out
     items = [
-        {"key": r["eval_key"], "task": t, "doc": d, "gold": 1, "pred": int(rng.random() < 0.5)}
+        {"key": r.eval_key, "task": t, "doc": d, "gold": 1, "pred": int(rng.random() < 0.5)}
         for r in rows
         for t in TASKS[:2]
         for d in range(20)

@@ -8,6 +8,7 @@ import pytest
 from scipy import stats
 
 from ghostsearch.claims import ClaimRow, Hypothesis, family
+from ghostsearch.comparison_row import ComparisonRow
 from ghostsearch.eval_numbers import FinalistNumbers
 from ghostsearch.evaluate import binomial_stderr
 from ghostsearch.report import comparison_table, correlations, rank, spearman, spearman_ci, spread, summary
@@ -28,6 +29,11 @@ def test_spearman_undefined_is_nan():
     assert math.isnan(spearman([1.0, 1.0, 1.0], [1.0, 2.0, 3.0]))
 
 
+def cr(dicts):
+    """Comparison rows of hand-written dicts (searcher greedy where a dict names none)."""
+    return [ComparisonRow.from_dict({"searcher": "greedy", **d}) for d in dicts]
+
+
 ROWS = [  # perplexity ranks opposite to accuracy; margin agrees
     {"cell": "a", "objective": "perplexity", "k": 4, "calib_value": 30.0, "mean_acc": 0.40, "removed": [1]},
     {"cell": "b", "objective": "perplexity", "k": 4, "calib_value": 32.0, "mean_acc": 0.42, "removed": [2]},
@@ -39,12 +45,12 @@ ROWS = [  # perplexity ranks opposite to accuracy; margin agrees
 
 
 def test_correlations_and_spread_on_fixed_inputs():
-    c = {x["objective"]: x["rho"] for x in correlations(ROWS)}
-    p = {x["objective"]: x["p"] for x in correlations(ROWS)}
+    c = {x["objective"]: x["rho"] for x in correlations(cr(ROWS))}
+    p = {x["objective"]: x["p"] for x in correlations(cr(ROWS))}
     assert p["perplexity"] == pytest.approx(2 / 6)  # n=3: the two perfect orders of 3! are as extreme
     assert c["perplexity"] == pytest.approx(stats.spearmanr([30, 32, 35], [0.40, 0.42, 0.44]).statistic)
     assert c["perplexity"] == pytest.approx(1.0) and c["margin"] == pytest.approx(-1.0)
-    sp = spread(ROWS)
+    sp = spread(cr(ROWS))
     assert sp["within"]["perplexity"] == pytest.approx(0.04)
     assert sp["within"]["margin"] == pytest.approx(0.03)
     assert sp["between"] == pytest.approx(np.mean([0.5, 0.49, 0.47]) - 0.42)
@@ -58,7 +64,7 @@ def test_summary_makes_no_verdict_on_two_distinct_models_and_says_what_would_dec
         for o in ("perplexity", "margin")
         for s, v, a, rm in (("fastblock", 1.0, 0.40, [1, 2]), ("lorp", 2.0, 0.45, [5, 6]))
     ]
-    text = "\n".join(summary(rows, []))
+    text = "\n".join(summary(cr(rows), []))
     assert "2 distinct evaluated models" in text and "No verdict" in text
     assert "items per model would detect 0.03" in text
     assert "Spearman" not in text and "agrees with" not in text and "highest" not in text
@@ -93,7 +99,7 @@ def test_summary_restates_only_the_decided_rows():
             ),
         ]
     )
-    text = "\n".join(summary(ROWS, verdicts))
+    text = "\n".join(summary(cr(ROWS), verdicts))
     assert "A beats B (a - b): holds; estimate +0.080, adjusted p 2e-06." in text
     assert "C beats D" not in text and "1 of 2 tested rows are within noise" in text
     assert "6 distinct evaluated models" in text
@@ -162,23 +168,23 @@ def test_table_has_the_dense_row_first_and_a_row_per_recovery():
         ("greedy-perplexity-k2-s0", "ghosted"),
     ]
     assert t[1]["delta_mean_acc"] == pytest.approx(-0.10) and t[2]["delta_ppl_wikitext2"] == pytest.approx(15.0)
-    assert "2 distinct evaluated models (removed set x repair) from 1 cells" in "\n".join(summary(t))  # not dense
+    assert "2 distinct evaluated models (removed set x repair) from 1 cells" in "\n".join(summary(cr(t)))  # not dense
 
 
 def test_correlations_count_a_seed_that_found_the_same_set_once():
     twice = ROWS + [dict(r, cell=r["cell"] + "-s1", seed=1) for r in ROWS]
-    got = {x["objective"]: (x["n"], x["rho"], x["rho_lo"], x["rho_hi"]) for x in correlations(twice)}
-    assert got == {x["objective"]: (3, x["rho"], x["rho_lo"], x["rho_hi"]) for x in correlations(ROWS)}
+    got = {x["objective"]: (x["n"], x["rho"], x["rho_lo"], x["rho_hi"]) for x in correlations(cr(twice))}
+    assert got == {x["objective"]: (3, x["rho"], x["rho_lo"], x["rho_hi"]) for x in correlations(cr(ROWS))}
 
 
 def test_correlations_count_the_same_set_found_by_two_searchers_once():
     """The unit is a distinct evaluated model: a set that greedy and fastblock both found is one model."""
     dup = ROWS + [dict(ROWS[0], cell="a2", searcher="fastblock")]
-    got = {x["objective"]: x["n"] for x in correlations(dup)}
+    got = {x["objective"]: x["n"] for x in correlations(cr(dup))}
     assert got == {"perplexity": 3, "margin": 3}
 
 
 def test_correlations_count_rows_without_accuracy():
     rows = ROWS + [dict(ROWS[0], cell="z", removed=[9], mean_acc=math.nan)]
-    got = {x["objective"]: x["dropped"] for x in correlations(rows)}
+    got = {x["objective"]: x["dropped"] for x in correlations(cr(rows))}
     assert got == {"perplexity": 1, "margin": 0}
