@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from ghostsearch.errors import GhostsearchError
+from ghostsearch.eval_numbers import COMMONSENSE_TASKS
 
 
 @dataclass
@@ -103,18 +104,7 @@ class Recovery:
 
 @dataclass
 class Eval:
-    tasks: list[str] = field(
-        default_factory=lambda: [
-            "boolq",
-            "piqa",
-            "hellaswag",
-            "winogrande",
-            "arc_easy",
-            "arc_challenge",
-            "openbookqa",
-            "social_iqa",
-        ]
-    )  # lm-eval, 0-shot
+    tasks: list[str] = field(default_factory=lambda: list(COMMONSENSE_TASKS))  # lm-eval, 0-shot
     perplexity: list[str] = field(default_factory=lambda: ["wikitext2", "c4", "lambada"])  # perplexity corpora (this
     #                           default keeps those available here: lambada where no data dir nor reachable hub has
     #                           the others)
