@@ -190,12 +190,11 @@ def main() -> None:
     t0, c0 = time.perf_counter(), time.process_time()
     evaluate_finalists(fixed, f_dir, jobs, progress=False)  # every model to the last look (resumed rows)
     t_f, c_f = time.perf_counter() - t0, time.process_time() - c0
-    import pyarrow.parquet as pq
+    from ghostsearch.eval_numbers import read_item_rows
 
-    rows = pq.read_table(f_dir / "eval_items.parquet").to_pylist()
     corr: dict[str, dict] = {}
-    for r in rows:
-        corr.setdefault(r["key"], {})[(r["task"], r["doc"])] = float(r["pred"] == r["gold"])
+    for r in read_item_rows(f_dir / "eval_items.parquet"):
+        corr.setdefault(r.key, {})[r.item] = float(r.correct)
     items = sorted(next(iter(corr.values())))
     tests = [
         stats.paired_test(
@@ -292,11 +291,11 @@ def pilot(out: Path, names: list[str], n: int, seed: int, tasks: str | None, thr
     import itertools
 
     import numpy as np
-    import pyarrow.parquet as pq
     import torch
 
     from ghostsearch.compare import eval_key, evaluate_finalists
     from ghostsearch.config import load_config
+    from ghostsearch.eval_numbers import read_item_rows
     from ghostsearch.logs import quiet_libraries
 
     quiet_libraries()
@@ -325,8 +324,8 @@ def pilot(out: Path, names: list[str], n: int, seed: int, tasks: str | None, thr
     evaluate_finalists(cfg, out, jobs, progress=False)
     keys = {m: eval_key(*PILOT_MODELS[m], cfg) for m in names}
     corr: dict[str, dict] = {}
-    for r in pq.read_table(out / "eval_items.parquet").to_pylist():
-        corr.setdefault(r["key"], {})[(r["task"], r["doc"])] = float(r["pred"] == r["gold"])
+    for r in read_item_rows(out / "eval_items.parquet"):
+        corr.setdefault(r.key, {})[r.item] = float(r.correct)
     items = sorted(corr[keys[names[0]]])
     print(
         f"pilot: {len(items)} items per model (eval.seed {seed}, tasks {tasks or 'all eight'}), "
@@ -353,6 +352,7 @@ def replay(out: Path, looks: list[int], spending: str, margin: float | None) -> 
     forward passes (its items are OUT/fixed/items.parquet's order). Prints and returns the summary."""
     import pyarrow.parquet as pq
 
+    from ghostsearch.eval_numbers import read_item_rows
     from ghostsearch.looks import Contrast, Design
 
     info = json.loads((out / "bench.json").read_text())
@@ -363,8 +363,8 @@ def replay(out: Path, looks: list[int], spending: str, margin: float | None) -> 
     looked = json.loads((out / "adaptive" / "looks.json").read_text())
     names = {v: n for n, v in info.get("keys", {}).items()}
     correct: dict[str, dict] = {}
-    for r in pq.read_table(out / "fixed" / "eval_items.parquet").to_pylist():
-        correct.setdefault(r["key"], {})[(r["task"], r["doc"])] = float(r["pred"] == r["gold"])
+    for r in read_item_rows(out / "fixed" / "eval_items.parquet"):
+        correct.setdefault(r.key, {})[r.item] = float(r.correct)
     n_max = min(len(v) for v in correct.values())
     if looks[-1] > n_max:
         raise SystemExit(f"--looks ends at {looks[-1]} items but the fixed design has {n_max} per model")

@@ -341,9 +341,7 @@ def main() -> None:
                 "alignment_after": share(ops, "alignment_after"),
             }
         )
-        for it in items:
-            if it["finalist"] == i:
-                it["key"] = key
+        items = [dataclasses.replace(it, key=key) if it.finalist == i else it for it in items]
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     names = list(dict.fromkeys(k for r in rows for k in r))

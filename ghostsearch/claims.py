@@ -24,6 +24,7 @@ import numpy as np
 
 from ghostsearch import stats
 from ghostsearch.comparison_row import ComparisonRow
+from ghostsearch.eval_numbers import ItemRow
 from ghostsearch.stats import spearman, spearman_ci
 
 ALPHA = stats.ALPHA  # family-wise error of a run's verdict rows (Holm)
@@ -289,13 +290,13 @@ class ItemMatrix:
         )
 
     @classmethod
-    def from_rows(cls, rows: list[dict]) -> ItemMatrix:
-        """From item rows {key, task, doc, gold, pred}; correct = pred == gold."""
+    def from_rows(cls, rows: list[ItemRow]) -> ItemMatrix:
+        """From item rows (``eval_numbers.ItemRow``, each with its ``key``); correct = pred == gold."""
         return cls.from_columns(
-            [r["key"] for r in rows],
-            [r["task"] for r in rows],
-            [r["doc"] for r in rows],
-            [float(r["pred"] == r["gold"]) for r in rows],
+            [r.key for r in rows],
+            [r.task for r in rows],
+            [r.doc for r in rows],
+            [float(r.correct) for r in rows],
         )
 
     @classmethod

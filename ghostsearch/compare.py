@@ -21,7 +21,7 @@ import ray
 from ghostsearch import lmeval_results
 from ghostsearch.config import Config
 from ghostsearch.errors import GhostsearchError
-from ghostsearch.eval_numbers import FinalistNumbers
+from ghostsearch.eval_numbers import FinalistNumbers, ItemRow, read_item_rows
 from ghostsearch.io import write_json_atomic, write_parquet_atomic
 from ghostsearch.rundir.cell import CellResult, CellSpec, grid_cells
 from ghostsearch.runner import Run, run_cell
@@ -284,7 +284,6 @@ class _Evaluator:
     def __init__(
         self, cfg, run_dir, jobs, held_out, progress, broker, draw, on_share=None, perplexity_last: bool = False
     ):
-        import pyarrow.parquet as pq
         from tqdm.auto import tqdm
 
         self.cfg, self.run_dir, self.jobs, self.held_out, self.broker, self.draw = (
@@ -296,13 +295,13 @@ class _Evaluator:
             draw,
         )
         self.numbers: dict[str, FinalistNumbers] = {}
-        self.rows: dict[str, list[dict]] = {}
+        self.rows: dict[str, list[ItemRow]] = {}
         self.model: tuple | None = None  # (model, tokenizer), loaded at the first local evaluation
         self.on_share = on_share
         self.perplexity_last = perplexity_last and self.native_only()
         for key in jobs:
             f, fi = run_dir / "evals" / f"{key}.json", run_dir / "evals" / f"{key}.items.parquet"
-            self.rows[key] = pq.read_table(fi).to_pylist() if fi.exists() else []
+            self.rows[key] = read_item_rows(fi) if fi.exists() else []
             if f.exists():
                 self.numbers[key] = FinalistNumbers.from_dict(json.loads(f.read_text()))
         self.bar = tqdm(
@@ -310,10 +309,10 @@ class _Evaluator:
         )
 
     def items_used(self, key: str) -> int:
-        return len({(r["task"], r["doc"]) for r in self.rows[key]})
+        return len({r.item for r in self.rows[key]})
 
     def correct(self, key: str) -> dict:
-        return {(r["task"], r["doc"]): float(r["pred"] == r["gold"]) for r in self.rows[key]}
+        return {r.item: float(r.correct) for r in self.rows[key]}
 
     def extend(self, keys: list[str], n: int) -> None:
         """Brings every job of ``keys`` to the first n items of the draw. Native-only runs evaluate only
@@ -328,7 +327,7 @@ class _Evaluator:
                     continue
                 need, fresh = want, True
             else:
-                have = {(r["task"], r["doc"]) for r in self.rows[key]}
+                have = {r.item for r in self.rows[key]}
                 need = {t: [d for d in ds if (t, d) not in have] for t, ds in want.items()}
                 fresh = False
                 if not any(need.values()):
@@ -403,13 +402,13 @@ class _Evaluator:
                     fresh,
                 )
 
-    def finish(self, share: list[str], res: tuple[list[FinalistNumbers], list[dict]], fresh: bool) -> None:
+    def finish(self, share: list[str], res: tuple[list[FinalistNumbers], list[ItemRow]], fresh: bool) -> None:
         from ghostsearch.evaluation_native import write_item_rows
 
         results, rows = res
         for i, key in enumerate(share):
             removed, method = self.jobs[key]
-            new = [dict(r, finalist=0, recovery=method, key=key) for r in rows if r["finalist"] == i]
+            new = [replace(r, finalist=0, recovery=method, key=key) for r in rows if r.finalist == i]
             self.rows[key] = new if fresh else self.rows[key] + new
             write_item_rows(self.rows[key], self.run_dir / "evals" / f"{key}.items.parquet")
             if fresh:

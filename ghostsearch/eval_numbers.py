@@ -17,7 +17,11 @@ read. On disk (and in ``to_dict``) it is one flat JSON object, as it always was:
 
 ``from_dict`` refuses a key that is none of these with one line. The key order of a file is kept
 (``key_order``, not compared): the producers write keys in the order the numbers come, and a file
-read and written again is the same bytes. Bottom layer: it knows no model and no run.
+read and written again is the same bytes.
+
+Beside them, one finalist's prediction on one document is an ``ItemRow`` (the rows of
+evals/<key>.items.parquet and eval_items.parquet; ``items_to_arrow``/``items_from_arrow`` give and
+read that table). Bottom layer: it knows no model and no run.
 """
 
 from __future__ import annotations
@@ -204,3 +208,109 @@ def _task(task: str, metrics: dict[str, Any]) -> TaskNumbers:
             f"{task}_acc, {task}_acc_norm, {task}_acc_stderr and {task}_n)"
         )
     return TaskNumbers(n=metrics["n"], other=other, **typed)
+
+
+# ---------------------------------------------------------------- per-item rows
+ITEM_COLUMNS = ("finalist", "removed", "recovery", "task", "doc", "gold", "pred", "pred_norm", "lls", "key")
+
+
+@dataclass(frozen=True)
+class ItemRow:
+    """One finalist's prediction on one document of a zero-shot task: what
+    ``evaluation_native.evaluate_finalists_native`` gives per finalist x task x document, compare
+    keeps per job (RUN_DIR/evals/<key>.items.parquet, all jobs in RUN_DIR/eval_items.parquet) and
+    ``ghostsearch eval`` writes beside its rows. ``finalist``: the finalist's index in its call (0 in
+    compare's files); ``doc``: the row number in the task's file; ``gold``, ``pred``, ``pred_norm``
+    (None where lm-eval reports no acc_norm): choice indices; ``lls``: each choice's log-likelihood;
+    ``key``: the job's eval_key (compare's rows only; no column where no row has one)."""
+
+    finalist: int
+    removed: tuple[int, ...]
+    recovery: str
+    task: str
+    doc: int
+    gold: int
+    pred: int
+    pred_norm: int | None
+    lls: tuple[float, ...]
+    key: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "removed", tuple(int(b) for b in self.removed))
+        object.__setattr__(self, "lls", tuple(float(v) for v in self.lls))
+
+    @property
+    def item(self) -> tuple[str, int]:
+        """(task, doc): the item, whichever model predicted it."""
+        return self.task, self.doc
+
+    @property
+    def correct(self) -> bool:
+        return self.pred == self.gold
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ItemRow:
+        """A row of an items.parquet (or ``to_dict``'s form); an unknown or missing column fails in one line."""
+        unknown = [k for k in d if k not in ITEM_COLUMNS]
+        missing = [k for k in ITEM_COLUMNS[:-1] if k not in d]
+        if unknown or missing:
+            what = f"unknown column '{unknown[0]}'" if unknown else f"no column '{missing[0]}'"
+            raise GhostsearchError(f"item row: {what} (the columns are {', '.join(ITEM_COLUMNS)})")
+        return cls(**d)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The row as a dict, the columns in file order (``removed`` and ``lls`` as lists; no ``key``
+        when it has none)."""
+        out: dict[str, Any] = {
+            "finalist": self.finalist,
+            "removed": list(self.removed),
+            "recovery": self.recovery,
+            "task": self.task,
+            "doc": self.doc,
+            "gold": self.gold,
+            "pred": self.pred,
+            "pred_norm": self.pred_norm,
+            "lls": list(self.lls),
+        }
+        if self.key is not None:
+            out["key"] = self.key
+        return out
+
+
+def item_schema(with_key: bool):
+    """The Parquet schema of item rows: the nine fixed columns, then ``key`` where rows have one."""
+    import pyarrow as pa
+
+    cols = [
+        ("finalist", pa.int64()),
+        ("removed", pa.list_(pa.int64())),
+        ("recovery", pa.string()),
+        ("task", pa.string()),
+        ("doc", pa.int64()),
+        ("gold", pa.int64()),
+        ("pred", pa.int64()),
+        ("pred_norm", pa.int64()),
+        ("lls", pa.list_(pa.float64())),
+    ]
+    return pa.schema(cols + ([("key", pa.string())] if with_key else []))
+
+
+def items_to_arrow(rows: list[ItemRow]):
+    """Item rows as the table written to Parquet (``item_schema``; the ``key`` column where any row
+    has a key)."""
+    import pyarrow as pa
+
+    with_key = any(r.key is not None for r in rows)
+    dicts = [dict(r.to_dict(), key=r.key) if with_key else r.to_dict() for r in rows]
+    return pa.Table.from_pylist(dicts, schema=item_schema(with_key))
+
+
+def items_from_arrow(table) -> list[ItemRow]:
+    """A table of item rows (an items.parquet) as ItemRows; an unknown column fails in one line."""
+    return [ItemRow.from_dict(d) for d in table.to_pylist()]
+
+
+def read_item_rows(path) -> list[ItemRow]:
+    import pyarrow.parquet as pq
+
+    return items_from_arrow(pq.read_table(path))

@@ -24,7 +24,7 @@ import yaml
 
 from ghostsearch import data
 from ghostsearch.errors import GhostsearchError
-from ghostsearch.eval_numbers import FinalistNumbers
+from ghostsearch.eval_numbers import FinalistNumbers, ItemRow
 from ghostsearch.evaluation_native import encode_pair  # noqa: F401 (lm-eval's tokenisation; re-exported)
 from ghostsearch.stack import Stack
 from ghostsearch.stats import z_of_level
@@ -194,12 +194,12 @@ def evaluate_finalist_specs(
     progress: bool = False,
     items: dict[str, list[int]] | None = None,
     perplexity: bool = True,
-) -> tuple[list[FinalistNumbers], list[dict]]:
+) -> tuple[list[FinalistNumbers], list[ItemRow]]:
     """compare's finalists on one model replica (e.g. ``ScorerActor.with_model``): (removed, recovery
     method) pairs repaired by the config's repair path, then perplexities and zero-shot accuracies of
     all of them together (perplexity_finalists, zero_shot_finalists). Returns per finalist
     ``evaluate_model``'s numbers with ``recovery`` and ``lm_eval`` (lm-eval's results document), and the
-    per-item rows (``evaluation_native.write_item_rows``). ``items``: {task: doc row numbers} to
+    per-item rows (``eval_numbers.ItemRow``). ``items``: {task: doc row numbers} to
     evaluate (default: the config's draw, ``items.draw``); ``perplexity=False``: zero-shot only."""
     from ghostsearch.evaluation_native import fit_finalists
 
@@ -423,12 +423,12 @@ def zero_shot_finalists(
     held_out=(),
     progress: bool = False,
     items: dict[str, list[int]] | None = None,
-) -> tuple[list[FinalistNumbers], list[dict]]:
+) -> tuple[list[FinalistNumbers], list[ItemRow]]:
     """Zero-shot accuracies of finalists, (removed, repair Operators or None) of the UNPRUNED
     ``model``, by ``eval.engine``: ``native`` runs its eight tasks for all finalists in one pass over
     a dense prefix cache (evaluation_native); lm-eval runs the rest on each finalist physically
     pruned and repaired. Returns (per finalist: ``zero_shot``'s numbers with ``lm_eval``, lm-eval's
-    results document; per item: native rows, ``evaluation_native.write_item_rows``). Both engines
+    results document; per item: native rows, ``eval_numbers.ItemRow``). Both engines
     evaluate the same items of the eight tasks: ``items`` ({task: doc row numbers}), else the
     config's draw (``items.draw``: eval.seed, eval.sample, eval.limit, eval.max_items ...)."""
     from ghostsearch.evaluation_native import NATIVE_TASKS, evaluate_finalists_native
@@ -439,7 +439,7 @@ def zero_shot_finalists(
     tasks = check_tasks(cfg_eval.tasks, data_dir)
     native = [t for t in tasks if t in NATIVE_TASKS] if cfg_eval.engine == "native" else []
     results: list[FinalistNumbers] = [FinalistNumbers() for _ in finalists]
-    rows: list[dict] = []
+    rows: list[ItemRow] = []
     stats: dict = {"split_docs": {}}
     if items is None and any(t in data.MC_TASKS for t in tasks):
         items = draw(cfg_eval, tasks, data_dir, held_out).first()

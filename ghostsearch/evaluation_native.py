@@ -22,7 +22,7 @@ lists it). The computation differs in two ways:
   time, as many as fit in ``eval.cache_gib`` (on the CPU with ``offload``).
 
 Per finalist the result is an ``eval_numbers.FinalistNumbers`` (``<task>_acc``, ``<task>_acc_norm``,
-``<task>_n`` in its flat form, as ``evaluate.zero_shot``'s); per item one row (``item_rows`` schema).
+``<task>_n`` in its flat form, as ``evaluate.zero_shot``'s); per item one ``eval_numbers.ItemRow``.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ import yaml
 
 from ghostsearch import data
 from ghostsearch.errors import GhostsearchError
-from ghostsearch.eval_numbers import FinalistNumbers
+from ghostsearch.eval_numbers import FinalistNumbers, ItemRow, items_to_arrow
 from ghostsearch.stack import Batch, Stack, check_removed, run_start
 
 if TYPE_CHECKING:
@@ -367,7 +367,7 @@ def evaluate_finalists_native(
     offload: bool = False,
     stats: dict | None = None,
     items: dict[str, list[int]] | None = None,
-) -> tuple[list[FinalistNumbers], list[dict]]:
+) -> tuple[list[FinalistNumbers], list[ItemRow]]:
     """Zero-shot accuracies of every finalist on ``tasks`` (default ``cfg_eval.tasks``; the run's
     item draw, ``items.draw``: eval.seed, eval.sample, eval.limit, eval.max_items ...; or ``items``,
     {task: doc row numbers}; micro-batches of ``cfg_eval.batch_size`` items; at most
@@ -399,7 +399,7 @@ def evaluate_finalists_native(
             check_cap(packed[t][0], stack, len({p.start for p in finals}), cap)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     results: list[dict] = [dict() for _ in finals]
-    rows: list[dict] = []
+    rows: list[ItemRow] = []
     for task in tasks:
         t0 = time.perf_counter()
         bars = [
@@ -420,17 +420,17 @@ def evaluate_finalists_native(
                 pred, pred_norm = predictions(ll, d)
                 acc, acc_norm = acc + (pred == d.gold), acc_norm + (pred_norm == d.gold)
                 rows.append(
-                    {
-                        "finalist": f,
-                        "removed": list(plan.removed),
-                        "recovery": method_name(plan),
-                        "task": task,
-                        "doc": ids[task][i],
-                        "gold": d.gold,
-                        "pred": pred,
-                        "pred_norm": pred_norm if norm else None,
-                        "lls": ll.tolist(),
-                    }
+                    ItemRow(
+                        finalist=f,
+                        removed=plan.removed,
+                        recovery=method_name(plan),
+                        task=task,
+                        doc=ids[task][i],
+                        gold=d.gold,
+                        pred=pred,
+                        pred_norm=pred_norm if norm else None,
+                        lls=tuple(ll.tolist()),
+                    )
                 )
             n = len(docs[task])
             results[f][f"{task}_acc"] = acc / n if n else math.nan
@@ -442,16 +442,16 @@ def evaluate_finalists_native(
     return [FinalistNumbers.from_dict(r) for r in results], rows
 
 
-def accuracies(rows: list[dict], tasks) -> FinalistNumbers:
+def accuracies(rows: list[ItemRow], tasks) -> FinalistNumbers:
     """'<task>_acc', '<task>_acc_norm' (where lm-eval reports it), '<task>_n' of one model's
     per-item rows (``write_item_rows``'s columns), as ``evaluate_finalists_native`` computes them."""
     out: dict = {}
     for t in tasks:
-        mine = [r for r in rows if r["task"] == t]
+        mine = [r for r in rows if r.task == t]
         n = len(mine)
-        out[f"{t}_acc"] = sum(r["pred"] == r["gold"] for r in mine) / n if n else math.nan
+        out[f"{t}_acc"] = sum(r.pred == r.gold for r in mine) / n if n else math.nan
         if reports_norm(t):
-            out[f"{t}_acc_norm"] = sum(r["pred_norm"] == r["gold"] for r in mine) / n if n else math.nan
+            out[f"{t}_acc_norm"] = sum(r.pred_norm == r.gold for r in mine) / n if n else math.nan
         out[f"{t}_n"] = n
     return FinalistNumbers.from_dict(out)
 
@@ -474,27 +474,9 @@ def fit_finalists(model, tokenizer, cfg, specs) -> list[tuple[tuple[int, ...], O
     return [(tuple(removed), ops) for (removed, _), ops in zip(specs, fit_all(model, tokenizer, specs, cfg))]
 
 
-def write_item_rows(rows: list[dict], path) -> None:
-    """Per-item predictions to Parquet (atomic), one row per finalist x task x document."""
-    import pyarrow as pa
-
+def write_item_rows(rows: list[ItemRow], path) -> None:
+    """Per-item predictions to Parquet (atomic), one row per finalist x task x document
+    (``eval_numbers.items_to_arrow``: the schema every items.parquet has)."""
     from ghostsearch.io import write_parquet_atomic
 
-    schema = pa.schema(
-        [
-            ("finalist", pa.int64()),
-            ("removed", pa.list_(pa.int64())),
-            ("recovery", pa.string()),
-            ("task", pa.string()),
-            ("doc", pa.int64()),
-            ("gold", pa.int64()),
-            ("pred", pa.int64()),
-            ("pred_norm", pa.int64()),
-            ("lls", pa.list_(pa.float64())),
-        ]
-    )
-    extra = [k for k in (rows[0] if rows else {}) if k not in schema.names]
-    table = pa.Table.from_pylist(rows, schema=schema)
-    for k in extra:  # caller columns (cell, key ...) kept as they are
-        table = table.append_column(k, pa.array([r.get(k) for r in rows]))
-    write_parquet_atomic(path, table)
+    write_parquet_atomic(path, items_to_arrow(rows))

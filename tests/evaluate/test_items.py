@@ -155,7 +155,7 @@ def test_both_engines_evaluate_the_same_drawn_items(smollm2_tokenizer_dir, data_
     cfg = ev("eval.tasks=[arc_easy,winogrande]", "eval.max_items=10", "eval.batch_size=4", data_dir=data_dir)
     drawn = items.draw(cfg, data_dir=data_dir).first()
     native, rows = zero_shot_finalists(model, tok, [((), None)], cfg, data_dir)
-    assert {t: [r["doc"] for r in rows if r["task"] == t] for t in drawn} == drawn
+    assert {t: [r.doc for r in rows if r.task == t] for t in drawn} == drawn
     cfg.engine = "lm-eval"
     ref, no_rows = zero_shot_finalists(model, tok, [((), None)], cfg, data_dir)
     assert no_rows == []

@@ -6,6 +6,7 @@ random Llama and SmolLM2, each dense, pruned and pruned + ghosted."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -62,7 +63,7 @@ def reference_model(model, removed, ops):
 
 
 def rows_of(rows, f, task):
-    return [r for r in rows if r["finalist"] == f and r["task"] == task]
+    return [r for r in rows if r.finalist == f and r.task == task]
 
 
 def test_packed_items_equal_one_sequence_per_request(tiny, data_dir):
@@ -76,7 +77,7 @@ def test_packed_items_equal_one_sequence_per_request(tiny, data_dir):
         for task in TASKS:
             docs = task_docs(task, data_dir, 3)
             ref = loglikelihoods(ref_model, tok, [r for d in docs for r in d.requests])
-            ours = [ll for r in rows_of(rows, f, task) for ll in r["lls"]]
+            ours = [ll for r in rows_of(rows, f, task) for ll in r.lls]
             assert len(ours) == len(ref)
             for a, (b, _) in zip(ours, ref):
                 assert a == pytest.approx(b, rel=1e-5, abs=1e-5), (task, removed, ops is not None)
@@ -133,7 +134,7 @@ def test_cache_cap_is_respected_and_changes_nothing(tiny, data_dir):
         model, tok, finalists, eval_cfg(12, ["hellaswag"], cache_gib=cap / 2**30), data_dir, progress=False, stats=small
     )
     assert 0 < small["cache_bytes_peak"] <= cap < big["cache_bytes_peak"]
-    assert r_small == r_big and [r["lls"] for r in rows_small] == [r["lls"] for r in rows_big]
+    assert r_small == r_big and [r.lls for r in rows_small] == [r.lls for r in rows_big]
 
 
 def test_input_errors_are_one_line_before_any_work(tiny, data_dir, tmp_path):
@@ -171,11 +172,11 @@ def test_item_rows_to_parquet(tiny, data_dir, tmp_path):
     _, rows = evaluate_finalists_native(
         model, tok, [((), None), ((1, 2), None)], eval_cfg(3, ["piqa", "boolq"]), data_dir, progress=False
     )
-    write_item_rows([{**r, "cell": "c0"} for r in rows], tmp_path / "items.parquet")
+    write_item_rows([dataclasses.replace(r, key="c0") for r in rows], tmp_path / "items.parquet")
     back = pq.read_table(tmp_path / "items.parquet").to_pylist()
-    assert len(back) == 2 * 2 * 3 and back[0]["cell"] == "c0"
+    assert len(back) == 2 * 2 * 3 and back[0]["key"] == "c0"
     assert [(r["finalist"], r["task"], r["doc"], r["pred"], r["lls"]) for r in back] == [
-        (r["finalist"], r["task"], r["doc"], r["pred"], r["lls"]) for r in rows
+        (r.finalist, r.task, r.doc, r.pred, list(r.lls)) for r in rows
     ]
     assert all(r["pred_norm"] is None for r in back if r["task"] == "boolq")
 
@@ -208,9 +209,9 @@ def assert_lm_eval_parity(model, tok, finalists, n, data_dir):
             assert results[f][f"{task}_n"] == len(mine) == n
             for s in ref["samples"][task]:
                 lls = [x[0] for x in s["filtered_resps"]]
-                assert mine[s["doc_id"]]["lls"] == pytest.approx(lls, rel=1e-4), (task, s["doc_id"], f)
-                assert mine[s["doc_id"]]["pred"] == max(range(len(lls)), key=lambda j: (lls[j], -j))  # np.argmax
-                assert (mine[s["doc_id"]]["pred"] == mine[s["doc_id"]]["gold"]) == bool(s["acc"])
+                assert mine[s["doc_id"]].lls == pytest.approx(lls, rel=1e-4), (task, s["doc_id"], f)
+                assert mine[s["doc_id"]].pred == max(range(len(lls)), key=lambda j: (lls[j], -j))  # np.argmax
+                assert mine[s["doc_id"]].correct == bool(s["acc"])
     return results
 
 

@@ -176,4 +176,4 @@ metadata:
         m = physically_prune(model, removed) if removed else model
         direct = zero_shot(m, tok, [str(yaml_path)], limit=4, batch_size=4)
         assert r["my_compare_acc"] == direct.tasks["my_compare"].acc
-    assert {i["task"] for i in items} == {"arc_easy"}  # per-item rows: the native engine's
+    assert {i.task for i in items} == {"arc_easy"}  # per-item rows: the native engine's

@@ -31,6 +31,7 @@ from ghostsearch.claims import (
     verdict,
 )
 from ghostsearch.comparison_row import ComparisonRow, to_arrow
+from ghostsearch.eval_numbers import ItemRow
 
 TASKS = ["boolq", "piqa", "hellaswag", "winogrande", "arc_easy", "arc_challenge", "openbookqa", "social_iqa"]
 N_DOC = 60
@@ -136,12 +137,16 @@ def test_verdict_rejects_unknown_direction():
 
 
 # ---------------------------------------------------------------- items and bootstrap
+def item(key: str, task: str, doc: int, gold: int, pred: int) -> ItemRow:
+    return ItemRow(0, (), "none", task, doc, gold, pred, None, (), key=key)
+
+
 def test_item_matrix_macro_average_and_common_items():
     rows = (
-        [{"key": "a", "task": "x", "doc": d, "gold": 0, "pred": 0} for d in range(2)]
-        + [{"key": "a", "task": "y", "doc": d, "gold": 1, "pred": int(d == 0)} for d in range(4)]
-        + [{"key": "a", "task": "y", "doc": 9, "gold": 1, "pred": 1}]  # only model a has it: left out
-        + [{"key": "b", "task": t, "doc": d, "gold": 1, "pred": 0} for t, n in (("x", 2), ("y", 4)) for d in range(n)]
+        [item("a", "x", d, 0, 0) for d in range(2)]
+        + [item("a", "y", d, 1, int(d == 0)) for d in range(4)]
+        + [item("a", "y", 9, 1, 1)]  # only model a has it: left out
+        + [item("b", t, d, 1, 0) for t, n in (("x", 2), ("y", 4)) for d in range(n)]
     )
     m = ItemMatrix.from_rows(rows)
     assert m.keys == ("a", "b") and m.tasks == ("x", "y") and m.n_items == 6
@@ -150,9 +155,7 @@ def test_item_matrix_macro_average_and_common_items():
 
 
 def test_item_matrix_drops_a_task_some_model_lacks():
-    rows = [{"key": k, "task": "x", "doc": d, "gold": 1, "pred": 1} for k in "ab" for d in range(3)] + [
-        {"key": "a", "task": "z", "doc": 0, "gold": 1, "pred": 0}
-    ]
+    rows = [item(k, "x", d, 1, 1) for k in "ab" for d in range(3)] + [item("a", "z", 0, 1, 0)]
     m = ItemMatrix.from_rows(rows)
     assert m.tasks == ("x",) and m.mean_acc("a") == 1.0
 
