@@ -99,15 +99,18 @@ def report(run_dir: Path, keys: dict[str, str]) -> str:
         for m, k in keys.items()
         if (run_dir / "evals" / f"{k}.json").exists()
     }
+    rci_levels = {c.get("rci_level") for c in looks["contrasts"] if c.get("rci_level")}
+    rci_level = f"{rci_levels.pop():.4f}" if len(rci_levels) == 1 else "alpha / 7"
     lines = [
         f"Looks run: {looks['looks_run']} of {len(looks['looks'])} ({', '.join(map(str, looks['looks']))} items "
         f"per model); items evaluated in all: {looks['items_total']:,} of the fixed design's "
         f"{looks['fixed_items_total']:,}; rule: Holm at {looks['alpha']} over the seven contrasts, "
         f"{looks['spending']} spending.",
         "",
-        "| contrast | left - right | estimate | interval at its level | confidence | look | items | verdict | "
+        "| contrast | left - right | estimate | z | interval at its level | confidence | repeated CI "
+        f"(margin rule, {rci_level}) | look | items | verdict | "
         "WikiText-2 ppl (left / right; log ratio, 95% interval over windows) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for cid, question, left, right in CONTRASTS:
         c = by_name.get(f"{cid} {question}")
@@ -120,20 +123,26 @@ def report(run_dir: Path, keys: dict[str, str]) -> str:
         strata = np.array([t for t, _ in items])
         level = 1 - c["level"] if not math.isnan(c["level"]) else 0.95
         ci = stats.paired_diff_ci(a, b, strata, level=level, seed=0) if len(items) else None
-        verdict = (
-            ("differs: " + ("left better" if c["sign"] > 0 else "right better")) if c["decided"] else "not decided"
-        )
-        ppl = " / ".join(
-            f"{numbers[m].get('ppl_wikitext2', float('nan')):.1f}" if m in numbers else "-" for m in (left, right)
-        )
+        if c.get("verdict") == "within margin":  # its repeated CI lies inside +-margin (amendment 3)
+            verdict = f"within +-{looks['margin']:g}"
+        elif c["decided"]:
+            verdict = "differs: " + ("left better" if c["sign"] > 0 else "right better")
+        else:
+            verdict = "not decided"
+        if any("ppl_wikitext2" in numbers.get(m, {}) for m in (left, right)):
+            ppl = " / ".join(f"{numbers[m]['ppl_wikitext2']:.1f}" if m in numbers else "-" for m in (left, right))
+        else:
+            ppl = "not yet measured"
+        rci = c.get("rci")
+        rci_text = f"[{rci[0]:+.3f}, {rci[1]:+.3f}]" if rci and not any(map(math.isnan, rci)) else "-"
         wl, wr = (numbers.get(m, {}).get("ppl_wikitext2_window_nll") for m in (left, right))
         if wl and wr and len(wl) == len(wr):  # log-perplexity difference, paired over the same windows
             w = stats.paired_diff_ci(np.array(wl), np.array(wr), seed=0)
             ppl += f"; log ratio {w.estimate:+.3f} [{w.lo:+.3f}, {w.hi:+.3f}] over {len(wl)} windows"
         interval = f"[{ci.lo:+.3f}, {ci.hi:+.3f}]" if ci else "-"
         lines.append(
-            f"| {cid} {question} | {left} - {right} | {c['estimate']:+.3f} | {interval} | "
-            f"{level:.4f} | {c['decided_at_look'] or looks['looks_run']} | {n} | {verdict} | {ppl} |"
+            f"| {cid} {question} | {left} - {right} | {c['estimate']:+.3f} | {c['z']:+.2f} | {interval} | "
+            f"{level:.4f} | {rci_text} | {c['decided_at_look'] or looks['looks_run']} | {n} | {verdict} | {ppl} |"
         )
     lines += [
         "",
@@ -142,6 +151,9 @@ def report(run_dir: Path, keys: dict[str, str]) -> str:
         + ".",
         "Items used per model: "
         + ", ".join(f"{label[k]} {n}" for k, n in looks["items_per_model"].items() if k in label)
+        + ".",
+        "Mean accuracy over the items each model used (macro over the eight tasks): "
+        + ", ".join(f"{m} {numbers[m]['mean_acc']:.3f}" for m in keys if "mean_acc" in numbers.get(m, {}))
         + ".",
     ]
     return "\n".join(lines) + "\n"

@@ -64,3 +64,20 @@ def test_results_doc_quotes_study_2s_cheap_claims():
     printed = sc.render(sc.numbers(out, sc.Design(), ROOT / "docs" / "results" / "study-cpu-2" / "s1"), sc.Design())
     doc = (ROOT / "docs" / "results.md").read_text()
     assert printed.rstrip("\n") in doc
+
+
+def test_results_doc_quotes_study_2s_contrasts():
+    """Study 2's C1-C7 table is what bench/study2.py --report-only prints from the committed
+    per-item rows and looks.json (docs/results/study-cpu-2): each contrast's estimate, its interval at
+    the level the sequential Holm rule held it to, the look, the items, the verdict."""
+    import json
+
+    run = ROOT / "docs" / "results" / "study-cpu-2"
+    if not (run / "looks.json").exists():
+        pytest.skip("no look of C1-C7 committed")
+    study2 = _bench("study2")
+    keys = {m: spec["eval_key"] for m, spec in json.loads((run / "study.json").read_text())["models"].items()}
+    assert set(keys) == set(study2.MODELS)
+    printed = study2.report(run, keys)
+    doc = (ROOT / "docs" / "results.md").read_text()
+    assert printed.rstrip("\n") in doc
