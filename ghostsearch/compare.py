@@ -256,13 +256,20 @@ def evaluate_finalists(
         if res_path.exists():
             write_json_atomic(res_path, {**json.loads(res_path.read_text()), "adaptive": summary})
 
+    # a resumed run replays the looks it recorded before (the decisions are a function of the rows):
+    # those are neither recorded again nor reported, so looks.json never steps back to an earlier look
+    recorded = 0
+    if design is not None and (run_dir / "looks.json").exists():
+        before = json.loads((run_dir / "looks.json").read_text())
+        recorded = before.get("looks_run", 0) if before.get("looks") == looks else 0
     for j, n in enumerate(looks):
         todo = keys if j == 0 or design is None else sorted(design.open_keys())
         run.extend(todo, n)
         if design is not None:
             design.test(j, {k: run.correct(k) for k in design.open_keys()}, draw.order[:n])
-            record(j + 1)  # before on_look, so that a commit of the look holds its decisions
-        if on_look is not None:
+            if j + 1 >= recorded:
+                record(j + 1)  # before on_look, so that a commit of the look holds its decisions
+        if on_look is not None and j + 1 >= recorded:
             on_look(j, n)
         if design is not None and design.finished():
             break

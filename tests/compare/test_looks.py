@@ -155,10 +155,20 @@ def test_adaptive_run_records_its_looks_and_resumes_without_reevaluating(
         assert second[k].lambada_acc == first[k].lambada_acc is not None
         acc = np.mean([r["pred"] == r["gold"] for r in rows if r["task"] == "piqa"])
         assert second[k].tasks["piqa"].acc == pytest.approx(acc)
-    # the same command again: nothing evaluated
+    # the same command again: nothing evaluated; the looks recorded before are replayed from the rows,
+    # neither written again nor reported (looks.json never steps back to an earlier look)
     calls.clear()
-    assert evaluate_finalists(full, tmp_path, jobs, progress=False, contrasts=contrasts) == second
-    assert calls == []
+    recorded = (tmp_path / "looks.json").read_text()
+    seen = []
+
+    def on_look(j, n):
+        seen.append((j, n))
+        assert (tmp_path / "looks.json").read_text() == recorded
+
+    again = evaluate_finalists(full, tmp_path, jobs, progress=False, contrasts=contrasts, on_look=on_look)
+    assert again == second and calls == []
+    assert seen == [(looks["looks_run"] - 1, [4, 8][looks["looks_run"] - 1])]
+    assert (tmp_path / "looks.json").read_text() == recorded
 
 
 def test_a_look_with_one_item_in_a_task_decides_nothing():
