@@ -77,7 +77,7 @@ def spread(rows: list[ComparisonRow], acc_key: str = "mean_acc") -> dict:
         "between": float(np.mean(between)) if between else math.nan,
         "mean_by_objective": {
             o: float(np.mean([means[k][o] for k in means if o in means[k]]))
-            for o in {o for m in means.values() for o in m}
+            for o in sorted({o for m in means.values() for o in m}, key=str)  # the same order in every process
         },
     }
 

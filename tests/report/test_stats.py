@@ -188,3 +188,31 @@ def test_correlations_count_rows_without_accuracy():
     rows = ROWS + [dict(ROWS[0], cell="z", removed=[9], mean_acc=math.nan)]
     got = {x["objective"]: x["dropped"] for x in correlations(cr(rows))}
     assert got == {"perplexity": 1, "margin": 0}
+
+
+def test_spread_is_the_same_in_every_process():
+    """summary.json's spread on the committed study: the same bytes under two string-hash seeds (its
+    per-objective means once came out in set order, which follows PYTHONHASHSEED)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    code = (
+        "import json, pyarrow.parquet as pq; from ghostsearch.comparison_row import from_arrow; "
+        "from ghostsearch.report.summary import spread; "
+        "print(json.dumps(spread(from_arrow(pq.read_table('docs/results/study-cpu/comparison.parquet')))))"
+    )
+    outs = [
+        subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        ).stdout
+        for seed in ("1", "2", "3")
+    ]
+    assert '"perplexity"' in outs[0] and '"margin"' in outs[0] and outs[0] == outs[1] == outs[2]
