@@ -1,6 +1,7 @@
 """Searchers on SmolLM2, k = 6 of 30, perplexity, fixed calibration, one shared pool:
 each searcher's best value against evaluations and wall seconds, and how many full-fidelity
-evaluations ga, bo and cbo need to reach greedy's best value (greedy itself uses ~165).
+evaluations ga, bo and cbo need to reach greedy's best value (greedy itself: 153 at k = 6 and 196
+at k = 8 on SmolLM2, 28 free blocks).
 
   python bench/search.py [--out runs/bench-search] [--n-seq 8 --seq-len 128]   # runs the searches
   python bench/search.py --from-run runs/study-smollm2 --k 6                    # reads a compare's ledger
