@@ -261,7 +261,12 @@ def evaluate_finalists(
     recorded = 0
     if design is not None and (run_dir / "looks.json").exists():
         before = json.loads((run_dir / "looks.json").read_text())
-        recorded = before.get("looks_run", 0) if before.get("looks") == looks else 0
+        same = (before.get("looks"), before.get("spending"), before.get("margin")) == (
+            looks,
+            cfg.eval.spending,
+            design.margin,
+        ) and [c.get("contrast") for c in before.get("contrasts", [])] == [c.name for c in contrasts]
+        recorded = before.get("looks_run", 0) if same else 0
     for j, n in enumerate(looks):
         todo = keys if j == 0 or design is None else sorted(design.open_keys())
         run.extend(todo, n)
@@ -273,6 +278,8 @@ def evaluate_finalists(
             on_look(j, n)
         if design is not None and design.finished():
             break
+    if design is not None and j + 1 < recorded:  # cannot happen with the same rows; never leave it stale
+        record(j + 1)
     run.perplexities(keys)  # adaptive runs: after the looks (the verdicts need only the items)
     run.close()
     _collect_items(run_dir, keys)

@@ -169,6 +169,10 @@ def test_adaptive_run_records_its_looks_and_resumes_without_reevaluating(
     assert again == second and calls == []
     assert seen == [(looks["looks_run"] - 1, [4, 8][looks["looks_run"] - 1])]
     assert (tmp_path / "looks.json").read_text() == recorded
+    # another design on the same rows (one contrast) is recorded from its first look: nothing stale is left
+    evaluate_finalists(full, tmp_path, jobs, progress=False, contrasts=contrasts[:1], on_look=lambda j, n: None)
+    assert [c["contrast"] for c in json.loads((tmp_path / "looks.json").read_text())["contrasts"]] == ["dense - cut3"]
+    assert calls == []
 
 
 def test_a_look_with_one_item_in_a_task_decides_nothing():
