@@ -130,7 +130,10 @@ def report(run_dir: Path, keys: dict[str, str]) -> str:
         else:
             verdict = "not decided"
         if any("ppl_wikitext2" in numbers.get(m, {}) for m in (left, right)):
-            ppl = " / ".join(f"{numbers[m]['ppl_wikitext2']:.1f}" if m in numbers else "-" for m in (left, right))
+            ppl = " / ".join(
+                f"{numbers[m]['ppl_wikitext2']:.1f}" if "ppl_wikitext2" in numbers.get(m, {}) else "not yet"
+                for m in (left, right)
+            )
         else:
             ppl = "not yet measured"
         rci = c.get("rci")
@@ -151,6 +154,16 @@ def report(run_dir: Path, keys: dict[str, str]) -> str:
         + ".",
         "Items used per model: "
         + ", ".join(f"{label[k]} {n}" for k, n in looks["items_per_model"].items() if k in label)
+        + ".",
+        "WikiText-2 perplexity (paper protocol, every 2048-token window of the test split) measured so far: "
+        + (
+            ", ".join(
+                f"{m} {numbers[m]['ppl_wikitext2']:.2f} ({len(numbers[m].get('ppl_wikitext2_window_nll') or [])} windows)"
+                for m in keys
+                if "ppl_wikitext2" in numbers.get(m, {})
+            )
+            or "none"
+        )
         + ".",
         "Mean accuracy over the items each model used (macro over the eight tasks): "
         + ", ".join(f"{m} {numbers[m]['mean_acc']:.3f}" for m in keys if "mean_acc" in numbers.get(m, {}))
