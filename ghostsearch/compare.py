@@ -359,7 +359,7 @@ class _Evaluator:
     def perplexities(self, keys: list[str]) -> None:
         """Measures eval.perplexity for every job of ``keys`` whose numbers lack it (after the looks of
         a ``perplexity_last`` run; nothing otherwise), in shares, each share's numbers saved as it ends."""
-        todo = [k for k in keys if self.lacks_perplexity(k)]
+        todo = [k for k in keys if self.lacks_perplexity(k)] if self.perplexity_last else []
         if todo:
             self.evaluate(todo, {t: [] for t in self.cfg.eval.tasks}, fresh=False, perplexity=True)
 
@@ -424,7 +424,8 @@ class _Evaluator:
             removed, method = self.jobs[key]
             new = [replace(r, finalist=0, recovery=method, key=key) for r in rows if r.finalist == i]
             self.rows[key] = new if fresh else self.rows[key] + new
-            write_item_rows(self.rows[key], self.run_dir / "evals" / f"{key}.items.parquet")
+            if fresh or new:  # a perplexity pass adds no rows: the file on disk already holds them
+                write_item_rows(self.rows[key], self.run_dir / "evals" / f"{key}.items.parquet")
             if fresh:
                 numbers = finalist_numbers(self.cfg, self.run_dir / "lm_eval", removed, method, results[i])
                 numbers = numbers.merged(FinalistNumbers(items_used=sum(len(v) for v in self.last_items.values())))
