@@ -390,6 +390,70 @@ def bound_check(policies: list[RaceParams]) -> None:
         )
 
 
+SPENDING = ("uniform", "sqrt", "rows", "rows2")
+
+
+def look_weights(looks: list[int], kind: str) -> np.ndarray:
+    """The share of alpha each look before the last gets: uniform (racing's), or proportional to the
+    rows seen (n), its square root or its square (less alpha early, where the t quantile is huge)."""
+    n = np.asarray(looks[:-1], float)
+    w = {"uniform": np.ones_like(n), "sqrt": np.sqrt(n), "rows": n, "rows2": n**2}[kind]
+    return w / w.sum()
+
+
+def spent_race(X: np.ndarray, params: RaceParams, kind: str, keep: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """racing.simulate with the looks' alpha weighted by ``look_weights`` (a Bonferroni split with
+    weights fixed before the data, so as sound as the uniform one): (alive, cost) of X [races, m, N]."""
+    from ghostsearch.search.racing import confidently_worse
+
+    R, m, N = X.shape
+    looks = params.schedule(N)
+    alphas = params.delta / (keep * max(1, m - 1)) * look_weights(looks, kind)
+    alive, cost, prev = np.ones((R, m), bool), np.zeros(R), 0
+    for j, n in enumerate(looks):
+        cost += alive.sum(1) * (n - prev) / N
+        prev = n
+        a = float(alphas[j]) if n < N else 1.0  # the last look is exact: no alpha
+        W = confidently_worse(X[..., :n], N, a, params) & alive[:, None, :]
+        alive &= W.sum(-1) < keep
+    return alive, cost
+
+
+def spending(steps: list[list[dict]], policies: list[RaceParams]) -> None:
+    """Alpha spent unevenly over the looks (``look_weights``): the replayed cost on these rows and the
+    worst false-drop rate of tests/search/test_racing_bound.py's simulation (normal, t2, t3, near-tie;
+    8-128 rows) against its limit."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "search"))
+    import test_racing_bound as tb
+
+    print("| policy | alpha over the looks | evaluations (of exact) | ratio | same winners | worst false-drop rate |")
+    print("|---|---|---|---|---|---|")
+    for p in policies:
+        for kind in SPENDING:
+            used = total = 0.0
+            same = True
+            for recs in steps:
+                N = len(recs[0]["row_losses"])
+                X = np.array([r["row_losses"] for r in recs])[:, p.order(N)][None]
+                alive, cost = spent_race(X, p, kind)
+                w = min(range(len(recs)), key=lambda i: (recs[i]["value"], tuple(recs[i]["removed"])))
+                same &= bool(alive[0, w]) and int(alive[0].sum()) == 1
+                used, total = used + float(cost[0]), total + len(recs)
+            q = RaceParams(delta=tb.DELTA, min_rows=p.min_rows, growth=p.growth)
+            worst = max(
+                1.0 - spent_race(tb.population(c, n, 0), q, kind)[0][:, 0].mean()
+                for c in ("normal", "t2", "t3", "near-tie")
+                for n in tb.ROWS
+            )
+            print(
+                f"| {describe(p)} | {kind} | {used:.2f} of {total:.0f} | {used / total:.3f}x | "
+                f"{'yes' if same else 'NO'} | {worst:.4f} (limit {tb.LIMIT:.4f}) |",
+                flush=True,
+            )
+
+
 SWEEP = [{"min_rows": m, "growth": g} for m in (2, 3, 4, 6, 8, 12, 16) for g in (1.25, 1.5, 2.0, 3.0)]
 
 
@@ -406,6 +470,9 @@ def main() -> None:
     ap.add_argument("--sweep", action="store_true", help="replay a grid of policies (totals only)")
     ap.add_argument(
         "--decompose", action="store_true", help="the cost of each part of the bound (default and --race policies)"
+    )
+    ap.add_argument(
+        "--spending", action="store_true", help="alpha spent unevenly over the looks (default and --race policies)"
     )
     ap.add_argument("--bound", action="store_true", help="the false-drop simulation with the default and --race")
     ap.add_argument(
@@ -424,6 +491,9 @@ def main() -> None:
         sweep(steps, SWEEP)
         return
     p = parse_race(args.race)
+    if args.spending:
+        spending(steps, [RaceParams()] + ([p] if args.race else []))
+        return
     if args.decompose:
         decompose(steps, [RaceParams()] + ([p] if args.race else []))
         return

@@ -33,3 +33,21 @@ def test_a_weaker_promise_loses_the_answer_at_step_8():
     steps = rr.load_steps(RUN, 8)
     assert rr.replay_step(steps[7], RaceParams())["same"]
     assert not rr.replay_step(steps[7], RaceParams(delta=0.1))["same"]
+
+
+@pytest.mark.skipif(not (RUN / "step8.parquet").exists(), reason="no committed row losses")
+def test_uniform_spending_is_the_race_itself():
+    """--spending's race with the looks' alpha split evenly is run_race's (54.625 of 153 at k = 6);
+    the weighted splits it compares are other races on the same rows (they differ in cost)."""
+    import numpy as np
+
+    rr = load_bench("race_replay")
+    steps, p = rr.load_steps(RUN, 6), RaceParams()
+    cost = {}
+    for kind in rr.SPENDING:
+        cost[kind] = 0.0
+        for recs in steps:
+            X = np.array([r["row_losses"] for r in recs])[:, p.order(64)][None]
+            cost[kind] += float(rr.spent_race(X, p, kind)[1][0])
+    assert cost["uniform"] == pytest.approx(54.625, abs=1e-9)
+    assert len({round(c, 6) for c in cost.values()}) == len(cost)
