@@ -51,3 +51,14 @@ def test_uniform_spending_is_the_race_itself():
             cost[kind] += float(rr.spent_race(X, p, kind)[1][0])
     assert cost["uniform"] == pytest.approx(54.625, abs=1e-9)
     assert len({round(c, 6) for c in cost.values()}) == len(cost)
+
+
+def test_dunnett_alpha_spans_the_union_bound_to_one_comparison():
+    """--correlation's max_alpha: independent rivals give Sidak's level (just above a / m); perfectly
+    correlated ones behave as one comparison (a); Monte Carlo within 5%."""
+    import numpy as np
+
+    rr = load_bench("race_replay")
+    a, m = 0.0125, 20
+    assert rr.max_alpha(np.eye(m), a) == pytest.approx(1 - (1 - a) ** (1 / m), rel=0.05)
+    assert rr.max_alpha(np.full((m, m), 1.0), a) == pytest.approx(a, rel=0.05)
