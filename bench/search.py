@@ -13,7 +13,8 @@ at k = 8 on SmolLM2, 28 free blocks).
 greedy (race: true), beam (width 2), and ga, bo, cbo given exactly greedy's cost as their budget
 (racing on, their default); prints each one's best value, budget used, the budget at which it first
 reached exact greedy's value (<= 1.0001x, lower is better) and wall seconds; each cell's result and
-best-value history is appended to <out>/matched.jsonl, which ``--plot`` draws.
+best-value history is appended to <out>/matched.jsonl, which ``--plot`` draws. A rerun with the same
+``--out`` and calibration size skips the cells matched.jsonl holds (resumable over sessions).
 """
 
 from __future__ import annotations
@@ -113,6 +114,21 @@ def reach(history, target, tol=1e-4):
     )
 
 
+def earlier_cells(path: str, n_seq: int, seq_len: int) -> dict[tuple, dict]:
+    """The cells a previous --matched invocation finished into ``path`` at the same calibration size,
+    by (objective, k, seed, searcher): a rerun skips them (a cell stopped part-way resumes from its
+    run directory's ledger instead, its wall time then counting only the rest)."""
+    if not os.path.exists(path):
+        return {}
+    out = {}
+    with open(path) as f:
+        for line in f:
+            r = json.loads(line)
+            if r.get("n_seq") == n_seq and r.get("seq_len") == seq_len:
+                out[(r["objective"], r["k"], r["seed"], r["searcher"])] = r
+    return out
+
+
 def matched(args):
     """Every searcher of MATCHED on each (objective, k, seed), ga/bo/cbo at greedy's cost, one shared pool."""
     import ray
@@ -144,10 +160,10 @@ def matched(args):
         )
     cfg = load_config(None, base)
     n_blocks = model_depth(cfg.model)
-    connect(None, dashboard=False)
+    done = earlier_cells(os.path.join(args.out, "matched.jsonl"), args.n_seq, args.seq_len)
     rows = []
+    broker = None  # started at the first cell to run (a rerun whose cells are all done starts nothing)
     try:
-        broker = start_pool(cfg)
         for objective in args.objectives.split(","):
             for k in map(int, args.ks.split(",")):
                 cost = greedy_cost(Space(n_blocks, k, protected_blocks(cfg, n_blocks)))
@@ -164,12 +180,28 @@ def matched(args):
                                 flush=True,
                             )
                             continue
+                        r = done.get((objective, k, seed, label))
+                        if r is not None:  # a cell of an earlier invocation: its line stands
+                            first.setdefault(label, r)
+                            if label == "greedy":
+                                greedy_best = r["value"]
+                            at = reach(r["history"], greedy_best)
+                            row = (objective, k, seed, label, r["value"], r["budget_used"], at, cost)
+                            rows.append(row + (r["wall_seconds"], r["removed"]))
+                            print(
+                                f"{objective:10s} k={k} seed={seed} {label:12s} done earlier: {r['value']:.4f}",
+                                flush=True,
+                            )
+                            continue
                         name = label.split("+")[0]
                         over = [f"search.params.{name}.{p}={str(v).lower()}" for p, v in params.items()]
                         if name in ("ga", "bo", "cbo"):
                             over.append(f"search.budget={cost}")
                         d = f"{args.out}/{label.replace('+', '-')}-{objective}-k{k}-s{seed}"
                         c = load_config(None, base + over + [f"objective={objective}", f"out={d}"])
+                        if broker is None:
+                            connect(None, dashboard=False)
+                            broker = start_pool(cfg)
                         run_dir = open_run_dir(c, "bench-search")
                         try:
                             r = run_cell(
@@ -242,7 +274,8 @@ def matched(args):
                             flush=True,
                         )
     finally:
-        ray.shutdown()
+        if ray.is_initialized():
+            ray.shutdown()
     return rows
 
 

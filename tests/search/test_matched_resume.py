@@ -1,0 +1,53 @@
+"""bench/search.py --matched resumes over sessions: a rerun into the same --out skips the cells its
+matched.jsonl already holds at the same calibration size, and starts no pool when nothing is left
+(the 64 x 64 cells of issue 27 take 15-35 CPU-minutes each, more than one session holds)."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+from pathlib import Path
+
+import ray
+
+from tests.conftest import load_bench
+
+DONE = Path(__file__).resolve().parents[2] / "docs" / "results" / "bench-search" / "matched-16x32.jsonl"
+
+
+def args(out: Path, **over) -> argparse.Namespace:
+    a = dict(
+        out=str(out), n_seq=16, seq_len=32, objectives="perplexity", ks="6", seeds="0,1", actors=1,
+        searchers="greedy,greedy+race,ga,bo,cbo", greedy_value=None,
+    )  # fmt: skip
+    return argparse.Namespace(**{**a, **over})
+
+
+def test_a_rerun_skips_the_cells_done_and_starts_nothing(tmp_path, capsys):
+    bench = load_bench("search")
+    shutil.copy(DONE, tmp_path / "matched.jsonl")
+    before = (tmp_path / "matched.jsonl").read_text()
+    rows = bench.matched(args(tmp_path))
+    assert not ray.is_initialized()
+    assert (tmp_path / "matched.jsonl").read_text() == before  # nothing appended
+    got = {(r[2], r[3]): r[4] for r in rows}
+    assert got[(0, "greedy")] == got[(0, "ga")] == 204.62542998655414
+    assert (1, "greedy") not in got  # greedy takes no seed: seed 0's run stands for seed 1
+    assert set(got) == {
+        (0, "greedy"),
+        (0, "greedy+race"),
+        (0, "ga"),
+        (0, "bo"),
+        (0, "cbo"),
+        (1, "ga"),
+        (1, "bo"),
+        (1, "cbo"),
+    }
+    assert capsys.readouterr().out.count("done earlier") == 8
+
+
+def test_cells_at_another_calibration_size_are_not_taken_for_done(tmp_path):
+    bench = load_bench("search")
+    shutil.copy(DONE, tmp_path / "matched.jsonl")
+    assert bench.earlier_cells(str(tmp_path / "matched.jsonl"), 64, 64) == {}
+    assert len(bench.earlier_cells(str(tmp_path / "matched.jsonl"), 16, 32)) == 28
