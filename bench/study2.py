@@ -155,7 +155,8 @@ def report(run_dir: Path, keys: dict[str, str]) -> str:
         "Items used per model: "
         + ", ".join(f"{label[k]} {n}" for k, n in looks["items_per_model"].items() if k in label)
         + ".",
-        "WikiText-2 perplexity (paper protocol, every 2048-token window of the test split) measured so far: "
+        "WikiText-2 perplexity (paper protocol, every 2048-token window of the test split)"
+        + (": " if all("ppl_wikitext2" in numbers.get(m, {}) for m in keys) else " measured so far: ")
         + (
             ", ".join(
                 f"{m} {numbers[m]['ppl_wikitext2']:.2f} ({len(numbers[m].get('ppl_wikitext2_window_nll') or [])} windows)"

@@ -81,3 +81,43 @@ def test_results_doc_quotes_study_2s_contrasts():
     printed = study2.report(run, keys)
     doc = (ROOT / "docs" / "results.md").read_text()
     assert printed.rstrip("\n") in doc
+
+
+def test_results_doc_reads_study_2s_perplexities_as_printed():
+    """The prose under C1-C7 quotes the perplexity column of the printed table (rounded): each
+    contrast's two perplexities, its log ratio and the interval over windows, and the repair's cut
+    in per cent, so the reading cannot drift from the data."""
+    import json
+    import math
+    import re
+
+    run = ROOT / "docs" / "results" / "study-cpu-2"
+    if not (run / "looks.json").exists():
+        pytest.skip("no look of C1-C7 committed")
+    study2 = _bench("study2")
+    keys = {m: spec["eval_key"] for m, spec in json.loads((run / "study.json").read_text())["models"].items()}
+    rows = {}
+    for line in study2.report(run, keys).splitlines():
+        m = re.match(r"\| (C\d) .*\| ([\d.]+) / ([\d.]+); log ratio ([+-][\d.]+) \[([+-][\d.]+), ([+-][\d.]+)\]", line)
+        if m:
+            rows[m[1]] = (m[2], m[3], *(float(v) for v in m.groups()[3:]))
+    if len(rows) < 7:
+        pytest.skip("not every model's perplexity is measured yet")
+    doc = " ".join((ROOT / "docs" / "results.md").read_text().split())
+
+    def ci(c: str) -> str:
+        return f"{rows[c][2]:.2f} [{rows[c][3]:.2f}, {rows[c][4]:.2f}]"
+
+    c1, c2, c3, c4, c5, c6, c7 = (rows[f"C{i}"] for i in range(1, 8))
+    cut = sorted(round(100 * (1 - math.exp(rows[c][2]))) for c in ("C1", "C2"))
+    for quote in (
+        f"{c1[0]} against {c1[1]} unrepaired on the greedy set (log ratio {c1[2]:.2f}, interval over windows "
+        f"[{c1[3]:.2f}, {c1[4]:.2f}])",
+        f"{c2[0]} against {c2[1]} on the fastblock set ({ci('C2')})",
+        f"below LinearPatch's {c3[1]} ({ci('C3')}) and ReplaceMe's {c4[1]} ({ci('C4')})",
+        f"cuts perplexity by {cut[0]}-{cut[1]}%",
+        f"perplexity of {float(c5[0]):.0f}, against {float(c5[1]):.0f} for ShortGPT's and {float(c6[1]):.0f} for "
+        "Streamline's",
+        f"({c7[0]} against {c7[1]}, log ratio {ci('C7')})",
+    ):
+        assert quote in doc, quote
