@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import subprocess
 import time
 from pathlib import Path
 
@@ -58,17 +57,6 @@ def design(cfg, held_out) -> tuple[dict[str, str], list[tuple[list[int], str]], 
     jobs = [(removed, method) for _, removed, method in MODELS.values()]
     pairs = [(f"{cid} {question}", keys[left], keys[right]) for cid, question, left, right in CONTRASTS]
     return keys, jobs, pairs
-
-
-def commit(run_dir: Path, message: str) -> None:
-    """Commits the run directory alone (by path), so other work in the tree is left as it is."""
-    for attempt in range(6):  # another git command in the same checkout holds the index lock: wait and retry
-        a = subprocess.run(["git", "add", "--", str(run_dir)], capture_output=True, text=True)
-        r = subprocess.run(["git", "commit", "-q", "-m", message, "--", str(run_dir)], capture_output=True, text=True)
-        if a.returncode == 0 and (r.returncode == 0 or "index.lock" not in r.stderr + r.stdout):
-            break
-        time.sleep(5 * (attempt + 1))
-    print("committed:" if r.returncode == 0 else "nothing to commit:", message, flush=True)
 
 
 def report(run_dir: Path, keys: dict[str, str]) -> str:
@@ -262,7 +250,7 @@ def main() -> None:
         def on_look(j: int, n: int) -> None:
             print(f"look {j + 1} done: {n} items per model, {time.monotonic() - t0:.0f} s", flush=True)
             if args.commit:
-                commit(
+                benchenv.commit_dir(
                     run_dir, f"study 2 (issue 24): look {j + 1} ({n} items per model) evaluated; data under {run_dir}"
                 )
 
@@ -272,7 +260,7 @@ def main() -> None:
             done = ", ".join(names.get(k, k) for k in share)
             print(f"saved: {done}, {time.monotonic() - t0:.0f} s", flush=True)
             if args.commit:
-                commit(run_dir, f"study 2 (issue 24): {done} evaluated (rows saved); data under {run_dir}")
+                benchenv.commit_dir(run_dir, f"study 2 (issue 24): {done} evaluated (rows saved); data under {run_dir}")
 
         evaluate_finalists(
             cfg, run_dir, jobs, held_out, progress=True, contrasts=pairs, on_look=on_look, on_share=on_share
@@ -281,7 +269,7 @@ def main() -> None:
     (run_dir / "study2.md").write_text(text)
     print(text)
     if args.commit:
-        commit(run_dir, f"study 2 (issue 24): report {run_dir}/study2.md")
+        benchenv.commit_dir(run_dir, f"study 2 (issue 24): report {run_dir}/study2.md")
 
 
 if __name__ == "__main__":

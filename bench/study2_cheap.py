@@ -74,7 +74,6 @@ import argparse
 import dataclasses
 import json
 import math
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -548,22 +547,6 @@ def report(out: Path, design: Design = Design(), s1_dir: Path | None = None) -> 
     return text
 
 
-def commit(out: Path, message: str) -> None:
-    """Commits ``out`` alone (by path), so other work in the checkout is left as it is; retried
-    while another git command holds the index lock."""
-    r = None
-    for attempt in range(8):
-        a = subprocess.run(["git", "add", "--", str(out)], capture_output=True, text=True, cwd=ROOT)
-        r = subprocess.run(
-            ["git", "commit", "-q", "-m", message, "--", str(out)], capture_output=True, text=True, cwd=ROOT
-        )
-        locked = "index.lock" in a.stderr + r.stderr + r.stdout
-        if not locked:
-            break
-        time.sleep(5 * (attempt + 1))
-    print("committed:" if r.returncode == 0 else "not committed (nothing new, or git refused):", message, flush=True)
-
-
 def _rel(p: Path) -> str:
     return str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else str(p)
 
@@ -610,7 +593,7 @@ def main() -> None:
 
             def on_model(mid: str, summary: dict) -> None:
                 if args.commit:
-                    commit(
+                    benchenv.commit_dir(
                         out,
                         f"study 2 (issue 24): cheap claims, model {mid} ({summary['label']}) evaluated in "
                         f"{summary['seconds']['total']:.0f} s; rows under {_rel(out)}",
@@ -621,7 +604,7 @@ def main() -> None:
     text = report(out, design, s1_dir)
     print(text)
     if args.commit:
-        commit(out, f"study 2 (issue 24): cheap claims S1-S4 table {_rel(out)}/cheap.md")
+        benchenv.commit_dir(out, f"study 2 (issue 24): cheap claims S1-S4 table {_rel(out)}/cheap.md")
 
 
 if __name__ == "__main__":
