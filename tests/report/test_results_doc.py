@@ -121,3 +121,26 @@ def test_results_doc_reads_study_2s_perplexities_as_printed():
         f"({c7[0]} against {c7[1]}, log ratio {ci('C7')})",
     ):
         assert quote in doc, quote
+
+
+def test_results_doc_reads_the_saturation_curve_as_printed():
+    """The prose after the S2-S4 table quotes its perplexities at 8, 16, 32 and 64 sequences, the
+    log-perplexity each doubling buys and the antisymmetric shares, rounded from the committed rows."""
+    import math
+
+    out = ROOT / "docs" / "results" / "study-cpu-2" / "cheap"
+    if not all((out / f"G{n}.parquet").exists() for n in (8, 16, 32, 64)):
+        pytest.skip("the saturation curve has not run")
+    sc = _bench("study2_cheap")
+    models = {m["id"]: m for m in sc.numbers(out, sc.Design(), None)["models"]}
+    g = [models[f"G{n}"] for n in (8, 16, 32, 64)]
+    wt, c4 = [m["ppl"]["wikitext2"] for m in g], [m["ppl"]["c4"] for m in g]
+    gains = [math.log(a / b) for a, b in zip(wt, wt[1:])]
+    doc = " ".join((ROOT / "docs" / "results.md").read_text().split())
+    for quote in (
+        "falls " + " -> ".join(f"{v:.1f}" for v in wt) + " at 8, 16, 32 and 64 C4 sequences",
+        "C4 validation's " + " -> ".join(f"{v:.1f}" for v in c4) + ":",
+        "(in WikiText-2 log-perplexity " + ", then ".join(f"{v:.2f}" for v in gains) + ")",
+        "(" + ", ".join(f"{m['cuts'][0]['antisymmetric_share_w']:.3f}" for m in g) + ")",
+    ):
+        assert quote in doc, quote
