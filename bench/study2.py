@@ -230,21 +230,24 @@ def main() -> None:
     announce(data_plan)
     held_out = data_plan.held_out
     keys, jobs, pairs = design(cfg, held_out)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    save_config(cfg, run_dir / "config.yaml")
-    write_json_atomic(
-        run_dir / "study.json",
-        {
-            "preregistered": "docs/results.md, 'Pre-registration: study 2' (2026-12-01)",
-            "models": {
-                m: {"label": lab, "removed": rem, "recovery": rep, "eval_key": keys[m]}
-                for m, (lab, rem, rep) in MODELS.items()
+    if args.report_only:
+        if not (run_dir / "study.json").exists():
+            raise SystemExit(f"study2: {run_dir} holds no study yet: run it without --report-only first")
+    else:  # a report changes nothing it reads: config.yaml records the settings of the last real run
+        run_dir.mkdir(parents=True, exist_ok=True)
+        save_config(cfg, run_dir / "config.yaml")
+        write_json_atomic(
+            run_dir / "study.json",
+            {
+                "preregistered": "docs/results.md, 'Pre-registration: study 2' (2026-12-01)",
+                "models": {
+                    m: {"label": lab, "removed": rem, "recovery": rep, "eval_key": keys[m]}
+                    for m, (lab, rem, rep) in MODELS.items()
+                },
+                "contrasts": [{"id": cid, "question": q, "left": lft, "right": rgt} for cid, q, lft, rgt in CONTRASTS],
+                "data": data_plan,
             },
-            "contrasts": [{"id": cid, "question": q, "left": lft, "right": rgt} for cid, q, lft, rgt in CONTRASTS],
-            "data": data_plan,
-        },
-    )
-    if not args.report_only:
+        )
         t0 = time.monotonic()
 
         def on_look(j: int, n: int) -> None:

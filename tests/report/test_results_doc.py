@@ -70,13 +70,12 @@ def test_results_doc_quotes_study_2s_contrasts():
     """Study 2's C1-C7 table is what bench/study2.py --report-only prints from the committed
     per-item rows and looks.json (docs/results/study-cpu-2): each contrast's estimate, its interval at
     the level the sequential Holm rule held it to, the look, the items, the verdict."""
-    import json
 
     run = ROOT / "docs" / "results" / "study-cpu-2"
     if not (run / "looks.json").exists():
         pytest.skip("no look of C1-C7 committed")
     study2 = _bench("study2")
-    keys = {m: spec["eval_key"] for m, spec in json.loads((run / "study.json").read_text())["models"].items()}
+    keys = _keys(run)
     assert set(keys) == set(study2.MODELS)
     printed = study2.report(run, keys)
     doc = (ROOT / "docs" / "results.md").read_text()
@@ -87,7 +86,6 @@ def test_results_doc_reads_study_2s_perplexities_as_printed():
     """The prose under C1-C7 quotes the perplexity column of the printed table (rounded): each
     contrast's two perplexities, its log ratio and the interval over windows, and the repair's cut
     in per cent, so the reading cannot drift from the data."""
-    import json
     import math
     import re
 
@@ -95,7 +93,7 @@ def test_results_doc_reads_study_2s_perplexities_as_printed():
     if not (run / "looks.json").exists():
         pytest.skip("no look of C1-C7 committed")
     study2 = _bench("study2")
-    keys = {m: spec["eval_key"] for m, spec in json.loads((run / "study.json").read_text())["models"].items()}
+    keys = _keys(run)
     rows = {}
     for line in study2.report(run, keys).splitlines():
         m = re.match(r"\| (C\d) .*\| ([\d.]+) / ([\d.]+); log ratio ([+-][\d.]+) \[([+-][\d.]+), ([+-][\d.]+)\]", line)
@@ -144,3 +142,36 @@ def test_results_doc_reads_the_saturation_curve_as_printed():
         "(" + ", ".join(f"{m['cuts'][0]['antisymmetric_share_w']:.3f}" for m in g) + ")",
     ):
         assert quote in doc, quote
+
+
+def test_a_report_only_run_changes_nothing_it_reads(tmp_path, monkeypatch):
+    """`bench/study2.py --report-only` writes the report and nothing else: config.yaml keeps the
+    settings of the last real run (it once rewrote them with each report's overrides) and study.json
+    is untouched; on a directory that holds no study it stops with one line, creating nothing."""
+    import shutil
+    import sys
+
+    run = ROOT / "docs" / "results" / "study-cpu-2"
+    if not (run / "looks.json").exists():
+        pytest.skip("no look of C1-C7 committed")
+    out = tmp_path / "study"
+    shutil.copytree(run, out, ignore=shutil.ignore_patterns("cheap", "s1"))
+    before = {p: (out / p).read_bytes() for p in ("config.yaml", "study.json", "looks.json")}
+    study2 = _bench("study2")
+    config = str(ROOT / "configs" / "study2-smollm2.yaml")
+    monkeypatch.setattr(sys, "argv", ["study2.py", "--config", config, "--report-only", f"out={out}", "pool.threads=1"])
+    with contextlib.redirect_stdout(io.StringIO()):
+        study2.main()
+    assert {p: (out / p).read_bytes() for p in before} == before
+    assert (out / "study2.md").read_text().startswith(study2.report(out, _keys(out)).splitlines()[0])
+    empty = tmp_path / "nothing"
+    monkeypatch.setattr(sys, "argv", ["study2.py", "--config", config, "--report-only", f"out={empty}"])
+    with pytest.raises(SystemExit, match="holds no study yet"):
+        study2.main()
+    assert not empty.exists()
+
+
+def _keys(run: Path) -> dict:
+    import json
+
+    return {m: spec["eval_key"] for m, spec in json.loads((run / "study.json").read_text())["models"].items()}
