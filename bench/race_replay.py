@@ -160,6 +160,11 @@ def perplexity(total: float, count: float) -> float:
     return math.exp(total / count)
 
 
+def winner(recs: list[dict]) -> int:
+    """The index of a step's exact winner (its best value over every row; ties go to the smaller set)."""
+    return min(range(len(recs)), key=lambda i: (recs[i]["value"], tuple(recs[i]["removed"])))
+
+
 def replay_step(recs: list[dict], params: RaceParams) -> dict:
     """One greedy step raced on the stored rows (run_race itself): cost, winner, the exact winner."""
     table = {tuple(r["removed"]): (r["row_losses"], r["row_counts"]) for r in recs}
@@ -205,7 +210,7 @@ def ideal(recs: list[dict], params: RaceParams) -> float:
     N = len(recs[0]["row_losses"])
     order = params.order(N)
     X = np.array([r["row_losses"] for r in recs])[:, order]
-    w = min(range(len(recs)), key=lambda i: (recs[i]["value"], tuple(recs[i]["removed"])))
+    w = winner(recs)
     z = stats.norm.ppf(1 - params.delta / max(1, len(recs) - 1))
     cost = 1.0
     for i in range(len(recs)):
@@ -404,19 +409,11 @@ def look_weights(looks: list[int], kind: str) -> np.ndarray:
 def spent_race(X: np.ndarray, params: RaceParams, kind: str, keep: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """racing.simulate with the looks' alpha weighted by ``look_weights`` (a Bonferroni split with
     weights fixed before the data, so as sound as the uniform one): (alive, cost) of X [races, m, N]."""
-    from ghostsearch.search.racing import confidently_worse
+    from ghostsearch.search.racing import simulate
 
-    R, m, N = X.shape
-    looks = params.schedule(N)
-    alphas = params.delta / (keep * max(1, m - 1)) * look_weights(looks, kind)
-    alive, cost, prev = np.ones((R, m), bool), np.zeros(R), 0
-    for j, n in enumerate(looks):
-        cost += alive.sum(1) * (n - prev) / N
-        prev = n
-        a = float(alphas[j]) if n < N else 1.0  # the last look is exact: no alpha
-        W = confidently_worse(X[..., :n], N, a, params) & alive[:, None, :]
-        alive &= W.sum(-1) < keep
-    return alive, cost
+    m, N = X.shape[1:]
+    alphas = params.delta / (keep * max(1, m - 1)) * look_weights(params.schedule(N), kind)
+    return simulate(X, params, keep, alphas=list(alphas))
 
 
 def spending(steps: list[list[dict]], policies: list[RaceParams]) -> None:
@@ -438,7 +435,7 @@ def spending(steps: list[list[dict]], policies: list[RaceParams]) -> None:
                 N = len(recs[0]["row_losses"])
                 X = np.array([r["row_losses"] for r in recs])[:, p.order(N)][None]
                 alive, cost = spent_race(X, p, kind)
-                w = min(range(len(recs)), key=lambda i: (recs[i]["value"], tuple(recs[i]["removed"])))
+                w = winner(recs)
                 same &= bool(alive[0, w]) and int(alive[0].sum()) == 1
                 used, total = used + float(cost[0]), total + len(recs)
             q = RaceParams(delta=tb.DELTA, min_rows=p.min_rows, growth=p.growth)
@@ -475,7 +472,7 @@ def correlation(steps: list[list[dict]], policies: list[RaceParams]) -> None:
         for recs in steps:
             N, m = len(recs[0]["row_losses"]), len(recs)
             X = np.array([r["row_losses"] for r in recs])[:, p.order(N)]
-            w = min(range(m), key=lambda i: (recs[i]["value"], tuple(recs[i]["removed"])))
+            w = winner(recs)
             looks = len(p.schedule(N)) - 1
             a = max_alpha(np.corrcoef(np.delete(X - X[w], w, axis=0)), p.delta / looks)
             eff.append(f"{p.delta / looks / a:.1f} of {m - 1}")

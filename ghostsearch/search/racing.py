@@ -217,18 +217,27 @@ def confidently_worse(X: np.ndarray, n_total: int, alpha: float, params: RacePar
     return mean - radius(D, n_total, alpha, params or RaceParams()) > scale
 
 
-def simulate(X: np.ndarray, params: RaceParams, keep: int = 1) -> tuple[np.ndarray, np.ndarray]:
+def simulate(
+    X: np.ndarray, params: RaceParams, keep: int = 1, alphas: Sequence[float] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Run ``X.shape[0]`` races at once on given per-row losses X [races, m, N] (rows already in
-    race order), as ``run_race`` decides them: (alive [races, m] at the end, cost [races])."""
+    race order), as ``run_race`` decides them: (alive [races, m] at the end, cost [races]).
+    ``alphas``: each look's level before the last (the last is exact), if not ``race_alpha``'s even
+    split; how bench/race_replay.py prices other splits fixed before the data."""
     R, m, N = X.shape
     looks = params.schedule(N)
-    alpha = race_alpha(params.delta, keep, m, len(looks))
+    if alphas is None:
+        alphas = [race_alpha(params.delta, keep, m, len(looks))] * (len(looks) - 1)
+    if len(alphas) != len(looks) - 1:
+        raise ValueError(f"simulate: {len(alphas)} alphas for {len(looks) - 1} looks before the last")
     alive, cost, prev = np.ones((R, m), bool), np.zeros(R), 0
-    for n in looks:
+    for j, n in enumerate(looks):
         cost += alive.sum(1) * (n - prev) / N
         prev = n
-        W = confidently_worse(X[..., :n], N, alpha, params) & alive[:, None, :]
-        alive &= W.sum(-1) < keep
+        a = float(alphas[j]) if j < len(alphas) else 1.0  # (the last look compares exactly: no alpha)
+        if a > 0:  # a look given no alpha drops nothing
+            W = confidently_worse(X[..., :n], N, a, params) & alive[:, None, :]
+            alive &= W.sum(-1) < keep
     return alive, cost
 
 

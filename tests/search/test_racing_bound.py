@@ -144,3 +144,21 @@ def test_race_auto_races_from_32_rows(rows, used):
     partial = any(c < 1.0 for c in (b - a for (a, _), (b, _) in zip([(0.0, 0)] + s.history, s.history)))
     assert partial == (used == "raced") and s.race_report()["used"] == used
     assert (race_params("auto", rows) is None) == (used == "exact") and race_params("auto", None) is None
+
+
+def test_simulate_prices_a_given_split_of_alpha_over_the_looks():
+    """``simulate``'s ``alphas`` (one level per look before the last, as bench/race_replay.py uses
+    to price other splits): the even split is the default; a level of 0 at every look drops nothing
+    until the last, exact look, which keeps only the best; a wrong count is refused."""
+    X = population("normal", 64, 1)[:200]
+    p = RaceParams(delta=DELTA)
+    looks = p.schedule(64)
+    even = [race_alpha(DELTA, 1, M, len(looks))] * (len(looks) - 1)
+    for a, b in zip(simulate(X, p), simulate(X, p, alphas=even)):
+        np.testing.assert_array_equal(a, b)
+    alive, cost = simulate(X, p, alphas=[0.0] * (len(looks) - 1))
+    np.testing.assert_allclose(cost, M)
+    assert (alive.sum(1) == 1).all() and (alive.argmax(1) == X.mean(-1).argmin(1)).all()
+    assert simulate(X, p)[1].mean() < M - 0.5
+    with pytest.raises(ValueError, match="alphas for"):
+        simulate(X, p, alphas=even[1:])
