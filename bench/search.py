@@ -332,18 +332,19 @@ def plot(paths: list[str], out: str) -> None:
 
 def table(paths: list[str]) -> None:
     """A markdown table from matched.jsonl files: per (objective, k, calibration size, seed) every searcher's best
-    value, budget used and the budget at which it first reached exact greedy's value (<= 1.0001x), computed from its
+    value, budget used, the budget at which it first reached exact greedy's value (<= 1.0001x), computed from its
     history against the greedy row of the same objective, k and calibration (greedy is deterministic: one row
-    stands for every seed)."""
+    stands for every seed), and its wall time against greedy's (comparable only when both ran unloaded and neither
+    resumed: a resumed cell's wall time counts only its last part)."""
     rows = [json.loads(line) for p in paths for line in open(p) if line.strip()]
     greedy = {(r["objective"], r["k"], r["n_seq"], r["seq_len"]): r for r in rows if r["searcher"] == "greedy"}
     order = [m[0] for m in MATCHED]
     rows.sort(key=lambda r: (r["objective"], r["n_seq"] * r["seq_len"], r["k"], order.index(r["searcher"]), r["seed"]))
     print(
         "| calibration | k | searcher | seed | best value | budget used | reached greedy's value at "
-        "(x its cost) | set |"
+        "(x its cost) | wall s (x greedy's) | set |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         g = greedy.get((r["objective"], r["k"], r["n_seq"], r["seq_len"]))
         at = None if g is None else reach(r["history"], g["value"])
@@ -355,7 +356,9 @@ def table(paths: list[str]) -> None:
             f"| {r['objective']} {r['n_seq']} x {r['seq_len']} | {r['k']} | {r['searcher']} | "
             f"{'all' if r['searcher'] in DETERMINISTIC else r['seed']} | "
             f"{r['value']:.4f}{' (same set)' if same else ''} | "
-            f"{r['budget_used']:.1f} of {r['greedy_cost']} | {ratio} | {sorted(r['removed'])} |"
+            f"{r['budget_used']:.1f} of {r['greedy_cost']} | {ratio} | {r['wall_seconds']:.1f}"
+            f"{'' if g is None or r is g else ' (%.2fx)' % (r['wall_seconds'] / g['wall_seconds'])} | "
+            f"{sorted(r['removed'])} |"
         )
 
 

@@ -51,3 +51,17 @@ def test_cells_at_another_calibration_size_are_not_taken_for_done(tmp_path):
     shutil.copy(DONE, tmp_path / "matched.jsonl")
     assert bench.earlier_cells(str(tmp_path / "matched.jsonl"), 64, 64) == {}
     assert len(bench.earlier_cells(str(tmp_path / "matched.jsonl"), 16, 32)) == 28
+
+
+def test_docs_benchmarks_quotes_every_matched_table_as_printed(capsys):
+    """Each matched table in docs/benchmarks.md is what `bench/search.py --table <matched.jsonl>` prints
+    from the committed cells (value, budget, reach, wall, set), so a row cannot be edited by hand or
+    go stale when a cell is added."""
+    bench = load_bench("search")
+    root = DONE.parents[2]
+    doc = (root / "benchmarks.md").read_text()
+    for name in ("bench-search/matched-16x32.jsonl", "bench-search/matched-8x256.jsonl", "bench-race-64/matched.jsonl"):
+        bench.table([str(root / "results" / name)])
+        printed = capsys.readouterr().out.rstrip("\n")
+        assert printed.count("\n") >= 3, name
+        assert printed in doc, f"docs/benchmarks.md does not carry the table of {name} as printed"
