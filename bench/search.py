@@ -116,8 +116,9 @@ def reach(history, target, tol=1e-4):
 
 def earlier_cells(path: str, n_seq: int, seq_len: int) -> dict[tuple, dict]:
     """The cells a previous --matched invocation finished into ``path`` at the same calibration size,
-    by (objective, k, seed, searcher): a rerun skips them (a cell stopped part-way resumes from its
-    run directory's ledger instead, its wall time then counting only the rest)."""
+    by (objective, k, seed, searcher), seed None for a searcher that takes none (its run stands for every seed,
+    also in an invocation that asks for other seeds only): a rerun skips them (a cell stopped part-way resumes
+    from its run directory's ledger instead, its wall time then counting only the rest)."""
     if not os.path.exists(path):
         return {}
     out = {}
@@ -125,7 +126,8 @@ def earlier_cells(path: str, n_seq: int, seq_len: int) -> dict[tuple, dict]:
         for line in f:
             r = json.loads(line)
             if r.get("n_seq") == n_seq and r.get("seq_len") == seq_len:
-                out[(r["objective"], r["k"], r["seed"], r["searcher"])] = r
+                seed = None if r["searcher"] in DETERMINISTIC else r["seed"]  # any seed's run stands for all
+                out[(r["objective"], r["k"], seed, r["searcher"])] = r
     return out
 
 
@@ -180,7 +182,7 @@ def matched(args):
                                 flush=True,
                             )
                             continue
-                        r = done.get((objective, k, seed, label))
+                        r = done.get((objective, k, None if label in DETERMINISTIC else seed, label))
                         if r is not None:  # a cell of an earlier invocation: its line stands
                             first.setdefault(label, r)
                             if label == "greedy":

@@ -65,3 +65,16 @@ def test_docs_benchmarks_quotes_every_matched_table_as_printed(capsys):
         printed = capsys.readouterr().out.rstrip("\n")
         assert printed.count("\n") >= 3, name
         assert printed in doc, f"docs/benchmarks.md does not carry the table of {name} as printed"
+
+
+def test_an_invocation_for_another_seed_does_not_rerun_greedy(tmp_path, capsys):
+    """Greedy takes no seed: an invocation asking for seed 1 alone finds seed 0's greedy run and
+    runs it again for nobody (it once did: 15 CPU-minutes of exact greedy at 64 x 64)."""
+    bench = load_bench("search")
+    shutil.copy(DONE, tmp_path / "matched.jsonl")
+    rows = bench.matched(args(tmp_path, seeds="1"))
+    assert not ray.is_initialized()
+    got = {(r[2], r[3]): r[4] for r in rows}
+    assert got[(1, "greedy")] == got[(1, "greedy+race")] == 204.62542998655414
+    assert set(got) == {(1, s) for s in ("greedy", "greedy+race", "ga", "bo", "cbo")}
+    assert capsys.readouterr().out.count("done earlier") == 5
