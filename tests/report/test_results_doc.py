@@ -151,6 +151,8 @@ def test_a_report_only_run_changes_nothing_it_reads(tmp_path, monkeypatch):
     import shutil
     import sys
 
+    import torch
+
     run = ROOT / "docs" / "results" / "study-cpu-2"
     if not (run / "looks.json").exists():
         pytest.skip("no look of C1-C7 committed")
@@ -160,14 +162,21 @@ def test_a_report_only_run_changes_nothing_it_reads(tmp_path, monkeypatch):
     study2 = _bench("study2")
     config = str(ROOT / "configs" / "study2-smollm2.yaml")
     monkeypatch.setattr(sys, "argv", ["study2.py", "--config", config, "--report-only", f"out={out}", "pool.threads=1"])
-    with contextlib.redirect_stdout(io.StringIO()):
-        study2.main()
+    threads = torch.get_num_threads()  # main() sets the process's torch threads: give them back
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            study2.main()
+    finally:
+        torch.set_num_threads(threads)
     assert {p: (out / p).read_bytes() for p in before} == before
     assert (out / "study2.md").read_text().startswith(study2.report(out, _keys(out)).splitlines()[0])
     empty = tmp_path / "nothing"
     monkeypatch.setattr(sys, "argv", ["study2.py", "--config", config, "--report-only", f"out={empty}"])
-    with pytest.raises(SystemExit, match="holds no study yet"):
-        study2.main()
+    try:
+        with pytest.raises(SystemExit, match="holds no study yet"):
+            study2.main()
+    finally:
+        torch.set_num_threads(threads)
     assert not empty.exists()
 
 
