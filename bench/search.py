@@ -126,9 +126,13 @@ def earlier_cells(path: str, n_seq: int, seq_len: int) -> dict[tuple, dict]:
         for line in f:
             r = json.loads(line)
             if r.get("n_seq") == n_seq and r.get("seq_len") == seq_len:
-                seed = None if r["searcher"] in DETERMINISTIC else r["seed"]  # any seed's run stands for all
-                out[(r["objective"], r["k"], seed, r["searcher"])] = r
+                out[cell_key(r["objective"], r["k"], r["seed"], r["searcher"])] = r
     return out
+
+
+def cell_key(objective: str, k: int, seed: int, searcher: str) -> tuple:
+    """A cell's key in ``earlier_cells``: no seed for a searcher that takes none (any seed's run stands for all)."""
+    return (objective, k, None if searcher in DETERMINISTIC else seed, searcher)
 
 
 def matched(args):
@@ -182,7 +186,7 @@ def matched(args):
                                 flush=True,
                             )
                             continue
-                        r = done.get((objective, k, None if label in DETERMINISTIC else seed, label))
+                        r = done.get(cell_key(objective, k, seed, label))
                         if r is not None:  # a cell of an earlier invocation: its line stands
                             first.setdefault(label, r)
                             if label == "greedy":
