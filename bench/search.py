@@ -7,6 +7,7 @@ at k = 8 on SmolLM2, 28 free blocks).
   python bench/search.py --from-run runs/study-smollm2 --k 6                    # reads a compare's ledger
   python bench/search.py --matched --objectives perplexity,margin --ks 6,8 --seeds 0,1 --n-seq 8 --seq-len 256
   python bench/search.py --table runs/bench-search/matched.jsonl        # the docs' table, reach from the histories
+  python bench/search.py --table docs/results/bench-race-64/matched.jsonl --into docs/benchmarks.md  # kept current
   python bench/search.py --plot runs/bench-search/matched.jsonl --plot-out matched.png
 
 ``--matched`` (issue 14): in one invocation, on one pool, per objective, k and seed: exact greedy, raced
@@ -205,6 +206,7 @@ def matched(args):
                             over.append(f"search.budget={cost}")
                         d = f"{args.out}/{label.replace('+', '-')}-{objective}-k{k}-s{seed}"
                         c = load_config(None, base + over + [f"objective={objective}", f"out={d}"])
+                        resumed = os.path.isdir(os.path.join(d, "ledger"))  # a part ran before: its wall is lost
                         if broker is None:
                             connect(None, dashboard=False)
                             broker = start_pool(cfg)
@@ -261,6 +263,7 @@ def matched(args):
                                         "seq_len": args.seq_len,
                                         "race": race,
                                         "evaluations": r["evaluations"],
+                                        "resumed": resumed,
                                     }
                                 )
                                 + "\n"
@@ -345,12 +348,13 @@ def table(paths: list[str]) -> None:
     rows = [json.loads(line) for p in paths for line in open(p) if line.strip()]
     greedy = {(r["objective"], r["k"], r["n_seq"], r["seq_len"]): r for r in rows if r["searcher"] == "greedy"}
     order = [m[0] for m in MATCHED]
+    out = []
     rows.sort(key=lambda r: (r["objective"], r["n_seq"] * r["seq_len"], r["k"], order.index(r["searcher"]), r["seed"]))
-    print(
+    out.append(
         "| calibration | k | searcher | seed | best value | budget used | reached greedy's value at "
         "(x its cost) | wall s (x greedy's) | set |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    out.append("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         g = greedy.get((r["objective"], r["k"], r["n_seq"], r["seq_len"]))
         at = None if g is None else reach(r["history"], g["value"])
@@ -358,14 +362,49 @@ def table(paths: list[str]) -> None:
         ratio = "-" if r["searcher"] == "greedy" else ("not reached" if at is None else f"{at / r['greedy_cost']:.2f}x")
         if at is None and g is not None and r["searcher"] != "greedy":
             ratio += f" ({r['value'] / g['value']:.4f}x greedy's value)" if g["value"] > 0 else ""
-        print(
+        if r.get("resumed"):  # its wall counts only the last part: no ratio, in either direction
+            wall = f"{r['wall_seconds']:.1f} (resumed: last part only)"
+        elif g is None or r is g:
+            wall = f"{r['wall_seconds']:.1f}"
+        elif g.get("resumed"):
+            wall = f"{r['wall_seconds']:.1f} (greedy's resumed)"
+        else:
+            wall = f"{r['wall_seconds']:.1f} ({r['wall_seconds'] / g['wall_seconds']:.2f}x)"
+        out.append(
             f"| {r['objective']} {r['n_seq']} x {r['seq_len']} | {r['k']} | {r['searcher']} | "
             f"{'all' if r['searcher'] in DETERMINISTIC else r['seed']} | "
             f"{r['value']:.4f}{' (same set)' if same else ''} | "
-            f"{r['budget_used']:.1f} of {r['greedy_cost']} | {ratio} | {r['wall_seconds']:.1f}"
-            f"{'' if g is None or r is g else ' (%.2fx)' % (r['wall_seconds'] / g['wall_seconds'])} | "
+            f"{r['budget_used']:.1f} of {r['greedy_cost']} | {ratio} | {wall} | "
             f"{sorted(r['removed'])} |"
         )
+    return out
+
+
+def into(doc: str, table_lines: list[str]) -> None:
+    """Replace, in the markdown file ``doc``, the matched table whose first row has the same calibration
+    label as ``table_lines``' first row by ``table_lines`` (header, separator and rows: the block runs to the
+    first line that is not a table row). No such table: an error that names it, and the file untouched."""
+    label = table_lines[2].split("|")[1]
+    lines = open(doc).read().split("\n")
+    at = [
+        i
+        for i in range(len(lines) - 2)
+        if lines[i] == table_lines[0] and lines[i + 1] == table_lines[1] and lines[i + 2].split("|")[1:2] == [label]
+    ]
+    if len(at) != 1:
+        raise SystemExit(
+            f"--into {doc}: {len(at)} matched tables whose first row is '|{label}|' (need exactly one); "
+            "paste the table once by hand (bench/search.py --table FILE), then --into keeps it current"
+        )
+    i = j = at[0]
+    while j < len(lines) and lines[j].startswith("|"):
+        j += 1
+    lines[i:j] = table_lines
+    tmp = doc + ".tmp"
+    with open(tmp, "w") as f:
+        f.write("\n".join(lines))
+    os.replace(tmp, doc)  # whole or not at all
+    print(f"{doc}: the '{label.strip()}' table now has {len(table_lines) - 2} rows (was {j - i - 2})")
 
 
 def main():
@@ -391,9 +430,16 @@ def main():
     ap.add_argument("--plot", default=None, help="comma list of matched.jsonl files: draw their curves to --plot-out")
     ap.add_argument("--plot-out", default="matched.png")
     ap.add_argument("--table", default=None, help="comma list of matched.jsonl files: print their markdown table")
+    ap.add_argument("--into", default=None, help="--table: replace that table in this markdown file instead of printing")
     args = ap.parse_args()
+    if args.into and not args.table:
+        raise SystemExit("--into needs --table (the matched.jsonl files whose table it replaces)")
     if args.table:
-        table(args.table.split(","))
+        lines = table(args.table.split(","))
+        if args.into:
+            into(args.into, lines)
+        else:
+            print("\n".join(lines))
         return
     if args.plot:
         plot(args.plot.split(","), args.plot_out)
