@@ -430,7 +430,7 @@ def main():
     ap.add_argument("--plot", default=None, help="comma list of matched.jsonl files: draw their curves to --plot-out")
     ap.add_argument("--plot-out", default="matched.png")
     ap.add_argument("--table", default=None, help="comma list of matched.jsonl files: print their markdown table")
-    ap.add_argument("--into", default=None, help="--table: replace that table in this markdown file instead of printing")
+    ap.add_argument("--into", default=None, help="--table: replace that table in this markdown file")
     args = ap.parse_args()
     if args.into and not args.table:
         raise SystemExit("--into needs --table (the matched.jsonl files whose table it replaces)")
