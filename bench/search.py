@@ -382,18 +382,19 @@ def table(paths: list[str]) -> None:
 
 def into(doc: str, table_lines: list[str]) -> None:
     """Replace, in the markdown file ``doc``, the matched table whose first row has the same calibration
-    label as ``table_lines``' first row by ``table_lines`` (header, separator and rows: the block runs to the
+    and k as ``table_lines``' first row by ``table_lines`` (header, separator and rows: the block runs to the
     first line that is not a table row). No such table: an error that names it, and the file untouched."""
-    label = table_lines[2].split("|")[1]
+    key = table_lines[2].split("|")[1:3]
+    label = "|".join(key)
     lines = open(doc).read().split("\n")
     at = [
         i
         for i in range(len(lines) - 2)
-        if lines[i] == table_lines[0] and lines[i + 1] == table_lines[1] and lines[i + 2].split("|")[1:2] == [label]
+        if lines[i] == table_lines[0] and lines[i + 1] == table_lines[1] and lines[i + 2].split("|")[1:3] == key
     ]
     if len(at) != 1:
         raise SystemExit(
-            f"--into {doc}: {len(at)} matched tables whose first row is '|{label}|' (need exactly one); "
+            f"--into {doc}: {len(at)} matched tables whose first row starts '|{label}|' (need exactly one); "
             "paste the table once by hand (bench/search.py --table FILE), then --into keeps it current"
         )
     i = j = at[0]

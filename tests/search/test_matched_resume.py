@@ -62,7 +62,12 @@ def test_docs_benchmarks_quotes_every_matched_table_as_printed():
     bench = load_bench("search")
     root = DONE.parents[2]
     doc = (root / "benchmarks.md").read_text()
-    for name in ("bench-search/matched-16x32.jsonl", "bench-search/matched-8x256.jsonl", "bench-race-64/matched.jsonl"):
+    for name in (
+        "bench-search/matched-16x32.jsonl",
+        "bench-search/matched-8x256.jsonl",
+        "bench-race-64/matched.jsonl",
+        "bench-race-64-greedy-k8/matched.jsonl",
+    ):
         printed = "\n".join(bench.table([str(root / "results" / name)]))
         assert printed.count("\n") >= 3, name
         assert printed in doc, f"docs/benchmarks.md does not carry the table of {name} as printed"
