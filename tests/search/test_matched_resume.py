@@ -107,6 +107,9 @@ def test_into_replaces_its_own_table_and_nothing_else(tmp_path, capsys):
         bench.into(str(bare), lines)
     assert bare.read_text() == "# no table here\n"
     assert not (tmp_path / "bare.md.tmp").exists()
+    (tmp_path / "empty.jsonl").write_text("")
+    with pytest.raises(SystemExit, match="no cells in"):
+        bench.table([str(tmp_path / "empty.jsonl")])
 
 
 def test_a_resumed_cell_shows_no_wall_ratio(tmp_path):
