@@ -341,11 +341,10 @@ def plot(paths: list[str], out: str) -> None:
 
 def table(paths: list[str]) -> list[str]:
     """A markdown table (its lines) from matched.jsonl files: per (objective, k, calibration size, seed)
-    every searcher's best
-    value, budget used, the budget at which it first reached exact greedy's value (<= 1.0001x), computed from its
-    history against the greedy row of the same objective, k and calibration (greedy is deterministic: one row
-    stands for every seed), and its wall time against greedy's (comparable only when both ran unloaded and neither
-    resumed: a resumed cell's wall time counts only its last part)."""
+    every searcher's best value, budget used, the budget at which it first reached exact greedy's value
+    (<= 1.0001x), computed from its history against the greedy row of the same objective, k and calibration
+    (greedy is deterministic: one row stands for every seed), and its wall time against greedy's (comparable
+    only when both ran unloaded and neither resumed: a resumed cell's wall time counts only its last part)."""
     rows = [json.loads(line) for p in paths for line in open(p) if line.strip()]
     if not rows:
         raise SystemExit(f"--table: no cells in {', '.join(paths)} (bench/search.py --matched writes them)")
