@@ -27,6 +27,7 @@ import os
 
 import benchenv  # noqa: E402,F401  (the repository on sys.path, offline HF, ../shared/data as the data directory)
 
+from ghostsearch.io import write_text_atomic  # noqa: E402
 from ghostsearch.rundir.ledger import read_ledger  # noqa: E402
 
 SEARCHERS = ["oneshot", "greedy", "beam", "ga", "bo", "cbo", "fastblock", "lorp"]
@@ -403,10 +404,7 @@ def into(doc: str, table_lines: list[str]) -> None:
     while j < len(lines) and lines[j].startswith("|"):
         j += 1
     lines[i:j] = table_lines
-    tmp = doc + ".tmp"
-    with open(tmp, "w") as f:
-        f.write("\n".join(lines))
-    os.replace(tmp, doc)  # whole or not at all
+    write_text_atomic(doc, "\n".join(lines))  # whole or not at all
     print(f"{doc}: the '{label.strip()}' table now has {len(table_lines) - 2} rows (was {j - i - 2})")
 
 

@@ -106,7 +106,7 @@ def test_into_replaces_its_own_table_and_nothing_else(tmp_path, capsys):
     with pytest.raises(SystemExit, match="0 matched tables"):
         bench.into(str(bare), lines)
     assert bare.read_text() == "# no table here\n"
-    assert not (tmp_path / "bare.md.tmp").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bare.md", "bench.md"]  # no temporary file left
     (tmp_path / "empty.jsonl").write_text("")
     with pytest.raises(SystemExit, match="no cells in"):
         bench.table([str(tmp_path / "empty.jsonl")])
