@@ -17,12 +17,20 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
+
+from ghostsearch.models import resolve_dtype
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICK = ROOT / "configs" / "smollm2-quick.yaml"
 COMPARE = ROOT / "configs" / "compare-quick.yaml"
+# The quick config's `dtype: auto` is fp32 on an AVX2-only CPU and bf16 where the CPU has AVX512-BF16
+# or AMX. An fp32 value is the same in every process; a bf16 one moves with the thread count (the
+# pool's actors run 1 thread, `recover` in the driver all cores): up to 1.3% on SmolLM2, measured by
+# bench/dtype.py (docs/benchmarks.md, "dtype on this CPU").
+SAME_VALUE_REL = 1e-6 if resolve_dtype("auto", "cpu") == torch.float32 else 2e-2
 TINY_EVAL = ["--limit", "2", "--tasks", "arc_easy", "eval.ppl_max_seq=1", "eval.ppl_seq_len=64"]
 
 
@@ -143,7 +151,7 @@ def test_first_hour(home):
     p, _ = ghostsearch("recover", run, "--top", "1", cwd=home)
     (row,) = lines(p.stdout)
     assert (row["fit_data"], row["score_data"]) == ("lambada 8x64 seed 0", "lambada 4x64 seed 0")
-    assert row["in_sample"] and row["dense_value"] == pytest.approx(final["dense_value"], rel=1e-6)
+    assert row["in_sample"] and row["dense_value"] == pytest.approx(final["dense_value"], rel=SAME_VALUE_REL)
     if row["value_after"] < row["dense_value"]:
         assert "in-sample, not a result" in p.stderr
     # 3. export, then load_pruned + generate (no transformers warning), plain transformers: one line
