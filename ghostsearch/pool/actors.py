@@ -57,6 +57,7 @@ class ScorerActor:
         self.cfg, self.name = cfg, name
         self.node = ray.get_runtime_context().get_node_id()
         self.pid = os.getpid()
+        self.threads = threads
         self.scorer = scorer_from_config(cfg, threads=threads)
         from ray.util import metrics  # emitted here, so they carry this scorer's node (NodeAddress)
 
@@ -82,6 +83,7 @@ class ScorerActor:
             "model": self.cfg.model,
             "dtype": str(self.scorer.stack.dtype).replace("torch.", ""),
             "device": self.cfg.resolved_device().split(":")[0],
+            "threads": self.threads,
         }
 
     def model_id(self) -> str:
@@ -223,13 +225,17 @@ class Broker:
                 "device= explicitly so every scorer computes the same values"
             )
         digests = await asyncio.gather(*[self.actors[0].data_digest.remote(s) for s in specs])
-        return {
+        ident = {
             "model": infos[0]["model"],
             "model_id": await self.actors[0].model_id.remote(),
             "dtype": infos[0]["dtype"],
             "device": infos[0]["device"],
             "calibration": {s.key(): d for s, d in zip(specs, digests)},
         }
+        if ident["device"] == "cpu" and ident["dtype"] in ("bfloat16", "float16"):
+            # a half-precision value on a CPU moves with the thread count (bench/dtype.py: up to 1.3%)
+            ident["cpu_threads"] = infos[0]["threads"]
+        return ident
 
     async def evaluate(
         self,

@@ -1,7 +1,8 @@
 """A run directory: what ghostsearch writes there and how it reads it back.
 
 RUN_DIR/config.yaml (resolved config) · env.json (machine, versions) · identity.json (what
-determines a value: model content, resolved dtype and device, calibration token ids) · ledger/
+determines a value: model content, resolved dtype and device, CPU threads in bf16/fp16,
+calibration token ids) · ledger/
 (every evaluation) · result.json (``cells``: one entry per cell, by cell name) · .lock (the driver
 holding it) · compare adds cells/, evals/, comparison.parquet, report.*. A run directory is
 opened once per run (``open_run_dir``, after validation and once the pool has its resources);
@@ -103,8 +104,9 @@ def close_run_dir(run_dir: Path, ok: bool = True) -> None:
 
 
 def check_identity(out: Path, identity: dict) -> None:
-    """What determines a value (model content, resolved dtype and device, calibration token ids per
-    objective key) must match what the run directory was written with; then it is recorded."""
+    """What determines a value (model content, resolved dtype and device, the scorers' thread count
+    where bf16/fp16 runs on a CPU, calibration token ids per objective key) must match what the run
+    directory was written with; then it is recorded."""
     path = out / "identity.json"
     old = json.loads(path.read_text()) if path.exists() else {}
     for key in ("model", "dtype", "device"):
@@ -113,6 +115,12 @@ def check_identity(out: Path, identity: dict) -> None:
                 f"run directory {out} holds values computed with {key} {old[key]!r}, this run "
                 f"has {identity.get(key)!r}; resume where they match or choose another out="
             )
+    if "cpu_threads" in old and old["cpu_threads"] != identity.get("cpu_threads"):
+        raise GhostsearchError(
+            f"run directory {out} holds {old['dtype']} values scored by {old['cpu_threads']}-thread CPU "
+            f"scorers, this run's have {identity.get('cpu_threads')}, and such values move with the thread "
+            f"count; resume with pool.threads={old['cpu_threads']} or choose another out="
+        )
     calib = dict(old.get("calibration", {}))
     for spec, digest in identity.get("calibration", {}).items():
         if calib.get(spec, digest) != digest:

@@ -156,6 +156,39 @@ def test_rerun_of_a_finished_search_adds_no_ledger_rows(tiny_model_dir, tmp_path
     assert (second["removed"], second["value"]) == (first["removed"], first["value"])
 
 
+@pytest.mark.slow
+def test_resume_with_another_thread_count_is_refused_in_bf16_only(tiny_model_dir, tmp_path):
+    """A bf16 value on a CPU moves with the thread count (bench/dtype.py: up to 1.3% on SmolLM2), so
+    a bf16 run directory resumed by scorers with another pool.threads would mix values: refused in
+    one line, nothing written. fp32 values do not move, so an fp32 run resumes with any count."""
+    for dtype, refused in (("bf16", True), ("fp32", False)):
+        out = tmp_path / dtype
+        rows, outputs = [], []
+        for threads in (1, 2):
+            cfg = _config(tmp_path / f"{dtype}-{threads}.yaml", tiny_model_dir, out, dtype=dtype)
+            r = subprocess.run(
+                [*CMD, "search", str(cfg), "--no-progress", f"pool.threads={threads}"],
+                env=_env(),
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
+            rows.append(len(read_ledger(out)))
+            outputs.append(r)
+        first, second = outputs
+        assert first.returncode == 0, first.stderr[-2000:]
+        identity = json.loads((out / "identity.json").read_text())
+        assert identity.get("cpu_threads") == (1 if refused else None)
+        if refused:
+            errors = [line for line in second.stderr.splitlines() if line.startswith("ghostsearch: error: ")]
+            assert second.returncode == 2 and len(errors) == 1 and "Traceback" not in second.stderr, second.stderr
+            assert "1-thread CPU scorers" in errors[0] and "pool.threads=1" in errors[0]
+            assert json.loads((out / "identity.json").read_text()) == identity
+        else:
+            assert second.returncode == 0, second.stderr[-2000:]
+        assert rows == [11, 11]
+
+
 @contextlib.contextmanager
 def read_only(path: Path):
     """``path`` cannot be written to while the block runs: immutable as root, else mode 0555."""
