@@ -111,9 +111,10 @@ def check_identity(out: Path, identity: dict) -> None:
     old = json.loads(path.read_text()) if path.exists() else {}
     for key in ("model", "dtype", "device"):
         if key in old and old[key] != identity.get(key):
+            why = " (dtype auto is bf16 on GPUs and on CPUs with native bf16, else fp32)" if key == "dtype" else ""
             raise GhostsearchError(
                 f"run directory {out} holds values computed with {key} {old[key]!r}, this run "
-                f"has {identity.get(key)!r}; resume where they match or choose another out="
+                f"has {identity.get(key)!r}{why}; resume where they match or choose another out="
             )
     if "cpu_threads" in old and old["cpu_threads"] != identity.get("cpu_threads"):
         raise GhostsearchError(
