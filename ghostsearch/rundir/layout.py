@@ -165,6 +165,8 @@ def ghostsearch_version() -> dict:
 def write_env(out: Path, kind: str) -> None:
     import torch
 
+    from ghostsearch.models import cpu_has_native_bf16
+
     def ver(mod):
         try:
             return __import__(mod).__version__
@@ -181,6 +183,7 @@ def write_env(out: Path, kind: str) -> None:
         "git_commit": gs["git_commit"],
         "build": gs["build"],
         "cpu_count": os.cpu_count(),
+        "cpu_native_bf16": cpu_has_native_bf16(),  # dtype auto is bf16 on such a CPU (docs/benchmarks.md)
         "cuda": torch.cuda.is_available(),
         "devices": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())],
         "versions": {m: ver(m) for m in ("torch", "transformers", "ray", "optuna", "deap", "pyarrow", "lm_eval")},
