@@ -250,7 +250,7 @@ class Run:
 
     def __enter__(self) -> Run:
         from ghostsearch.pool.pool import connect, find_pool, pool_identity, start_pool
-        from ghostsearch.rundir.layout import check_identity
+        from ghostsearch.rundir.layout import check_identity, resumed_dtype
 
         cfg = self.cfg
         self._outputs = RunOutputs(cfg, self.kind)  # RUN_DIR (staged when out= is s3:// or gs://) and the trackers
@@ -259,7 +259,9 @@ class Run:
                 write_json_atomic(self.dir / "result.json", self.result([]))  # before any cell runs
             self.started = connect(self.address, dashboard=cfg.pool.dashboard)
             self.t0 = time.monotonic()
-            self.broker = find_pool(cfg.pool.name) if cfg.pool.name else start_pool(cfg)
+            self.broker = (
+                find_pool(cfg.pool.name) if cfg.pool.name else start_pool(cfg, load_dtype=resumed_dtype(cfg, self.dir))
+            )
             specs: dict = {}  # one per objective (and per cell seed with compare.calibration_seeds), in cell order
             for c in self.cells:
                 spec = cfg.objective_spec(c.objective, c.seed)

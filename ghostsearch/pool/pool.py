@@ -12,6 +12,7 @@ before the searcher sees it.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import time
 import uuid
@@ -259,11 +260,19 @@ def check_capacity(cfg: Config) -> None:
 
 
 def start_pool(
-    cfg: Config, name: str | None = None, detached: bool = False, wait: bool = True, actor_class=ScorerActor
+    cfg: Config,
+    name: str | None = None,
+    detached: bool = False,
+    wait: bool = True,
+    actor_class=ScorerActor,
+    load_dtype: str | None = None,
 ):
     """Create scorer actors (``actor_class``: the real scorer; benchmarks pass a stand-in) and
-    their broker. Returns the broker handle."""
+    their broker. Returns the broker handle. ``load_dtype``: the scorers load the model in this
+    dtype instead of resolving ``dtype: auto`` on their machine (a resumed run keeps the dtype its
+    values were computed in); the broker's keys still carry the config's dtype."""
     check_capacity(cfg)
+    actor_cfg = cfg if load_dtype is None else dataclasses.replace(cfg, dtype=load_dtype)
     cpus, gpus = resources(cfg)
     prefix = name or f"ghostsearch-{uuid.uuid4().hex[:6]}"
     lifetime = "detached" if detached else None
@@ -288,7 +297,7 @@ def start_pool(
         scorers.append(
             actor_class.options(
                 name=n, namespace=NAMESPACE, lifetime=lifetime, num_cpus=cpus, num_gpus=gpus, **extra
-            ).remote(cfg, cfg.pool.threads, n)
+            ).remote(actor_cfg, cfg.pool.threads, n)
         )
     # the broker lives on this (head/driver) node: it must survive the loss of any worker node
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy

@@ -13,6 +13,7 @@ directory written before ``searchers`` was renamed ``cells`` (``read_cells``: as
 from __future__ import annotations
 
 import json
+import logging
 import os
 import platform
 import shutil
@@ -101,6 +102,28 @@ def close_run_dir(run_dir: Path, ok: bool = True) -> None:
     if not ok and fresh and run_dir.is_dir() and not len(read_ledger(run_dir)):
         shutil.rmtree(run_dir, ignore_errors=True)
     lock.release(run_dir)
+
+
+def resumed_dtype(cfg: Config, out: Path) -> str | None:
+    """The dtype a run directory's values were computed in (identity.json), for scorers that would
+    otherwise resolve ``dtype: auto`` on their own machine: a resumed run keeps it, so its ledger
+    never mixes precisions (a run started on an AVX2-only CPU, fp32, resumed on a CPU with native
+    bf16). Said once when it differs from what auto is on this machine. None when the config's dtype
+    is explicit (identity.json then refuses a mismatch) or nothing is recorded yet."""
+    from ghostsearch.models import resolve_dtype
+
+    path = Path(out) / "identity.json"
+    if cfg.dtype != "auto" or not path.exists():
+        return None
+    recorded = json.loads(path.read_text()).get("dtype")
+    if recorded is None:
+        return None
+    here = str(resolve_dtype("auto", cfg.resolved_device())).replace("torch.", "")
+    if recorded != here:
+        logging.getLogger(__name__).warning(
+            f"resuming {out} in {recorded}, the dtype its values were computed in (dtype auto is {here} here)"
+        )
+    return str(recorded)
 
 
 def check_identity(out: Path, identity: dict) -> None:

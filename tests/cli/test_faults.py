@@ -189,6 +189,40 @@ def test_resume_with_another_thread_count_is_refused_in_bf16_only(tiny_model_dir
         assert rows == [11, 11]
 
 
+@pytest.mark.slow
+def test_auto_dtype_resumes_in_the_dtype_the_run_was_computed_in(tiny_model_dir, tmp_path):
+    """A run directory started where `dtype: auto` is one dtype (fp32 on an AVX2-only CPU) and resumed
+    where it is the other (bf16 with AVX512-BF16 or AMX): the scorers load the recorded dtype, said in
+    one line, and the run resumes from its ledger. Before, identity.json refused it, and with
+    dtype= set explicitly the config's fingerprint did: such a run could not be resumed there at all.
+    The other machine is simulated by rewriting identity.json's dtype."""
+    from ghostsearch.models import resolve_dtype
+
+    out = tmp_path / "run"
+    cfg = _config(tmp_path / "c.yaml", tiny_model_dir, out, dtype="auto")
+    runs = []
+    for _ in range(2):
+        r = subprocess.run(
+            [*CMD, "search", str(cfg), "--no-progress"], env=_env(), capture_output=True, text=True, timeout=600
+        )
+        assert r.returncode == 0, r.stderr[-2000:]
+        runs.append((r, len(read_ledger(out))))
+        if len(runs) == 1:
+            here = str(resolve_dtype("auto", "cpu")).replace("torch.", "")
+            other = "bfloat16" if here == "float32" else "float32"
+            identity = json.loads((out / "identity.json").read_text())
+            assert identity["dtype"] == here
+            identity = {k: v for k, v in identity.items() if k != "cpu_threads"} | {"dtype": other}
+            (out / "identity.json").write_text(json.dumps(identity))
+    (first, n1), (second, n2) = runs
+    assert f"resuming {out} in {other}, the dtype its values were computed in (dtype auto is {here} here)" in (
+        second.stderr
+    )
+    assert n1 == n2 == 11
+    assert json.loads((out / "identity.json").read_text())["dtype"] == other
+    assert json.loads(second.stdout.splitlines()[-1])["removed"] == json.loads(first.stdout.splitlines()[-1])["removed"]
+
+
 @contextlib.contextmanager
 def read_only(path: Path):
     """``path`` cannot be written to while the block runs: immutable as root, else mode 0555."""

@@ -30,3 +30,14 @@ def test_cpu_threads_are_checked_where_recorded_and_new_data_is_added(tmp_path):
     check_identity(tmp_path, {**bf16, "calibration": {"margin|cs": "cd" * 32}})  # same threads, another objective
     saved = json.loads((tmp_path / "identity.json").read_text())
     assert saved["cpu_threads"] == 2 and set(saved["calibration"]) == {"ppl|c4", "margin|cs"}
+
+
+def test_auto_resumes_in_the_recorded_dtype_and_an_explicit_one_is_left_to_the_check(tmp_path):
+    from ghostsearch.config import load_config
+    from ghostsearch.rundir.layout import resumed_dtype
+
+    auto, fp32 = load_config(None, ["dtype=auto", "device=cpu"]), load_config(None, ["dtype=fp32", "device=cpu"])
+    assert resumed_dtype(auto, tmp_path) is None  # a new run directory: auto resolves here
+    check_identity(tmp_path, {**FP32, "dtype": "bfloat16", "cpu_threads": 1})
+    assert resumed_dtype(auto, tmp_path) == "bfloat16"
+    assert resumed_dtype(fp32, tmp_path) is None  # explicit: check_identity refuses a mismatch
