@@ -88,6 +88,7 @@ MATCHED = [
     ("greedy", {"race": False}),
     ("greedy+race", {"race": True}),
     ("ga", {}),
+    ("ga+endgame", {"endgame": 0.25}),  # issue 40's pre-registered endgame rule (docs/benchmarks.md)
     ("bo", {}),
     ("cbo", {}),
     ("beam+race", {"width": 2, "race": True}),

@@ -67,7 +67,17 @@ class GA(ModelBased):
     With ``race`` (``auto``, the default: on when the calibration has >= 32 rows) the screen/promote
     split is a race instead: each generation's affordable offspring are raced, the ``promote`` best
     end at full fidelity (search/racing.py), spending at most one evaluation per offspring; ``screen`` is then
-    unused. The single-block prior is raced too."""
+    unused. The single-block prior is raced too.
+
+    Endgame (``endgame``, a fraction of the budget; 0 = off, the old behaviour): once at most
+    ``endgame`` x the budget is left, at a generation's start, ga stops breeding and spends the rest
+    on a one-swap local search around its best full-fidelity k-set: that set's neighbours (one
+    block out, one block in), unscored ones only (neither full nor partial in the memo), in a fixed
+    order (the prior's: swapping in a block whose single removal is cheap for one whose removal is
+    costly first; ties by set), ``offspring`` at a time, raced keeping 1 (exact without a race:
+    ``promote`` at a time); after each batch the centre is the best k-set so far. No random draw, so
+    a seed's run and its resume by ledger replay are deterministic. When the centre has no unscored
+    neighbour left (a local optimum), breeding resumes."""
 
     name = "ga"
 
@@ -84,6 +94,8 @@ class GA(ModelBased):
         race: bool | str | dict = "auto"  # race each generation (and the prior); false: screen, then promote
         warm_start: bool = False  # the first population starts with the shared cache's best k-sets
         warm_n: int = 4  # how many of them
+        # the last fraction of the budget: a one-swap local search around the best (0: off)
+        endgame: float = field(default=0.0, metadata=UNIT)
 
         def __post_init__(self):
             race_params(self.race)
@@ -133,11 +145,43 @@ class GA(ModelBased):
             )
         return out
 
+    def centre(self) -> Removed | None:
+        """The best full-fidelity k-set so far (ties: the smaller set)."""
+        k = self.space.k
+        sets = [(v, s) for s, v in self.memo.items() if len(s) == k]
+        return min(sets)[1] if sets else None
+
+    def neighbours(self) -> list[Removed]:
+        """The centre's unscored one-swap neighbours in the endgame's fixed order: by prior(in) -
+        prior(out) (a low prior = cheap to remove), then by set."""
+        c = self.centre()
+        if c is None:
+            return []
+        prior = dict(zip(self.space.free, self.prior))
+        out = []
+        for o in c:
+            for i in self.space.free:
+                if i in c:
+                    continue
+                s = canonical([b for b in c if b != o] + [i])
+                if not self.seen(s):
+                    out.append((prior[i] - prior[o], s))
+        return [s for _, s in sorted(out)]
+
+    def in_endgame(self) -> bool:
+        """At a generation's start, with at most ``endgame`` x the budget left and a neighbour to score."""
+        total, e = self.budget.evaluations, self.params.endgame
+        if not e or total is None or self.population is None or self.screened is not None:
+            return False
+        return self.budget_left <= e * total + 1e-9 and bool(self.neighbours())
+
     def phase(self) -> str:
         if self.singles():
             return "singles"
         if self.population is None:
             return "init"
+        if self.in_endgame():
+            return "endgame"
         if self.racing():
             return "race"
         return "screen" if self.screened is None else "promote"
@@ -154,6 +198,10 @@ class GA(ModelBased):
         phase = self.phase()
         if phase == "singles":
             return self.ask_singles()
+        if phase == "endgame":
+            raced = self.racing() is not None
+            n = self.affordable(self.params.offspring if raced else self.params.promote)
+            return self.raced([Candidate(s) for s in self.neighbours()[:n]], keep=1)
         if phase == "race":
             n = self.affordable(self.params.offspring)  # a race of n costs at most n: one it can afford
             return self.raced([Candidate(s) for s in self.breed(n)], keep=min(self.params.promote, n))
@@ -181,7 +229,8 @@ class GA(ModelBased):
             self.population = [c.removed for c in candidates]
         elif phase == "screen" and self.params.screen < 1:
             self.screened = {c.removed: float(v) for c, v in zip(candidates, values)}
-        elif phase != "singles":  # promoted children, race winners, or full-fidelity offspring when screen == 1
+        elif phase != "singles":  # promoted children, race winners, full-fidelity offspring when screen == 1,
+            # or the endgame's neighbours (the population stays the best pop_size, should breeding resume)
             children = [c.removed for c in candidates if c.fidelity >= 1.0]
             pop = [Individual(s, self.memo[s]) for s in (self.population or []) + children]
             self.population = [canonical(i) for i in tools.selBest(sorted(pop), self.params.pop_size)]
@@ -196,4 +245,4 @@ class GA(ModelBased):
         if phase == "promote":
             return self.affordable(1) == 0
         exhausted = sum(len(s) == self.space.k for s in {**self.memo, **self.partial}) >= self.space.n_subsets()
-        return exhausted or (self.affordable(1) == 0 if phase in ("init", "race") else self.plan() == 0)
+        return exhausted or (self.affordable(1) == 0 if phase in ("init", "race", "endgame") else self.plan() == 0)

@@ -28,6 +28,8 @@ RACED = {
     "greedy+race": ("greedy", {"race": True}),
     "beam+race": ("beam", {"race": True}),
     "ga+race": ("ga", {"race": True}),
+    "ga+endgame": ("ga", {"race": True, "endgame": 0.5}),
+    "ga+endgame-exact": ("ga", {"race": False, "endgame": 0.5}),
     "bo+race": ("bo", {"race": True}),
     "cbo+race": ("cbo", {"race": True}),
     "bo-batch1": ("bo", {"race": False, "batch": 1}),
@@ -169,7 +171,7 @@ def test_resume_after_interruption(name):
         assert again.replayed == len(first.ledger) and again.spent + first.spent == pytest.approx(ev.spent), at
 
 
-RACING = ["greedy+race", "beam+race", "ga+race", "bo+race", "cbo+race"]
+RACING = ["greedy+race", "beam+race", "ga+race", "ga+endgame", "bo+race", "cbo+race"]
 
 
 @pytest.mark.parametrize("name", RACING)
