@@ -169,7 +169,7 @@ def perplexity_finalists(
     for name in cfg_eval.perplexity:
         texts, ids = corpus(tokenizer, name, data_dir, held_out)
         windows = eval_windows(ids, seq_len, max_seq)
-        batches = [window_items(windows[s : s + bs]) for s in range(0, len(windows), bs)]
+        batches = [window_items(windows[s : s + bs], first=s) for s in range(0, len(windows), bs)]
         lls, _ = loglikelihoods_finalists(stack, batches, len(windows), finals, cap)
         for o, ll in zip(out, lls):
             o[f"ppl_{name}"] = math.exp(-ll.sum().item() / (len(windows) * (seq_len - 1)))

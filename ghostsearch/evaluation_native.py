@@ -340,11 +340,14 @@ def loglikelihoods_finalists(
     return lls, missed == 0
 
 
-def window_items(windows: torch.Tensor) -> list[Packed]:
-    """Perplexity windows [n, T] as packed rows: every position but the last predicts the next token."""
+def window_items(windows: torch.Tensor, first: int = 0) -> list[Packed]:
+    """Perplexity windows [n, T] as packed rows: every position but the last predicts the next token.
+    ``first``: the global number of the first window, so a micro-batch's windows are numbered by
+    their place among all windows (their log-likelihoods land in their own slots whatever the
+    batching; numbered by their place in the micro-batch, every batch would sum into the first slots)."""
     T = windows.shape[1]
     return [
-        Packed(w, list(range(T)), [0] * T, list(range(T - 1)), w[1:], [i] * (T - 1))
+        Packed(w, list(range(T)), [0] * T, list(range(T - 1)), w[1:], [first + i] * (T - 1))
         for i, w in enumerate(windows.tolist())
     ]
 
