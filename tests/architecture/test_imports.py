@@ -131,6 +131,7 @@ LAYERS: list[tuple[str, list[str]]] = [
             "contrasts",
             "lmeval_results",
             "looks",
+            "certify",
             "eval_numbers",
             "comparison_row",
         ],
@@ -139,7 +140,8 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("model", ["stack", "models", "data", "items", "memplan"]),
     ("objectives", ["objectives"]),
     ("scoring", ["scoring"]),
-    ("recovery", ["recovery"]),  # the operators and the one repair path (Scorer is given aware's patches)
+    # the operators and the one repair path (Scorer is given aware's patches); speed: times pruned, repaired exports
+    ("recovery", ["recovery", "speed"]),
     ("config", ["config"]),  # a Config names searchers, objectives, repairs; nothing below reads one
     ("rundir", ["rundir", "dataplan", "outputs"]),
     ("pool", ["pool"]),
