@@ -301,6 +301,27 @@ def _yaml(text: str):
     return yaml.load(text, Loader=_Loader)  # noqa: S506  (a SafeLoader subclass)
 
 
+class DuplicateKeyError(yaml.YAMLError):
+    """A mapping that gives one key twice (YAML would silently keep the last)."""
+
+
+def _mapping_no_duplicates(loader: _Loader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen: dict = {}
+    for key_node, _ in node.value:
+        if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
+            key = loader.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            if key in seen:
+                raise DuplicateKeyError(
+                    f"key {key!r} appears twice (lines {seen[key]} and {key_node.start_mark.line + 1}); "
+                    "keep one of them"
+                )
+            seen[key] = key_node.start_mark.line + 1
+    return loader.construct_mapping(node, deep=deep)
+
+
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_no_duplicates)
+
+
 def _build(cls, data: dict, prefix: str = ""):
     if not isinstance(data, dict):
         raise GhostsearchError(f"config section {prefix.rstrip('.') or '(top)'} must be a mapping, got {short(data)}")
@@ -411,6 +432,8 @@ def load_config(path: str | None = None, overrides: list[str] | None = None) -> 
             raise GhostsearchError(f"config file {p} is not valid YAML: {str(e).splitlines()[0]}") from None
         if data is None:  # an empty file
             data = {}
+        except DuplicateKeyError as e:
+            raise GhostsearchError(f"config file {p}: {e}") from None
         if not isinstance(data, dict):
             raise GhostsearchError(
                 f"config file {p} must be a mapping of keys (model: ..., k: 6), got a YAML "

@@ -92,3 +92,64 @@ def check_writable(path: str | Path, what: str, fix: str = "choose another locat
             f"{what} {target} is on a full disk ({st.f_bavail * st.f_frsize} bytes free); make room or {fix}"
         )
     return target
+
+
+# what ghostsearch writes into a run directory (rundir.layout, runner, compare, report, recover,
+# eval): a file a command is given to write (ledger --csv, eval --out) never lands on one of these
+RUN_FILES = (
+    "config.yaml",
+    "env.json",
+    "identity.json",
+    "result.json",
+    "pool.json",
+    "looks.json",
+    ".lock",
+    "recovery.parquet",
+    "eval.parquet",
+    "eval_items.parquet",
+    "comparison.parquet",
+    "report.md",
+    "report.html",
+)
+RUN_FOLDERS = ("ledger", "cells", "evals", "lm_eval", "plots")
+EXPORT_MARKER = ".ghostsearch-export"  # in every directory ghostsearch export writes
+
+
+def run_dir_of(path: Path) -> Path | None:
+    """The ghostsearch run directory ``path`` is in (or is), else None: a folder holding
+    config.yaml beside ledger/ or result.json."""
+    for d in [path, *path.parents]:
+        if (d / "config.yaml").is_file() and ((d / "ledger").is_dir() or (d / "result.json").is_file()):
+            return d
+    return None
+
+
+def check_output(path: str | Path, what: str, ours=None, own: tuple[str, ...] = ()) -> Path:
+    """The one guard of every file a command is told to write (``ledger --csv``, ``eval --out``):
+    never a file of a run directory or of an export (config.yaml, result.json, ledger/ ...; ``own``
+    names the run-directory files this command itself writes, e.g. eval's eval.parquet), never a
+    directory, and an existing file only when ``ours(path)`` says this command wrote it before (so
+    a rerun replaces its own output and nothing else). One GhostsearchError line otherwise, before
+    any work; writes nothing. Returns the path."""
+    p = Path(path).expanduser()
+    real = Path(os.path.realpath(p))  # a symlink is judged by what it points at
+    if real.is_dir():
+        raise GhostsearchError(f"{what} {path} is a directory; give a file path")
+    run = run_dir_of(real.parent)
+    if run is not None:
+        rel = real.relative_to(run)
+        if str(rel) not in own and (rel.parts[0] in RUN_FOLDERS + RUN_FILES or real.exists()):
+            raise GhostsearchError(
+                f"{what} {path} would write over {rel} of the run directory {run}; give a path outside the "
+                "run directory"
+            )
+    for d in real.parents:
+        if (d / EXPORT_MARKER).exists():
+            raise GhostsearchError(
+                f"{what} {path} is inside the exported model directory {d}; write it outside the export"
+            )
+    if real.exists() and run is None and not (ours is not None and ours(real)):
+        raise GhostsearchError(
+            f"{what} {path} exists and was not written by this command; choose another path or delete it first"
+        )
+    return p

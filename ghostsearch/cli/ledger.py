@@ -31,30 +31,41 @@ def frame(run_dir: Path, cell: str | None = None):
         node=df["node"].map(lambda n: names.get(n, n)),
         time=pd.to_datetime(df["time"], unit="s", utc=True).map(lambda t: t.isoformat(timespec="seconds")),
     )
-    cols = [
-        "time",
-        "cell",
-        "searcher",
-        "objective",
-        "k",
-        "removed",
-        "fidelity",
-        "value",
-        "cached",
-        "tokens",
-        "seconds",
-        "actor",
-        "node",
-        "seed",
-        "objective_key",
-        "eval_id",
-    ]
-    return df.sort_values("time", kind="stable")[cols].reset_index(drop=True)
+    return df.sort_values("time", kind="stable")[list(COLUMNS)].reset_index(drop=True)
+
+
+COLUMNS = (
+    "time",
+    "cell",
+    "searcher",
+    "objective",
+    "k",
+    "removed",
+    "fidelity",
+    "value",
+    "cached",
+    "tokens",
+    "seconds",
+    "actor",
+    "node",
+    "seed",
+    "objective_key",
+    "eval_id",
+)
 
 
 def _node_names(ids) -> dict:
     """Ray node ids -> node-1, node-2 ... in order of first appearance (the ids are 56 hex digits)."""
     return {n: f"node-{i + 1}" for i, n in enumerate(i for i in ids if i)}
+
+
+def _our_csv(path: Path) -> bool:
+    """A CSV ``ledger --csv`` wrote before (its header line is the ledger's columns)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.readline().strip() == ",".join(COLUMNS)
+    except (OSError, UnicodeDecodeError):
+        return False
 
 
 def run(args) -> None:
@@ -63,16 +74,18 @@ def run(args) -> None:
     d = Path(args.run_dir)
     if not (d / "ledger").is_dir():
         raise GhostsearchError(f"{d} has no ledger/; point at a run directory written by ghostsearch search or compare")
+    if args.csv and args.csv != "-":  # before reading anything: never over a run's or another program's file
+        from ghostsearch.io import check_output, check_writable
+
+        check_output(args.csv, "--csv", ours=_our_csv)
+        check_writable(Path(args.csv).parent, f"--csv {args.csv}:", "give a path on a writable disk")
     df = frame(d, args.cell)
     if args.csv == "-":
         df.to_csv(sys.stdout, index=False)
     elif args.csv:
-        out = Path(args.csv)
-        if out.is_dir() or (out.exists() and (d / "ledger") in out.parents):
-            raise GhostsearchError(f"--csv {out} is a directory or inside the ledger; give a file path")
-        from ghostsearch.io import check_writable, write_text_atomic
+        from ghostsearch.io import write_text_atomic
 
-        check_writable(out.parent, f"--csv {out}:", "give a path on a writable disk")
+        out = Path(args.csv)
         write_text_atomic(out, df.to_csv(index=False))
         print(f"{len(df)} rows -> {out}")
     else:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import platform
 import shutil
@@ -115,7 +116,7 @@ def resumed_dtype(cfg: Config, out: Path) -> str | None:
     path = Path(out) / "identity.json"
     if cfg.dtype != "auto" or not path.exists():
         return None
-    recorded = json.loads(path.read_text()).get("dtype")
+    recorded = read_identity(path).get("dtype")
     if recorded is None:
         return None
     here = str(resolve_dtype("auto", cfg.resolved_device())).replace("torch.", "")
@@ -126,12 +127,26 @@ def resumed_dtype(cfg: Config, out: Path) -> str | None:
     return str(recorded)
 
 
+def read_identity(path: Path) -> dict:
+    """identity.json as a mapping; one line when it is not one (a hand edit or a damaged disk)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        data = None
+    if not isinstance(data, dict):
+        raise GhostsearchError(
+            f"{path} is not a JSON object (damaged or edited); restore it, or delete it and rerun "
+            "(the run then records it anew, without checking the ledger's values against it)"
+        )
+    return data
+
+
 def check_identity(out: Path, identity: dict) -> None:
     """What determines a value (model content, resolved dtype and device, the scorers' thread count
     where bf16/fp16 runs on a CPU, calibration token ids per objective key) must match what the run
     directory was written with; then it is recorded."""
     path = out / "identity.json"
-    old = json.loads(path.read_text()) if path.exists() else {}
+    old = read_identity(path) if path.exists() else {}
     for key in ("model", "dtype", "device"):
         if key in old and old[key] != identity.get(key):
             why = " (dtype auto is bf16 on GPUs and on CPUs with native bf16, else fp32)" if key == "dtype" else ""
@@ -228,14 +243,29 @@ def cells(run_dir: Path) -> list[tuple[str, tuple[int, ...], float]]:
         raise GhostsearchError(f"{path} does not exist; run `ghostsearch search` into {run_dir} first")
     try:
         out = [
-            (name, tuple(sorted(c["removed"])), float(c["value"]))
+            (name, tuple(sorted(_block_list(c["removed"]))), _finite(c["value"]))
             for name, c in result_cells(json.loads(path.read_text())).items()
         ]
     except (ValueError, KeyError, TypeError, AttributeError) as e:
-        raise GhostsearchError(f"{path} is not a ghostsearch result ({e}); re-run the search") from None
+        raise GhostsearchError(
+            f"{path} is not a ghostsearch result ({e}); rerun the search into {run_dir} (its ledger answers "
+            "every evaluation again, and result.json is rewritten)"
+        ) from None
     if not out:
         raise GhostsearchError(f"{path} has no searcher results; finish the search first")
     return out
+
+
+def _block_list(removed) -> list[int]:
+    if not isinstance(removed, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in removed):
+        raise ValueError(f"removed {removed!r} is not a list of block indices")
+    return removed
+
+
+def _finite(value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"value {value!r} is not a finite number")
+    return float(value)
 
 
 def result_cells(result: dict) -> dict:

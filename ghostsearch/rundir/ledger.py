@@ -122,7 +122,13 @@ JOURNALS, QUARANTINE = "_journal", "_quarantine"
 class Ledger:
     def __init__(self, run_dir: str | Path, fsync_seconds: float = 1.0, checkpoint_seconds: float = 10.0):
         self.dir = Path(run_dir) / "ledger"
-        (self.dir / JOURNALS).mkdir(parents=True, exist_ok=True)
+        journals = self.dir / JOURNALS
+        if journals.exists() and not journals.is_dir():  # not ours: moved aside (never deleted), said once
+            (self.dir / QUARANTINE).mkdir(exist_ok=True)
+            aside = self.dir / QUARANTINE / f"{JOURNALS}-{time.time_ns():020d}"
+            log.warning("ledger: %s is not a directory; moved to %s", journals, aside)
+            os.replace(journals, aside)
+        journals.mkdir(parents=True, exist_ok=True)
         self.writer = f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}"
         self.fsync_seconds, self.checkpoint_seconds = fsync_seconds, checkpoint_seconds
         self.journal = self._new_journal()
@@ -216,8 +222,12 @@ def _row_ok(row) -> bool:
         v = row.get(key)
         if not isinstance(v, tp) or (tp is not bool and isinstance(v, bool)):
             return False
-    return all(isinstance(i, int) and not isinstance(i, bool) for i in row["removed"]) and math.isfinite(
-        row["fidelity"]
+    # a scorer never records a non-finite value (scoring.py refuses one), so NaN or inf here was not
+    # computed by ghostsearch: left out and recomputed, never ranked
+    return (
+        all(isinstance(i, int) and not isinstance(i, bool) for i in row["removed"])
+        and math.isfinite(row["fidelity"])
+        and math.isfinite(row["value"])
     )
 
 
@@ -265,17 +275,54 @@ def scan(run_dir: str | Path) -> tuple[pa.Table, list[Path], list[Path], dict[Pa
     return _scan(Path(run_dir) / "ledger")
 
 
+def _part(p: Path) -> tuple[pa.Table | None, list[str]]:
+    """A part's good rows (None: unreadable, or not a ledger part at all: a column set other than
+    the ledger's) and its bad rows (as JSON lines), each row validated like a journal line."""
+    try:
+        names = pq.read_schema(p).names
+        if [n for n in _REQUIRED if n not in names] or [n for n in names if n not in SCHEMA.names]:
+            return None, []  # a Parquet file of another schema: not read as all-null rows
+        table = pq.read_table(p, schema=SCHEMA)
+    except FileNotFoundError:
+        raise
+    except (pa.ArrowException, OSError, TypeError, ValueError):
+        return None, []
+    rows = table.to_pylist()
+    ok = [_row_ok(r) for r in rows]
+    if all(ok):
+        return table, []
+    return table.filter(pa.array(ok, pa.bool_())), [json.dumps(r, default=str) for r, g in zip(rows, ok) if not g]
+
+
+def _same_evaluation(table: pa.Table) -> list[int]:
+    """Indices of rows to keep: a computed row (not cached) of a cell's evaluation it already holds
+    under another eval_id (a journal line copied or replayed by hand) is a duplicate, not a second
+    evaluation (the broker answers a repeat from its cache, ``cached`` true)."""
+    seen, keep = set(), []
+    cols = [table.column(c).to_pylist() for c in ("cell", "objective_key", "removed", "fidelity", "cached")]
+    losses = table.column("row_losses").to_pylist()
+    for i, (cell, key, removed, fid, cached) in enumerate(zip(*cols)):
+        if not cached:
+            ident = (cell, key, tuple(removed), fid, None if losses[i] is None else len(losses[i]))
+            if ident in seen:
+                continue
+            seen.add(ident)
+        keep.append(i)
+    return keep
+
+
 def _scan(d: Path):
     journals_first = _files(d)[1]
     parts = _files(d)[0]
     tables, bad_parts, bad_rows = [], [], {}
     for p in parts:
-        try:
-            tables.append(pq.read_table(p, schema=SCHEMA))
-        except FileNotFoundError:
-            raise
-        except (pa.ArrowException, OSError):
+        table, bad = _part(p)
+        if table is not None:
+            tables.append(table)
+        if table is None or bad:  # moved aside whole (its good rows are kept in the compacted part)
             bad_parts.append(p)
+        if bad:
+            bad_rows[p] = bad
     rows = []
     for j in journals_first:
         got, bad = _journal_rows(j)
@@ -296,6 +343,9 @@ def _scan(d: Path):
             keep.append(i)
     if len(keep) < len(ids):
         table = table.take(keep)
+    keep = _same_evaluation(table)
+    if len(keep) < len(table):
+        table = table.take(keep)
     good = [p for p in parts if p not in bad_parts]
     return table, good + journals_first, bad_parts, bad_rows
 
@@ -305,9 +355,11 @@ _REPORTED: set = set()
 
 def _report(bad_parts, bad_rows) -> None:
     for p in bad_parts:
-        if p not in _REPORTED:
+        if p not in _REPORTED and p not in bad_rows:
             _REPORTED.add(p)
-            log.warning("ledger part %s is unreadable; left out (its evaluations are recomputed)", p)
+            log.warning(
+                "ledger part %s is unreadable or not a ledger part; left out (its evaluations are recomputed)", p
+            )
     for j, lines in bad_rows.items():
         if (j, len(lines)) not in _REPORTED:
             _REPORTED.add((j, len(lines)))
@@ -327,6 +379,11 @@ def write_compacted(run_dir: str | Path) -> list[Path]:
     d = Path(run_dir) / "ledger"
     table, old, bad_parts, bad_rows = scan(run_dir)
     _report(bad_parts, bad_rows)
+    parts = [p for p in old if p.suffix == ".parquet"]
+    if not bad_parts and len(parts) == len(old) and len(parts) <= 1:
+        return []  # already one good part (or nothing): nothing to fold
+    # the good rows first (fsynced), then what is bad moves aside: never lost, never deleted
+    write_parquet_atomic(d / f"part-{time.time_ns():020d}-compact.parquet", table, fsync=True)
     if bad_parts or bad_rows:
         q = d / QUARANTINE
         q.mkdir(exist_ok=True)
@@ -339,10 +396,7 @@ def write_compacted(run_dir: str | Path) -> list[Path]:
                 f.flush()
                 os.fsync(f.fileno())
         fsync_dir(q)
-    parts = [p for p in old if p.suffix == ".parquet"]
-    if len(parts) == len(old) and len(parts) <= 1:
-        return []  # already one part (or nothing): nothing to fold
-    write_parquet_atomic(d / f"part-{time.time_ns():020d}-compact.parquet", table, fsync=True)
+        fsync_dir(d)
     return old
 
 

@@ -25,9 +25,10 @@ _HELD: dict[Path, int] = {}  # run dir -> fd of its lock file, per process
 
 def _holder(text: str) -> dict:
     try:
-        return json.loads(text) or {}
+        h = json.loads(text)
     except ValueError:
         return {}
+    return h if isinstance(h, dict) else {}  # a hand-edited or foreign lock file names no holder
 
 
 def acquire(run_dir: Path) -> None:

@@ -1,0 +1,222 @@
+"""Issue 38's fault probe, each case against the real ``ghostsearch`` entry point (in process) or
+the run directory's readers: every file a run reads is validated as it is read (a foreign or
+damaged file is one line, or moved aside and recomputed, never a traceback and never a wrong
+answer), and every file a command writes is checked against the run's own files. None of these
+needs Ray or a model (each is refused or answered before either)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from ghostsearch.cli.main import main
+from ghostsearch.rundir.ledger import QUARANTINE, SCHEMA, Ledger, LedgerRow, compact, read_ledger
+
+
+def _row(removed, value, **kw) -> dict:
+    return dict(
+        cell="greedy-perplexity-k2-s0",
+        searcher="greedy",
+        objective="perplexity",
+        objective_key="ppl-key",
+        removed=list(removed),
+        k=len(removed),
+        fidelity=1.0,
+        value=value,
+        cached=False,
+        **kw,
+    )
+
+
+@pytest.fixture
+def run(tmp_path, tiny_model_dir):
+    """A finished-looking run directory: config.yaml, result.json and a ledger of three rows."""
+    from ghostsearch.config import load_config, save_config
+
+    d = tmp_path / "run"
+    (d / "ledger").mkdir(parents=True)
+    cfg = {
+        "model": tiny_model_dir,
+        "dtype": "fp32",
+        "device": "cpu",
+        "k": 2,
+        "searcher": "greedy",
+        "calibration": {"dataset": "lambada", "n_seq": 2, "seq_len": 32},
+        "out": str(d),
+        "pool": {"actors": 1, "dashboard": False},
+    }
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
+    save_config(load_config(str(tmp_path / "c.yaml")), d / "config.yaml")
+    (d / "result.json").write_text(
+        json.dumps({"cells": {"greedy-perplexity-k2-s0": {"removed": [1, 2], "value": 9.0}}})
+    )
+    led = Ledger(d)
+    for removed, value in (([1], 5.0), ([1, 2], 9.0), ([2, 3], 12.0)):
+        led.append(_row(removed, value))
+    led.close()
+    compact(d)
+    return d
+
+
+def _files(root):
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _one_line(capsys, code, message):
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert message in err, err
+    assert err.count("\n") == 1 and err.startswith("ghostsearch: error: ") and "Traceback" not in err, err
+
+
+# --- every file a command writes is checked against the run's own files ------------------------
+
+
+@pytest.mark.parametrize("target", ["config.yaml", "result.json", "identity.json", "ledger/x.csv", "env.json"])
+def test_ledger_csv_never_writes_over_a_run_file(run, target, capsys):
+    """Before: `ledger RUN --csv RUN/config.yaml` wrote the CSV over the run's config (rc 0); the
+    run could then neither resume nor be recovered."""
+    (run / "identity.json").write_text("{}")
+    (run / "env.json").write_text("{}")
+    before = _files(run)
+    _one_line(capsys, main(["ledger", str(run), "--csv", str(run / target)]), "of the run directory")
+    assert _files(run) == before
+
+
+def test_ledger_csv_never_writes_over_another_programs_file(run, tmp_path, capsys):
+    mine = tmp_path / "notes.csv"
+    mine.write_text("my,own\n1,2\n")
+    _one_line(capsys, main(["ledger", str(run), "--csv", str(mine)]), "was not written by this command")
+    assert mine.read_text() == "my,own\n1,2\n"
+
+
+def test_ledger_csv_replaces_its_own_csv_and_may_go_beside_the_run_files(run, tmp_path, capsys):
+    out = tmp_path / "ledger.csv"
+    assert main(["ledger", str(run), "--csv", str(out)]) == 0
+    assert main(["ledger", str(run), "--csv", str(out)]) == 0  # a rerun replaces its own output
+    assert len(out.read_text().splitlines()) == 4
+    assert main(["ledger", str(run), "--csv", str(run / "ledger.csv")]) == 0  # a new file in the run dir
+
+
+def test_check_output_refuses_export_files(tmp_path):
+    from ghostsearch.errors import GhostsearchError
+    from ghostsearch.io import check_output
+
+    (tmp_path / "exp").mkdir()
+    (tmp_path / "exp" / ".ghostsearch-export").write_text("{}")
+    with pytest.raises(GhostsearchError, match="inside the exported model directory"):
+        check_output(tmp_path / "exp" / "x.parquet", "--out")
+    with pytest.raises(GhostsearchError, match="is a directory"):
+        check_output(tmp_path / "exp", "--out")
+
+
+# --- every file a run reads is validated as it is read ----------------------------------------
+
+
+def test_a_parquet_part_of_another_schema_is_quarantined_not_read_as_a_row(run, capsys):
+    """Before: a valid Parquet file with one column ``x`` was folded in as an all-null row;
+    compaction then deleted it and `ledger` failed every time (TypeError in ledger.py)."""
+    foreign = run / "ledger" / "part-00000000000000000001-foreign.parquet"
+    pq.write_table(pa.table({"x": [1, 2]}), foreign)
+    assert len(read_ledger(run)) == 3
+    compact(run)
+    assert not foreign.exists() and (run / "ledger" / QUARANTINE / foreign.name).exists()  # moved, not deleted
+    assert pq.read_table(run / "ledger" / QUARANTINE / foreign.name).column("x").to_pylist() == [1, 2]
+    assert main(["ledger", str(run), "--csv", "-"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 4
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_a_non_finite_value_in_a_part_is_left_out_and_the_good_rows_kept(run, bad):
+    """Before: a NaN value in a part changed the answer silently ([16, 17] at 47.78 instead of [5, 17]
+    at 47.35): non-finite values passed the row check and parts were not checked at all."""
+    rows = [{**_row([4, 5], bad), "eval_id": "bad"}, {**_row([0, 5], 3.0), "eval_id": "good"}]
+    part = run / "ledger" / "part-00000000000000000002-nan.parquet"
+    pq.write_table(pa.Table.from_pylist(rows, schema=SCHEMA), part)
+    values = read_ledger(run).column("value").to_pylist()
+    assert all(math.isfinite(v) for v in values) and 3.0 in values and len(values) == 4
+    compact(run)
+    assert (run / "ledger" / QUARANTINE / part.name).exists()  # the original kept, aside
+    assert sorted(read_ledger(run).column("value").to_pylist()) == [3.0, 5.0, 9.0, 12.0]
+
+
+def test_a_non_finite_value_in_a_journal_line_is_left_out(run):
+    j = run / "ledger" / "_journal" / "journal-x-1.jsonl"
+    j.write_text(json.dumps({**_row([4, 5], 1.0), "eval_id": "n", "value": float("nan")}) + "\n")
+    assert len(read_ledger(run)) == 3
+
+
+def test_a_journal_line_of_a_ledgered_candidate_under_a_new_eval_id_is_one_evaluation(run):
+    """Before: a copied journal line (same cell, objective, set, fidelity; another eval_id) was kept
+    as a second row."""
+    row = read_ledger(run).to_pylist()[0]
+    j = run / "ledger" / "_journal" / "journal-x-2.jsonl"
+    j.write_text(json.dumps({**row, "eval_id": "another"}) + "\n")
+    assert len(read_ledger(run)) == 3
+    cached = {**row, "eval_id": "a-cache-hit", "cached": True}  # a cache hit is a row of its own
+    j.write_text(json.dumps({**row, "eval_id": "another"}) + "\n" + json.dumps(cached) + "\n")
+    assert len(read_ledger(run)) == 4
+
+
+def test_a_journal_folder_that_is_a_file_is_moved_aside(run):
+    """Before: `ledger/_journal` as a file was a traceback on every resume (FileExistsError)."""
+    (run / "ledger" / "_journal").rmdir() if (run / "ledger" / "_journal").is_dir() else None
+    (run / "ledger" / "_journal").write_text("not a folder")
+    led = Ledger(run)
+    led.append(LedgerRow.from_dict(_row([0], 7.0)))
+    led.close()
+    assert len(read_ledger(run)) == 4
+    assert [p.read_text() for p in (run / "ledger" / QUARANTINE).glob("_journal-*")] == ["not a folder"]
+
+
+def test_a_lock_file_holding_a_bare_number_is_taken_over(run):
+    """Before: a `.lock` holding `12345` was a traceback (AttributeError in lock.py)."""
+    from ghostsearch.rundir import lock
+
+    (run / ".lock").write_text("12345")
+    lock.acquire(run)
+    lock.release(run)
+
+
+@pytest.mark.parametrize("text", ["{not json", "[1, 2]", "\xff"])
+def test_identity_json_that_is_not_a_json_object_is_one_line(run, text):
+    """Before: a traceback in layout.py (json.loads) on every resume."""
+    from ghostsearch.config import load_config
+    from ghostsearch.errors import GhostsearchError
+    from ghostsearch.rundir.layout import check_identity, resumed_dtype
+
+    (run / "identity.json").write_text(text)
+    with pytest.raises(GhostsearchError, match="identity.json is not a JSON object"):
+        check_identity(run, {"model": "m"})
+    with pytest.raises(GhostsearchError, match="identity.json is not a JSON object"):
+        resumed_dtype(load_config(str(run / "config.yaml"), ["dtype=auto"]), run)
+
+
+@pytest.mark.parametrize(
+    "cell",
+    [{"removed": "1,2", "value": 9.0}, {"removed": [1, "2"], "value": 9.0}, {"removed": [1, 2], "value": "nan"}],
+    ids=["removed-string", "removed-mixed", "value-string"],
+)
+@pytest.mark.parametrize("command", ["recover", "export", "eval"])
+def test_result_json_of_the_wrong_shape_is_one_line_before_any_work(run, cell, command, tmp_path, capsys):
+    """Before: `removed` as a string reached check_removed as characters (TypeError, stack.py:348)."""
+    (run / "result.json").write_text(json.dumps({"cells": {"greedy-perplexity-k2-s0": cell}}))
+    argv = {
+        "recover": ["recover", str(run)],
+        "export": ["export", str(run), "--method", "none", "--out", str(tmp_path / "exp")],
+        "eval": ["eval", str(run)],
+    }[command]
+    _one_line(capsys, main(argv), "is not a ghostsearch result")
+
+
+def test_a_config_with_a_duplicate_key_is_one_line(tmp_path, capsys):
+    """Before: `k: 2` ... `k: 6` silently took the last."""
+    (tmp_path / "dup.yaml").write_text("k: 2\nsearcher: greedy\nk: 6\n")
+    _one_line(capsys, main(["search", str(tmp_path / "dup.yaml")]), "key 'k' appears twice (lines 1 and 3)")
+    (tmp_path / "dup2.yaml").write_text("calibration:\n  n_seq: 4\n  n_seq: 8\n")
+    _one_line(capsys, main(["plan", str(tmp_path / "dup2.yaml")]), "key 'n_seq' appears twice")
