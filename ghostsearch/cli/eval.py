@@ -58,6 +58,43 @@ def target(args):
     )
 
 
+def check_outputs(args, cfg, jobs, default_out) -> None:
+    """Before the data plan and the model: the removed sets against the model's depth (read from its
+    config, no weights), and every file eval writes (rows, per-item rows, lm-eval's results) against
+    the run's own files and other programs' files, on a writable disk."""
+    from ghostsearch.io import check_output, check_writable
+
+    if jobs is not None:
+        from ghostsearch.config import check_model_fit
+        from ghostsearch.stack import check_removed
+
+        n_blocks = check_model_fit(cfg)  # the model's config only, no weights
+        for _, removed, _ in jobs:
+            check_removed(removed, n_blocks)
+    out = Path(args.out) if args.out else default_out
+    if out is None:
+        return
+    own = ("eval.parquet", "eval_items.parquet", "lm_eval") if args.out is None else ()
+    for path in (out, out.with_name(out.stem + "_items.parquet")):
+        check_output(path, "eval --out" if args.out else "eval:", ours=_our_parquet, own=own)
+    check_writable(
+        out.parent,
+        "eval: the output directory",
+        "make it writable, or give --out a path elsewhere (checked now: the rows are written after all the work)",
+    )
+
+
+def _our_parquet(path: Path) -> bool:
+    """A Parquet file eval wrote before (rows with a ``held_out`` column, or per-item rows)."""
+    import pyarrow.parquet as pq
+
+    try:
+        names = pq.read_schema(path).names
+    except Exception:  # noqa: BLE001  (not Parquet at all: not ours)
+        return False
+    return "held_out" in names or {"task", "doc"} <= set(names)
+
+
 def export_data(directory: Path) -> dict | None:
     """What an export's recovery.json records of the data its repair and search read (None when
     it records nothing)."""
@@ -86,6 +123,12 @@ def run(args) -> None:
     if args.tasks is not None:
         cfg.eval.tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
     check_tasks(cfg.eval.tasks, cfg.data_dir)  # every input error before the model loads
+    if not cfg.eval.tasks and not cfg.eval.perplexity:
+        raise GhostsearchError(
+            "nothing to evaluate: no zero-shot tasks (--tasks '') and no perplexity corpora (eval.perplexity=[]); "
+            "give --tasks or eval.perplexity"
+        )
+    check_outputs(args, cfg, jobs, out)
     from ghostsearch.dataplan import announce, export_plan, plan
 
     if jobs is not None:  # a run's (or config's) calibration data is held out of what is evaluated

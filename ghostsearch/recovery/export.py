@@ -21,6 +21,7 @@ Nothing is half-written: the directory is built under a temporary name beside DI
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import os
 import shutil
@@ -153,9 +154,15 @@ def export(
         )
     pruned = pruned_model(model, operators)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.tmp-"))
+    remove_stale_temps(out)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.tmp-{os.getpid()}-"))
     try:
-        pruned.save_pretrained(tmp, safe_serialization=True)
+        try:
+            pruned.save_pretrained(tmp, safe_serialization=True)
+        except Exception as e:  # safetensors' own error for a full disk: the OSError it is (one line)
+            if "os error 28" in str(e) or "StorageFull" in str(e):
+                raise OSError(errno.ENOSPC, "No space left on device", str(out.parent)) from None
+            raise
         if tokenizer is not None:
             tokenizer.save_pretrained(tmp)
         folded = getattr(recovery_for(operators), "folds", False)
@@ -170,17 +177,40 @@ def export(
             _mark_config(tmp)
         (tmp / "README.md").write_text(model_card(info or {}, method, removed, operators.n_blocks, hooked))
         (tmp / MARKER).write_text(json.dumps({"method": method, "removed": list(removed)}))
-        if out.exists():
-            old = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.old-"))
+        if force and out.exists():
+            old = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.old-{os.getpid()}-"))
             os.replace(out, old / "x")
             os.replace(tmp, out)
             shutil.rmtree(old, ignore_errors=True)
         else:
-            os.replace(tmp, out)
+            try:  # atomic: fails when another export (or anything) filled --out meanwhile
+                os.rename(tmp, out)
+            except OSError as e:
+                if e.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR):
+                    raise
+                raise GhostsearchError(
+                    f"--out {out_dir} was written by another process while this export ran (two exports to one "
+                    "--out?); nothing of this one was kept: rerun with --force to replace it, or choose another --out"
+                ) from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out
+
+
+def remove_stale_temps(out: Path) -> None:
+    """Remove what an export killed mid-write left beside ``out`` (``.NAME.tmp-PID-*``, ``.NAME.old-PID-*``)
+    when that PID is no longer running; a running export's temporaries are left alone."""
+    for p in out.parent.glob(f".{out.name}.*-*"):
+        parts = p.name[len(out.name) + 2 :].split("-")
+        if len(parts) < 3 or parts[0] not in ("tmp", "old") or not parts[1].isdigit() or not p.is_dir():
+            continue
+        try:
+            os.kill(int(parts[1]), 0)
+        except ProcessLookupError:
+            shutil.rmtree(p, ignore_errors=True)
+        except PermissionError:  # another user's live process
+            pass
 
 
 def base_config(directory):

@@ -52,6 +52,7 @@ def recover(
     if top < 1:
         raise GhostsearchError(f"--top {top}; repair at least one finalist")
     todo = finalists(run_dir)[:top]
+    old_rows(run_dir / "recovery.parquet")  # a damaged file moved aside now, not after all the work
     rec = recovery_from_config(cfg, method)
     sc = scorer_from_config(cfg, threads=threads)
     spec = cfg.objective_spec()
@@ -114,13 +115,31 @@ def recover(
 KEY = ("finalist", "method", "variant")
 
 
+def old_rows(path: Path) -> list[dict]:
+    """The rows of a previous recovery.parquet; one that cannot be read as recover's rows (damaged,
+    truncated, another program's file) is moved aside to ``recovery.parquet.damaged-<ns>`` (never
+    deleted), in one line, and this run's rows start a new file."""
+    import pyarrow.parquet as pq
+
+    if not path.exists():
+        return []
+    try:
+        rows = pq.read_table(path).to_pylist()
+        if all(all(k in r for k in KEY) for r in rows):
+            return rows
+    except Exception:  # noqa: BLE001  (pyarrow's errors for a damaged file are of several kinds)
+        pass
+    aside = path.with_name(f"{path.name}.damaged-{time.time_ns()}")
+    path.rename(aside)
+    log.warning(f"recover: {path} is not readable as recover's rows; moved to {aside.name}, a new file is written")
+    return []
+
+
 def merge_rows(rows: list[dict], path: Path) -> None:
     """Merge ``rows`` into the Parquet file at ``path``: rows with the same KEY are replaced, the rest kept
     (``evaluate.write_rows(rows, path)`` writes a file whole; both take the rows first)."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     new = {tuple(r[k] for k in KEY) for r in rows}
-    old = pq.read_table(path).to_pylist() if path.exists() else []
-    old = [r for r in old if tuple(r.get(k) for k in KEY) not in new]
+    old = [r for r in old_rows(path) if tuple(r.get(k) for k in KEY) not in new]
     write_parquet_atomic(path, pa.Table.from_pylist(old + rows))

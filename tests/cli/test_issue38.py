@@ -220,3 +220,131 @@ def test_a_config_with_a_duplicate_key_is_one_line(tmp_path, capsys):
     _one_line(capsys, main(["search", str(tmp_path / "dup.yaml")]), "key 'k' appears twice (lines 1 and 3)")
     (tmp_path / "dup2.yaml").write_text("calibration:\n  n_seq: 4\n  n_seq: 8\n")
     _one_line(capsys, main(["plan", str(tmp_path / "dup2.yaml")]), "key 'n_seq' appears twice")
+
+
+# --- export: concurrent writers, killed writers, a full disk ----------------------------------
+
+
+def _tiny(tiny_model_dir):
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+
+
+def test_a_second_export_to_one_out_without_force_fails_and_keeps_the_first(tiny_model_dir, tmp_path, monkeypatch):
+    """Before: two concurrent exports to one --out (no --force) both exited 0 and both reported the
+    directory, which held only one of them. Now the directory appears by one atomic rename, which
+    fails for the second (simulated: its check_target ran before the first finished)."""
+    from ghostsearch.errors import GhostsearchError
+    from ghostsearch.recovery import export as ex
+
+    model, out = _tiny(tiny_model_dir), tmp_path / "exp"
+    ex.export(model, [1], "none", None, out)
+    first = (out / ".ghostsearch-export").read_text()
+    monkeypatch.setattr(ex, "check_target", lambda out_dir, force=False: out)
+    with pytest.raises(GhostsearchError, match="written by another process while this export ran"):
+        ex.export(model, [2], "none", None, out)
+    assert (out / ".ghostsearch-export").read_text() == first
+    assert [p.name for p in tmp_path.iterdir()] == ["exp"]  # its temporary directory is gone too
+
+
+def test_an_export_removes_what_a_killed_export_left(tiny_model_dir, tmp_path):
+    """Before: SIGKILL during export left a hidden temporary directory (255 MB for SmolLM2) that later
+    exports never removed. A temporary of a live process (this one) is left alone."""
+    import os
+
+    from ghostsearch.recovery.export import export
+
+    dead = tmp_path / ".exp.tmp-999999999-abc"  # no such pid
+    live = tmp_path / f".exp.tmp-{os.getpid()}-xyz"
+    for d in (dead, live):
+        d.mkdir()
+        (d / "model.safetensors").write_bytes(b"x" * 100)
+    export(_tiny(tiny_model_dir), [1], "none", None, tmp_path / "exp")
+    assert not dead.exists() and live.exists()
+
+
+def test_an_export_onto_a_full_disk_is_one_line(tiny_model_dir, tmp_path, monkeypatch, capsys):
+    """Before: `SafetensorError ... os error 28` as a traceback. Now the OSError it is, which the CLI
+    prints in one line (simulated: save_pretrained raises safetensors' message)."""
+    import errno
+
+    from ghostsearch.recovery import export as ex
+
+    model = _tiny(tiny_model_dir)
+
+    def full(*a, **k):
+        raise RuntimeError("Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: ... })")
+
+    monkeypatch.setattr(type(ex.physically_prune(model, [1])), "save_pretrained", full)
+    with pytest.raises(OSError) as e:
+        ex.export(model, [1], "none", None, tmp_path / "exp")
+    assert e.value.errno == errno.ENOSPC and list(tmp_path.iterdir()) == []
+
+
+# --- eval and export refuse early; eval evaluates something -------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["eval", "{cfg}", "--remove", "3,3"], "repeats block"),
+        (["eval", "{cfg}", "--remove", "99"], "out of range"),
+        (["export", "{cfg}", "--remove", "1,1", "--method", "none", "--out", "{w}/exp"], "repeats block"),
+        (["export", "{cfg}", "--remove", "0,1,2,3,4,5", "--method", "none", "--out", "{w}/exp"], "removes all 6"),
+        (["eval", "{run}", "--tasks", "", "eval.perplexity=[]"], "nothing to evaluate"),
+        (["eval", "{cfg}", "--remove", "1", "--tasks", "", "eval.perplexity=[]"], "nothing to evaluate"),
+        (["eval", "{run}", "--out", "{run}/config.yaml"], "would write over config.yaml"),
+        (["eval", "{run}", "--out", "{run}/result.json"], "would write over result.json"),
+        (["eval", "{cfg}", "--remove", "1", "--out", "{w}/c.yaml"], "was not written by this command"),
+    ],
+    ids=[
+        "eval-repeat",
+        "eval-range",
+        "export-repeat",
+        "export-all",
+        "eval-nothing-run",
+        "eval-nothing-config",
+        "eval-out-config",
+        "eval-out-result",
+        "eval-out-foreign",
+    ],
+)
+def test_eval_and_export_refuse_before_the_data_and_the_model(argv, message, run, tmp_path, capsys, monkeypatch):
+    """Before: `export --remove 1,1` and `eval --remove 3,3` refused only after the data plan and the
+    model load; `eval --tasks '' eval.perplexity=[]` evaluated nothing and wrote a row of nulls."""
+    from ghostsearch import models
+
+    def no_load(*a, **k):
+        raise AssertionError("the model was loaded before the input was checked")
+
+    monkeypatch.setattr(models, "load_configured", no_load)
+    monkeypatch.setattr("ghostsearch.dataplan.plan", no_load)
+    argv = [a.format(cfg=tmp_path / "c.yaml", run=run, w=tmp_path) for a in argv]
+    before = _files(tmp_path)
+    _one_line(capsys, main(argv), message)
+    assert _files(tmp_path) == before
+
+
+def test_eval_on_a_read_only_run_directory_refuses_before_any_work(run, capsys, monkeypatch):
+    """Before: eval computed everything, then failed with a message about the ledger keeping what it
+    holds, which is not true of eval."""
+    import os
+
+    from ghostsearch import models
+
+    monkeypatch.setattr(models, "load_configured", lambda *a, **k: pytest.fail("model loaded"))
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, m: False if str(p) == str(run.absolute()) else real(p, m))
+    _one_line(capsys, main(["eval", str(run)]), "eval: the output directory")
+
+
+def test_recover_moves_a_damaged_recovery_parquet_aside_before_the_work(run):
+    """Before: recover computed its rows, printed them, then failed on the old file (ArrowInvalid:
+    Parquet magic bytes not found) and saved nothing."""
+    from ghostsearch.recovery.recover import recover
+
+    (run / "recovery.parquet").write_bytes(b"PAR1 damaged")
+    rows = recover(run, "none", 1)
+    assert pq.read_table(run / "recovery.parquet").num_rows == len(rows) == 1
+    assert [p.read_bytes() for p in run.glob("recovery.parquet.damaged-*")] == [b"PAR1 damaged"]
