@@ -42,7 +42,15 @@ def target(args):
     if (t / "result.json").exists():
         if args.remove is not None:
             raise GhostsearchError(f"{t} is a run directory; it gives the removed sets, drop --remove")
-        return run_config(t, args.overrides), cells(t), t / "eval.parquet"
+        import torch
+
+        from ghostsearch.rundir import scoring_settings
+
+        # the search's dtype and scorer thread count (one rule with recover and export)
+        cfg, threads = scoring_settings(t, run_config(t, args.overrides))
+        if threads:
+            torch.set_num_threads(threads)
+        return cfg, cells(t), t / "eval.parquet"
     if (t / "config.json").exists():
         if args.remove is not None or args.recovery != "none":
             raise GhostsearchError(f"{t} is an exported model (already pruned and repaired); drop --remove/--recovery")

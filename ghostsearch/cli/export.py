@@ -39,8 +39,11 @@ def run(args) -> Path:
 
     src, out = Path(args.source), args.out
     check_target(out, args.force)  # before any model work
+    threads = args.threads
     if src.is_dir():
-        cfg = run_config(src, args.overrides)
+        from ghostsearch.rundir import scoring_settings
+
+        cfg, threads = scoring_settings(src, run_config(src, args.overrides), args.threads)  # the search's dtype
         removed = parse_remove(args.remove) if args.remove is not None else list(finalists(src)[0][1])
         objectives = list(dict.fromkeys([cfg.objective] + list(cfg.compare.objectives or [])))
     else:
@@ -56,8 +59,8 @@ def run(args) -> Path:
     from ghostsearch.dataplan import announce, plan
 
     announce(plan(cfg, objectives, evaluate=False, repair=args.method != "none"))  # missing data: one line, now
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    if threads:
+        torch.set_num_threads(threads)
     bar = tqdm(total=3, desc="export: load model", unit="step", disable=not progress_enabled())
     model, tok = load_configured(cfg)
     blocks = check_removed(removed, Stack(model).n_blocks)

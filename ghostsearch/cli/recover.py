@@ -12,7 +12,12 @@ def add(sub) -> None:
     sp.add_argument("run_dir", help="a run directory (config.yaml + result.json)")
     sp.add_argument("--method", choices=RECOVERY.names(), default=None, help="default: the run's recovery.method")
     sp.add_argument("--top", type=positive_int, default=None, help="finalists to repair (default: recovery.top)")
-    sp.add_argument("--threads", type=positive_int, default=None, help="torch threads (default: torch's)")
+    sp.add_argument(
+        "--threads",
+        type=positive_int,
+        default=None,
+        help="torch threads (default: the search's scorers' count, so value_before is the search's value)",
+    )
 
 
 def run(args) -> None:

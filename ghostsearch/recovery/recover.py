@@ -22,7 +22,7 @@ from ghostsearch.recovery.repair import (
     recovery_from_config,
     repair_spec,
 )
-from ghostsearch.rundir import finalists, run_config
+from ghostsearch.rundir import finalists, run_config, scoring_settings
 from ghostsearch.stack import check_removed
 
 log = logging.getLogger(__name__)
@@ -54,6 +54,11 @@ def recover(
     todo = finalists(run_dir)[:top]
     old_rows(run_dir / "recovery.parquet")  # a damaged file moved aside now, not after all the work
     rec = recovery_from_config(cfg, method)
+    from ghostsearch.dataplan import announce, plan
+
+    announce(plan(cfg, [cfg.objective], evaluate=False, repair=not rec.identity))  # FALLBACK lines, as export
+    # the search's dtype and thread count: value_before reproduces the search's value
+    cfg, threads = scoring_settings(run_dir, cfg, threads)
     sc = scorer_from_config(cfg, threads=threads)
     spec = cfg.objective_spec()
     if spec.aware is not None:  # before/after must be the plain objective, not the recovery-aware one

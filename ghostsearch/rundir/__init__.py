@@ -9,6 +9,7 @@ from ghostsearch.rundir.layout import (
     finalists,
     open_run_dir,
     run_config,
+    scoring_settings,
     write_env,
 )
 from ghostsearch.rundir.ledger import Ledger, read_ledger
@@ -23,5 +24,6 @@ __all__ = [
     "open_run_dir",
     "read_ledger",
     "run_config",
+    "scoring_settings",
     "write_env",
 ]

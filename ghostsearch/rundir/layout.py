@@ -141,6 +141,33 @@ def read_identity(path: Path) -> dict:
     return data
 
 
+def scoring_settings(run_dir: Path, cfg: Config, threads: int | None = None) -> tuple[Config, int | None]:
+    """The one thread count and dtype rule of every command that scores a run's sets again
+    (recover, eval and export of a run directory): the dtype the run's values were computed in
+    (identity.json; ``dtype: auto`` resolves the same here) and, on a CPU, the thread count of the
+    search's scorers (identity.json's ``cpu_threads``, else ``pool.threads``), because bf16/fp16
+    values move with the thread count (bench/dtype.py: up to 1.3% on SmolLM2). An explicit
+    ``threads`` wins, said in one line when the values then may differ from the search's.
+    Returns (config to load the model with, torch threads; None on a GPU)."""
+    import dataclasses
+
+    dtype = resumed_dtype(cfg, run_dir)
+    if dtype is not None:
+        cfg = dataclasses.replace(cfg, dtype=dtype)
+    if cfg.resolved_device() != "cpu":
+        return cfg, threads
+    path = Path(run_dir) / "identity.json"
+    recorded = read_identity(path).get("cpu_threads") if path.exists() else None
+    search = recorded or cfg.pool.threads
+    if threads is not None and threads != search and recorded is not None:
+        logging.getLogger(__name__).warning(
+            f"--threads {threads}: the search's {read_identity(path).get('dtype')} values were scored with {search} "
+            f"thread(s) and such values move with the thread count; expect them to differ slightly "
+            f"(drop --threads to use {search})"
+        )
+    return cfg, threads or search
+
+
 def check_identity(out: Path, identity: dict) -> None:
     """What determines a value (model content, resolved dtype and device, the scorers' thread count
     where bf16/fp16 runs on a CPU, calibration token ids per objective key) must match what the run

@@ -152,6 +152,9 @@ def test_first_hour(home):
     (row,) = lines(p.stdout)
     assert (row["fit_data"], row["score_data"]) == ("lambada 8x64 seed 0", "lambada 4x64 seed 0")
     assert row["in_sample"] and row["dense_value"] == pytest.approx(final["dense_value"], rel=SAME_VALUE_REL)
+    # issue 38: recover scores with the search's dtype and scorer thread count (rundir.scoring_settings);
+    # before, its value_before was 69.945 where the search said 69.824 (bf16, the driver's threads)
+    assert row["value_before"] == pytest.approx(final["value"], rel=SAME_VALUE_REL)
     if row["value_after"] < row["dense_value"]:
         assert "in-sample, not a result" in p.stderr
     # 3. export, then load_pruned + generate (no transformers warning), plain transformers: one line

@@ -348,3 +348,21 @@ def test_recover_moves_a_damaged_recovery_parquet_aside_before_the_work(run):
     rows = recover(run, "none", 1)
     assert pq.read_table(run / "recovery.parquet").num_rows == len(rows) == 1
     assert [p.read_bytes() for p in run.glob("recovery.parquet.damaged-*")] == [b"PAR1 damaged"]
+
+
+# --- one thread count and dtype rule for every command that scores a run's sets ----------------
+
+
+def test_recover_eval_export_score_with_the_searchs_threads_and_dtype(run, caplog):
+    """Before: recover, eval and export of a run scored in the driver with torch's thread count (all
+    cores) while the search's actors used pool.threads (1): bf16 values moved (69.945 vs the search's
+    69.824). Now: identity.json's cpu_threads, else pool.threads, and identity.json's dtype for auto."""
+    from ghostsearch.config import load_config
+    from ghostsearch.rundir import scoring_settings
+
+    cfg = load_config(str(run / "config.yaml"), ["pool.threads=3", "dtype=auto", "device=cpu"])
+    assert scoring_settings(run, cfg)[1] == 3  # nothing recorded: the pool's count
+    (run / "identity.json").write_text(json.dumps({"dtype": "bfloat16", "device": "cpu", "cpu_threads": 1}))
+    got, threads = scoring_settings(run, cfg)
+    assert (got.dtype, threads) == ("bfloat16", 1)  # what the values were computed with
+    assert scoring_settings(run, cfg, 2)[1] == 2 and "move with the thread count" in caplog.text
