@@ -119,6 +119,17 @@ EVAL_RESULT_KEYS = (
 # cached rows), so changing them keeps every cached evaluation
 
 
+def recovery_key(cfg: Config, method: str) -> dict:
+    """cfg.recovery as an eval key holds it: LinearPatch's options (added 2026-12-03) only for
+    linearpatch and only where they differ from what it did before them (paley, pooled), so every
+    key computed before they existed stays valid."""
+    rec = {k: v for k, v in cfg.to_dict()["recovery"].items() if k != "method"}
+    lp = (rec.pop("linearpatch_rotation", "paley"), rec.pop("linearpatch_scale", "pooled"))
+    if method == "linearpatch" and lp != ("paley", "pooled"):
+        rec["linearpatch_rotation"], rec["linearpatch_scale"] = lp
+    return rec
+
+
 def eval_key(removed: list[int], method: str, cfg: Config, held_out=()) -> str:
     ev = cfg.to_dict()["eval"]
     blob = json.dumps(
@@ -126,9 +137,7 @@ def eval_key(removed: list[int], method: str, cfg: Config, held_out=()) -> str:
             "removed": list(removed),
             "method": method,
             "variant": cfg.recovery.variant,
-            "recovery": {k: v for k, v in cfg.to_dict()["recovery"].items() if k != "method"}
-            if method != "none"
-            else None,
+            "recovery": recovery_key(cfg, method) if method != "none" else None,
             "eval": {k: ev[k] for k in EVAL_RESULT_KEYS},
             "model": cfg.model,
             "revision": cfg.revision,

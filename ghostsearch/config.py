@@ -100,6 +100,10 @@ class Recovery:
     seq_len: int = 256  # tokens per repair calibration sequence
     steps: int = 300  # replaceme cosine: Adam steps (1,024 tokens each, drawn by calibration.seed)
     lr: float = 1e-3  # replaceme cosine: Adam learning rate (the official code: 1e-4 over ~10 epochs)
+    # linearpatch: the rotation's Hadamard matrix, quarot (the authors' code: QuaRot's had_K x Sylvester) | paley
+    linearpatch_rotation: str = "quarot"
+    # linearpatch: the scale, mean_ratio (the authors' code: per-sequence ratios, averaged) | pooled (one ratio of sums)
+    linearpatch_scale: str = "mean_ratio"
 
 
 @dataclass
@@ -554,6 +558,14 @@ def validate(cfg: Config) -> None:
         )
     if cfg.search.aware_window < 1:
         raise GhostsearchError(f"search.aware_window={cfg.search.aware_window}; use 1 or more")
+    if cfg.recovery.linearpatch_rotation not in ("quarot", "paley") or cfg.recovery.linearpatch_scale not in (
+        "mean_ratio",
+        "pooled",
+    ):
+        raise GhostsearchError(
+            f"recovery.linearpatch_rotation={cfg.recovery.linearpatch_rotation!r}, recovery.linearpatch_scale="
+            f"{cfg.recovery.linearpatch_scale!r}; use quarot or paley, and mean_ratio or pooled"
+        )
     if cfg.recovery.steps < 1 or cfg.recovery.lr <= 0:
         raise GhostsearchError(
             f"recovery.steps={cfg.recovery.steps}, recovery.lr={cfg.recovery.lr}; "

@@ -17,6 +17,21 @@ power of two is covered, and many more (576 = 16 x 36, H(36) from Paley II with 
 1 and 2, or 92 = 4 x 23); ``orthonormal(n)`` then falls back, documented, to the block-diagonal
 sum of normalised Sylvester blocks over the binary digits of n (576 would be 512 + 64) —
 orthonormal, but it mixes channels only inside each block.
+
+Two constructions of order n (``CONSTRUCTIONS_OF_N``), for LinearPatch's ``recovery.linearpatch_rotation``:
+
+* ``quarot`` (the default): the matrix the LinearPatch authors' code rotates with, QuaRot's /
+  QuIP#'s ``matmul_hadU`` applied to the identity: H = (had_K x Sylvester(n / K))^T, K the first of
+  QuaRot's base orders 172, 156, 148, 140, 108, 60, 52, 36, 28, 40, 20, 12 that divides n (n / K a
+  power of two), Sylvester alone when none does. The bases are Sloane's tables as QuaRot ships them;
+  those built here by rule, each checked entry by entry against QuaRot's table: had12, had20, had60
+  = [[1, -1^T], [1, I + Q]] (Paley I, q = 11, 19, 59); had28, had36 = [[C + I, C - I], [C - I, -C - I]]
+  (Paley II in block form, q = 13, 17; C the symmetric conference matrix); had40 = [[1, 1], [1, -1]] x
+  had20. SmolLM2's 576 is had36 x Sylvester(16), Gemma-3's 640 is had40 x Sylvester(16). For a base
+  not built here (had52, had108, had140, had148, had156, had172) ``quarot_pm1`` returns None and
+  ``orthonormal`` falls back, said so by ``describe``, to ``paley``.
+* ``paley``: ``hadamard_pm1`` above, Sylvester(2^j) x base with the Paley II base interleaved
+  (576 = Sylvester(16) x H(36)). Equally a Hadamard matrix, not a signed permutation of ``quarot``'s.
 """
 
 from __future__ import annotations
@@ -163,19 +178,106 @@ def hadamard_pm1(n: int) -> np.ndarray | None:
     return np.kron(sylvester(two), base)
 
 
-def describe(n: int) -> str:
-    """How ``orthonormal(n)`` is built, for operator reports."""
-    how = construction(n)
-    if how is None:
+# QuaRot's get_hadK: the base orders in the order it tries them
+QUAROT_ORDERS = (172, 156, 148, 140, 108, 60, 52, 36, 28, 40, 20, 12)
+CONSTRUCTIONS_OF_N = ("quarot", "paley")
+
+
+def is_pow2(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
+def paley1_quarot(m: int) -> np.ndarray | None:
+    """[[1, -1^T], [1, I + Q]] over GF(m - 1), m - 1 = 3 (mod 4): QuaRot's had12, had20, had60."""
+    q = m - 1
+    if q < 3 or q % 4 != 3 or (Q := jacobsthal(q)) is None:
+        return None
+    h = np.zeros((m, m), dtype=np.int64)
+    h[0, 0], h[0, 1:], h[1:, 0] = 1, -1, 1
+    h[1:, 1:] = np.eye(q, dtype=np.int64) + Q
+    return h
+
+
+def paley2_block(m: int) -> np.ndarray | None:
+    """[[C + I, C - I], [C - I, -C - I]], C the symmetric conference matrix of GF(m / 2 - 1),
+    m / 2 - 1 = 1 (mod 4): QuaRot's had28 and had36 (Sloane's had.36.pal2)."""
+    if m % 2:
+        return None
+    q = m // 2 - 1
+    if q < 5 or q % 4 != 1 or (Q := jacobsthal(q)) is None:
+        return None
+    c = np.zeros((q + 1, q + 1), dtype=np.int64)
+    c[0, 1:], c[1:, 0], c[1:, 1:] = 1, 1, Q
+    eye = np.eye(q + 1, dtype=np.int64)
+    return np.block([[c + eye, c - eye], [c - eye, -c - eye]])
+
+
+def quarot_base(k: int) -> np.ndarray | None:
+    """QuaRot's had_k for the bases built here by rule (12, 20, 28, 36, 40, 60), else None."""
+    if k in (12, 20, 60):
+        return paley1_quarot(k)
+    if k in (28, 36):
+        return paley2_block(k)
+    if k == 40:
+        h20 = paley1_quarot(20)
+        return None if h20 is None else np.kron(np.array([[1, 1], [1, -1]], dtype=np.int64), h20)
+    return None
+
+
+def quarot_k(n: int) -> int | None:
+    """QuaRot's base order for n (1: a power of two), or None where its get_hadK has none."""
+    for k in QUAROT_ORDERS:
+        if n % k == 0:
+            return k if is_pow2(n // k) else None  # QuaRot asserts here: no other base is tried
+    return 1 if is_pow2(n) else None
+
+
+def quarot_pm1(n: int) -> np.ndarray | None:
+    """The +-1 matrix QuaRot's matmul_hadU(I_n) scales by 1/sqrt(n): (had_K x Sylvester(n/K))^T,
+    or None where QuaRot has no base for n or its base is not built here."""
+    k = quarot_k(n)
+    if k is None:
+        return None
+    if k == 1:
+        return sylvester(n)
+    base = quarot_base(k)
+    return None if base is None else np.kron(base, sylvester(n // k)).T.copy()
+
+
+def check_construction(name: str) -> str:
+    if name not in CONSTRUCTIONS_OF_N:
+        from ghostsearch.errors import GhostsearchError
+
+        raise GhostsearchError(
+            f"Hadamard construction {name!r} is unknown; use one of: {', '.join(CONSTRUCTIONS_OF_N)}"
+        )
+    return name
+
+
+def describe(n: int, how: str = "paley") -> str:
+    """How ``orthonormal(n, how)`` is built, for operator reports."""
+    if check_construction(how) == "quarot":
+        k = quarot_k(n)
+        if k == 1:
+            return f"hadamard {n} (sylvester, quarot)"
+        if k is not None and quarot_base(k) is not None:
+            return f"hadamard had{k}^T x sylvester {n // k} (quarot)"
+        why = f"had{k} is not built here" if k is not None else "QuaRot has no base for it"
+        return describe(n) + f" (paley: {why})"
+    built = construction(n)
+    if built is None:
         parts = [1 << i for i in reversed(range(n.bit_length())) if n >> i & 1]
         return "block-diagonal sylvester " + "+".join(map(str, parts)) + " (no Hadamard construction)"
-    two, m, name = how
+    two, m, name = built
     return f"hadamard {two}x{m} ({name})" if name != "sylvester" else f"hadamard {n} (sylvester)"
 
 
-def orthonormal(n: int) -> np.ndarray:
-    """H / sqrt(n) (float64) for a Hadamard order; else the block-diagonal Sylvester fallback."""
-    h = hadamard_pm1(n)
+def orthonormal(n: int, how: str = "paley") -> np.ndarray:
+    """H / sqrt(n) (float64) for a Hadamard order, by construction ``how`` (quarot falls back to
+    paley where it has no matrix); else the block-diagonal Sylvester fallback."""
+    h = quarot_pm1(n) if check_construction(how) == "quarot" else None
+    if h is None:
+        h = hadamard_pm1(n)
     if h is not None:
         return h / np.sqrt(n)
     parts = [1 << i for i in reversed(range(n.bit_length())) if n >> i & 1]

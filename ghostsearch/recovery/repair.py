@@ -18,6 +18,8 @@ def recovery_from_config(cfg, method: str | None = None) -> Recovery:
         if method == "replaceme"
         else {}
     )  # its cosine fit's optimiser
+    if method == "linearpatch":  # its Hadamard construction and scale estimator
+        extra = {"rotation": cfg.recovery.linearpatch_rotation, "scale": cfg.recovery.linearpatch_scale}
     rec = get_recovery(method, ridge=cfg.recovery.ridge, **extra)
     variant = cfg.recovery.variant
     if variant != rec.variant and not (variant == "dense" and variant not in rec.variants):

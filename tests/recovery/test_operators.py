@@ -76,7 +76,7 @@ def test_ghosted_symmetric_ablation_and_shares(tiny):
 def test_linearpatch_reports_its_rotation(tiny):
     sc, _, data = tiny
     ops = get_recovery("linearpatch").fit(sc.stack, REMOVED, data)
-    assert ops.report[0]["rotation"] == "hadamard 64 (sylvester)"
+    assert ops.report[0]["rotation"] == "hadamard 64 (sylvester, quarot)"  # 64: quarot and paley are both Sylvester
     assert (
         get_recovery("linearpatch", variant="diagonal").fit(sc.stack, REMOVED, data).report[0]["rotation"] == "identity"
     )

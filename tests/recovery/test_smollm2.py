@@ -64,7 +64,7 @@ def test_repairs_align_and_help(smol, k):
     assert align["ghosted"] <= align["ghosted symmetric"] + 1e-9 <= align["linearpatch"] + 2e-9
     assert align["ghosted"] < align["none"]
     assert 0 < rep["ghosted"]["antisymmetric_share_w"] < 1 and 0 < rep["ghosted"]["antisymmetric_share"] < 1
-    assert rep["linearpatch"]["rotation"] == "hadamard 16x36 (paley2)"
+    assert rep["linearpatch"]["rotation"] == "hadamard had36^T x sylvester 16 (quarot)"  # the default since issue 37
 
 
 @torch.no_grad()

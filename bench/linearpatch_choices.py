@@ -1,0 +1,76 @@
+"""LinearPatch's two choices (issue 37 item 4), measured: the Hadamard construction (quarot, the
+authors' code, against paley, this project's first) and the scale estimator (mean_ratio, the
+authors', against pooled), on SmolLM2-135M (fp32), study 2's fastblock set at k = 8 (blocks 12-19),
+fitted on study 2's repair data (C4 train, 32 x 256, seed 0) and scored on WikiText-2 text.
+
+  python bench/linearpatch_choices.py [--removed 12,13,14,15,16,17,18,19] [--n-seq 32] [--eval-seq 32]
+
+Prints, for each variant (hadamard, diagonal) and choice: the patch P = I + M's relative Frobenius
+difference to the default's, the relative difference of the scale vectors s (diagonal: P = diag(s)),
+and the WikiText-2 perplexity (eval_seq windows of 512 tokens).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+
+import benchenv  # noqa: F401  (repository on sys.path, offline HF, ../shared/data)
+import torch
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--removed", default="12,13,14,15,16,17,18,19")
+    ap.add_argument("--n-seq", type=int, default=32)
+    ap.add_argument("--seq-len", type=int, default=256)
+    ap.add_argument("--eval-seq", type=int, default=32)
+    args = ap.parse_args()
+    from ghostsearch.config import Config
+    from ghostsearch.models import load_model
+    from ghostsearch.objectives import CalibrationSpec, ObjectiveSpec
+    from ghostsearch.recovery import Activations, get_recovery
+    from ghostsearch.scoring import Scorer
+    from ghostsearch.stack import Stack
+
+    torch.set_num_threads(1)
+    data_dir = Config().data_dir
+    removed = tuple(int(x) for x in args.removed.split(","))
+    model, tok = load_model("smollm2-135m", dtype="fp32")
+    sc = Scorer(Stack(model), tok)
+    calib = sc.prepare(
+        ObjectiveSpec.make("perplexity", CalibrationSpec("c4", args.n_seq, args.seq_len, 0, data_dir, micro_batch=8))
+    )
+    wiki = sc.prepare(ObjectiveSpec.make("perplexity", CalibrationSpec("wikitext2", args.eval_seq, 512, 0, data_dir)))
+    data = Activations.from_scorer(sc, calib)
+    print(f"removed {removed}; repair data c4 {args.n_seq}x{args.seq_len} seed 0; wikitext2 {args.eval_seq}x512")
+    for variant in ("hadamard", "diagonal"):
+        rows = {}
+        for rotation, scale in itertools.product(("quarot", "paley"), ("mean_ratio", "pooled")):
+            if variant == "diagonal" and rotation == "paley":
+                continue  # no rotation: the construction does not enter
+            rec = get_recovery("linearpatch", variant=variant, rotation=rotation, scale=scale)
+            ops = rec.fit(sc.stack, removed, data)
+            with rec.patches(sc.stack, ops) as patches:
+                ppl = sc.score(wiki, removed, patches=patches)["value"]
+            (m,) = ops.mats.values()
+            rows[(rotation, scale)] = (torch.eye(m.shape[0]) + m.double().cpu(), ppl, ops.report[0]["rotation"])
+        p0, ppl0, _ = rows[("quarot", "mean_ratio")]
+        for (rotation, scale), (p, ppl, how) in rows.items():
+            fro = float((p - p0).norm() / p0.norm())
+            line = f"{variant:8s} {rotation:6s} {scale:10s} ppl {ppl:9.3f} ({ppl / ppl0 - 1:+.4%})"
+            line += f"  ||P - P_default||/||P_default|| {fro:.4f}"
+            if variant == "diagonal":
+                s, s0 = p.diagonal(), p0.diagonal()
+                line += f"  ||s - s_default||/||s_default|| {float((s - s0).norm() / s0.norm()):.4f}"
+            print(line + f"  [{how}]", flush=True)
+        if ("paley", "pooled") in rows:
+            p, ppl, _ = rows[("paley", "pooled")]
+            print(
+                "  the whole change (paley, pooled) -> (quarot, mean_ratio): "
+                f"P {float((p0 - p).norm() / p.norm()):.4f} relative Frobenius, perplexity {ppl0 / ppl - 1:+.4%}"
+            )
+
+
+if __name__ == "__main__":
+    main()
