@@ -320,9 +320,65 @@ class Run:
                 self.disconnect()
 
 
+def answered(cfg: Config, cell: str) -> dict | None:
+    """result.json of a finished search that a rerun would only replay: out= holds this config's
+    run directory (same fingerprint), its result.json has ``cell``'s answer, its ledger holds that
+    answer's evaluation with that value, and identity.json records this model's content (and the
+    dtype and thread count this run would score with). Then ``search`` returns it without starting
+    Ray or loading the model (docs/reliability.md); None otherwise (the run goes the usual way,
+    which replays the ledger). Reads only; the data directory's contents are not re-hashed (the full
+    path checks the calibration token ids)."""
+    import json
+    import math
+
+    from ghostsearch.models import model_identity, resolve_dtype
+    from ghostsearch.rundir.layout import check_run_dir, read_cells, read_identity
+    from ghostsearch.rundir.ledger import read_ledger
+
+    if "://" in str(cfg.out) or cfg.pool.name:
+        return None
+    out = Path(cfg.out).expanduser()
+    if not (out / "result.json").is_file() or not (out / "identity.json").is_file():
+        return None
+    check_run_dir(cfg)  # another config's run directory: its own one line, as the usual path says it
+    try:
+        result = json.loads((out / "result.json").read_text())
+        got = read_cells(result).get(cell)
+        ident = read_identity(out / "identity.json")
+    except (ValueError, KeyError, TypeError, AttributeError, GhostsearchError):
+        return None  # the usual path says what is wrong, or recomputes
+    if got is None or got.value is None or not math.isfinite(got.value) or got.dense_value is None:
+        return None
+    dtype = str(resolve_dtype(cfg.dtype, cfg.resolved_device())).replace("torch.", "")
+    if ident.get("dtype") != dtype and cfg.dtype != "auto":
+        return None
+    if "cpu_threads" in ident and ident["cpu_threads"] != cfg.pool.threads:
+        return None
+    if ident.get("model_id") != model_identity(cfg.model):
+        return None
+    rows = read_ledger(out).to_pylist()
+    want = sorted(got.removed)
+    if not any(
+        r["cell"] == cell and not r["partial"] and sorted(r["removed"]) == want and r["value"] == got.value
+        for r in rows
+    ):
+        return None  # the ledger lost the answer's evaluation: recomputed the usual way
+    import logging
+
+    logging.getLogger("ghostsearch").info(
+        f"{out} already holds this search's answer ({cell}: {got.value:.6g}) and its ledger holds the "
+        f"evaluations; returned without starting Ray or loading the model (delete {out / 'result.json'} to rerun it)"
+    )
+    return result
+
+
 def search(cfg: Config, address: str | None = None, progress: bool = True) -> dict:
-    """`ghostsearch search`: the configured searcher on the pool; writes RUN_DIR."""
+    """`ghostsearch search`: the configured searcher on the pool; writes RUN_DIR. A rerun of a
+    finished search that its run directory fully answers returns at once (``answered``)."""
     cell = CellSpec(searcher=cfg.searcher, objective=cfg.objective, k=cfg.k, seed=cfg.seed)
+    done = answered(cfg, cell_name(cell.searcher, cell.objective, cell.k, cell.seed))
+    if done is not None:
+        return done
     with Run(cfg, "search", [cell], address=address) as run:
         res = run_cell(
             cfg,

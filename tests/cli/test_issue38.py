@@ -366,3 +366,74 @@ def test_recover_eval_export_score_with_the_searchs_threads_and_dtype(run, caplo
     got, threads = scoring_settings(run, cfg)
     assert (got.dtype, threads) == ("bfloat16", 1)  # what the values were computed with
     assert scoring_settings(run, cfg, 2)[1] == 2 and "move with the thread count" in caplog.text
+
+
+# --- a rerun that the ledger fully answers: no Ray, no model ------------------------------------
+
+
+def _finished(run, tiny_model_dir):
+    """``run`` as a finished greedy search: result.json's answer, identity.json of this model."""
+    from ghostsearch.models import model_identity
+    from ghostsearch.rundir.cell import CellResult
+
+    res = CellResult(
+        cell="greedy-perplexity-k2-s0",
+        searcher="greedy",
+        objective="perplexity",
+        k=2,
+        seed=0,
+        removed=(1, 2),
+        value=9.0,
+        evaluations=3,
+        budget_used=3,
+        cache_hits=0,
+        wall_seconds=1.0,
+        dense_value=4.0,
+        relative_change=1.25,
+    )
+    (run / "result.json").write_text(json.dumps({"cells": {res.cell: res.to_dict()}}))
+    ident = {"model": tiny_model_dir, "model_id": model_identity(tiny_model_dir), "dtype": "float32", "device": "cpu"}
+    (run / "identity.json").write_text(json.dumps(ident))
+
+
+def test_a_rerun_the_ledger_fully_answers_starts_no_ray_and_loads_no_model(run, tiny_model_dir, monkeypatch, capsys):
+    """Before: a rerun of a finished quick search still started Ray and loaded the model (71 s)."""
+    from ghostsearch import models
+    from ghostsearch.pool import pool
+
+    _finished(run, tiny_model_dir)
+    monkeypatch.setattr(pool, "connect", lambda *a, **k: pytest.fail("Ray started"))
+    monkeypatch.setattr(models, "load_configured", lambda *a, **k: pytest.fail("model loaded"))
+    before = _files(run)
+    assert main(["search", str(run / "config.yaml"), "--no-progress"]) == 0
+    out = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert (out["removed"], out["value"], out["dense_value"]) == ([1, 2], 9.0, 4.0)
+    assert _files(run) == before  # read only
+
+
+@pytest.mark.parametrize("damage", ["ledger-lost-the-answer", "other-model-content", "other-value"])
+def test_a_rerun_the_ledger_does_not_answer_goes_the_usual_way(run, tiny_model_dir, damage, monkeypatch):
+    from ghostsearch.pool import pool
+
+    _finished(run, tiny_model_dir)
+    if damage == "ledger-lost-the-answer":
+        for p in (run / "ledger").glob("part-*"):
+            p.unlink()
+    elif damage == "other-model-content":
+        ident = json.loads((run / "identity.json").read_text())
+        (run / "identity.json").write_text(json.dumps({**ident, "model_id": "dir:sha256=0000"}))
+    else:
+        res = json.loads((run / "result.json").read_text())
+        res["cells"]["greedy-perplexity-k2-s0"]["value"] = 8.5
+        (run / "result.json").write_text(json.dumps(res))
+
+    class Started(Exception):
+        pass
+
+    def connect(*a, **k):
+        raise Started
+
+    monkeypatch.setattr(pool, "connect", connect)
+    monkeypatch.setattr(pool, "check_local_capacity", lambda *a, **k: None)
+    with pytest.raises(Started):
+        main(["search", str(run / "config.yaml"), "--no-progress"])
