@@ -78,6 +78,20 @@ def _operator_bytes(operators: Operators | None) -> int:
     return sum(int(m.numel()) * 4 for m in operators.mats.values())  # fp32, as load_pruned keeps them
 
 
+def cost_operators(method: str, removed: Sequence[int], n_blocks: int, hidden: int) -> Operators:
+    """Operators with the shape (not the values) of ``method``'s repair of ``removed``: what its
+    inference costs does not depend on the fitted numbers. Ghosted and LinearPatch: one C x C matrix
+    (h + h M, fp32) at the end of each cut; ReplaceMe folds into ``down_proj`` and ``none`` adds
+    nothing (no matrices). For timing a repair a run's ``recover`` fitted without fitting it again."""
+    from ghostsearch.recovery.base import cuts, get_recovery
+
+    rec = get_recovery(method)
+    removed = tuple(sorted(removed))
+    if rec.identity or getattr(rec, "folds", False):
+        return rec.operators(removed, n_blocks, {}, [])
+    return rec.operators(removed, n_blocks, {b: torch.zeros(hidden, hidden) for _, b in cuts(removed)}, [])
+
+
 def weight_bytes(model: nn.Module) -> int:
     """Bytes of a model's parameters and buffers (tied weights once)."""
     seen: set[int] = set()
@@ -308,11 +322,15 @@ def measure_speed(
     peak: bool = True,
     seed: int = 0,
     progress=None,
+    prebuilt: Sequence[tuple[str, Any, Operators | None]] = (),
 ) -> SpeedReport:
     """Measure the dense ``model``, each removed set without repair and each repair's ``Operators``
     (its removed set with its operators attached), in one process with interleaved rounds. The
     dense model is timed as it is (not copied); each pruned model is a physically pruned deep copy,
-    freed at the end. ``progress(str)``: an optional line per round."""
+    freed at the end. ``prebuilt``: (label, model, operators or None) of models already pruned
+    (an export loaded with ``load_pruned``, its ``Operators.load``: removed set, method, matrices),
+    timed as they are. ``progress(str)``: an optional line
+    per round."""
     batches = tuple(sorted({int(b) for b in batches}))
     if not batches or batches[0] < 1:
         raise GhostsearchError("speed: --batch needs positive batch sizes, e.g. --batch 1 8")
@@ -345,9 +363,18 @@ def measure_speed(
         seen.add((r, ops.method))
         pm = pruned_model(model, ops).eval() if ops.method != "none" else physically_prune(model, r).eval()
         models.append(_Model(f"k={len(r)} + {ops.method}", r, ops.method, pm, pruned_params(model, r, ops), 0))
+    ops_of: dict[int, Operators | None] = {id(m): None for m in models}
     for m in models[1:]:
-        ops_ = next((o for o in repairs if tuple(sorted(o.removed)) == m.removed and o.method == m.recovery), None)
-        m.weight_bytes = weight_bytes(m.model) + _operator_bytes(ops_)
+        ops_of[id(m)] = next(
+            (o for o in repairs if tuple(sorted(o.removed)) == m.removed and o.method == m.recovery), None
+        )
+    for label, pm, pre_ops in prebuilt:
+        r = tuple(sorted(pre_ops.removed)) if pre_ops is not None else ()
+        own = sum(p.numel() for p in pm.parameters()) + _operator_params(pre_ops)
+        models.append(_Model(label, r, pre_ops.method if pre_ops is not None else "none", pm.eval(), own, 0))
+        ops_of[id(models[-1])] = pre_ops
+    for m in models[1:]:
+        m.weight_bytes = weight_bytes(m.model) + _operator_bytes(ops_of[id(m)])
     device = stack.device
     vocab = int(stack.config.vocab_size)
     prompts = {b: _prompt(vocab, b, seq_len, device, seed) for b in batches}
@@ -389,7 +416,7 @@ def measure_speed(
                 params=m.params,
                 weight_bytes=m.weight_bytes,
                 peak_bytes=peaks[id(m)],
-                ideal_speedup=L / (L - len(m.removed)),
+                ideal_speedup=L / (L - len(m.removed)) if len(m.removed) < L else float("inf"),
                 throughput=tuple(tps),
             )
         )
