@@ -85,6 +85,10 @@ class Pool:
     address: str | None = None  # Ray address; None: $RAY_ADDRESS or a local Ray
     spread: bool = False  # reserve the pool with a SPREAD placement group
     dashboard: bool = True  # start the Ray dashboard with a local Ray
+    # a scorer that has not answered one request for this many seconds is treated as stalled (a stopped or hung
+    # process, alive to Ray): the request goes to another scorer, the stalled one gets work again once it answers
+    # (None or 0: wait for ever). Set it well above one evaluation's time (a large model on CPU: minutes)
+    stall_seconds: float | None = 300.0
 
 
 @dataclass
@@ -301,10 +305,6 @@ _Loader.add_implicit_resolver(
 )
 
 
-def _yaml(text: str):
-    return yaml.load(text, Loader=_Loader)  # noqa: S506  (a SafeLoader subclass)
-
-
 class DuplicateKeyError(yaml.YAMLError):
     """A mapping that gives one key twice (YAML would silently keep the last)."""
 
@@ -324,6 +324,10 @@ def _mapping_no_duplicates(loader: _Loader, node: yaml.MappingNode, deep: bool =
 
 
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_no_duplicates)
+
+
+def _yaml(text: str):
+    return yaml.load(text, Loader=_Loader)  # noqa: S506  (a SafeLoader subclass)
 
 
 def _build(cls, data: dict, prefix: str = ""):
@@ -432,12 +436,12 @@ def load_config(path: str | None = None, overrides: list[str] | None = None) -> 
             data = _yaml(p.read_bytes().decode("utf-8"))
         except UnicodeDecodeError as e:
             raise GhostsearchError(f"config file {p} is not UTF-8 text (byte {e.start}); save it as UTF-8") from None
+        except DuplicateKeyError as e:
+            raise GhostsearchError(f"config file {p}: {e}") from None
         except yaml.YAMLError as e:
             raise GhostsearchError(f"config file {p} is not valid YAML: {str(e).splitlines()[0]}") from None
         if data is None:  # an empty file
             data = {}
-        except DuplicateKeyError as e:
-            raise GhostsearchError(f"config file {p}: {e}") from None
         if not isinstance(data, dict):
             raise GhostsearchError(
                 f"config file {p} must be a mapping of keys (model: ..., k: 6), got a YAML "
@@ -501,6 +505,8 @@ def validate(cfg: Config) -> None:
             )
     if cfg.pool.actors < 1 or cfg.pool.threads < 1:
         raise GhostsearchError("pool.actors and pool.threads must be >= 1")
+    if cfg.pool.stall_seconds is not None and not cfg.pool.stall_seconds >= 0:
+        raise GhostsearchError(f"pool.stall_seconds={cfg.pool.stall_seconds} must be >= 0 (0 or null: no limit)")
     for s in [cfg.searcher] + list(cfg.compare.searchers or []):
         SEARCHERS.get(s)
     for s, params in cfg.search.params.items():
