@@ -129,6 +129,9 @@ class ScorerActor:
         return fn(self.scorer.stack.model, self.scorer.tokenizer, *args, **kwargs)
 
 
+STALLED = object()  # _within_limit's answer for a scorer that did not answer in time
+
+
 @ray.remote(max_restarts=0)
 class Broker:
     """Async actor; every method is a coroutine, so thousands of requests wait cheaply."""
@@ -145,6 +148,7 @@ class Broker:
         self.cells: dict[str, dict] = {}  # per cell: its searcher, objective, k and best value of a k-set
         self.queue_depth = 0
         self.retries = 0
+        self.stalls = 0  # requests re-sent because their scorer did not answer within pool.stall_seconds
         from ray.util import metrics
 
         self.m_evals = metrics.Counter(
@@ -184,13 +188,17 @@ class Broker:
             self.queue_depth -= 1
             self.m_queue.set(self.queue_depth)
             try:
-                r = await (
+                ref = (
                     self.actors[i].score.remote(spec, removed, fidelity, prefix)
                     if rows is None
                     else self.actors[i].rows.remote(spec, removed, rows, prefix)
                     if items is None
                     else self.actors[i].rows_many.remote(spec, items, rows)
                 )
+                r = await self._within_limit(i, ref)
+                if r is STALLED:  # the request goes to another scorer (the next idle one)
+                    attempt += 1
+                    continue
                 idle.put_nowait(i)
                 return r
             except ray.exceptions.RayActorError:
@@ -204,6 +212,38 @@ class Broker:
             except ray.exceptions.RayTaskError:
                 idle.put_nowait(i)
                 raise
+
+    async def _within_limit(self, i: int, ref):
+        """The scorer's answer, or STALLED when it has not answered within pool.stall_seconds (a
+        stopped or hung process: alive to Ray, so no RayActorError ever comes). A stalled scorer
+        gets no new request until its late answer arrives (which is dropped: the re-sent request
+        answers), then takes work again; said in one line (the driver shows the broker's output)."""
+        limit = getattr(self.cfg.pool, "stall_seconds", None)
+        fut = asyncio.ensure_future(ref)  # type: ignore[arg-type]
+        if not limit:
+            return await fut
+        try:
+            return await asyncio.wait_for(asyncio.shield(fut), limit)
+        except asyncio.TimeoutError:
+            self.stalls += 1
+            print(
+                f"ghostsearch: scorer {self.names[i]} has not answered for {limit:g} s (pool.stall_seconds): "
+                "treated as stalled, its request re-sent to another scorer",
+                flush=True,
+            )
+            asyncio.get_running_loop().create_task(self._return_when_answered(i, fut))
+            return STALLED
+
+    async def _return_when_answered(self, i: int, fut) -> None:
+        try:
+            await fut
+        except ray.exceptions.RayActorError:
+            await self._return_when_alive(i)
+            return
+        except Exception:  # noqa: BLE001,S110  (its late answer, whatever it is, is dropped)
+            pass
+        print(f"ghostsearch: scorer {self.names[i]} answers again; it takes requests again", flush=True)
+        (await self._idle()).put_nowait(i)
 
     async def _return_when_alive(self, i: int) -> None:
         while True:
@@ -374,6 +414,7 @@ class Broker:
             "cache_size": len(self.cache) + len(self.statistics),
             "hit_rate": hits / total if total else 0.0,
             "retries": self.retries,
+            "stalls": self.stalls,
             "searchers": {k: dict(v) for k, v in self.stats.items()},
             "cells": {k: dict(v) for k, v in self.cells.items()},
         }

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import os
 import time
 import uuid
@@ -88,7 +89,7 @@ def connect(address: str | None = None, dashboard: bool = True, num_cpus: int | 
         check_reachable(address)
         try:
             # a submitted job inherits the job's runtime env (working dir, env vars): add nothing
-            ray.init(address=address, namespace=NAMESPACE, log_to_driver=True)
+            ctx = ray.init(address=address, namespace=NAMESPACE, log_to_driver=True)
         except (ConnectionError, RuntimeError, ValueError) as e:
             raise GhostsearchError(
                 f"cannot reach the Ray cluster at {address}: {str(e).splitlines()[0]}; "
@@ -96,21 +97,72 @@ def connect(address: str | None = None, dashboard: bool = True, num_cpus: int | 
             ) from None
         finally:
             interrupts.reinstall()  # ray.init replaced the SIGTERM handler
+        if dashboard and getattr(ctx, "dashboard_url", None):  # the cluster's: it outlives this run
+            log.info(dashboard_note(f"http://{ctx.dashboard_url}"))
         return False
+    port = free_port(DASHBOARD_PORT) if dashboard else None  # never another run's dashboard port
     try:
         with loopback_only():
-            ray.init(
+            ctx = ray.init(
                 namespace=NAMESPACE,
                 include_dashboard=dashboard,
                 dashboard_host="127.0.0.1",
+                dashboard_port=port or DASHBOARD_PORT,
                 num_cpus=num_cpus,
                 log_to_driver=True,
                 configure_logging=False,
             )  # workers inherit this env
+    except Exception as e:
+        if "timed out during startup" not in str(e):
+            raise
+        raise GhostsearchError(
+            "the local Ray did not start within Ray's 30 s (the machine is overloaded, or short of memory or "
+            "address space: see `ulimit -v`); rerun when it has room, or join a running Ray with --address"
+        ) from None
     finally:
         interrupts.reinstall()
     reap_with_driver()
+    if dashboard and getattr(ctx, "dashboard_url", None):
+        log.info(dashboard_note(f"http://{ctx.dashboard_url}"))
     return True
+
+
+log = logging.getLogger("ghostsearch.pool")
+DASHBOARD_PORT = 8265  # Ray's default; the next free port when another run (or anything) holds it
+
+
+def free_port(first: int, tries: int = 50) -> int:
+    """``first`` when nothing listens on 127.0.0.1:first, else the next free port after it."""
+    import socket
+
+    for port in range(first, first + tries):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    return 0  # Ray picks one
+
+
+def dashboard_note(url: str) -> str:
+    """The line a run prints about its dashboard: where, and how to get in with Ray's token auth
+    (on by default for a local Ray since 2.52: the page asks for the token, `ray get-auth-token`
+    prints it, from ~/.ray/auth_token; RAY_AUTH_MODE=disabled before the run opens it without one,
+    which is safe here only because the dashboard listens on 127.0.0.1)."""
+    from ray._private.authentication.authentication_token_setup import AUTH_MODE_ENV_VAR
+
+    mode = os.environ.get(AUTH_MODE_ENV_VAR, "token").lower()
+    how = (
+        "no token (RAY_AUTH_MODE=disabled; loopback only)"
+        if mode == "disabled"
+        else "paste the token that `ray get-auth-token` prints (~/.ray/auth_token) when the page asks"
+    )
+    port = url.rsplit(":", 1)[-1].strip("/")
+    return (
+        f"Ray dashboard: {url} (open it while the run lasts; {how}; from another machine: "
+        f"ssh -L {port}:127.0.0.1:{port})"
+    )
 
 
 # The watcher of reap_with_driver, run as `python -c REAPER DRIVER_PID RAY_PACKAGE_DIR`: while its
