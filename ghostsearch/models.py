@@ -144,6 +144,36 @@ def _check_gguf(p: Path) -> None:
         ) from None
 
 
+def check_weights(directory: Path) -> None:
+    """A model directory's weights are there and whole: some *.safetensors or *.bin, and every
+    safetensors file as long as its header says (a copy cut short). One line otherwise, before
+    any Ray or model work. Reads the headers only."""
+    import json
+    import struct
+
+    files = sorted(directory.glob("*.safetensors"))
+    if not files and not list(directory.glob("*.bin")) and not list(directory.glob("*.pt")):
+        raise GhostsearchError(
+            f"model directory {directory} has no weights (*.safetensors or pytorch_model.bin); copy them "
+            "there, or save the model with save_pretrained"
+        )
+    for f in files:
+        size = f.stat().st_size
+        try:
+            with open(f, "rb") as fh:
+                (n,) = struct.unpack("<Q", fh.read(8))
+                if n > size:
+                    raise ValueError
+                header = json.loads(fh.read(n))
+            end = max((v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"), default=0)
+        except (ValueError, struct.error, KeyError, TypeError, IndexError, UnicodeDecodeError):
+            raise GhostsearchError(
+                f"{f} is not a readable safetensors file (damaged or truncated); copy the model again"
+            ) from None
+        if 8 + n + end > size:
+            raise GhostsearchError(f"{f} is truncated ({size} of {8 + n + end} bytes); copy the model again")
+
+
 def model_path(spec: str) -> tuple[str, dict]:
     """Resolve a model spec to something ``from_pretrained`` takes, plus extra kwargs."""
     if spec in BUILTIN:
@@ -170,6 +200,12 @@ def model_path(spec: str) -> tuple[str, dict]:
             raise GhostsearchError(
                 f"model directory {p} has no config.json; point model= at a Hugging Face model directory"
             )
+        if (p / ".ghostsearch-export").exists():  # transformers would say it is "out of date"
+            raise GhostsearchError(
+                f"model={spec} is a ghostsearch export (already pruned, maybe repaired); search its base model "
+                "instead, and load the export with ghostsearch.load_pruned or evaluate it with `ghostsearch eval DIR`"
+            )
+        check_weights(p)
         return str(p), {}
     if spec.startswith((".", "/", "~")):
         raise GhostsearchError(f"model path {spec} does not exist; check model=")

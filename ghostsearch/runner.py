@@ -84,11 +84,15 @@ class Progress:
         self.finished[tuple(row.removed)] = time.monotonic() - self.t0
         self.cached = "y" if row.cached else "n"
         self.bar.update(row.cost or row.fidelity)  # a race block costs its rows only
-        self.bar.set_postfix(best=f"{self.best:.4g}", cached=self.cached, refresh=False)
+        self.bar.set_postfix(best=self.shown(), cached=self.cached, refresh=False)
+
+    def shown(self) -> str:
+        """The searcher's best so far; ``-`` until it has been told a k-set (never ``inf``)."""
+        return f"{self.best:.4g}" if self.best != float("inf") else "-"
 
     def told(self, best: float) -> None:
         self.best = best
-        self.bar.set_postfix(best=f"{self.best:.4g}", cached=self.cached)
+        self.bar.set_postfix(best=self.shown(), cached=self.cached)
 
     def close(self):
         self.bar.close()
@@ -146,8 +150,11 @@ def run_cell(
     stamps: list[float] = []  # per history entry: when that candidate's own evaluation finished
 
     def on_told(candidates) -> None:
+        # a history point's seconds: when its candidate's evaluation and every earlier point's had
+        # finished (a batch's evaluations finish out of order): non-decreasing, at most the telling time
         now = time.monotonic() - t0
-        stamps.extend(bar.finished.get(tuple(c.removed), now) for c in candidates)
+        for c in candidates:
+            stamps.append(max(bar.finished.get(tuple(c.removed), now), stamps[-1] if stamps else 0.0))
         bar.told(s.best_value)
 
     try:
@@ -283,6 +290,10 @@ class Run:
         import ray
 
         status = ray.get(self.broker.status.remote())
+        for r in results:  # a resumed cell's answers came from the ledger, not the broker: its best is the cell's
+            c = status.get("cells", {}).get(r.cell)
+            if c is not None and r.value is not None and (c.get("best") is None or r.value < c["best"]):
+                c["best"], c["best_removed"] = r.value, list(r.removed)
         Ledger(self.dir).compact()
         if resumed < len(self.cells) or not (self.dir / "pool.json").exists():
             write_json_atomic(self.dir / "pool.json", status)

@@ -62,7 +62,9 @@ def grid_cells(cfg: Any) -> list[CellSpec]:
 @dataclass(frozen=True)
 class HistoryPoint:
     """The searcher's best value after a told candidate: budget spent so far, seconds since the cell
-    started when that candidate's evaluation finished, and the best value (None: no k-set yet)."""
+    started by which that candidate's evaluation and every earlier point's had finished (non-decreasing
+    along the history: a batch's evaluations finish out of order), and the best value (None: no k-set
+    yet)."""
 
     budget_used: float
     seconds: float

@@ -437,3 +437,58 @@ def test_a_rerun_the_ledger_does_not_answer_goes_the_usual_way(run, tiny_model_d
     monkeypatch.setattr(pool, "check_local_capacity", lambda *a, **k: None)
     with pytest.raises(Started):
         main(["search", str(run / "config.yaml"), "--no-progress"])
+
+
+# --- the smaller items ------------------------------------------------------------------------
+
+
+def test_the_two_k_errors_name_one_range():
+    """Before: k=40 said "set k to 1..29", then k=29 said "larger than the 28 unprotected blocks"."""
+    from ghostsearch.errors import GhostsearchError
+    from ghostsearch.search import Space
+
+    for k in (40, 30, 29, 0):
+        with pytest.raises(GhostsearchError, match=r"set k to 1\.\.28") as e:
+            Space(30, k, frozenset({0, 29}))
+        assert "search.protected keeps 2" in str(e.value) or k == 0
+    with pytest.raises(GhostsearchError, match=r"would remove all 30 blocks; set k to 1\.\.29"):
+        Space(30, 30, frozenset())
+
+
+def test_searching_an_export_or_a_model_without_whole_weights_is_one_line(tiny_model_dir, tmp_path, capsys):
+    """Before: searching an export gave transformers' "model type ghostsearch_pruned ... your version
+    of Transformers is out of date"; a model directory without weights or with a truncated
+    safetensors file was an OSError / SafetensorError traceback (66 lines on search)."""
+    import shutil
+
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump({"k": 1, "pool": {"dashboard": False}}))
+    exp, bare, cut = tmp_path / "exp", tmp_path / "bare", tmp_path / "cut"
+    shutil.copytree(tiny_model_dir, exp)
+    (exp / ".ghostsearch-export").write_text("{}")
+    bare.mkdir()
+    shutil.copy(f"{tiny_model_dir}/config.json", bare)
+    shutil.copytree(tiny_model_dir, cut)
+    (f,) = cut.glob("*.safetensors")
+    f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
+    cases = [(exp, "is a ghostsearch export"), (bare, "has no weights"), (cut, "is truncated")]
+    for model, message in cases:
+        _one_line(capsys, main(["search", str(tmp_path / "c.yaml"), f"model={model}", f"out={tmp_path}/o"]), message)
+
+
+def test_the_progress_bar_never_shows_inf():
+    """Before: `best=inf` after evaluations 2-4, while result.json's history had a value after the first."""
+    from ghostsearch.runner import Progress
+
+    bar = Progress(10, "cell", enabled=False)
+    assert bar.shown() == "-"
+    bar.told(84.29)
+    assert bar.shown() == "84.29"
+
+
+def test_python_m_ghostsearch_cli_runs():
+    """Before: `python -m ghostsearch.cli` did not run (only `python -m ghostsearch`)."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "ghostsearch.cli", "--version"], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.startswith("ghostsearch "), r.stderr
