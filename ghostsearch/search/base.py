@@ -78,13 +78,17 @@ class Space:
         bad = sorted(p for p in self.protected if not 0 <= p < L)
         if bad:
             raise GhostsearchError(f"protected blocks {bad} are out of range 0..{L - 1}; fix search.protected")
+        # one range in every k message: at most L - 1 blocks, and only unprotected ones
+        most = min(L - 1, len(self.free))
+        kept = f" (search.protected keeps {len(self.protected)} of them)" if self.protected else ""
         if k <= 0:
-            raise GhostsearchError(f"k={k}: must remove at least one block; set k to 1..{L - 1}")
+            raise GhostsearchError(f"k={k}: must remove at least one block; set k to 1..{most}")
         if k >= L:
-            raise GhostsearchError(f"k={k} would remove all {L} blocks; set k to 1..{L - 1}")
+            raise GhostsearchError(f"k={k} would remove all {L} blocks{kept}; set k to 1..{most}")
         if k > len(self.free):
             raise GhostsearchError(
-                f"k={k} is larger than the {len(self.free)} unprotected blocks; lower k or protect fewer blocks"
+                f"k={k} is larger than the {len(self.free)} unprotected blocks of {L}{kept}; set k to 1..{most} "
+                "or protect fewer blocks"
             )
 
     @property
