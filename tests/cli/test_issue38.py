@@ -492,3 +492,14 @@ def test_python_m_ghostsearch_cli_runs():
 
     r = subprocess.run([sys.executable, "-m", "ghostsearch.cli", "--version"], capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.startswith("ghostsearch "), r.stderr
+
+
+def test_setup_sh_is_quiet_and_says_it_is_done_and_what_to_run_next():
+    """Before: setup printed ~200 lines (pip's, the editable-install notice among them) and no closing
+    line. Checked on the script's text (running it is CI's first step, .ci/run)."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "scripts" / "setup.sh").read_text()
+    installs = [line for line in text.replace("\\\n", " ").splitlines() if "pip install" in line]
+    assert installs and all(line.lstrip().startswith("step ") for line in installs), installs
+    assert '>>"$LOG" 2>&1' in text and "setup: done" in text and "ghostsearch search" in text
