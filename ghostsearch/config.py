@@ -161,6 +161,30 @@ class Compare:  # None: the single value (searcher, objective, k, seed); an expl
 
 
 @dataclass
+class Quality:
+    # the quality kept (docs/target.md): ppl_<set> (a perplexity, of eval.perplexity's sets) with max_ratio, or mean_acc /
+    # <task>_acc (eval.tasks' accuracy) with max_drop
+    metric: str = "ppl_lambada"
+    max_drop: float | None = None  # accuracies: the largest drop (dense minus pruned) to keep, e.g. 0.02
+    max_ratio: float | None = None  # perplexities: the largest ratio pruned / dense to keep, e.g. 1.25
+
+
+@dataclass
+class Target:
+    quality: Quality = field(default_factory=Quality)  # `ghostsearch target`: the quality to keep (docs/target.md)
+    level: float = 0.95  # P(the certified k's true drop exceeds the target) <= 1 - level
+    recovery: str = "ghosted"  # the repair applied before each k is judged: none | ghosted | linearpatch | replaceme
+    ks: str | list[int] = "auto"  # the ks judged, in increasing order; auto: 1 .. half the blocks
+    # items (perplexity: windows of eval.ppl_seq_len tokens) per model at each look; None: [100, 200, 400]
+    looks: list[int] | None = None
+    spending: str = "obrien-fleming"  # the alpha-spending rule over the looks: obrien-fleming or pocock
+    # instead of a quality: the parameters to keep, a fraction (< 1) or a count; resolved to the least k that reaches
+    # it (exact counting), whose quality is then reported
+    params: float | None = None
+    speedup: float | None = None  # instead of a quality: a measured speed-up to reach (not yet: refused)
+
+
+@dataclass
 class Config:
     model: str = "smollm2-135m"  # built-in smollm2-135m, a hub id, a model directory or a .gguf file
     revision: str | None = None  # hub ids: the branch, tag or commit to load (None: the default branch)
@@ -181,6 +205,7 @@ class Config:
     recovery: Recovery = field(default_factory=Recovery)
     eval: Eval = field(default_factory=Eval)
     compare: Compare = field(default_factory=Compare)
+    target: Target = field(default_factory=Target)  # `ghostsearch target` (docs/target.md)
     tracking: list[str] = field(default_factory=list)  # experiment trackers: mlflow, tensorboard, wandb (tracking.py)
 
     @classmethod
@@ -507,6 +532,7 @@ def validate(cfg: Config) -> None:
         raise GhostsearchError("pool.actors and pool.threads must be >= 1")
     if cfg.pool.stall_seconds is not None and not cfg.pool.stall_seconds >= 0:
         raise GhostsearchError(f"pool.stall_seconds={cfg.pool.stall_seconds} must be >= 0 (0 or null: no limit)")
+    _check_target(cfg.target)
     for s in [cfg.searcher] + list(cfg.compare.searchers or []):
         SEARCHERS.get(s)
     for s, params in cfg.search.params.items():
@@ -586,6 +612,25 @@ def validate(cfg: Config) -> None:
         raise GhostsearchError(
             f"data_dir={cfg.data_dir} does not exist; point it at a folder laid out like ../shared/data"
         )
+
+
+def _check_target(t: Target) -> None:
+    """The target block's own checks (the metric against its max_drop/max_ratio when target runs)."""
+    from ghostsearch.recovery import RECOVERY
+
+    RECOVERY.get(t.recovery)
+    if not 0.5 < t.level < 1:
+        raise GhostsearchError(f"target.level={t.level}: give a level in (0.5, 1), e.g. 0.95")
+    if t.spending not in ("obrien-fleming", "pocock"):
+        raise GhostsearchError(f"target.spending={t.spending!r}: choose obrien-fleming or pocock")
+    if isinstance(t.ks, str) and t.ks != "auto":
+        raise GhostsearchError(f"target.ks={t.ks!r}: give auto or a list of ks, e.g. [1, 2, 3, 4]")
+    if isinstance(t.ks, list) and (not t.ks or t.ks != sorted(set(t.ks)) or t.ks[0] < 1):
+        raise GhostsearchError(f"target.ks={t.ks}: give distinct ks >= 1 in increasing order")
+    if t.looks is not None and (not t.looks or t.looks[0] < 2 or t.looks != sorted(set(t.looks))):
+        raise GhostsearchError(f"target.looks={t.looks}: give increasing item counts, the first >= 2")
+    if t.params is not None and t.params <= 0:
+        raise GhostsearchError(f"target.params={t.params}: a fraction (< 1) or a count of parameters to keep")
 
 
 def _check_items(ev: Eval) -> None:

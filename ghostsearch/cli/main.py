@@ -8,7 +8,7 @@ import errno
 import sys
 
 from ghostsearch import interrupts
-from ghostsearch.cli import compare, export, ledger, plan, pool, recover, score, search, speed
+from ghostsearch.cli import compare, export, ledger, plan, pool, recover, score, search, speed, target
 from ghostsearch.cli import eval as eval_cmd
 from ghostsearch.errors import GhostsearchError
 from ghostsearch.logs import quiet_libraries, setup_logging
@@ -24,6 +24,7 @@ COMMANDS = {
     "eval": eval_cmd,
     "ledger": ledger,
     "plan": plan,
+    "target": target,
     "speed": speed,
 }
 
