@@ -49,12 +49,41 @@ def describe(spec) -> str:
     return f"{spec.dataset} {spec.n_seq}x{spec.seq_len} seed {spec.seed}"
 
 
+# A repair fits a C x C operator per cut: with fewer than this many tokens per channel it overfits its
+# calibration data (docs/recovery.md, "How much repair data": SmolLM2, C = 576, 2,048 tokens overfit).
+MIN_TOKENS_PER_CHANNEL = 6
+_WARNED: set = set()
+
+
+def check_repair_size(cfg, hidden: int) -> bool:
+    """One warning line (once per process and size) when the repair data, recovery.n_seq x
+    recovery.seq_len tokens, is under MIN_TOKENS_PER_CHANNEL x the model's width; True when it is."""
+    import logging
+
+    r = cfg.recovery
+    tokens, need = r.n_seq * r.seq_len, MIN_TOKENS_PER_CHANNEL * int(hidden)
+    if tokens >= need:
+        return False
+    if (tokens, need) not in _WARNED:
+        _WARNED.add((tokens, need))
+        logging.getLogger("ghostsearch.recovery").warning(
+            f"recovery.n_seq x recovery.seq_len = {r.n_seq} x {r.seq_len} = {tokens:,} repair tokens for a "
+            f"{hidden} x {hidden} operator: under {need:,} ({MIN_TOKENS_PER_CHANNEL} per channel) the repair "
+            f"overfits its data and can look harmful; raise recovery.n_seq (default 32 x 256 = 8,192; docs/recovery.md)"
+        )
+    return True
+
+
 def activations_from_config(stack, tok, cfg) -> Activations:
     """Recovery calibrates on text (``repair_spec``: recovery.dataset, n_seq x seq_len tokens, the
     calibration seed), whatever objective the search used: the operators only need dense
-    activations. Micro-batches are captured lazily (one at a time)."""
+    activations. Micro-batches are captured lazily (one at a time). Too few tokens for the model's
+    width: one warning line (``check_repair_size``)."""
     from ghostsearch.objectives import OBJECTIVES
 
+    hidden = getattr(stack.model.config, "hidden_size", None) or getattr(stack.blocks[0], "hidden_size", None)
+    if hidden:
+        check_repair_size(cfg, hidden)
     return Activations(stack, OBJECTIVES.get("perplexity")(repair_spec(cfg)).build(tok, stack.dtype))
 
 
