@@ -7,7 +7,7 @@ fitted on study 2's repair data (C4 train, 32 x 256, seed 0) and scored on WikiT
 
 Prints, for each variant (hadamard, diagonal) and choice: the patch P = I + M's relative Frobenius
 difference to the default's, the relative difference of the scale vectors s (diagonal: P = diag(s)),
-and the WikiText-2 perplexity (eval_seq windows of 512 tokens).
+and the WikiText-2 perplexity (eval_seq windows of 512 tokens, default 8).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def main() -> None:
     ap.add_argument("--removed", default="12,13,14,15,16,17,18,19")
     ap.add_argument("--n-seq", type=int, default=32)
     ap.add_argument("--seq-len", type=int, default=256)
-    ap.add_argument("--eval-seq", type=int, default=32)
+    ap.add_argument("--eval-seq", type=int, default=8)
     args = ap.parse_args()
     from ghostsearch.config import Config
     from ghostsearch.models import load_model
@@ -44,32 +44,50 @@ def main() -> None:
     wiki = sc.prepare(ObjectiveSpec.make("perplexity", CalibrationSpec("wikitext2", args.eval_seq, 512, 0, data_dir)))
     data = Activations.from_scorer(sc, calib)
     print(f"removed {removed}; repair data c4 {args.n_seq}x{args.seq_len} seed 0; wikitext2 {args.eval_seq}x512")
-    for variant in ("hadamard", "diagonal"):
-        rows = {}
+    fits = {}
+    for variant in ("hadamard", "diagonal"):  # the fits first (cheap), then the perplexities
         for rotation, scale in itertools.product(("quarot", "paley"), ("mean_ratio", "pooled")):
             if variant == "diagonal" and rotation == "paley":
                 continue  # no rotation: the construction does not enter
             rec = get_recovery("linearpatch", variant=variant, rotation=rotation, scale=scale)
-            ops = rec.fit(sc.stack, removed, data)
-            with rec.patches(sc.stack, ops) as patches:
-                ppl = sc.score(wiki, removed, patches=patches)["value"]
-            (m,) = ops.mats.values()
-            rows[(rotation, scale)] = (torch.eye(m.shape[0]) + m.double().cpu(), ppl, ops.report[0]["rotation"])
-        p0, ppl0, _ = rows[("quarot", "mean_ratio")]
-        for (rotation, scale), (p, ppl, how) in rows.items():
-            fro = float((p - p0).norm() / p0.norm())
-            line = f"{variant:8s} {rotation:6s} {scale:10s} ppl {ppl:9.3f} ({ppl / ppl0 - 1:+.4%})"
-            line += f"  ||P - P_default||/||P_default|| {fro:.4f}"
+            fits[(variant, rotation, scale)] = (rec, rec.fit(sc.stack, removed, data))
+    for variant in ("hadamard", "diagonal"):
+        p0 = patch(fits[(variant, "quarot", "mean_ratio")][1])
+        for (v, rotation, scale), (_, ops) in fits.items():
+            if v != variant:
+                continue
+            p = patch(ops)
+            line = f"{variant:8s} {rotation:6s} {scale:10s} ||P - P_default||/||P_default|| {rel(p, p0):.4f}"
             if variant == "diagonal":
-                s, s0 = p.diagonal(), p0.diagonal()
-                line += f"  ||s - s_default||/||s_default|| {float((s - s0).norm() / s0.norm()):.4f}"
-            print(line + f"  [{how}]", flush=True)
-        if ("paley", "pooled") in rows:
-            p, ppl, _ = rows[("paley", "pooled")]
+                line += f"  ||s - s_default||/||s_default|| {rel(p.diagonal(), p0.diagonal()):.4f}"
+            print(line + f"  [{ops.report[0]['rotation']}]", flush=True)
+        if (variant, "paley", "pooled") in fits:
+            p = patch(fits[(variant, "paley", "pooled")][1])
             print(
-                "  the whole change (paley, pooled) -> (quarot, mean_ratio): "
-                f"P {float((p0 - p).norm() / p.norm()):.4f} relative Frobenius, perplexity {ppl0 / ppl - 1:+.4%}"
+                f"  {variant}: the whole change (paley, pooled) -> (quarot, mean_ratio): P {rel(p0, p):.4f}", flush=True
             )
+    ppl = {}
+    for key, (rec, ops) in fits.items():
+        with rec.patches(sc.stack, ops) as patches:
+            ppl[key] = sc.score(wiki, removed, patches=patches)["value"]
+        base = ppl.get((key[0], "quarot", "mean_ratio"), ppl[key])
+        print(
+            f"{' '.join(key):30s} wikitext2 ppl {ppl[key]:9.3f} ({ppl[key] / base - 1:+.4%} against the default)",
+            flush=True,
+        )
+    for variant in ("hadamard", "diagonal"):
+        old = (variant, "paley", "pooled") if variant == "hadamard" else (variant, "quarot", "pooled")
+        new = (variant, "quarot", "mean_ratio")
+        print(f"  {variant}: perplexity {' '.join(old[1:])} -> {' '.join(new[1:])}: {ppl[new] / ppl[old] - 1:+.4%}")
+
+
+def patch(ops) -> torch.Tensor:
+    (m,) = ops.mats.values()
+    return torch.eye(m.shape[0], dtype=torch.float64) + m.double().cpu()
+
+
+def rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a - b).norm() / b.norm())
 
 
 if __name__ == "__main__":

@@ -169,7 +169,9 @@ def main() -> None:
         )
     if (run_dir / "looks.json").exists():
         study2.MODELS, study2.CONTRASTS = ms, [c for c in CONTRASTS if keys[c[2]] != keys[c[3]]]
-        text = study2.report(run_dir, keys)
+        n_c = len(study2.CONTRASTS)
+        text = study2.report(run_dir, keys).replace("over the seven contrasts", f"over the {n_c} contrasts")
+        text = text.replace("alpha / 7", f"alpha / {n_c}")
         (run_dir / "study3.md").write_text(text)
         print(text)
         if args.commit:
