@@ -47,7 +47,12 @@ PY
 # 19 and every process of it is reniced to 19 at once and every minute: the scorer actors it forks
 # afterwards inherit 19. Only this head's processes (found by its port) are touched or stopped.
 port=${STUDY3_RAY_PORT:-6397}
-ray_pids() { pgrep -f -- "[:=]$port( |$)|port=$port( |$)|:$port\b" || true; }
+ray_pids() {  # the head's processes (their command lines name its port) and the raylet's workers (ray::...)
+  local own r
+  own=$(pgrep -f -- "[:=]$port( |$)|port=$port( |$)|:$port\b" || true)
+  for r in $(pgrep -f -- "raylet.*:$port( |$)" || true); do own="$own $(pgrep -P "$r" || true)"; done
+  echo $own
+}
 if ! (exec 3<> "/dev/tcp/127.0.0.1/$port") 2> /dev/null; then  # nothing listens there yet
   nice -n -19 .venv/bin/ray start --head --port="$port" --node-ip-address=127.0.0.1 --num-cpus=2 --include-dashboard=false \
     --disable-usage-stats > /tmp/study3-ray.log 2>&1 || { cat /tmp/study3-ray.log; exit 1; }
