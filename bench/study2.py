@@ -49,6 +49,79 @@ CONTRASTS: list[tuple[str, str, str, str]] = [
 ]
 
 
+# ---------------------------------------------------------------- perplexity over windows
+RUN = Path(__file__).resolve().parents[1] / "docs/results/study-cpu-2"
+REDO = RUN / "ppl-windows"  # bench/study2_ppl.py: the per-window NLL recomputed (issue 37)
+
+
+def window_clusters(values) -> tuple[list[float], list[int]]:
+    """A committed per-window NLL list as (cluster sums, windows per cluster). Written before the fix of
+    ``evaluation_native.window_items`` (issue 37), such a list holds B batch-position sums (slot j: the sum
+    of the mean NLLs of windows j, j + B, j + 2B, ...) followed by zeros; a list without zeros holds each
+    window's own value (B clusters of one). A real window's mean NLL is never exactly 0."""
+    v = [float(x) for x in values]
+    b = next((i for i, x in enumerate(v) if x == 0.0), len(v))
+    if any(x != 0.0 for x in v[b:]):
+        raise ValueError("a per-window list with zeros between non-zero values is neither kind")
+    return v[:b], [len(range(j, len(v), b)) for j in range(b)]
+
+
+def redone_windows(model: str, corpus: str = "wikitext2", redo: Path = REDO) -> list[float] | None:
+    """A model's per-window mean NLL from bench/study2_ppl.py, when every window of the corpus is there."""
+    f = redo / "windows.jsonl"
+    if not f.exists():
+        return None
+    rows = [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
+    got = {r["window"]: r["nll"][model] for r in rows if r["corpus"] == corpus and model in r["nll"]}
+    n = {"wikitext2": 148, "c4": 47}[corpus]
+    return [got[i] for i in range(n)] if len(got) == n and set(got) == set(range(n)) else None
+
+
+def cluster_diff(a_sums, b_sums, sizes, level: float = 0.95) -> dict:
+    """Left - right in mean NLL per window (log-perplexity; every window has the same tokens), paired
+    over the same clusters of windows: the ratio estimate sum(D_j) / sum(n_j) and its linearised
+    standard error sqrt(C / (C - 1) * sum((D_j - est n_j)^2)) / sum(n_j), D_j = a_j - b_j, with a
+    Student t interval on C - 1 degrees of freedom. With clusters of one window each this is the
+    paired t interval over windows; with study 2's 16 batch-position sums it is a cluster interval
+    over 16 systematic samples of the windows (tests/report/test_study2_ppl.py: its coverage)."""
+    import numpy as np
+    from scipy import stats as sps
+
+    a, b, n = np.asarray(a_sums, float), np.asarray(b_sums, float), np.asarray(sizes, float)
+    if not len(a) == len(b) == len(n) or len(n) < 2:
+        raise ValueError("paired clusters of the same windows, two at least")
+    d = a - b
+    est = float(d.sum() / n.sum())
+    c = len(n)
+    se = float(math.sqrt(c / (c - 1) * ((d - est * n) ** 2).sum()) / n.sum())
+    q = float(sps.t.ppf(1 - (1 - level) / 2, c - 1))
+    return {
+        "estimate": est,
+        "se": se,
+        "df": c - 1,
+        "lo": est - q * se,
+        "hi": est + q * se,
+        "clusters": c,
+        "windows": int(n.sum()),
+    }
+
+
+def ppl_contrast(numbers: dict, left: str, right: str, redo: Path = REDO) -> dict | None:
+    """The WikiText-2 log-perplexity difference of two models, paired over windows: over each window
+    (bench/study2_ppl.py's recomputation, when it covers both models) or else over the committed
+    batch-position sums as clusters."""
+    wl, wr = (redone_windows(m, redo=redo) for m in (left, right))
+    if wl and wr:
+        return {**cluster_diff(wl, wr, [1] * len(wl)), "kind": "windows"}
+    cl, cr = (numbers.get(m, {}).get("ppl_wikitext2_window_nll") for m in (left, right))
+    if not cl or not cr or len(cl) != len(cr):
+        return None
+    (sl, nl), (sr, nr) = window_clusters(cl), window_clusters(cr)
+    if nl != nr:
+        raise ValueError(f"{left} and {right} were summed over different clusters of windows")
+    return {**cluster_diff(sl, sr, nl), "kind": "windows" if set(nl) == {1} else "clusters"}
+
+
 def design(cfg, held_out) -> tuple[dict[str, str], list[tuple[list[int], str]], list[tuple[str, str, str]]]:
     """({model id: eval key}, jobs (removed, method), contrast pairs (name, left key, right key))."""
     from ghostsearch.compare import eval_key
@@ -59,34 +132,78 @@ def design(cfg, held_out) -> tuple[dict[str, str], list[tuple[list[int], str]], 
     return keys, jobs, pairs
 
 
-def report(run_dir: Path, keys: dict[str, str]) -> str:
-    """The contrasts' table from the run's looks.json and per-item rows: each contrast's estimate at
-    the look it was decided (or the last look run), its paired item-bootstrap interval at the local
-    level the sequential Holm rule held it to, the verdict, the items used."""
-    import numpy as np
-    import pyarrow.parquet as pq
-
+def repeated_p(z_by_look, fractions, kind: str = "obrien-fleming") -> float:
+    """The repeated p-value of a group-sequential test (Jennison & Turnbull 9.1): the smallest alpha at
+    which the contrast's |z| crossed that alpha's spending boundary at some look run (a look's boundary
+    falls as alpha grows; bisection on log alpha)."""
     from ghostsearch import stats
 
+    best = 1.0
+    for k, z in enumerate(z_by_look):
+        if not math.isfinite(z):
+            continue
+        lo, hi = math.log(1e-12), 0.0  # log alpha
+        if stats.spending_bounds(fractions, math.exp(hi) * (1 - 1e-9), kind, n_grid=200)[k] > abs(z):
+            continue
+        for _ in range(40):
+            mid = 0.5 * (lo + hi)
+            if stats.spending_bounds(fractions, math.exp(mid), kind, n_grid=200)[k] <= abs(z):
+                hi = mid
+            else:
+                lo = mid
+        best = min(best, math.exp(hi))
+    return best
+
+
+def fmt_p(p: float) -> str:
+    return "-" if math.isnan(p) else f"{p:.4f}" if p >= 1e-4 else f"{p:.1e}"
+
+
+def power_at(delta: float, se: float, bound: float) -> float:
+    """Power of the last look's test to find a true difference ``delta``: Phi(delta / se - bound)
+    (the far tail and the earlier looks left out: a close approximation at O'Brien-Fleming's bounds)."""
+    from ghostsearch import stats
+
+    return float(stats.norm_cdf(delta / se - bound))
+
+
+def contrast_numbers(looks: dict) -> dict[str, dict]:
+    """Per contrast (looks.json name): its repeated p, the Holm-adjusted repeated p over C1-C7, the
+    power at 0.03 and the minimum detectable difference (80% power) at its level and last look's s.e."""
+    from ghostsearch import stats
+
+    fractions = [n / looks["looks"][-1] for n in looks["looks"]]
+    cs = looks["contrasts"]
+    ps = [
+        repeated_p(c["z_by_look"][: looks["looks_run"]], fractions[: len(c["z_by_look"])], looks["spending"])
+        for c in cs
+    ]
+    adj = stats.holm(ps)
+    out = {}
+    for c, p, a in zip(cs, ps, adj):
+        out[c["contrast"]] = {
+            "p_repeated": p,
+            "p_holm": float(a),
+            "power_003": power_at(0.03, c["se"], c["bound"]),
+            "mdd": (c["bound"] + stats.norm_ppf(0.8)) * c["se"],
+        }
+    return out
+
+
+def report(run_dir: Path, keys: dict[str, str]) -> str:
+    """The contrasts' table from the run's looks.json: each contrast's estimate at the look it was
+    decided (or the last look run), its standard error, its repeated confidence interval (valid after
+    the early stop the rule allows), its repeated p and that p Holm-adjusted over C1-C7, the verdict,
+    the items used; and the WikiText-2 perplexities with their paired intervals over windows."""
     looks = json.loads((run_dir / "looks.json").read_text())
     by_name = {c["contrast"]: c for c in looks["contrasts"]}
     label = {k: m for m, k in keys.items()}
-    rows = {}
-    for m, k in keys.items():
-        f = run_dir / "evals" / f"{k}.items.parquet"
-        if f.exists():
-            t = pq.read_table(f, columns=["task", "doc", "gold", "pred"]).to_pylist()
-            rows[m] = {(r["task"], r["doc"]): float(r["pred"] == r["gold"]) for r in t}
-    order = (
-        [(r["task"], r["doc"]) for r in pq.read_table(run_dir / "items.parquet").sort_by("rank").to_pylist()]
-        if (run_dir / "items.parquet").exists()
-        else []
-    )
     numbers = {
         m: json.loads((run_dir / "evals" / f"{k}.json").read_text())
         for m, k in keys.items()
         if (run_dir / "evals" / f"{k}.json").exists()
     }
+    extra = contrast_numbers(looks)
     rci_levels = {c.get("rci_level") for c in looks["contrasts"] if c.get("rci_level")}
     rci_level = f"{rci_levels.pop():.4f}" if len(rci_levels) == 1 else "alpha / 7"
     lines = [
@@ -95,22 +212,17 @@ def report(run_dir: Path, keys: dict[str, str]) -> str:
         f"{looks['fixed_items_total']:,}; rule: Holm at {looks['alpha']} over the seven contrasts, "
         f"{looks['spending']} spending.",
         "",
-        "| contrast | left - right | estimate | z | interval at its level | confidence | repeated CI "
-        f"(margin rule, {rci_level}) | look | items | verdict | "
+        "| contrast | left - right | estimate | s.e. | z | repeated CI "
+        f"({rci_level}) | repeated p | Holm-adjusted p | look | items | verdict | "
         "WikiText-2 ppl (left / right; log ratio, 95% interval over windows) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for cid, question, left, right in CONTRASTS:
         c = by_name.get(f"{cid} {question}")
         if c is None:
             continue
         n = c["look_items"]
-        items = [it for it in (order[:n] if order else []) if it in rows.get(left, {}) and it in rows.get(right, {})]
-        a = np.array([rows[left][it] for it in items])
-        b = np.array([rows[right][it] for it in items])
-        strata = np.array([t for t, _ in items])
-        level = 1 - c["level"] if not math.isnan(c["level"]) else 0.95
-        ci = stats.paired_diff_ci(a, b, strata, level=level, seed=0) if len(items) else None
+        x = extra[c["contrast"]]
         if c.get("verdict") == "within margin":  # its repeated CI lies inside +-margin (amendment 3)
             verdict = f"within +-{looks['margin']:g}"
         elif c["decided"]:
@@ -126,16 +238,42 @@ def report(run_dir: Path, keys: dict[str, str]) -> str:
             ppl = "not yet measured"
         rci = c.get("rci")
         rci_text = f"[{rci[0]:+.3f}, {rci[1]:+.3f}]" if rci and not any(map(math.isnan, rci)) else "-"
-        wl, wr = (numbers.get(m, {}).get("ppl_wikitext2_window_nll") for m in (left, right))
-        if wl and wr and len(wl) == len(wr):  # log-perplexity difference, paired over the same windows
-            w = stats.paired_diff_ci(np.array(wl), np.array(wr), seed=0)
-            ppl += f"; log ratio {w.estimate:+.3f} [{w.lo:+.3f}, {w.hi:+.3f}] over {len(wl)} windows"
-        interval = f"[{ci.lo:+.3f}, {ci.hi:+.3f}]" if ci else "-"
+        w = ppl_contrast(numbers, left, right)
+        if w is not None:  # log-perplexity difference, paired over the same windows
+            over = (
+                f"{w['windows']} windows"
+                if w["kind"] == "windows"
+                else f"{w['windows']} windows in {w['clusters']} clusters"
+            )
+            ppl += f"; log ratio {w['estimate']:+.3f} [{w['lo']:+.3f}, {w['hi']:+.3f}] over {over}"
         lines.append(
-            f"| {cid} {question} | {left} - {right} | {c['estimate']:+.3f} | {c['z']:+.2f} | {interval} | "
-            f"{level:.4f} | {rci_text} | {c['decided_at_look'] or looks['looks_run']} | {n} | {verdict} | {ppl} |"
+            f"| {cid} {question} | {left} - {right} | {c['estimate']:+.3f} | {c['se']:.4f} | {c['z']:+.2f} | "
+            f"{rci_text} | {fmt_p(x['p_repeated'])} | {fmt_p(x['p_holm'])} | "
+            f"{c['decided_at_look'] or looks['looks_run']} | {n} | {verdict} | {ppl} |"
         )
+    open_ = [
+        f"{cid} {q}" for cid, q, _, _ in CONTRASTS if f"{cid} {q}" in by_name and not by_name[f"{cid} {q}"]["decided"]
+    ]
     lines += [
+        "",
+        "Power achieved at a true difference of 0.03 (the last look's s.e. and the bound at the contrast's "
+        "level; pre-registered: 0.8 at s.e. 0.0086 and alpha/7): "
+        + ", ".join(
+            f"{cid} {extra[f'{cid} {q}']['power_003']:.2f} (s.e. {by_name[f'{cid} {q}']['se']:.4f})"
+            for cid, q, _, _ in CONTRASTS
+            if f"{cid} {q}" in by_name
+        )
+        + ".",
+        "Minimum detectable difference (80% power, the last look's s.e. and bound) of the contrasts not decided: "
+        + (
+            ", ".join(
+                f"{name.split()[0]} {extra[name]['mdd']:.3f} (bound {by_name[name]['bound']:.2f} at level "
+                f"{by_name[name]['level']:.4f})"
+                for name in open_
+            )
+            or "none"
+        )
+        + ".",
         "",
         "Models: "
         + "; ".join(f"{m} {lab} {rem or ''} {rep}".replace("  ", " ") for m, (lab, rem, rep) in MODELS.items())

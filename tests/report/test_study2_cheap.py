@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from scipy.stats import t as t_dist
 
 from ghostsearch import stats
 from tests.conftest import load_bench
@@ -58,6 +59,46 @@ def test_default_design_is_the_preregistered_one():
         config = type("C", (), {"max_position_embeddings": 8192})()
 
     assert sc.window_tokens(Smol(), d.corpora[0]) == 2047 and sc.window_tokens(Smol(), d.corpora[1]) == 255
+
+
+def test_windows_summed_by_batch_position_are_read_as_clusters():
+    """Rows written before the fix of window_items (issue 37) hold 16 batch-position sums and zeros:
+    they are read as 16 clusters of windows (study2.window_clusters), whose t interval is centred on
+    the full-data log ratio; the same windows one by one give the ordinary paired t interval."""
+    study2 = _bench("study2")
+    rng = np.random.default_rng(1)
+    a, b = 4.0 + rng.normal(0, 0.3, 148), 4.2 + rng.normal(0, 0.3, 148)
+    slots = lambda x: [x[j::16].sum() for j in range(16)] + [0.0] * 132  # noqa: E731
+    rows = lambda x, m: [{"model": m, "window": i, "tokens": 2047, "nll": v} for i, v in enumerate(x)]  # noqa: E731
+    w = sc.window_diff(rows(slots(a), "X"), rows(slots(b), "Y"), "X", "Y", "c4")
+    assert w["kind"] == "clusters" and w["clusters"] == 16 and w["windows"] == 148 and w["df"] == 15
+    assert w["estimate"] == pytest.approx((a - b).mean(), abs=1e-12)
+    one = sc.window_diff(rows(a, "X"), rows(b, "Y"), "X", "Y", "c4")
+    d = a - b
+    assert one["kind"] == "windows" and one["df"] == 147
+    assert one["se"] == pytest.approx(d.std(ddof=1) / math.sqrt(148))
+    assert study2.window_clusters([1.0, 2.0, 0.0, 0.0, 0.0]) == ([1.0, 2.0], [3, 2])
+    with pytest.raises(ValueError):
+        study2.window_clusters([1.0, 0.0, 2.0])
+
+
+def test_cluster_interval_covers_at_its_level():
+    """Simulation where the truth is known: 148 windows with a heteroscedastic per-window difference
+    (true mean 0.1, each window's s.d. drawn from a gamma), summed into 16 batch-position clusters;
+    the 95% cluster t interval covers the true mean in 0.95 of 4,000 draws (Monte Carlo s.e. 0.0034;
+    accepted 0.935-0.965). With strongly skewed differences (centred exponential noise) it covered
+    0.9325 in a run of this simulation: with 16 clusters read the 95% as about 93-95%."""
+    study2 = _bench("study2")
+    rng = np.random.default_rng(2)
+    sizes = [len(range(j, 148, 16)) for j in range(16)]
+    hits = 0
+    for _ in range(4000):
+        scale = rng.gamma(2.0, 0.5, 148)
+        d = 0.1 + scale * rng.normal(0.0, 0.05, 148)
+        sums = [d[j::16].sum() for j in range(16)]
+        w = study2.cluster_diff(sums, [0.0] * 16, sizes)
+        hits += w["lo"] <= 0.1 <= w["hi"]
+    assert 0.935 <= hits / 4000 <= 0.965, hits / 4000
 
 
 def test_tost_within_for_identical_and_not_for_very_different():
@@ -185,19 +226,17 @@ def test_driver_end_to_end_resumes_and_reports_its_rows(tmp_path, tiny_model_dir
             b = np.array([r["nll"] for r in by[right][c]])
             d = a - b
             est, se = d.mean(), d.std(ddof=1) / math.sqrt(len(d))
+            # Student t on n - 1 degrees of freedom over windows (issue 37: not a bootstrap of 3 windows)
             p = (
                 (0.0 if abs(est) < delta else 1.0)
                 if se == 0
-                else max(
-                    0.5 * math.erfc((est + delta) / se / math.sqrt(2)),
-                    0.5 * math.erfc((delta - est) / se / math.sqrt(2)),
-                )
+                else max(t_dist.sf((est + delta) / se, len(d) - 1), t_dist.sf((delta - est) / se, len(d) - 1))
             )
             ps.append(p)
-            ci = stats.paired_diff_ci(a, b, n_boot=2000, seed=0)
+            q = t_dist.ppf(0.975, len(d) - 1)
             row = next(x for x in lines if x.startswith(f"| {cid} ") and f"| {left} - {right} | {name[c]} |" in x)
             cells = _cells(row)
-            assert cells[3:6] == ["3", f"{est:+.5f}", f"[{ci.lo:+.5f}, {ci.hi:+.5f}]"], row
+            assert cells[3:6] == ["3", f"{est:+.5f}", f"[{est - q * se:+.5f}, {est + q * se:+.5f}]"], row
             if cid != "S2'":
                 assert cells[6] == sc.fmt_p(p), row
         p_claim[cid] = max(ps)
