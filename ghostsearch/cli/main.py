@@ -97,6 +97,14 @@ def main(argv: list[str] | None = None) -> int:
             raise
         _say(f"ghostsearch: error: {disk_error(e)}")
         return 2
+    except RuntimeError as e:  # torch's for weights it cannot map (`ulimit -v`, little memory): one line
+        if args.debug or "unable to mmap" not in str(e):
+            raise
+        _say(
+            "ghostsearch: error: cannot map the model's weights into memory (unable to mmap: the address-space "
+            "limit `ulimit -v` or the free memory is too small for this model); raise the limit or free memory"
+        )
+        return 2
     except KeyboardInterrupt as e:
         _say("ghostsearch: interrupted")
         return interrupts.exit_code(e)

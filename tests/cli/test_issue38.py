@@ -503,3 +503,15 @@ def test_setup_sh_is_quiet_and_says_it_is_done_and_what_to_run_next():
     installs = [line for line in text.replace("\\\n", " ").splitlines() if "pip install" in line]
     assert installs and all(line.lstrip().startswith("step ") for line in installs), installs
     assert '>>"$LOG" 2>&1' in text and "setup: done" in text and "ghostsearch search" in text
+
+
+def test_weights_that_cannot_be_mapped_are_one_line(run, tmp_path, monkeypatch, capsys):
+    """Before: `score` under a small address-space limit was torch's `RuntimeError: unable to mmap`
+    traceback (simulated: the model load raises it)."""
+    import ghostsearch.scoring as scoring
+
+    def fail(*a, **k):
+        raise RuntimeError("unable to mmap 538090408 bytes from file <model.safetensors>: Cannot allocate memory (12)")
+
+    monkeypatch.setattr(scoring, "scorer_from_config", fail)
+    _one_line(capsys, main(["score", str(tmp_path / "c.yaml"), "--remove", "1"]), "unable to mmap")
