@@ -72,7 +72,13 @@ class RaceParams:
     growth:   each look multiplies the rows seen by this factor (default 2: looks at 4, 8, 16 ... rows).
     order_seed: the seed of the row order (the same for every searcher, so races share the cache).
     bound:    't' (Student-t, an approximation) or 'serfling' (distribution-free given ``range``).
-    range:    serfling: the width of an interval every per-row loss difference lies in."""
+    range:    serfling: the width of an interval every per-row loss difference lies in.
+    look_rows: a look's fixed cost (broker round trip, scheduling, a forward's launch) in rows of one
+              candidate (default 0: every look is taken). A look before the last is skipped, its rows
+              scored with the next look's, when the rows it could save, (survivors - keep) x the next
+              look's new rows, are fewer than ``look_rows`` (issue 40: on a fast scorer a look costs
+              more than the rows it can save). Skipping a look only removes comparisons, so the
+              bound's guarantee (alpha split over the schedule's looks) holds as it is."""
 
     delta: float = 0.05
     min_rows: int = 4
@@ -80,6 +86,7 @@ class RaceParams:
     order_seed: int = 0
     bound: str = "t"
     range: float | None = None
+    look_rows: float = 0.0
 
     def __post_init__(self):
         if not 0 < self.delta < 1:
@@ -90,6 +97,8 @@ class RaceParams:
             raise ValueError("race.growth must be > 1")
         if self.bound not in BOUNDS:
             raise ValueError(f"race.bound must be one of {', '.join(BOUNDS)}")
+        if not self.look_rows >= 0:
+            raise ValueError("race.look_rows must be >= 0 (a look's fixed cost in rows of one candidate)")
         if self.bound == "serfling" and not (self.range is not None and self.range > 0):
             raise ValueError("race.bound 'serfling' needs race.range > 0 (the width of the per-row loss differences)")
 
@@ -103,6 +112,13 @@ class RaceParams:
 
     def order(self, n_rows: int) -> np.ndarray:
         return np.random.default_rng([self.order_seed, n_rows]).permutation(n_rows)
+
+    def take(self, looks: Sequence[int], j: int, alive: int, keep: int) -> bool:
+        """Whether the look at ``looks[j]`` is taken with ``alive`` survivors: always the last, and
+        a look before it when the rows it could save pay for it (``look_rows``)."""
+        if j + 1 >= len(looks) or self.look_rows <= 0:
+            return True
+        return (alive - keep) * (looks[j + 1] - looks[j]) >= self.look_rows
 
 
 def race_params(value: Any, n_rows: int | None = None) -> RaceParams | None:
@@ -230,14 +246,18 @@ def simulate(
         alphas = [race_alpha(params.delta, keep, m, len(looks))] * (len(looks) - 1)
     if len(alphas) != len(looks) - 1:
         raise ValueError(f"simulate: {len(alphas)} alphas for {len(looks) - 1} looks before the last")
-    alive, cost, prev = np.ones((R, m), bool), np.zeros(R), 0
+    alive, cost = np.ones((R, m), bool), np.zeros(R)
+    seen = np.zeros(R, int)  # rows scored per race (a skipped look's rows go with the next look)
     for j, n in enumerate(looks):
-        cost += alive.sum(1) * (n - prev) / N
-        prev = n
+        take = np.array([params.take(looks, j, int(a), keep) for a in alive.sum(1)])
+        if not take.any():
+            continue
+        cost += np.where(take, alive.sum(1) * (n - seen) / N, 0.0)
+        seen = np.where(take, n, seen)
         a = float(alphas[j]) if j < len(alphas) else 1.0  # (the last look compares exactly: no alpha)
         if a > 0:  # a look given no alpha drops nothing
             W = confidently_worse(X[..., :n], N, a, params) & alive[:, None, :]
-            alive &= W.sum(-1) < keep
+            alive &= (W.sum(-1) < keep) | ~take[:, None]
     return alive, cost
 
 
@@ -258,7 +278,9 @@ def run_race(race: Race, evaluator: RowEvaluator, searcher: str) -> Outcome:
     value = [math.nan] * len(cands)
     cut: list[int] = []
     left, n = race.cost, 0
-    for nxt in looks:
+    for j, nxt in enumerate(looks):
+        if not p.take(looks, j, len(alive), keep):
+            continue  # its rows go with the next look's
         if race.cut is not None:  # the heuristic: afford this look and leave enough for `keep` to finish
             fit = max(1, int((left - keep * (N - nxt) / N) / ((nxt - n) / N) + 1e-9))
             if len(alive) > fit:

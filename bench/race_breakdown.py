@@ -1,0 +1,297 @@
+"""Where a raced evaluation's time goes (issue 40): exact and raced greedy through the real pool path
+(search loop -> PoolClient -> Broker -> scorer actor), timed part by part in the driver.
+
+  python bench/race_breakdown.py --sim 20,2,0.2,0.05 --k 6            # simulated scorers, ms per row
+  python bench/race_breakdown.py --real fp32,bf16 --k 1 --n-seq 64 --seq-len 64   # SmolLM2, C4
+
+Parts of a search's wall time (one scorer: nothing overlaps, so the parts add up):
+  scorer     the scorer's own seconds for the rows (raced) or candidates (exact) it computed: rows scored
+  transport  waiting on the pool beyond the scorer's seconds: broker round trips, Ray scheduling,
+             serialization of requests and answers (one broker call per look, one per exact candidate)
+  client     PoolClient beyond the wait: ledger rows, partial values (pool/blocks.py), Python
+  bound      the race's arithmetic (racing.confidently_worse)
+  looks      the rest of run_race: building each look's requests, bookkeeping
+  searcher   the rest: the searcher's ask/tell and the loop
+``--sim``: the same race driven by a stand-in scorer (no model) whose cost is ``call_ms`` per scorer
+call plus ``row_ms`` per row per candidate (a batched look of m survivors x n rows costs call_ms +
+m * n * row_ms, an exact candidate call_ms + N * row_ms), answering with the per-row losses exact
+greedy's path really has at C4 64 x 64 (docs/results/bench-race-64/step<t>.parquet, SmolLM2, fp32):
+every race drops what the live race dropped. ``--real``: SmolLM2 in that dtype (``bf16`` needs a
+CPU with native bf16 to be fast), ``--k`` greedy steps on C4 ``--n-seq`` x ``--seq-len``.
+Each search gets a fresh pool (no shared cache between them); exact and raced alternate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import json
+import os
+import tempfile
+import time
+from collections import defaultdict
+
+import benchenv  # noqa: F401  (the repository on sys.path, offline HF, ../shared/data as the data directory)
+import numpy as np
+import pyarrow.parquet as pq
+import ray
+
+from ghostsearch.config import load_config, protected_blocks
+from ghostsearch.pool.pool import PoolClient, start_pool
+from ghostsearch.rundir.ledger import Ledger
+from ghostsearch.search import Space, make_searcher, racing, run
+from ghostsearch.search import loop as loop_mod
+
+STEPS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "results", "bench-race-64")
+PARTS = ["scorer", "transport", "client", "bound", "looks", "searcher"]
+
+
+def stored_path(k: int) -> dict:
+    """removed set -> (value, row sums, row counts) for every candidate of exact greedy's first k steps
+    at C4 64 x 64 (docs/results/bench-race-64/step<t>.parquet)."""
+    table = {}
+    for t in range(1, k + 1):
+        for r in pq.read_table(os.path.join(STEPS, f"step{t}.parquet")).to_pylist():
+            table[tuple(sorted(r["removed"]))] = (r["value"], r["row_losses"], r["row_counts"])
+    return table
+
+
+def sim_class(table: dict, row_ms: float, call_ms: float):
+    """A stand-in ScorerActor: the stored per-row losses, at a set cost (sleeps: no CPU)."""
+
+    class SimScorer:
+        def __init__(self, cfg, threads: int, name: str):
+            self.name, self.node = name, ray.get_runtime_context().get_node_id()
+            self.n = len(next(iter(table.values()))[1])
+
+        def info(self) -> dict:
+            return {"name": self.name, "node": self.node, "pid": os.getpid(), "n_blocks": 30}
+
+        def _served(self, r):
+            from ghostsearch.pool.actors import Served
+
+            return Served(r, actor=self.name, node=self.node)
+
+        def score(self, spec, removed: tuple, fidelity: float, prefix):
+            from ghostsearch.scoring import Score
+
+            t0 = time.perf_counter()
+            time.sleep((call_ms + self.n * row_ms) / 1000)
+            value = table[tuple(sorted(removed))][0] if removed else 1.0
+            return self._served(Score(value=value, tokens=0, seconds=time.perf_counter() - t0, start=0))
+
+        def rows_many(self, spec, items: list, rows: tuple):
+            from ghostsearch.scoring import RowScore
+
+            t0 = time.perf_counter()
+            time.sleep((call_ms + len(items) * len(rows) * row_ms) / 1000)
+            out = []
+            for removed, _ in items:
+                _, sums, counts = table[tuple(sorted(removed))]
+                out.append((sums, counts))
+            dt = (time.perf_counter() - t0) / len(items)
+            return [
+                self._served(
+                    RowScore(sums=[s[r] for r in rows], counts=[c[r] for r in rows], tokens=0, seconds=dt, start=0)
+                )
+                for s, c in out
+            ]
+
+        def statistic(self, spec, name: str):
+            if name != "row_counts":
+                raise ValueError(f"SimScorer has no statistic {name!r}")
+            return list(next(iter(table.values()))[2])
+
+    return ray.remote(max_restarts=-1, max_task_retries=0)(SimScorer)
+
+
+class Timers:
+    """Seconds per part, accumulated by wrappers around the library's own functions (driver side)."""
+
+    def __init__(self):
+        self.t: dict[str, float] = defaultdict(float)
+        self.n: dict[str, int] = defaultdict(int)
+        self.depth = 0
+
+    def wrap(self, name: str, fn):
+        @functools.wraps(fn)
+        def timed(*a, **kw):
+            t0 = time.perf_counter()
+            try:
+                return fn(*a, **kw)
+            finally:
+                self.t[name] += time.perf_counter() - t0
+                self.n[name] += 1
+
+        return timed
+
+
+@contextlib.contextmanager
+def instrumented(tm: Timers):
+    """Wrap: the loop's run_race, racing.confidently_worse, PoolClient.rows/evaluate and the client's
+    waits on Ray (ray.get / ray.wait as pool.py calls them)."""
+    saved = [
+        (loop_mod, "run_race", loop_mod.run_race),
+        (racing, "confidently_worse", racing.confidently_worse),
+        (PoolClient, "rows", PoolClient.rows),
+        (PoolClient, "evaluate", PoolClient.evaluate),
+        (ray, "get", ray.get),
+        (ray, "wait", ray.wait),
+    ]
+    loop_mod.run_race = tm.wrap("run_race", loop_mod.run_race)
+    racing.confidently_worse = tm.wrap("bound", racing.confidently_worse)
+    PoolClient.rows = tm.wrap("client_rows", PoolClient.rows)  # type: ignore[method-assign]
+    PoolClient.evaluate = tm.wrap("client_evaluate", PoolClient.evaluate)  # type: ignore[method-assign]
+    ray.get = tm.wrap("wait", ray.get)
+    ray.wait = tm.wrap("wait", ray.wait)
+    try:
+        yield tm
+    finally:
+        for obj, name, fn in saved:
+            setattr(obj, name, fn)
+
+
+def one_search(cfg, k: int, raced: bool, actor_class=None, race: dict | None = None) -> dict:
+    """A fresh pool (warmed: objective prepared, row counts known), then greedy (exact or raced)
+    timed part by part."""
+    broker = start_pool(cfg, actor_class=actor_class) if actor_class else start_pool(cfg)
+    n_blocks = 30
+    space = Space(n_blocks, k, protected_blocks(cfg, n_blocks))
+    scorer_s = [0.0]
+    looks: list[tuple[int, int]] = []
+
+    def on_result(row):
+        if not row.cached and row.seconds is not None:
+            scorer_s[0] += row.seconds
+
+    with tempfile.TemporaryDirectory() as tmp:
+        client = PoolClient(
+            broker, cfg.objective_spec(), Ledger(tmp), "bench", 0, cfg.model, cfg.dtype, k=k, on_result=on_result
+        )
+        client.n_rows()  # warm: the objective prepared on the scorer, the row counts known
+        client.evaluate([], "warm")
+        ray.get(broker.evaluate.remote(cfg.objective_spec(), [], 1.0, None, "warm"))
+        searcher = make_searcher("greedy", space, params={"race": dict(race or {}) if raced else False})
+        tm = Timers()
+        inner_rows = PoolClient.rows
+
+        def rows_logged(self, requests, name):
+            looks.append((len(requests), len(requests[0].rows) if requests else 0))
+            return inner_rows(self, requests, name)
+
+        PoolClient.rows = rows_logged  # type: ignore[method-assign]
+        try:
+            with instrumented(tm):
+                t0 = time.perf_counter()
+                run(searcher, client)
+                wall = time.perf_counter() - t0
+        finally:
+            PoolClient.rows = inner_rows  # type: ignore[method-assign]
+        # one broker round trip with nothing to score (driver -> broker -> driver): the floor of a look
+        spec, reps = cfg.objective_spec(), 20
+        t1 = time.perf_counter()
+        for _ in range(reps):
+            ray.get(broker.rows.remote(spec, [], (0, 1), "probe"))
+        t_trip = (time.perf_counter() - t1) / reps
+    used = searcher.used
+    client_t = tm.t["client_rows"] + tm.t["client_evaluate"]
+    parts = {
+        "scorer": scorer_s[0],
+        "transport": max(0.0, tm.t["wait"] - scorer_s[0]),
+        "client": client_t - tm.t["wait"],
+        "bound": tm.t["bound"],
+        "looks": tm.t["run_race"] - tm.t["client_rows"] - tm.t["bound"],
+        "searcher": wall - client_t - (tm.t["run_race"] - tm.t["client_rows"]),
+    }
+    with contextlib.suppress(Exception):
+        from ghostsearch.pool.pool import release_pool
+
+        release_pool(broker)
+    return {
+        "raced": raced,
+        "wall": wall,
+        "used": used,
+        "set": list(searcher.result()[0] or []),
+        "value": searcher.result()[1],
+        "parts": parts,
+        "looks": len(looks),
+        "rows_scored": sum(m * n for m, n in looks),
+        "broker_calls": tm.n["wait"],
+        "round_trip_s": t_trip,
+    }
+
+
+def show(label: str, r: dict, exact: dict | None) -> str:
+    p, w = r["parts"], r["wall"]
+    per = w / max(r["used"], 1e-9)
+    cells = " | ".join(f"{p[x]:.2f} ({100 * p[x] / w:.0f}%)" for x in PARTS)
+    ratio = f"{w / exact['wall']:.2f}x" if exact else "-"
+    ev = f"{r['used'] / exact['used']:.2f}x" if exact else "-"
+    return (
+        f"| {label} | {'raced' if r['raced'] else 'exact'} | {r['used']:.1f} ({ev}) | {w:.2f} ({ratio}) | "
+        f"{per * 1000:.1f} | {cells} | {r['looks']} |"
+    )
+
+
+HEADER = (
+    "| scorer | greedy | evaluations (x exact) | wall s (x exact) | ms per evaluation | "
+    + " | ".join(f"{x} s (share)" for x in PARTS)
+    + " | looks |\n|"
+    + "---|" * (6 + len(PARTS))
+)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sim", default="", help="comma list of ms per row (stand-in scorer), e.g. 20,2,0.2,0.05")
+    ap.add_argument("--call-ms", type=float, default=2.0, help="--sim: fixed ms per scorer call (one forward)")
+    ap.add_argument("--real", default="", help="comma list of dtypes for SmolLM2: fp32,bf16")
+    ap.add_argument("--k", type=int, default=6)
+    ap.add_argument("--n-seq", type=int, default=64)
+    ap.add_argument("--seq-len", type=int, default=64)
+    ap.add_argument("--repeats", type=int, default=1, help="exact/raced pairs per configuration (alternating)")
+    ap.add_argument("--race", default="{}", help="race parameters (JSON) of the raced search; several separated by ';'")
+    ap.add_argument("--json", default=None, help="append every search's numbers to this JSONL file")
+    args = ap.parse_args()
+    base = [
+        f"calibration.n_seq={args.n_seq}",
+        f"calibration.seq_len={args.seq_len}",
+        "search.protected=[0,-1]",
+        "pool.actors=1",
+        "pool.threads=1",
+        "pool.dashboard=false",
+    ]
+    ray.init(address="local", include_dashboard=False, configure_logging=False, log_to_driver=False, num_cpus=2)
+    lines = []
+    try:
+        configs = []
+        if args.sim:
+            table = stored_path(args.k)
+            for ms in args.sim.split(","):
+                configs.append((f"sim {ms} ms/row + {args.call_ms:g} ms/call", ["dtype=fp32"], float(ms), table))
+        for dt in filter(None, args.real.split(",")):
+            configs.append((f"SmolLM2 {dt}", [f"dtype={dt}"], None, None))
+        for label, extra, row_ms, table in configs:
+            cfg = load_config(None, base + extra)
+            cls = sim_class(table, row_ms, args.call_ms) if table is not None else None
+            for rep in range(args.repeats):
+                exact = one_search(cfg, args.k, False, cls)
+                raced = [one_search(cfg, args.k, True, cls, json.loads(r)) for r in args.race.split(";")]
+                for r in [exact, *raced]:
+                    print(json.dumps({"config": label, "rep": rep, **r}), flush=True)
+                    if args.json:
+                        with open(args.json, "a") as f:
+                            f.write(json.dumps({"config": label, "rep": rep, "k": args.k, **r}) + "\n")
+                lines += [show(label, exact, None)] + [
+                    show(f"{label}, race {r}", x, exact) for r, x in zip(args.race.split(";"), raced)
+                ]
+                print("\n".join([HEADER] + lines), flush=True)
+    finally:
+        ray.shutdown()
+    print("\n".join([HEADER] + lines))
+
+
+if __name__ == "__main__":
+    np.set_printoptions(precision=3)
+    main()
