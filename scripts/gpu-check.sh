@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# One prepared check for a GPU machine; every step has its own timeout: at most 11.5 minutes on one GPU
-# (13 with two), inside the 15 minutes a lent device gives a session, start-up included; far less when
+# One prepared check for a GPU machine; every step has its own timeout: at most 13.5 minutes on one GPU
+# (15 with two), inside the 15 minutes a lent device gives a session, start-up included; far less when
 # every step passes quickly:
 #   1. the exactness tests (prefix-cached scoring == the physically pruned model; per-row losses)
 #      with device=cuda, in fp32 and bf16;
@@ -11,6 +11,9 @@
 #      when two GPUs are visible (tests/stack/test_placement.py with GHOSTSEARCH_TEST_DEVICE_MAP);
 #   5. plan --measure against a measured run: the planned wall time of a 1-actor greedy search on
 #      SmolLM2 (k=2, 16 x 256) next to the measured one (a ratio).
+#   6. what pruning buys (issue 36): bench/speed.py on CUDA, SmolLM2 in bf16, prefill and decode speed-up
+#      at k = 4, 8, 12 (unrepaired and Ghosted) against L / (L - k), peak memory by torch.cuda's
+#      allocator statistics (2 minutes at most).
 # Prints one summary at the end. Nothing here has run on a GPU yet: run it when a GPU is lent and
 # put its output in docs/benchmarks.md.
 #   ./scripts/gpu-check.sh [OUT_DIR]
@@ -51,6 +54,8 @@ fi
 PLAN_ARGS="configs/smollm2-quick.yaml device=cuda dtype=bf16 pool.actors=1 pool.gpus_per_actor=1 searcher=greedy k=2 calibration.n_seq=16 calibration.seq_len=256 compare.searchers=null"
 step plan-measure 150 "$PY" -m ghostsearch plan $PLAN_ARGS --measure --command search  # it runs probe cells now
 step plan-run 90 "$PY" -m ghostsearch search $PLAN_ARGS out="$OUT/plan-run"
+step speed 120 "$PY" bench/speed.py --device cuda --dtype bf16 --batch 1 16 --seq-len 512 --decode-tokens 64 \
+    --repeats 5 --out "$OUT/speed.json"
 "$PY" - "$OUT" <<'PYEOF' | tee -a "$OUT/summary.txt" > "$OUT/plan-vs-run.log"
 import json, re, sys
 out = sys.argv[1]
@@ -68,7 +73,7 @@ PYEOF
 {
     echo "--- summary ($(cat "$OUT/gpu.txt" 2>/dev/null))"
     for name in exactness-float32 exactness-bfloat16 bench-scoring search-2actors split-cuda-cpu split-2gpus \
-            plan-measure plan-run plan-vs-run; do
-        echo "$name: rc=${RC[$name]:-not run} $(grep -E 'passed|failed|speed-up|steps/s|same answer|DIFFERENT|total:|rate:|memory per actor|measured_wall|planned' "$OUT/$name.log" 2>/dev/null | tail -n 4 | tr '\n' ' ')"
+            plan-measure plan-run plan-vs-run speed; do
+        echo "$name: rc=${RC[$name]:-not run} $(grep -E 'passed|failed|speed-up|steps/s|same answer|DIFFERENT|total:|rate:|memory per actor|measured_wall|planned|^\\| k=|wall_s' "$OUT/$name.log" 2>/dev/null | tail -n 4 | tr '\n' ' ')"
     done
 } | tee -a "$OUT/summary.txt"
