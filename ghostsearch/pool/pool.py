@@ -104,6 +104,10 @@ def connect(address: str | None = None, dashboard: bool = True, num_cpus: int | 
     try:
         with loopback_only():
             ctx = ray.init(
+                # "local": a Ray of this run's own. Without it ray.init joins the newest Ray started on this
+                # machine by `ray start` (another user's, another run's cluster: "Found multiple active Ray
+                # instances ... Connecting to latest cluster"), so runs would share a Ray and its dashboard
+                address="local",
                 namespace=NAMESPACE,
                 include_dashboard=dashboard,
                 dashboard_host="127.0.0.1",
