@@ -1,0 +1,83 @@
+"""ghostsearch.target without a model: the plan's one-line refusals (before any model work), greedy's
+nested path read back from a ledger, and the last line's wording."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from ghostsearch.certify import certify_matrix
+from ghostsearch.config import load_config
+from ghostsearch.errors import GhostsearchError
+from ghostsearch.rundir.ledger import Ledger
+from ghostsearch.target import nested_path, plan, sentence
+
+
+def cfg(*over):
+    return load_config(None, ["target.quality.max_ratio=1.25", "eval.perplexity=[lambada]", *over])
+
+
+def test_plan_resolves_and_refuses_in_one_line():
+    p = plan(cfg("target.ks=[1,2,3]"), 30)
+    assert (p.metric, p.ks, p.looks, p.perplexity, p.method) == (
+        "ppl_lambada",
+        [1, 2, 3],
+        [100, 200, 400],
+        "lambada",
+        "ghosted",
+    )
+    assert p.delta == pytest.approx(math.log(1.25))
+    assert plan(cfg(), 30).ks == list(range(1, 16))  # auto: 1 .. half the blocks
+    for over, msg in [
+        (["target.speedup=1.5"], "target.speedup is not supported yet"),
+        (["eval.perplexity=[c4]"], "needs lambada in eval.perplexity"),
+        (["target.quality.metric=mean_acc"], "takes max_drop"),
+        (
+            [
+                "target.quality.metric=boolq_acc",
+                "target.quality.max_ratio=null",
+                "target.quality.max_drop=0.02",
+                "eval.tasks=[piqa]",
+            ],
+            "use ppl_<set>",
+        ),
+        (["target.ks=[1,30]"], "only 30 blocks may be removed"),
+    ]:
+        with pytest.raises(GhostsearchError, match=msg) as e:
+            plan(cfg(*over), 30)
+        assert "\n" not in str(e.value)
+    with pytest.raises(GhostsearchError, match="target.ks"):
+        cfg("target.ks=[2,1]")
+
+
+def test_nested_path_from_the_ledger(tmp_path):
+    """Greedy's step t+1 asks every free j added to the step-t answer: their intersection is it."""
+    ledger = Ledger(tmp_path)
+    cell, path = "greedy-perplexity-k3-s0", [(5,), (5, 9), (2, 5, 9)]
+    base = dict(cell=cell, searcher="greedy", objective="perplexity", objective_key="x", fidelity=1.0, cached=False)
+    prev: tuple[int, ...] = ()
+    for step in path:
+        for j in (1, 2, 3, 5, 9, 11):
+            if j not in prev:
+                s = sorted(prev + (j,))
+                ledger.append({**base, "removed": s, "k": len(s), "value": float(sum(s))})
+        prev = step
+    ledger.close()
+    assert nested_path(tmp_path, cell, (2, 5, 9)) == {1: [5], 2: [5, 9], 3: [2, 5, 9]}
+    with pytest.raises(GhostsearchError, match="does not hold greedy's step"):
+        nested_path(tmp_path, "greedy-perplexity-k4-s0", (1, 2, 5, 9))
+
+
+def test_the_last_line():
+    c = cfg("target.ks=[1,2,3]")
+    p = plan(c, 30)
+    rng = np.random.default_rng(0)
+    d = np.stack([rng.normal(m, 0.05, 400) for m in (0.02, 0.05, 0.5)])
+    cert = certify_matrix(d, p.looks, p.delta, 0.95)
+    cert = type(cert)(**{**cert.__dict__, "ks": cert.ks, "removed": [4], "certified_k": 2})
+    line = sentence(c, p, cert)
+    assert line.startswith("Certified: remove k=2 blocks [4] with ghosted; ppl_lambada ratio 1.05")
+    assert "<= target 1.25; k=3 failed (est 1.6" in line
+    assert line.endswith("P(true drop > target) <= 0.05, for this repair fit and these data.")
