@@ -104,7 +104,12 @@ def main() -> None:
     from ghostsearch.config import load_config, save_config
     from ghostsearch.dataplan import announce, plan
 
-    cfg = load_config(args.config, args.overrides)
+    items = str(PILOT / "eval_items.parquet")  # the pilot's per-item rows: Neyman SDs, and left out
+    if not Path(items).is_file():
+        raise SystemExit(f"study3: {items} is not there yet: run the pilot first (scripts/study3.sh does)")
+    pilot_items = ["eval.allocation=neyman", "eval.neyman_shrink=0.5", f"eval.neyman_from={items}"]
+    pilot_items.append(f"eval.exclude_from={items}")
+    cfg = load_config(args.config, pilot_items + args.overrides)
     sets = pilot_sets()
     n, sds, se = planned_n(cfg)
     cfg.eval.max_items, cfg.eval.looks = n, [n // 4, n // 2, n]
