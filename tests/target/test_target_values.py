@@ -1,0 +1,54 @@
+"""target's per-window NLLs on a tiny random Llama (loads in milliseconds): each window's value is
+that window's own mean per-token NLL whatever the micro-batching (the windows numbered by their
+position in the draw across micro-batches), the same with one window per batch, and kept: a second
+``Values`` on the same RUN_DIR computes nothing."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ghostsearch.config import load_config
+from ghostsearch.target import Values, eval_cfg, plan
+
+
+def values(tiny_model_dir, run_dir, batch: int) -> Values:
+    cfg = load_config(
+        None,
+        [
+            f"model={tiny_model_dir}",
+            "dtype=fp32",
+            "eval.perplexity=[lambada]",
+            "eval.ppl_seq_len=32",
+            f"eval.batch_size={batch}",
+            "target.quality.max_ratio=1.25",
+            "target.ks=[1]",
+            "target.recovery=none",
+        ],
+    )
+    p = plan(cfg, 6)
+    return Values(eval_cfg(cfg, p), p, run_dir, {1: [2]}, held_out=("lambada",), progress=False)
+
+
+def test_window_nlls_are_per_window_and_kept(tiny_model_dir, tmp_path):
+    v = values(tiny_model_dir, tmp_path / "a", batch=3)
+    v.ensure([0, 1], 7)  # 7 windows in micro-batches of 3, 3, 1
+    assert v.computed == 14 and len(v.values[0]) == len(v.values[1]) == 7
+    model, _ = v.model
+    windows = v.items(7)
+    with torch.no_grad():
+        for i in range(7):
+            ids = windows[i : i + 1]
+            logits = model(ids).logits[0, :-1].double()
+            ref = torch.nn.functional.cross_entropy(logits, ids[0, 1:]).item()
+            assert abs(v.values[0][i] - ref) < 1e-4, (i, v.values[0][i], ref)
+    one = values(tiny_model_dir, tmp_path / "b", batch=1)
+    one.ensure([0, 1], 7)
+    np.testing.assert_allclose(one.values[0], v.values[0], atol=1e-5)
+    np.testing.assert_allclose(one.values[1], v.values[1], atol=1e-5)
+    assert not np.allclose(v.values[0], v.values[1])  # block 2 removed changes every window
+    again = values(tiny_model_dir, tmp_path / "a", batch=3)
+    again.ensure([0, 1], 7)
+    assert again.computed == 0 and again.model is None and again.values == v.values
+    s = again.sample(1, 7)
+    np.testing.assert_allclose(s.diff, np.array(v.values[1]) - np.array(v.values[0]))
