@@ -52,3 +52,30 @@ def test_window_nlls_are_per_window_and_kept(tiny_model_dir, tmp_path):
     assert again.computed == 0 and again.model is None and again.values == v.values
     s = again.sample(1, 7)
     np.testing.assert_allclose(s.diff, np.array(v.values[1]) - np.array(v.values[0]))
+
+
+def test_accuracy_items_are_paired_0_1_with_their_tasks(tiny_model_dir, tmp_path):
+    """mean_acc: the run's item draw (RUN_DIR/items.parquet), each item 0/1 (lm-eval's acc) for the dense
+    and the pruned model, the tasks as strata; kept like the windows."""
+    cfg = load_config(
+        None,
+        [
+            f"model={tiny_model_dir}",
+            "dtype=fp32",
+            "eval.tasks=[arc_easy,piqa]",
+            "target.quality.metric=mean_acc",
+            "target.quality.max_drop=0.05",
+            "target.ks=[1]",
+            "target.looks=[4,8]",
+            "target.recovery=none",
+        ],
+    )
+    p = plan(cfg, 6)
+    v = Values(eval_cfg(cfg, p), p, tmp_path, {1: [2]}, held_out=(), progress=False)
+    s = v.sample(1, 8)
+    assert (tmp_path / "items.parquet").exists() and sorted(set(s.strata)) == ["arc_easy", "piqa"]
+    assert set(v.values[0]) <= {0.0, 1.0} and len(v.values[1]) == 8
+    np.testing.assert_allclose(s.diff, np.array(v.values[0]) - np.array(v.values[1]))
+    again = Values(eval_cfg(cfg, p), p, tmp_path, {1: [2]}, held_out=(), progress=False)
+    again.ensure([0, 1], 8)
+    assert again.computed == 0 and again.values == v.values
