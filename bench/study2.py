@@ -106,11 +106,11 @@ def cluster_diff(a_sums, b_sums, sizes, level: float = 0.95) -> dict:
     }
 
 
-def ppl_contrast(numbers: dict, left: str, right: str, redo: Path = REDO) -> dict | None:
+def ppl_contrast(numbers: dict, left: str, right: str, redo: Path | None = None) -> dict | None:
     """The WikiText-2 log-perplexity difference of two models, paired over windows: over each window
     (bench/study2_ppl.py's recomputation, when it covers both models) or else over the committed
     batch-position sums as clusters."""
-    wl, wr = (redone_windows(m, redo=redo) for m in (left, right))
+    wl, wr = (redone_windows(m, redo=redo) if redo is not None else None for m in (left, right))
     if wl and wr:
         return {**cluster_diff(wl, wr, [1] * len(wl)), "kind": "windows"}
     cl, cr = (numbers.get(m, {}).get("ppl_wikitext2_window_nll") for m in (left, right))
@@ -238,7 +238,7 @@ def report(run_dir: Path, keys: dict[str, str]) -> str:
             ppl = "not yet measured"
         rci = c.get("rci")
         rci_text = f"[{rci[0]:+.3f}, {rci[1]:+.3f}]" if rci and not any(map(math.isnan, rci)) else "-"
-        w = ppl_contrast(numbers, left, right)
+        w = ppl_contrast(numbers, left, right, run_dir / REDO.name)  # study 2's recomputation, if in run_dir
         if w is not None:  # log-perplexity difference, paired over the same windows
             over = (
                 f"{w['windows']} windows"
@@ -257,7 +257,7 @@ def report(run_dir: Path, keys: dict[str, str]) -> str:
     lines += [
         "",
         "Power achieved at a true difference of 0.03 (the last look's s.e. and the bound at the contrast's "
-        "level; pre-registered: 0.8 at s.e. 0.0086 and alpha/7): "
+        "level): "
         + ", ".join(
             f"{cid} {extra[f'{cid} {q}']['power_003']:.2f} (s.e. {by_name[f'{cid} {q}']['se']:.4f})"
             for cid, q, _, _ in CONTRASTS
