@@ -430,8 +430,10 @@ def target(cfg: Config, address: str | None = None, progress: bool = True) -> di
     t0 = time.monotonic()
     run = Run(ecfg, "target", cells(ecfg, p.ks), address=address, evaluate=True, repair=p.method != "none")
     with run:
+        res_path = run.dir / "result.json"
+        before = (json.loads(res_path.read_text()) if res_path.exists() else {}).get("target") or {}  # a rerun's
         removed, results = search_sets(ecfg, run, p.ks, progress)
-        run.finish(results)
+        run.finish(results)  # result.json rewritten: cells, data
         run.disconnect()  # the pool's CPUs free for the evaluation here
         values = Values(ecfg, p, run.dir, removed, run.data_plan.held_out, progress)
         looks_file = run.dir / "target" / "looks.json"
@@ -455,9 +457,6 @@ def target(cfg: Config, address: str | None = None, progress: bool = True) -> di
         else:
             statement = sentence(cfg, p, c)
         best = c.certified_k if p.params_k is None else p.params_k
-        res_path = run.dir / "result.json"
-        result = json.loads(res_path.read_text()) if res_path.exists() else {}
-        before = result.get("target") or {}
         speed: dict | str = "not measured: nothing certified"
         if (
             best
@@ -505,7 +504,7 @@ def target(cfg: Config, address: str | None = None, progress: bool = True) -> di
         }
         if p.params_k is not None:
             block["params"] = {"asked": cfg.target.params, "k": p.params_k, "total": total}
-        write_json_atomic(res_path, {**result, "target": block})
+        write_json_atomic(res_path, {**json.loads(res_path.read_text()), "target": block})
         write_text_atomic(run.dir / "report.md", report_md(cfg, p, block))
         return block
 
