@@ -111,7 +111,7 @@ def connect(address: str | None = None, dashboard: bool = True, num_cpus: int | 
                 namespace=NAMESPACE,
                 include_dashboard=dashboard,
                 dashboard_host="127.0.0.1",
-                dashboard_port=port or DASHBOARD_PORT,
+                dashboard_port=port or None,  # None: Ray's own choice (an explicit busy port is an error)
                 num_cpus=num_cpus,
                 log_to_driver=True,
                 configure_logging=False,
