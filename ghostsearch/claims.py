@@ -30,10 +30,32 @@ from ghostsearch.stats import spearman, spearman_ci
 ALPHA = stats.ALPHA  # family-wise error of a run's verdict rows (Holm)
 LEVEL = stats.LEVEL
 MIN_MODELS = 3  # no verdict on fewer distinct evaluated models
-SEARCH_INDEPENDENT = ("fastblock", "streamline", "lorp", "shortgpt")  # sets not chosen by the objective's search
-COMPLEX = ("ga", "bo", "cbo", "beam")
-SIMPLE = ("oneshot", "fastblock")
 SMALL_GAP = 0.03  # "1-3 percentage points", "marginal gains"
+
+
+def searcher_trait(name: str, trait: str, default=None):
+    """A trait of a row's searcher, read from its class (search/base.py ``Searcher``: ``objective_blind``,
+    ``cost_class``); ``default`` for a name no registry knows now (a plug-in of another process)."""
+    from ghostsearch.errors import GhostsearchError
+    from ghostsearch.search.base import get_searcher
+
+    try:
+        return getattr(get_searcher(name), trait)
+    except GhostsearchError:
+        return default
+
+
+def blind_by_design(name: str) -> bool:
+    """Its set is not chosen by searching the objective (``Searcher.objective_blind``); compare
+    ``objective_blind``, which finds such searchers in a run's rows."""
+    return bool(searcher_trait(name, "objective_blind", False))
+
+
+def cost_class(name: str) -> str | None:
+    """The searcher's group in the complex-vs-simple claim: "complex", "simple" or None (``Searcher.cost_class``)."""
+    return searcher_trait(name, "cost_class")
+
+
 NO_ITEMS = "no per-item data"
 NO_SPLIT = "too few items to cross-fit (every task needs 2 or more shared items)"
 
@@ -590,7 +612,7 @@ def objective_shapes_sets(rows: list[ComparisonRow], n_boot: int = 2000, seed: i
     for (k,), g in _groups(rows, "k").items():
         seen: dict[tuple, ComparisonRow] = {}
         for r in g:
-            if r.searcher not in SEARCH_INDEPENDENT:
+            if not blind_by_design(r.searcher):
                 seen.setdefault((r.objective, r.searcher, tuple(sorted(r.removed))), r)
         cells = list(seen.values())
         objs = sorted({r.objective for r in cells}, key=str)
@@ -883,8 +905,8 @@ def cost_of_search(
     out = []
     for (obj,), g in _groups(rows, "objective").items():
         by_cell = {r.cell: r for r in g}.values()
-        used_cx = sum(r.budget_used or 0.0 for r in by_cell if r.searcher in COMPLEX)
-        used_sm = sum(r.budget_used or 0.0 for r in by_cell if r.searcher in SIMPLE)
+        used_cx = sum(r.budget_used or 0.0 for r in by_cell if cost_class(r.searcher) == "complex")
+        used_sm = sum(r.budget_used or 0.0 for r in by_cell if cost_class(r.searcher) == "simple")
         out.append(
             ClaimRow(
                 claim=COST[0] + ": compute ratio",
@@ -900,8 +922,8 @@ def cost_of_search(
     for (obj, k, rec), g in _groups(rows, "objective", "k", "recovery").items():
         cond = _cond(objective=obj, k=k, recovery=rec)
         cells = _with_items(g, matrix)
-        cx = list(dict.fromkeys(r.eval_key for r in cells if r.searcher in COMPLEX))
-        sm = list(dict.fromkeys(r.eval_key for r in cells if r.searcher in SIMPLE))
+        cx = list(dict.fromkeys(r.eval_key for r in cells if cost_class(r.searcher) == "complex"))
+        sm = list(dict.fromkeys(r.eval_key for r in cells if cost_class(r.searcher) == "simple"))
         if matrix is None or not cx or not sm or not matrix.splittable():
             out.append(
                 _not_computed(

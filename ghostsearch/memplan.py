@@ -32,7 +32,6 @@ from ghostsearch.errors import GhostsearchError
 
 GiB = float(1 << 30)
 BYTES = {"float32": 4, "fp32": 4, "bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2}
-PREFIX_SEARCHERS = ("greedy", "beam")
 
 
 @dataclass
@@ -58,18 +57,35 @@ class Shape:
         return self.vocab * self.hidden
 
 
-def read_config(spec: str, trust_remote_code: bool = False):
-    """The model's config, no weights: a config JSON file, a directory holding config.json, or what
-    ``model=`` names (built-in, hub id, GGUF)."""
+# configs of hub models ghostsearch ships for ``plan`` (configs/models/<hub id>/config.json in a clone):
+# found for the id they describe, offline, before any hub is asked
+MODEL_CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "models"
+
+
+def shipped_config(spec: str) -> Path | None:
+    """The directory of the config shipped for hub id ``spec`` (``org/name``), or None: a local path,
+    a built-in name, or an id with no shipped config."""
+    if spec.startswith((".", "/", "~")) or spec.count("/") != 1 or Path(spec).expanduser().exists():
+        return None
+    d = MODEL_CONFIGS / spec
+    return d if (d / "config.json").is_file() else None
+
+
+def read_config(spec: str, trust_remote_code: bool = False, hub: bool = False):
+    """The model's config, no weights: a config JSON file, a directory holding config.json, the
+    config shipped in configs/models/ for a hub id (``shipped_config``; not with ``hub``), or what
+    ``model=`` names (built-in, hub id, GGUF): the hub is asked only for an id with no shipped config,
+    or with ``hub`` (``plan --model-config hub``)."""
     from transformers import AutoConfig
 
     p = Path(spec).expanduser()
+    shipped = None if hub else shipped_config(spec)
     try:
         if p.is_file() and p.suffix == ".json":
             d = json.loads(p.read_text())
             return AutoConfig.for_model(d.pop("model_type"), **d)
-        if p.is_dir():
-            return AutoConfig.from_pretrained(str(p), trust_remote_code=trust_remote_code)
+        if p.is_dir() or shipped is not None:
+            return AutoConfig.from_pretrained(str(shipped or p), trust_remote_code=trust_remote_code)
         from ghostsearch.data import offline
         from ghostsearch.models import model_path
 
@@ -81,7 +97,7 @@ def read_config(spec: str, trust_remote_code: bool = False):
     except Exception as e:  # noqa: BLE001  (a missing file, an offline hub, a bad JSON)
         raise GhostsearchError(
             f"cannot read the config of model {spec!r}: {str(e).splitlines()[0][:160]}; "
-            "give a model directory or its config.json (plan --model-config)"
+            "give a model directory or its config.json (plan --model-config), or add one to configs/models/"
         ) from None
 
 
@@ -187,12 +203,15 @@ def n_devices(cfg) -> int:
 
 
 def prefix_runs(cfg, searchers, ks) -> int:
-    """Prefix runs an actor may hold: greedy keeps each accepted prefix, beam width x that."""
+    """Prefix runs an actor may hold, as each searcher states it (``Searcher.prefix_runs``: greedy
+    keeps each accepted prefix, beam width x that; 0 for a searcher without a prefix)."""
+    from ghostsearch.search.base import get_searcher
+
     n = 0
     for s in searchers:
-        if s in PREFIX_SEARCHERS:
-            width = int((cfg.search.params.get("beam") or {}).get("width", 4)) if s == "beam" else 1
-            n = max(n, width * (max(ks) - 1))
+        cls = get_searcher(s)
+        params = {p: v for p, v in (cfg.search.params.get(s) or {}).items() if p != "budget"}
+        n = max(n, cls.prefix_runs(cls.parse_params(params), max(ks)))
     return min(n, cfg.cache.prefix_runs)
 
 

@@ -1,15 +1,18 @@
 """`ghostsearch plan`: what a run will cost, from the configs alone (no weights loaded).
 
-Per cell (searcher x objective x k x seed) and in total: evaluations (exact for greedy; the budget
-for ga, bo, cbo: greedy's cost under ``compare.budget: matched``, else ``search.budget`` or twice
-greedy's; an estimate for the others, whose cost depends on their answers), calibration tokens and
+Per cell (searcher x objective x k x seed) and in total: evaluations, as each searcher's class states
+them (``Searcher.expected_evaluations``: exact for greedy and the one-shot searchers; the budget for a
+budget-driven one such as ga, bo, cbo: greedy's cost under ``compare.budget: matched``, else
+``search.budget`` or twice greedy's; an estimate for the others, whose cost depends on their answers),
+calibration tokens and
 FLOPs per evaluation with prefix caching's expected saving, memory per actor against the device
 (ghostsearch/memplan.py), wall time and device-hours on the cluster the config names.
 
 FLOPs: 2 x parameters x tokens per block run and for the LM head (attention's T^2 term added).
 Blocks run per evaluation, with prefix caching (every candidate starts from the deepest cached
-state it shares): greedy and beam candidates R + {j} start at j, on average half the free depth;
-a random k-subset starts at its first removed block, on average L/(k+1). Rate: ``plan --measure``
+state it shares; ``Searcher.blocks_run``): a searcher with a prefix (greedy, beam: ``uses_prefix``)
+starts R + {j} at j, on average half the free depth; a random k-subset starts at its first removed
+block, on average L/(k+1). Rate: ``plan --measure``
 (a few block and head forwards at the run's dtype on this device), else ``pool.device_tflops``,
 else a stated default (CPU 0.05, CUDA 200 TFLOP/s: a planning guess, not a measurement).
 """
@@ -21,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ghostsearch.errors import GhostsearchError
-from ghostsearch.memplan import GiB, Shape, plan_memory, read_config, resolve_every, shape_of
+from ghostsearch.memplan import GiB, Shape, plan_memory, read_config, resolve_every, shape_of, shipped_config
 from ghostsearch.rundir.cell import CellSpec, grid_cells
 
 DEFAULT_TFLOPS = {"cpu": 0.05, "cuda": 200.0}
@@ -29,7 +32,6 @@ DEFAULT_TFLOPS = {"cpu": 0.05, "cuda": 200.0}
 # local Ray cluster's start with its actors, and reading weights (bytes per second)
 RAY_START_S = {"cpu": 12.0, "cuda": 20.0}
 LOAD_BYTES_PER_S = 0.5e9
-EXACT, BUDGET, ESTIMATE = "exact", "budget", "estimate"
 
 
 @dataclass
@@ -45,47 +47,39 @@ class Cell:
     flops: float
 
 
+def searcher_params(cfg, searcher: str) -> tuple[Any, float | None]:
+    """(the searcher's parsed Params, its own budget or None) from the config: what
+    ``runner.build_searcher`` gives it, before a run directory exists."""
+    from ghostsearch.search.base import get_searcher
+
+    params = dict(cfg.search.params.get(searcher) or {})
+    budget = params.pop("budget", None)
+    return get_searcher(searcher).parse_params(params), budget
+
+
 def evaluations(cfg, searcher: str, k: int, n_blocks: int, rows: int | None = None) -> tuple[float, str]:
-    """(evaluations, exact | budget | estimate) of one cell; ``rows``: the calibration rows, which
-    decide whether ``race: auto`` (the default) races greedy (then its exact cost is an upper bound).
-    Exact for greedy (not raced) and the deterministic one-shot searchers (oneshot, shortgpt,
-    streamline, lorp, fastblock: their count follows from the space alone)."""
+    """(evaluations, exact | budget | estimate) of one cell, as the searcher's class states it
+    (``Searcher.expected_evaluations``); ``rows``: the calibration rows, which decide whether
+    ``race: auto`` (the default) races greedy (then its exact cost is an upper bound). A budget-driven
+    searcher gets greedy's cost under ``compare.budget: matched``, else its own budget or
+    ``search.budget``."""
     from ghostsearch.config import protected_blocks
-    from ghostsearch.search.base import Space
-    from ghostsearch.search.common import default_search_budget, greedy_cost
-    from ghostsearch.search.racing import race_params
+    from ghostsearch.search.base import Space, get_searcher, greedy_cost
 
     space = Space(n_blocks, k, protected_blocks(cfg, n_blocks))
-    params = cfg.search.params.get(searcher) or {}
-    if searcher == "greedy":
-        raced = race_params(params.get("race", "auto"), rows) is not None
-        return float(greedy_cost(space)), BUDGET if raced else EXACT
-    if searcher in ("ga", "bo", "cbo"):
-        if cfg.compare.searchers and cfg.compare.budget == "matched":
-            return float(greedy_cost(space)), BUDGET
-        b = params.get("budget") or cfg.search.budget
-        return float(b if b else default_search_budget(space)), BUDGET
-    if searcher == "oneshot":  # every free single-block removal, then the top-k set (one of them when k = 1)
-        if (params.get("prior") or "removal") == "removal":
-            return float(len(space.free) + (1 if k > 1 else 0)), EXACT
-        return 1.0, EXACT
-    if searcher in ("shortgpt", "streamline", "lorp"):  # a statistic picks the set; it is scored once
-        return 1.0, EXACT
-    if searcher == "fastblock":  # the n_rescore best windows of k consecutive free blocks
-        from ghostsearch.search.fastblock import windows
-
-        return float(min(int(params.get("n_rescore", 4)), len(windows(space)))), EXACT
-    if searcher == "beam":
-        width = int(params.get("width", 4))
-        return float(width * greedy_cost(space)), ESTIMATE
-    return float(cfg.search.budget or greedy_cost(space)), ESTIMATE
+    cls = get_searcher(searcher)
+    params, budget = searcher_params(cfg, searcher)
+    budget = budget or cfg.search.budget
+    if cls.default_budget(space, params) is not None and cfg.compare.searchers and cfg.compare.budget == "matched":
+        budget = float(greedy_cost(space))
+    return cls.expected_evaluations(space, params, budget, rows)
 
 
 def blocks_run(searcher: str, k: int, n_blocks: int) -> float:
-    """Expected blocks one evaluation runs, prefix caching included."""
-    if searcher in ("greedy", "beam"):
-        return max(1.0, (n_blocks - k) / 2)
-    return max(1.0, n_blocks - n_blocks / (k + 1) - k)
+    """Expected blocks one evaluation runs, prefix caching included (``Searcher.blocks_run``)."""
+    from ghostsearch.search.base import get_searcher
+
+    return get_searcher(searcher).blocks_run(n_blocks, k)
 
 
 def flops_per_token_block(shape: Shape, T: int) -> float:
@@ -236,11 +230,14 @@ def distinct_sets(cfg, cells: list[CellSpec]) -> int:
     """Finalist sets a grid can give at most: one per cell, less LoRP's repeats (its set follows
     from the similarity of ``similarity_source``'s text, perplexity by default, not from the
     cell's objective: its cells that differ only in objective give one set, evaluated once)."""
+    from ghostsearch.search.base import get_searcher
+
     keys = set()
-    src = (cfg.search.params.get("lorp") or {}).get("similarity_source", "perplexity")
+    same = {
+        s: get_searcher(s).same_set_for_every_objective(searcher_params(cfg, s)[0]) for s in {c.searcher for c in cells}
+    }
     for c in cells:
-        same = c.searcher == "lorp" and src != "objective"
-        keys.add((c.searcher, "*" if same else c.objective, c.k, c.seed))
+        keys.add((c.searcher, "*" if same[c.searcher] else c.objective, c.k, c.seed))
     return len(keys)
 
 
@@ -531,7 +528,11 @@ def plan_run(
     measure_checks, measure_run, and for compare measure_report). ``command``: search or compare
     (default: command_of the config)."""
     command = command or command_of(cfg)
-    shape = shape_of(read_config(model_config or cfg.model, cfg.trust_remote_code))
+    hub = model_config == "hub"  # ask the hub for cfg.model's config, not the one shipped in configs/models/
+    model_config = None if hub else model_config
+    shipped = None if hub or model_config else shipped_config(cfg.model)
+    shape = shape_of(read_config(model_config or cfg.model, cfg.trust_remote_code, hub=hub))
+    shown = model_config or (f"{cfg.model} (configs/models/{cfg.model})" if shipped else cfg.model)
     L = shape.n_blocks
     gpa = cfg.pool.gpus_per_actor
     on_gpu = cfg.resolved_device().startswith("cuda")
@@ -646,7 +647,7 @@ def plan_run(
     if command == "compare" and "report" not in fixed:
         not_counted.append("report")
     return {
-        "model": model_config or cfg.model,
+        "model": shown,
         "shape": shape,
         "cells": cells,
         "memory": mem,

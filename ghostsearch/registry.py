@@ -18,13 +18,28 @@ T = TypeVar("T")
 
 
 class Registry(Generic[T]):
-    def __init__(self, kind: str, builtins: dict[str, str]):
+    """``base``: the class every registered class must subclass (checked on ``add`` and on the first
+    ``get`` of a built-in or of a ``"package.module:Class"`` name), so a plug-in that does not
+    subclass it is refused with one line, not found missing a method mid-run."""
+
+    def __init__(self, kind: str, builtins: dict[str, str], base: type | None = None):
         self.kind = kind
+        self.base = base
         self._paths = dict(builtins)  # name -> "module:attr" (imported on first use)
         self._loaded: dict[str, type[T]] = {}
 
+    def check(self, name: str, cls: object) -> None:
+        """Refuse what is not a subclass of ``base`` (one line naming both)."""
+        if self.base is not None and not (isinstance(cls, type) and issubclass(cls, self.base)):
+            what = cls.__name__ if isinstance(cls, type) else repr(cls)
+            raise GhostsearchError(
+                f"{self.kind} {name!r}: {what} is not a subclass of {self.base.__module__}.{self.base.__name__}; "
+                f"derive it from {self.base.__name__}"
+            )
+
     def add(self, name: str, cls: type[T]) -> type[T]:
         """Register a class under ``name`` (a user's plug-in); returns the class (usable as a decorator body)."""
+        self.check(name, cls)
         self._loaded[name] = cls
         return cls
 
@@ -51,6 +66,7 @@ class Registry(Generic[T]):
             cls = getattr(importlib.import_module(module), attr)
         except (ImportError, AttributeError) as e:
             raise GhostsearchError(f"{self.kind} {name!r}: cannot import {path} ({e}); check the module path") from None
+        self.check(name, cls)
         self._loaded[name] = cls
         return cls
 

@@ -20,7 +20,7 @@ import math
 import types as types_
 import typing
 from dataclasses import dataclass
-from typing import Any, ClassVar, Iterable, Protocol, Sequence
+from typing import Any, ClassVar, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
 from ghostsearch.errors import GhostsearchError
 from ghostsearch.registry import Registry
@@ -31,6 +31,16 @@ Removed = tuple[int, ...]
 def canonical(removed: Iterable[int]) -> Removed:
     """A removed set as ghostsearch stores it: a sorted tuple of unique 0-based block indices."""
     return tuple(sorted({int(i) for i in removed}))
+
+
+def greedy_cost(space: Space) -> int:
+    """Evaluations of SLEB-style greedy deletion: n + (n-1) + ... + (n-k+1) for n free blocks."""
+    n = len(space.free)
+    return sum(n - t for t in range(space.k))
+
+
+# how sure an expected evaluation count is (``Searcher.expected_evaluations``; ``ghostsearch plan`` prints it)
+EXACT, BUDGET, ESTIMATE = "exact", "budget", "estimate"
 
 
 def new_best(removed: Sequence[int], fidelity: float, value: float, k: int, best: float | None) -> bool:
@@ -132,6 +142,19 @@ class Oracle(Protocol):
         ...
 
 
+@runtime_checkable
+class SourcedOracle(Protocol):
+    """An oracle that holds the calibration data of more than one objective (the pool's client):
+    ``sources`` names the objectives it holds besides the cell's own, and ``statistic(name, source=)``
+    reads one of them (``None``: the cell's own). A searcher that wants another source's statistic
+    (lorp's ``similarity_source``) asks ``isinstance(oracle, SourcedOracle)``; a plain ``Oracle``
+    has one set of statistics."""
+
+    sources: Mapping[str, Any]
+
+    def statistic(self, name: str, source: str | None = None) -> Any: ...
+
+
 def _fields(cls) -> dict[str, dataclasses.Field]:
     return {f.name: f for f in dataclasses.fields(cls)}
 
@@ -197,6 +220,69 @@ class Searcher:
 
     name: ClassVar[str] = ""
     ends_by_itself: ClassVar[bool] = False  # True: ``done`` comes without a budget (a finite procedure)
+
+    # ---------- traits: what plan, memplan, claims and the test suites read of a searcher ----------
+    # (no module outside the searcher's own file names it to decide something; a new searcher
+    # states its own, or keeps these defaults)
+    uses_prefix: ClassVar[bool] = False
+    """Asks R + {j} with R's cached hidden states as ``Candidate.prefix`` (greedy, beam): an
+    evaluation then runs only the blocks from j on (``blocks_run``), and an actor keeps prefix runs
+    (``prefix_runs``)."""
+    objective_blind: ClassVar[bool] = False
+    """Its set is not found by searching the objective's values: a dense statistic picks it (shortgpt,
+    streamline, lorp) or a few statistic-ranked windows (fastblock). The claim "objectives shape the
+    removed set" leaves such searchers out."""
+    cost_class: ClassVar[str | None] = None
+    """The claim "complex searchers gain little over simple ones": ``"complex"`` (ga, bo, cbo, beam),
+    ``"simple"`` (oneshot, fastblock) or None (in neither group)."""
+
+    @classmethod
+    def expected_evaluations(
+        cls, space: Space, params: Any, budget: float | None = None, rows: int | None = None
+    ) -> tuple[float, str]:
+        """(evaluations, EXACT | BUDGET | ESTIMATE) one run of this searcher costs, before it runs
+        (``ghostsearch plan``). ``params``: parsed Params; ``budget``: the run's evaluation budget for
+        it (search.budget, search.params.<name>.budget, or greedy's cost under compare.budget:
+        matched), None when unset; ``rows``: the calibration rows (``race: auto`` races from 32).
+        Default: a budget-driven searcher (``default_budget``) spends its budget; one that ends by
+        itself costs about the budget, else greedy's cost (an estimate): override it when the count
+        follows from the space (the one-shot searchers: EXACT)."""
+        default = cls.default_budget(space, params)
+        if default is not None:
+            return float(budget or default), BUDGET
+        return float(budget or greedy_cost(space)), ESTIMATE
+
+    @classmethod
+    def blocks_run(cls, n_blocks: int, k: int) -> float:
+        """Expected blocks one evaluation runs, prefix caching included: a searcher with a prefix
+        (``uses_prefix``) starts R + {j} at j, on average half the free depth; a k-subset starts at its
+        first removed block (the deepest cached dense state before it), on average L/(k+1)."""
+        if cls.uses_prefix:
+            return max(1.0, (n_blocks - k) / 2)
+        return max(1.0, n_blocks - n_blocks / (k + 1) - k)
+
+    @classmethod
+    def prefix_runs(cls, params: Any, k: int) -> int:
+        """Prefix runs (the hidden states of an accepted set, cached) an actor may hold for one run of
+        this searcher at ``k`` (memplan); 0 without ``uses_prefix``."""
+        return 0
+
+    @classmethod
+    def same_set_for_every_objective(cls, params: Any) -> bool:
+        """True when this searcher's set does not depend on the cell's objective at all (lorp with
+        ``similarity_source: perplexity``: one set for every objective, evaluated once; plan counts
+        it once)."""
+        return False
+
+    @classmethod
+    def races(cls) -> bool:
+        """Whether it takes a ``race`` parameter (search/racing.py): ``race: true`` races its
+        candidates block by block; the conformance suite adds a ``NAME+race`` case for it."""
+        return any(f.name == "race" for f in dataclasses.fields(cls.Params))
+
+    conformance_variants: ClassVar[dict[str, dict]] = {}
+    """Extra parameter sets the conformance suite runs besides the defaults and ``+race``, by label
+    suffix (``{"+endgame": {"race": True, "endgame": 0.5}}`` gives the case ``ga+endgame``)."""
 
     @dataclass
     class Params:
@@ -349,6 +435,7 @@ SEARCHERS: Registry[Searcher] = Registry(
         "streamline": "ghostsearch.search.fastblock:Streamline",
         "lorp": "ghostsearch.search.lorp:LoRP",
     },
+    base=Searcher,
 )
 
 

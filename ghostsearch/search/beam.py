@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
-from ghostsearch.search.base import Candidate, Removed, Space, canonical
+from ghostsearch.search.base import BUDGET, ESTIMATE, EXACT, Candidate, Removed, Space, canonical, greedy_cost
 from ghostsearch.search.common import Memo, require_ints
 from ghostsearch.search.racing import Race, race_params, rank
 
@@ -21,6 +21,8 @@ class Beam(Memo):
 
     name = "beam"
     ends_by_itself = True  # k rounds of width-limited expansion
+    uses_prefix = True  # R + {j} starts from R's cached hidden states
+    cost_class: ClassVar[str | None] = "complex"
 
     @dataclass
     class Params:
@@ -40,6 +42,16 @@ class Beam(Memo):
         """The most the k steps can cost (dedup only lowers it)."""
         n, B = len(space.free), cls.width_of(params)
         return sum(min(min(B, math.comb(n, t)) * (n - t), math.comb(n, t + 1)) for t in range(space.k))
+
+    @classmethod
+    def expected_evaluations(cls, space, params, budget=None, rows=None) -> tuple[float, str]:
+        """width x greedy's cost, an estimate (dedup and early ties lower it)."""
+        return float(cls.width_of(params) * greedy_cost(space)), ESTIMATE
+
+    @classmethod
+    def prefix_runs(cls, params: Any, k: int) -> int:
+        """Each kept set's accepted prefix: width x (k - 1)."""
+        return cls.width_of(params) * (k - 1)
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -67,6 +79,7 @@ class Greedy(Beam):
     """SLEB-style iterative deletion: each step removes the block whose removal scores best."""
 
     name = "greedy"
+    cost_class = None  # the reference, in neither group
 
     @dataclass
     class Params:  # greedy is beam search of width 1
@@ -74,3 +87,9 @@ class Greedy(Beam):
 
         def __post_init__(self):
             race_params(self.race)
+
+    @classmethod
+    def expected_evaluations(cls, space, params, budget=None, rows=None) -> tuple[float, str]:
+        """greedy_cost exactly; raced (``race: auto`` from 32 rows), at most that."""
+        raced = race_params(params.race, rows) is not None
+        return float(greedy_cost(space)), BUDGET if raced else EXACT

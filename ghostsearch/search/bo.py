@@ -42,6 +42,7 @@ class BO(ModelBased):
     estimate on the rows it saw); local moves start from the best full-fidelity trial."""
 
     name = "bo"
+    conformance_variants = {"-batch1": {"race": False, "batch": 1}}  # one proposal per ask (the conformance suite)
 
     @classmethod
     def run_params(cls, params: dict, run_dir, cell: str) -> dict:

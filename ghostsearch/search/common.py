@@ -5,19 +5,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Sequence
+from typing import Any, ClassVar, Sequence
 
 import numpy as np
 
 from ghostsearch.errors import GhostsearchError
-from ghostsearch.search.base import Budget, Candidate, Removed, Searcher, Space, canonical
+from ghostsearch.search.base import Budget, Candidate, Removed, Searcher, Space, canonical, greedy_cost
 from ghostsearch.search.racing import Race, RaceParams, race_params
 
-
-def greedy_cost(space: Space) -> int:
-    """Evaluations of SLEB-style greedy deletion: n + (n-1) + ... + (n-k+1) for n free blocks."""
-    n = len(space.free)
-    return sum(n - t for t in range(space.k))
+__all__ = ["greedy_cost"]  # written in base.py (the default expected_evaluations reads it); importable here as before
 
 
 def default_search_budget(space: Space) -> float:
@@ -154,6 +150,8 @@ class ModelBased(Prior):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.warm: list[Removed] = []
+
+    cost_class: ClassVar[str | None] = "complex"
 
     @classmethod
     def default_budget(cls, space: Space, params: Any) -> float:

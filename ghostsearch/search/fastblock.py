@@ -4,11 +4,12 @@ the best few re-scored for real. streamline: the single best window (no re-scori
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 
 from ghostsearch.errors import GhostsearchError
-from ghostsearch.search.base import Candidate, Removed, Space
+from ghostsearch.search.base import EXACT, Candidate, Removed, Space
 from ghostsearch.search.common import Memo, require_ints, statistic
 
 
@@ -26,6 +27,8 @@ class FastBlock(Memo):
 
     name = "fastblock"
     ends_by_itself = True  # n_rescore windows
+    objective_blind = True  # the windows are ranked by a statistic; the objective only re-scores the few best
+    cost_class: ClassVar[str | None] = "simple"
 
     @dataclass
     class Params:
@@ -33,6 +36,11 @@ class FastBlock(Memo):
 
         def __post_init__(self):
             require_ints(self, "n_rescore")
+
+    @classmethod
+    def expected_evaluations(cls, space: Space, params: Any, budget=None, rows=None) -> tuple[float, str]:
+        """The n_rescore best windows of k consecutive free blocks (every window when fewer)."""
+        return float(min(int(getattr(params, "n_rescore", 1)), len(windows(space)))), EXACT
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -66,6 +74,7 @@ class Streamline(FastBlock):
     states are the most similar (cosine), i.e. fast-block-select without re-scoring."""
 
     name = "streamline"
+    cost_class = None
 
     @dataclass
     class Params:  # no parameters: one window, the most similar

@@ -80,6 +80,10 @@ class GA(ModelBased):
     neighbour left (a local optimum), breeding resumes."""
 
     name = "ga"
+    conformance_variants = {  # tests/search/test_search_conformance.py runs these besides ga and ga+race
+        "+endgame": {"race": True, "endgame": 0.5},
+        "+endgame-exact": {"race": False, "endgame": 0.5},
+    }
 
     @dataclass
     class Params:

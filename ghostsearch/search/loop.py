@@ -89,7 +89,10 @@ def run(
         if not cands:
             if searcher.done:
                 break
-            raise RuntimeError(f"searcher {searcher.name} asked nothing but is not done")
+            raise GhostsearchError(
+                f"searcher '{searcher.name}' asked nothing but is not done; its ask must return a candidate "
+                "(or a race) until done is true"
+            )
         searcher.check_fresh(cands)  # never the same set twice
         cost = raced.cost if raced is not None else sum(c.fidelity for c in cands)
         if cost > searcher.budget_left + 1e-9:

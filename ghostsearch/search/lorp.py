@@ -8,14 +8,14 @@ reads it from the cell's own calibration data instead (e.g. Commonsense items fo
 
 from __future__ import annotations
 
-import inspect
 import warnings
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from ghostsearch.errors import GhostsearchError
-from ghostsearch.search.base import Candidate, Removed, canonical
+from ghostsearch.search.base import EXACT, Candidate, Removed, SourcedOracle, Space, canonical
 from ghostsearch.search.common import Memo, require_ints, statistic
 
 SOURCES = ("perplexity", "objective")
@@ -91,6 +91,7 @@ class LoRP(Memo):
 
     name = "lorp"
     ends_by_itself = True  # one allocation
+    objective_blind = True  # the similarity of block inputs picks the set
 
     @dataclass
     class Params:
@@ -101,6 +102,16 @@ class LoRP(Memo):
             require_ints(self, "n_clusters")
             if self.similarity_source not in SOURCES:
                 raise ValueError(f"similarity_source must be one of: {', '.join(SOURCES)}")
+
+    @classmethod
+    def expected_evaluations(cls, space: Space, params: Any, budget=None, rows=None) -> tuple[float, str]:
+        """Its one allocation, scored once."""
+        return 1.0, EXACT
+
+    @classmethod
+    def same_set_for_every_objective(cls, params: Any) -> bool:
+        """S from a fixed source (perplexity's text by default), not the cell's objective: one set."""
+        return params.similarity_source != "objective"
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -124,12 +135,11 @@ class LoRP(Memo):
         self.choice = allocate(S, self.labels, self.eligible, self.space.k)
 
     def similarity(self):
-        """S from ``similarity_source``. An oracle whose ``statistic`` takes no ``source`` (the
-        ``Oracle`` protocol's minimum: in-process evaluators with one set of statistics) is read as
-        it is (``similarity_from = 'oracle'``); the pool's client takes one."""
+        """S from ``similarity_source``. A plain ``Oracle`` (in-process evaluators with one set of
+        statistics) is read as it is (``similarity_from = 'oracle'``); a ``SourcedOracle`` (the pool's
+        client) is asked for the source's."""
         src = self.params.similarity_source
-        sourced = self.oracle is not None and "source" in inspect.signature(self.oracle.statistic).parameters
-        if src == "objective" or not sourced:
+        if src == "objective" or not isinstance(self.oracle, SourcedOracle):
             self.similarity_from = "objective" if src == "objective" else "oracle"
             return statistic(self, "similarity")
         self.similarity_from = src

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
-from ghostsearch.search.base import Candidate
+from ghostsearch.search.base import EXACT, Candidate, Space
 from ghostsearch.search.common import Prior
 
 
@@ -18,10 +19,17 @@ class OneShot(Prior):
 
     name = "oneshot"
     ends_by_itself = True  # the prior, then one k-set
+    cost_class: ClassVar[str | None] = "simple"
 
     @dataclass
     class Params:
         prior: str = "removal"  # 'removal' | 'block_influence'
+
+    @classmethod
+    def expected_evaluations(cls, space: Space, params: Any, budget=None, rows=None) -> tuple[float, str]:
+        """Every free single-block removal, then the top-k set (one of them when k = 1); with Block
+        Influence, the top-k set alone."""
+        return float(cls.min_budget(space, params)), EXACT
 
     def ask(self) -> list[Candidate]:
         return self.singles() or [Candidate(self.prior_topk())]
@@ -36,6 +44,8 @@ class ShortGPT(OneShot):
 
     name = "shortgpt"
     default_prior = "block_influence"
+    objective_blind = True  # Block Influence picks the set
+    cost_class = None
 
     @dataclass
     class Params:  # no parameters: the prior is always Block Influence

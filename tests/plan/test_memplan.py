@@ -15,15 +15,19 @@ from ghostsearch.config import load_config
 from ghostsearch.errors import GhostsearchError
 from ghostsearch.memplan import check_fit, plan_memory, read_config, shape_of
 
-MODELS = Path(__file__).parent / "models"
 ROOT = Path(__file__).resolve().parents[2]
+MODELS = {  # the model configs plan ships (configs/models/<hub id>/config.json)
+    "llama-3.1-8b": ROOT / "configs/models/meta-llama/Llama-3.1-8B",
+    "llama-3.1-70b": ROOT / "configs/models/meta-llama/Llama-3.1-70B",
+    "gemma-3-270m": ROOT / "configs/models/google/gemma-3-270m",
+}
 
 
 def _cfg(model: str, *over: str):
     return load_config(
         None,
         [
-            f"model={MODELS / model}",
+            f"model={MODELS[model]}",
             "dtype=bf16",
             "device=cuda",
             "pool.device_memory_gib=80",
@@ -49,7 +53,7 @@ def _hand_params(V, C, L, heads, kv, inter):
     ],
 )
 def test_llama_weights_and_cache_by_hand(model, dims, published):
-    shape = shape_of(read_config(str(MODELS / model)))
+    shape = shape_of(read_config(str(MODELS[model])))
     n = _hand_params(*dims)
     assert shape.params == n
     assert abs(n - published) / published < 0.001
@@ -67,7 +71,7 @@ def test_llama_weights_and_cache_by_hand(model, dims, published):
 
 
 def test_split_puts_the_weights_on_every_device():
-    shape = shape_of(read_config(str(MODELS / "llama-3.1-70b")))
+    shape = shape_of(read_config(str(MODELS["llama-3.1-70b"])))
     one = plan_memory(_cfg("llama-3.1-70b", "cache.every=4"), shape)
     four = plan_memory(_cfg("llama-3.1-70b", "cache.every=4", "pool.gpus_per_actor=4"), shape)
     assert not one.fits and four.fits
@@ -76,7 +80,7 @@ def test_split_puts_the_weights_on_every_device():
 
 
 def test_a_run_that_cannot_fit_is_one_line_naming_the_numbers_and_fixes():
-    shape = shape_of(read_config(str(MODELS / "llama-3.1-70b")))
+    shape = shape_of(read_config(str(MODELS["llama-3.1-70b"])))
     with pytest.raises(GhostsearchError) as e:
         check_fit(_cfg("llama-3.1-70b"), shape)
     msg = str(e.value)
@@ -86,7 +90,7 @@ def test_a_run_that_cannot_fit_is_one_line_naming_the_numbers_and_fixes():
 
 
 def test_cache_every_auto_is_the_densest_that_fits():
-    shape = shape_of(read_config(str(MODELS / "llama-3.1-8b")))
+    shape = shape_of(read_config(str(MODELS["llama-3.1-8b"])))
     # weights ~15 GiB; every boundary (33 x 0.5 GiB) does not fit 32 GiB, every fourth does
     cfg = _cfg("llama-3.1-8b", "cache.every=auto", "pool.device_memory_gib=32")
     every = check_fit(cfg, shape)
@@ -145,7 +149,7 @@ def test_gemma3_270m_shape_peak_within_20_percent_of_measured(tmp_path, smollm2_
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    config = read_config(str(MODELS / "gemma-3-270m"))
+    config = read_config(str(MODELS["gemma-3-270m"]))
     torch.manual_seed(0)
     AutoModelForCausalLM.from_config(config, dtype=torch.float32).save_pretrained(tmp_path, safe_serialization=True)
     AutoTokenizer.from_pretrained(smollm2_tokenizer_dir).save_pretrained(tmp_path)

@@ -13,8 +13,8 @@ from ghostsearch.config import load_config
 from ghostsearch.plan import evaluations
 
 ROOT = Path(__file__).resolve().parents[2]
-M70 = str(ROOT / "tests/plan/models/llama-3.1-70b")
-M8 = str(ROOT / "tests/plan/models/llama-3.1-8b")
+M70 = str(ROOT / "configs/models/meta-llama/Llama-3.1-70B")
+M8 = str(ROOT / "configs/models/meta-llama/Llama-3.1-8B")
 
 
 def test_evaluations_by_hand():

@@ -58,6 +58,7 @@ class SourcedOracle:
 
     def __init__(self, by_source: dict):
         self.by_source, self.asked = by_source, []
+        self.sources = {s: None for s in by_source if s is not None}  # a SourcedOracle: the sources it holds
 
     def statistic(self, name: str, source: str | None = None):
         self.asked.append((name, source))

@@ -6,11 +6,12 @@ separate heuristic, counted)."""
 from __future__ import annotations
 
 import math
+from dataclasses import fields
 
 import numpy as np
 import pytest
 
-from ghostsearch.search import Budget, Candidate, Race, RaceParams, Space, loop, make_searcher, run
+from ghostsearch.search import SEARCHERS, Budget, Candidate, Race, RaceParams, Space, loop, make_searcher, run
 from ghostsearch.search.racing import AUTO_ROWS, race_alpha, race_params, run_race, simulate
 
 RACES, M, DELTA = 2000, 4, 0.05
@@ -111,7 +112,7 @@ def test_no_drop_without_the_bound():
     assert sum(c.fidelity for c in cut.told) <= 4.0 + 1e-9
 
 
-@pytest.mark.parametrize("name", ["greedy", "beam", "ga", "bo", "cbo"])
+@pytest.mark.parametrize("name", [n for n in SEARCHERS.names() if SEARCHERS.get(n).races()])
 def test_searchers_ask_races_they_can_afford(name, monkeypatch):
     """Every race a searcher asks costs at most the budget it has left, names no ``cut``, and drops
     nothing but what the bound drops (nothing is cut)."""
@@ -126,7 +127,8 @@ def test_searchers_ask_races_they_can_afford(name, monkeypatch):
 
     monkeypatch.setattr(loop, "run_race", spy)
     space = Space(12, 3, frozenset({0, 11}))
-    params = {"race": True, **({"sampler": "tpe"} if name == "bo" else {})}  # GP bo: minutes of CPU
+    quick = {"sampler": "tpe"} if "sampler" in {f.name for f in fields(SEARCHERS.get(name).Params)} else {}
+    params = {"race": True, **quick}  # GP bo: minutes of CPU
     probe = make_searcher(name, space, params=params)
     budget = Budget(evaluations=probe.min_budget(space, probe.params) + 5)
     s = run(make_searcher(name, space, budget=budget, params=params), syn.evaluator(rows=32))

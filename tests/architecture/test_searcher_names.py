@@ -1,0 +1,106 @@
+"""No module decides something by a searcher's name (issue 39): a searcher's traits live on its class
+(``Searcher.uses_prefix``, ``objective_blind``, ``cost_class``, ``expected_evaluations``,
+``blocks_run``, ``prefix_runs``, ``same_set_for_every_objective``, ``races``,
+``conformance_variants``), so a new searcher is one file plus its registry line and plan, memplan,
+claims and the suites that cover every searcher pick it up.
+
+Checked from the source with ``ast``: outside a searcher's own module (and the registry's table), no
+comparison with a searcher's name (``s == "greedy"``, ``s in ("ga", "bo")``), no literal tuple, list,
+set or dict keys of two or more searcher names (a hand-kept list), and no ``.get("beam")`` or
+``x["lorp"]`` lookup by one. The package is checked whole. Of the tests, the suites that cover every
+searcher (``SUITES``) are checked for switches (comparisons) and plain name lists; a table of
+parameters by searcher (a case's data, e.g. a quicker sampler) is allowed there, and other tests
+name searchers as the data of a particular case, which is fine."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+from ghostsearch.search import SEARCHERS
+
+ROOT = Path(__file__).resolve().parents[2]
+SUITES = [
+    "tests/search/test_search_conformance.py",
+    "tests/search/test_smollm2_searchers.py",
+    "tests/search/test_racing_bound.py",
+    "tests/compare/test_budgets.py",
+]
+
+
+def names_in(node: ast.AST, names: set[str]) -> list[str]:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names:
+        return [node.value]
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return [n for e in node.elts for n in names_in(e, names)]
+    return []
+
+
+def decisions(tree: ast.AST, names: set[str], suite: bool = False) -> list[tuple[int, list[str]]]:
+    """(line, searcher names) of every place that decides by a searcher's name (module docstring above);
+    ``suite``: a test suite's rules (comparisons and lists made of names only)."""
+    skip = {  # the registry's own table: Registry("searcher", {...})
+        id(a)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "Registry"
+        for a in n.args
+    }
+    out = []
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        hits: list[str] = []
+        if isinstance(node, ast.Compare):
+            hits = [n for c in (node.left, *node.comparators) for n in names_in(c, names)]
+        elif isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            pure = not suite or all(isinstance(e, ast.Constant) and e.value in names for e in node.elts)
+            hits = names_in(node, names) if pure and len(names_in(node, names)) >= 2 else []
+        elif suite:
+            continue
+        elif isinstance(node, ast.Dict):
+            keys = [n for k in node.keys if k is not None for n in names_in(k, names)]
+            hits = keys if len(keys) >= 2 else []
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("get", "pop"):
+            hits = names_in(node.args[0], names) if node.args else []
+        elif isinstance(node, ast.Subscript):
+            hits = names_in(node.slice, names)
+        if hits:
+            out.append((node.lineno, hits))
+    return out
+
+
+def own_module(name: str) -> Path:
+    return Path(sys.modules[SEARCHERS.get(name).__module__].__file__).resolve()
+
+
+def test_no_module_or_suite_decides_by_a_searcher_name():
+    names = set(SEARCHERS.names())
+    own = {own_module(n): n for n in names}
+    files = sorted((ROOT / "ghostsearch").rglob("*.py")) + [ROOT / s for s in SUITES]
+    bad = []
+    for path in files:
+        suite = path.is_relative_to(ROOT / "tests")
+        for line, hits in decisions(ast.parse(path.read_text()), names, suite):
+            if set(hits) - {own.get(path.resolve())}:
+                bad.append(f"{path.relative_to(ROOT)}:{line}: {sorted(set(hits))}")
+    assert bad == [], "decide by a trait on the searcher's class (search/base.py Searcher), not by its name"
+
+
+def test_the_check_finds_a_switch_on_names():
+    """The check can fail: the switches plan.py, memplan.py and claims.py held before (issue 39)."""
+    names = set(SEARCHERS.names())
+    before = """
+SEARCH_INDEPENDENT = ("fastblock", "streamline", "lorp")
+def blocks_run(searcher, k, n):
+    if searcher in ("greedy", "beam"):
+        return n / 2
+    width = int((params.get("beam") or {}).get("width", 4)) if searcher == "beam" else 1
+    return {"ga": 40, "bo": 40}.get(searcher)
+"""
+    found = decisions(ast.parse(before), names)
+    assert sorted(line for line, _ in found) == [2, 4, 4, 6, 6, 7]
+    ok = 'SEARCHERS = Registry("searcher", {"ga": "m:GA", "bo": "m:BO"})\nPROBE = "shortgpt"\n'
+    assert decisions(ast.parse(ok), names) == []
+    suite = 'PARAMS = {"beam": {"width": 2}, "bo": {}}\nfor n in ("ga", "bo"): pass\nif n == "bo": pass\n'
+    assert sorted(line for line, _ in decisions(ast.parse(suite), names, suite=True)) == [2, 3]
