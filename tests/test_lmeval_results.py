@@ -26,7 +26,7 @@ def test_eval_writes_lm_eval_results(tiny_model_dir, data_dir, tmp_path, capsys)
             }
         )
     )
-    assert main(["-q", "eval", str(cfg), "--remove", "1,2", "--out", str(tmp_path / "e.parquet")]) == 0
+    assert main(["-q", "eval", str(cfg), "--remove", "1,2", "--json", "--out", str(tmp_path / "e.parquet")]) == 0
     row = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     files = [str(p) for p in (tmp_path / "lm_eval").rglob("*.json")]
     latest = get_latest_filename(get_results_filenames(files))

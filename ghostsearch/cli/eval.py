@@ -31,6 +31,9 @@ def add(sub) -> None:
     sp.add_argument("--tasks", default=None, help="comma-separated zero-shot tasks ('' = none; default eval.tasks)")
     sp.add_argument("--recovery", default="none", choices=RECOVERY.names(), help="repair before evaluating")
     sp.add_argument("--out", default=None, help="Parquet file (default: RUN_DIR/eval.parquet; none otherwise)")
+    sp.add_argument(
+        "--json", action="store_true", help="print one JSON line per row (the Parquet's rows) instead of the table"
+    )
 
 
 def target(args):
@@ -139,8 +142,9 @@ def run(args) -> None:
     check_outputs(args, cfg, jobs, out)
     from ghostsearch.dataplan import announce, export_plan, plan
 
+    repairs = repairs_of(args, jobs)
     if jobs is not None:  # a run's (or config's) calibration data is held out of what is evaluated
-        data_plan = plan(cfg, [cfg.objective], evaluate=True, repair=args.recovery != "none")
+        data_plan = plan(cfg, [cfg.objective], evaluate=True, repair=bool(repairs))
     else:  # an export: the data its recovery.json says the repair (and the search) read
         data_plan = export_plan(cfg, export_data(Path(args.target)))
     announce(data_plan)
@@ -165,7 +169,10 @@ def run(args) -> None:
         )
         if lm_dir is not None:
             lmeval_results.write(lm_dir, raw, Path(args.target).name)
-        print_json(rows[-1])
+        if args.json:
+            print_json(rows[-1])
+        else:
+            print_export_row(rows[-1])
     else:  # every removed set in one pass over the dense prefix cache (evaluate_finalist_specs)
         from ghostsearch.compare import finalist_numbers
         from ghostsearch.evaluate import evaluate_finalist_specs
@@ -175,25 +182,131 @@ def run(args) -> None:
         model, tok = load_configured(cfg)
         n_blocks = Stack(model).n_blocks
         sets = [list(check_removed(removed, n_blocks)) for _, removed, _ in jobs]
-        specs = list(dict.fromkeys((tuple(r), args.recovery) for r in sets))  # each distinct set once
+        # the dense model, each distinct set without repair, and every repair (--recovery, recover's)
+        specs = list(
+            dict.fromkeys(
+                [((), "none")]
+                + [(tuple(r), "none") for r in sets]
+                + [(tuple(r), m) for r in sets for m in repairs.get(tuple(r), [])]
+            )
+        )
         results, items = evaluate_finalist_specs(
             model, tok, cfg, [(list(r), m) for r, m in specs], held_out, progress=progress_enabled()
         )
-        by_set = {r: res for (r, _), res in zip(specs, results)}
-        for (cell, _, value), removed in zip(jobs, sets):
-            res = finalist_numbers(cfg, lm_dir, removed, args.recovery, by_set[tuple(removed)])
-            rows.append(
-                {
-                    "cell": cell,
-                    "removed": removed,
-                    "value": value,
-                    "recovery": args.recovery,
-                    "held_out": ",".join(held_out),
-                    **res.to_dict(),
-                }
-            )
-            print_json(rows[-1])
+        by_spec = {spec: res for spec, res in zip(specs, results)}
+        fitted = fitted_on(data_plan)
+        jobs_all: list[tuple] = ([] if any(not r for r in sets) else [("dense", [], None)]) + [
+            (cell, removed, value) for (cell, _, value), removed in zip(jobs, sets)
+        ]
+        for cell, removed, value in jobs_all:
+            for method in ["none"] + repairs.get(tuple(removed), []) if removed else ["none"]:
+                res = finalist_numbers(cfg, lm_dir, removed, method, by_spec[(tuple(removed), method)])
+                rows.append(
+                    {
+                        "cell": cell,
+                        "removed": removed,
+                        "value": value,
+                        "recovery": method,
+                        "held_out": ",".join(held_out),
+                        **res.to_dict(),
+                    }
+                )
+                if args.json:
+                    print_json(rows[-1])
+        if not args.json:
+            print(models_table(rows, items, fitted, model, cfg.data_dir), flush=True)
         if out is not None:  # per-item predictions beside the rows, to audit which items a cut changed
             write_item_rows(items, out.with_name(out.stem + "_items.parquet"))
     if out is not None:
         write_rows(rows, out)
+
+
+def repairs_of(args, jobs) -> dict[tuple[int, ...], list[str]]:
+    """{removed set: repair methods} to evaluate beside the unrepaired model: ``--recovery`` for
+    every set, and in a run directory every repair ``recover`` fitted (RUN_DIR/recovery.parquet)."""
+    if jobs is None:
+        return {}
+    from ghostsearch.cli.speed import recovered_methods
+
+    out: dict[tuple[int, ...], list[str]] = {}
+    sets = [tuple(sorted(r)) for _, r, _ in jobs]
+    for r in sets:
+        if r and args.recovery != "none":
+            out.setdefault(r, []).append(args.recovery)
+    t = Path(args.target)
+    if (t / "result.json").exists():
+        for r, m in recovered_methods(t):
+            if r in sets and m not in out.get(r, []):
+                out.setdefault(r, []).append(m)
+    return out
+
+
+def fitted_on(data_plan) -> dict[str, str]:
+    """{"search": dataset, "repair": dataset} the models were fitted on (the data plan's calibrations)."""
+    out = {}
+    for c in data_plan.calibration:
+        out["repair" if c.role == "calibration:repair" else "search"] = c.used
+    return out
+
+
+def held_out_text(removed, method: str, fitted: dict[str, str]) -> str:
+    """What this model was fitted on, held out of the evaluation: the data plan (``dataplan.plan``)
+    checked before any work that no evaluated item or window is in it (a corpus both fitted on and
+    evaluated is read in disjoint halves), so the answer is yes by construction."""
+    if not removed and method == "none":
+        return "nothing fitted"
+    used = [("search", fitted.get("search"))] + ([("repair", fitted.get("repair"))] if method != "none" else [])
+    return "yes: " + ", ".join(f"{ds} ({role})" for role, ds in used if ds)
+
+
+def models_table(rows: list[dict], items, fitted: dict[str, str], model, data_dir=None) -> str:
+    """The printed table: dense, each set without repair, each repair, side by side, every number with
+    its difference from dense and a paired interval (ghostsearch.report.models)."""
+    from ghostsearch.claims import ItemMatrix
+    from ghostsearch.report.models import ModelEntry, model_rows, text_table
+    from ghostsearch.speed import cost_operators, pruned_params
+    from ghostsearch.stack import Stack
+
+    n_blocks, hidden = Stack(model).n_blocks, int(model.config.hidden_size)
+
+    def key(removed, method) -> str:
+        return f"{','.join(map(str, sorted(removed)))}|{method}"
+
+    matrix = None
+    if items:
+        matrix = ItemMatrix.from_columns(
+            [key(i.removed, i.recovery or "none") for i in items],
+            [i.task for i in items],
+            [i.doc for i in items],
+            [float(i.correct) for i in items],
+        )
+    entries, seen = [], set()
+    for r in rows:
+        k = key(r["removed"], r["recovery"])
+        if k in seen:
+            continue
+        seen.add(k)
+        numbers = {n: v for n, v in r.items() if n not in ("cell", "removed", "value", "recovery", "held_out")}
+        entries.append(
+            ModelEntry(
+                tuple(r["removed"]),
+                r["recovery"],
+                numbers,
+                k,
+                held_out_text(r["removed"], r["recovery"], fitted),
+                params=pruned_params(
+                    model, r["removed"], cost_operators(r["recovery"], r["removed"], n_blocks, hidden)
+                ),
+            )
+        )
+    return text_table(model_rows(entries, matrix), speed=False)
+
+
+def print_export_row(row: dict) -> None:
+    """An export's numbers as a one-row table (its base model is not here to compare with)."""
+    from ghostsearch.report.models import ModelEntry, model_rows, text_table
+
+    numbers = {n: v for n, v in row.items() if n not in ("model", "held_out")}
+    name = Path(row["model"]).name
+    entry = ModelEntry((), "export", numbers, name, held_out=f"held out: {row['held_out'] or 'nothing'}", label=name)
+    print(text_table(model_rows([entry]), speed=False), flush=True)

@@ -21,11 +21,17 @@ EVAL = {
 }
 
 
-def _eval(*args):
+def _eval(*args, table: bool = False):
+    """The rows `eval --json` prints (or, with ``table``, eval's stdout: the models table)."""
     r = subprocess.run(
-        [sys.executable, "-m", "ghostsearch", "eval", *map(str, args)], capture_output=True, text=True, timeout=600
+        [sys.executable, "-m", "ghostsearch", "eval", *map(str, args), *([] if table else ["--json"])],
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert r.returncode == 0, r.stderr[-3000:]
+    if table:
+        return r.stdout
     return [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
 
 
@@ -49,10 +55,12 @@ def test_config_with_remove(tmp_path, tiny_model_dir):
     cfg = tmp_path / "c.yaml"
     cfg.write_text(yaml.safe_dump({"model": tiny_model_dir, "dtype": "fp32", "eval": EVAL}))
     out = tmp_path / "e.parquet"
-    (row,) = _eval(cfg, "eval.ppl_max_seq=1", "--remove", "1,2", "--limit", "3", "--out", out)
+    dense, row = _eval(cfg, "eval.ppl_max_seq=1", "--remove", "1,2", "--limit", "3", "--out", out)
     assert row["removed"] == [1, 2] and row["recovery"] == "none" and row["cell"] == "remove"
+    assert dense["removed"] == [] and dense["cell"] == "dense" and dense["value"] is None  # beside it, always
     _check(row)
-    assert pq.read_table(out).to_pylist() == [row]
+    _check(dense)
+    assert pq.read_table(out).to_pylist() == [dense, row]
 
 
 def test_run_dir_every_cell(tmp_path, tiny_model_dir):
@@ -66,18 +74,19 @@ def test_run_dir_every_cell(tmp_path, tiny_model_dir):
     }
     (run / "result.json").write_text(json.dumps({"cells": cells}))
     rows = _eval(run)
-    assert [(r["cell"], r["removed"], r["value"]) for r in rows] == [
+    assert [(r["cell"], r["removed"], r["value"]) for r in rows] == [("dense", [], None)] + [
         (c, v["removed"], v["value"]) for c, v in cells.items()
     ]
+    rows = rows[1:]
     for r in rows:
         _check(r)
-    assert pq.read_table(run / "eval.parquet").to_pylist() == rows
+    assert pq.read_table(run / "eval.parquet").to_pylist()[1:] == rows
     assert {k: v for k, v in rows[0].items() if k != "cell"} == {k: v for k, v in rows[2].items() if k != "cell"}
     items = pq.read_table(run / "eval_items.parquet").to_pylist()  # each distinct set once, every item
     docs = sorted({i["doc"] for i in items})  # the run's seeded draw (ghostsearch/items.py), the same for both sets
-    assert len(docs) == 3 and sorted((tuple(i["removed"]), i["doc"]) for i in items) == [((0, 5), d) for d in docs] + [
-        ((3, 4), d) for d in docs
-    ]
+    assert len(docs) == 3 and sorted((tuple(i["removed"]), i["doc"]) for i in items) == [((), d) for d in docs] + [
+        ((0, 5), d) for d in docs
+    ] + [((3, 4), d) for d in docs]
     for r in rows:
         mine = [i for i in items if i["removed"] == r["removed"]]
         assert sum(i["pred"] == i["gold"] for i in mine) / 3 == r["arc_easy_acc"]
@@ -93,3 +102,32 @@ def test_exported_model(tmp_path, tiny_model_dir):
     (row,) = _eval(tmp_path / "exp", f"eval={json.dumps(EVAL)}")
     assert row["model"] == str(tmp_path / "exp")
     _check(row)
+    table = _eval(tmp_path / "exp", f"eval={json.dumps(EVAL)}", table=True).splitlines()
+    assert table[0].startswith("model") and table[1].startswith("exp ")
+
+
+def test_run_dir_table_dense_none_and_recovered_repair(tmp_path, tiny_model_dir):
+    """After `recover`, eval RUN_DIR prints one table: dense, the set without repair, and the repair,
+    each with its difference from dense and a paired interval; --json gives the same rows."""
+    import pyarrow as pa
+
+    run = tmp_path / "run"
+    run.mkdir()
+    ev = {**EVAL, "perplexity": [PROSE], "ppl_max_seq": 4}
+    cfg = {"model": tiny_model_dir, "dtype": "fp32", "eval": ev, "recovery": {"n_seq": 4, "seq_len": 32}}
+    (run / "config.yaml").write_text(yaml.safe_dump(cfg))
+    cell = "greedy|perplexity|k2|s0"
+    (run / "result.json").write_text(json.dumps({"cells": {cell: {"removed": [3, 4], "value": 9.5}}}))
+    rec = {"finalist": cell, "method": "ghosted", "variant": "dense", "removed": [3, 4]}
+    pq.write_table(pa.Table.from_pylist([rec]), run / "recovery.parquet")
+    lines = _eval(run, table=True).splitlines()
+    assert lines[0].split()[:3] == ["model", "removed", "ppl"] and "mean acc" in lines[0] and "held out" in lines[0]
+    assert [ln.split()[0] for ln in lines[1:4]] == ["dense", "k=2", "k=2"] and "+ ghosted" in lines[3]
+    assert lines[1].split()[1] == "-" and "nothing fitted" in lines[1]
+    for ln in lines[2:4]:
+        assert " x" in ln and "[" in ln and "yes:" in ln  # ratio to dense with its interval; data held out
+    assert "(ghosted" not in lines[2] and "(repair)" in lines[3]
+    assert lines[-1].startswith("(perplexity:")
+    rows = pq.read_table(run / "eval.parquet").to_pylist()
+    assert [(r["cell"], r["recovery"]) for r in rows] == [("dense", "none"), (cell, "none"), (cell, "ghosted")]
+    assert rows[2][f"ppl_{PROSE}"] != rows[1][f"ppl_{PROSE}"]

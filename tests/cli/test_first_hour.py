@@ -179,12 +179,13 @@ def test_first_hour(home):
     generated, refused = p.stdout.splitlines()[-2:]
     assert generated == "4" and refused.startswith("REFUSED") and "load_pruned" in refused
     # 4. eval of the run and of the export: the data plan printed, the repair data held out
-    p, _ = ghostsearch("eval", run, *TINY_EVAL, cwd=home)
+    p, _ = ghostsearch("eval", run, *TINY_EVAL, "--json", cwd=home)
     assert "FALLBACK" in p.stderr and "evaluation: lambada, evaluation half" in p.stderr
-    (r,) = lines(p.stdout)
+    assert [x["cell"] for x in lines(p.stdout)][0] == "dense"  # the dense model first, then the run's set
+    r = lines(p.stdout)[1]
     assert r["held_out"] == "lambada" and {"ppl_lambada", "lambada_lastword_ppl", "arc_easy_acc"} <= set(r)
     assert "lambada_ppl" not in r and "ppl_wikitext2" not in r
-    p, _ = ghostsearch("eval", model, *TINY_EVAL, cwd=home)
+    p, _ = ghostsearch("eval", model, *TINY_EVAL, "--json", cwd=home)
     assert "calibration:repair (recorded by the export)" in p.stderr
     (r,) = lines(p.stdout)
     assert r["held_out"] == "lambada" and r["ppl_lambada"] > 1
