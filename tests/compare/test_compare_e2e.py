@@ -30,6 +30,8 @@ def test_compare_end_to_end(tmp_path):
         "8",
         "--no-progress",
         'compare.contrasts=["ghosted - none | searcher=fastblock, objective=perplexity"]',
+        "recovery.n_seq=8",  # CI's cost: the repair data of the old compare-quick, under the warning's line
+        "recovery.seq_len=128",
     ]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=1500, cwd=ROOT)
     assert r.returncode == 0, r.stderr[-3000:]
