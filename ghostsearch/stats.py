@@ -540,11 +540,12 @@ def spending_bounds(
         sd = math.sqrt(t - t_prev)
 
         def cross(c, t=t, sd=sd):
-            """P(still running before look k, |Z_k| >= c)."""
+            """P(still running before look k, |Z_k| >= c). Solved for c within this look's iteration, so
+            the look's grid (pts, wts, dens) is the current one."""
             h = c * math.sqrt(t)
-            if dens is None:
+            if dens is None:  # noqa: B023
                 return 2 * norm_sf(h / sd)
-            return float(wts @ (dens * (norm_sf((h - pts) / sd) + norm_cdf((-h - pts) / sd))))
+            return float(wts @ (dens * (norm_sf((h - pts) / sd) + norm_cdf((-h - pts) / sd))))  # noqa: B023
 
         if a_k <= 1e-15:
             c = math.inf

@@ -1,10 +1,24 @@
 #!/usr/bin/env bash
 # The test command: every test, the slow (SmolLM2, Ray) and multi-node ones included.
 #   scripts/test.sh                      every test (what .ci/run runs)
-#   scripts/test.sh tests/report -x      only the paths given (any pytest arguments)
+#   scripts/test.sh --fast               the fast lane: every module's unit behaviour, nothing that loads
+#                                        SmolLM2, starts Ray or a cluster (-m "not slow and not multinode");
+#                                        run it on every change (README.md, "Tests")
+#   scripts/test.sh tests/report -x      only the paths given (any pytest arguments; --fast combines with them)
+# Each run prints its 25 slowest tests (pytest --durations); TEST_JUNIT=FILE also writes every test's
+# duration as JUnit XML there (.ci/run does).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false RAY_USAGE_STATS_ENABLED=0
 paths=(tests)
+args=()
+for a in "$@"; do
+  case "$a" in
+    --fast) args+=(-m "not slow and not multinode") ;;
+    *) args+=("$a") ;;
+  esac
+done
 for a in "$@"; do case "$a" in tests|tests/*|./tests/*) paths=(); break;; esac; done
-exec .venv/bin/python -m pytest "${paths[@]}" -q --durations=15 "$@"
+report=()
+[ -n "${TEST_JUNIT:-}" ] && report=(--junitxml "$TEST_JUNIT")
+exec .venv/bin/python -m pytest "${paths[@]}" -q --durations=25 "${report[@]}" "${args[@]}"

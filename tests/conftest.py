@@ -19,6 +19,18 @@ if SHARED.is_dir():
     os.environ.setdefault("GHOSTSEARCH_DATA_DIR", str(SHARED))
 
 
+# The fast lane (scripts/test.sh --fast: -m "not slow and not multinode") leaves out what loads
+# SmolLM2 or starts Ray: a test that uses one of these fixtures is marked slow here, whether or not
+# its module says so (a forgotten mark cannot put a minute-long test into the fast lane).
+SLOW_FIXTURES = frozenset({"smollm2", "ray_local"})
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session")
 def data_dir() -> str | None:
     return os.environ.get("GHOSTSEARCH_DATA_DIR")

@@ -51,7 +51,7 @@ def pack(
         pos[r, :P] = torch.arange(P)
         allow[r, :P, :P] = torch.tril(torch.ones(P, P, dtype=torch.bool))
         s = P
-        for j, a in enumerate(answers):
+        for a in answers:
             n = len(a)
             ids[r, s : s + n] = torch.tensor(a)
             pos[r, s : s + n] = torch.arange(P, P + n)

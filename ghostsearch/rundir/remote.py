@@ -88,7 +88,7 @@ class Staged:
                 f"{self.uri} holds files but no ghostsearch run (no config.yaml); choose another out="
             )
         n = 0
-        for rel, size in files.items():
+        for rel in files:
             dst = self.local / rel
             if dst.exists():
                 continue

@@ -35,7 +35,10 @@ def features(X: np.ndarray) -> np.ndarray:
     return np.hstack([X, X[:, i] * X[:, j]])
 
 
-def fit(X: np.ndarray, y: np.ndarray, ridges=np.logspace(-4, 2, 13)) -> Quadratic:
+RIDGES = np.logspace(-4, 2, 13)  # the ridge values fit chooses from
+
+
+def fit(X: np.ndarray, y: np.ndarray, ridges=RIDGES) -> Quadratic:
     """Ridge least squares on the second-order features, the ridge chosen by leave-one-out error
     (closed form, dual form since there are usually fewer observations than features)."""
     n = X.shape[1]

@@ -158,7 +158,7 @@ def pins(reqs: Iterable[str]) -> dict[str, str]:
         if m:
             out[norm(m.group(1))] = m.group(3)
         elif r:
-            out[norm(re.split(r"[\s\[<>=!~;]", r, 1)[0])] = ""
+            out[norm(re.split(r"[\s\[<>=!~;]", r, maxsplit=1)[0])] = ""
     return out
 
 
@@ -463,7 +463,7 @@ def check_dockerfile(root: Path) -> list[str]:
 
 def check_configs(where: str, doc: Any) -> list[str]:
     problems = []
-    for path, k, v in walk(doc):
+    for _path, k, v in walk(doc):
         if k == "trust_remote_code" and v is True:
             problems.append(f"{where}: sets trust_remote_code: true")
     return problems

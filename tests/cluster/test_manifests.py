@@ -120,7 +120,7 @@ def test_catches_auth_off(tree):
 
 def test_catches_launcher_without_gpu_workers(tree):
     def no_gpu(d):
-        for name, t in d["available_node_types"].items():
+        for t in d["available_node_types"].values():
             t["resources"].pop("GPU", None)
 
     edit_yaml(tree / "cluster/ray-cluster.aws.yaml", no_gpu)

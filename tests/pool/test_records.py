@@ -56,7 +56,10 @@ def test_a_string_that_is_no_cache_key_is_refused(text):
 
 
 # ---------------------------------------------------------------- resume
-def _row(cell, removed, fidelity, value, cached=False, key=SPEC.key(), **kw) -> LedgerRow:
+KEY = SPEC.key()
+
+
+def _row(cell, removed, fidelity, value, cached=False, key=KEY, **kw) -> LedgerRow:
     return LedgerRow(
         cell=cell,
         searcher=cell.split("-")[0],

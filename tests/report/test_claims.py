@@ -594,7 +594,7 @@ def test_search_spread_is_cross_fitted_so_noise_alone_does_not_make_searchers_di
     for inst in range(12):
         rng = np.random.default_rng(100 + inst)
         rows, m = synthetic(
-            lambda *a: rng.random(N_ITEMS) < 0.5,
+            lambda *a: rng.random(N_ITEMS) < 0.5,  # noqa: B023  (called within synthetic)
             searchers=("ga", "bo", "beam", "cbo", "greedy", "oneshot"),
             seeds=(0,),
             objectives=("margin",),

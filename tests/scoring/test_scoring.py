@@ -3,6 +3,7 @@ equal separate sequences; calibration sampling is seeded."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 
@@ -135,7 +136,7 @@ def test_a_score_is_a_record_whose_misspelt_field_fails():
         s["valeu"]
     with pytest.raises(AttributeError):
         s.get("value")  # type: ignore[attr-defined]  (no silent default: a record, not a dict)
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         s.value = 1.0  # type: ignore[misc]  (frozen)
     r = RowScore(sums=[1.0], counts=[2.0], tokens=2, seconds=0.1, start=0)
     with pytest.raises(KeyError, match="value"):

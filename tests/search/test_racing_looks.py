@@ -47,7 +47,7 @@ def test_run_race_and_simulate_agree_and_looks_fall_as_look_rows_grows(look_rows
     rng = np.random.default_rng(1)
     N, m = 64, 12
     calls = []
-    for trial in range(6):
+    for _trial in range(6):
         X = rng.normal(0, 1, (m, N)) + np.linspace(0, 1.5, m)[:, None]
         p = RaceParams(look_rows=look_rows)
         order = p.order(N)
