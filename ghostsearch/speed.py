@@ -61,6 +61,19 @@ def pruned_params(model: Any, removed: Sequence[int] = (), operators: Operators 
     return total - _block_params(stack, removed) + _operator_params(operators)
 
 
+def meta_model(spec: str, trust_remote_code: bool = False):
+    """The model ``spec`` built on the meta device from its config alone: exact parameter counts
+    (``pruned_params``) without reading or allocating any weight."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from ghostsearch.models import model_path
+
+    path, kw = model_path(spec)
+    config = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code, **kw)
+    with torch.device("meta"):
+        return AutoModelForCausalLM.from_config(config, trust_remote_code=trust_remote_code)
+
+
 def _operator_params(operators: Operators | None) -> int:
     if operators is None or not operators.mats:
         return 0

@@ -254,3 +254,61 @@ def plot_correlations(rows, path):
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def plot_pareto(model_rows, path, n_blocks: int) -> str:
+    """Quality against speed-up, one point per distinct model (report.models.ModelRow), labelled
+    (k, repair, removed set), with its paired 95% interval as a vertical bar: mean accuracy minus the
+    dense model's when the run has accuracies, else the first perplexity's ratio to dense. The x axis
+    is the measured speed-up (prefill, largest batch, with its min..max bar: ``ghostsearch speed
+    RUN_DIR``) where measured, else the ideal L / (L - k), said in the axis label. Returns what was
+    plotted, in words (the report's caption)."""
+    plt = _plt()
+    pts = [r for r in model_rows if r.removed or r.recovery != "none"]
+    dense = next((r for r in model_rows if not r.removed and r.recovery == "none"), None)
+    use_acc = any(r.acc_vs_dense is not None for r in pts)
+    ppl_set = next((s for r in pts for s in r.ppl_vs_dense), None)
+    measured = bool(pts) and all(r.speed and r.speed.get("prefill") for r in pts)
+    fig, ax = plt.subplots(figsize=(8, 5.2))
+    for i, r in enumerate(pts):
+        d = r.acc_vs_dense if use_acc else r.ppl_vs_dense.get(ppl_set) if ppl_set else None
+        if d is None:
+            continue
+        if measured and r.speed:
+            x = float(r.speed["prefill"])
+            lo, hi = r.speed.get("prefill_lo"), r.speed.get("prefill_hi")
+            xerr = None if lo is None or hi is None else [[max(0.0, x - lo)], [max(0.0, hi - x)]]
+        else:
+            x, xerr = n_blocks / (n_blocks - len(r.removed)), None
+        y = d.estimate
+        yerr = None if d.lo is None or d.hi is None else [[max(0.0, y - d.lo)], [max(0.0, d.hi - y)]]
+        ax.errorbar([x], [y], xerr=xerr, yerr=yerr, fmt="o", color=f"C{i % 10}", capsize=3)
+        ax.annotate(
+            f"k={len(r.removed)} {r.recovery}\n{' '.join(map(str, r.removed))}",
+            (x, y),
+            textcoords="offset points",
+            xytext=(5, 4),
+            fontsize=7,
+        )
+    ax.axhline(0.0 if use_acc else 1.0, color="k", lw=0.8)
+    if dense is not None:
+        ax.plot([1.0], [0.0 if use_acc else 1.0], "k*", ms=10, label="dense")
+        ax.legend(loc="best", fontsize=8)
+    ax.set_xlabel(
+        "measured prefill speed-up over dense (largest batch; bar: min..max over rounds)"
+        if measured
+        else "ideal speed-up L / (L - k) (speed not measured: ghostsearch speed RUN_DIR)"
+    )
+    what = (
+        "mean accuracy minus dense (paired 95% CI over items)"
+        if use_acc
+        else f"perplexity ratio to dense on {ppl_set} (paired 95% CI over windows)"
+        if ppl_set
+        else "no quality numbers"
+    )
+    ax.set_ylabel(what)
+    _title(ax, "quality against speed-up, one point per model (removed set x repair)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return f"{what} against {'measured prefill' if measured else 'ideal'} speed-up"

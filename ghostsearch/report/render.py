@@ -1,7 +1,10 @@
 """The report: RUN_DIR/report.md (Markdown), report.html (the same Markdown rendered by
-markdown-it-py with its table rule), summary.json and plots/*.png. Its order: the pre-registered
-contrasts first, then the summary (restating computed verdicts), the verdict table (one Holm family
-per run), the data, the cells, and the plots."""
+markdown-it-py with its table rule), summary.json and plots/*.png. Its order: the models first (one
+row per removed set x repair: every perplexity, mean accuracy, each against the dense model with a
+paired interval, parameters, measured speed; ``report.models``) and quality against speed-up (a
+plot), then the pre-registered contrasts, the summary (restating computed verdicts), the decided
+verdicts (one Holm family per run; the rows that cannot be decided here collapse into one line
+saying what would decide them), the data, the cells, and the plots."""
 
 from __future__ import annotations
 
@@ -19,8 +22,16 @@ from ghostsearch.claims import RULE, ClaimRow, ItemMatrix, all_claims, contrast_
 from ghostsearch.comparison_row import ComparisonRow, from_arrow
 from ghostsearch.io import write_text_atomic
 from ghostsearch.looks import ContrastRow
-from ghostsearch.report.plots import plot_accuracy, plot_convergence, plot_correlations, plot_patterns, plot_similarity
-from ghostsearch.report.summary import best_at_budget, correlations, paired_accuracy, spread, summary
+from ghostsearch.report.models import comparison_entries, markdown_table, model_rows, read_speed
+from ghostsearch.report.plots import (
+    plot_accuracy,
+    plot_convergence,
+    plot_correlations,
+    plot_pareto,
+    plot_patterns,
+    plot_similarity,
+)
+from ghostsearch.report.summary import best_at_budget, correlations, paired_accuracy, size_note, spread, summary
 
 if TYPE_CHECKING:
     from ghostsearch.dataplan import DataPlan
@@ -146,6 +157,31 @@ def write_report(
     plot_accuracy(rows, plots / "accuracy.png", paired)
     plot_correlations(rows, plots / "spearman.png")
     lines = [f"# ghostsearch comparison: {cfg.model}", ""]
+    models = model_rows(
+        comparison_entries(all_rows, run_dir, _params_of(cfg), read_speed(run_dir)), matrix, seed=cfg.seed
+    )
+    caption = plot_pareto(models, plots / "pareto.png", n_blocks)
+    measured = (run_dir / "speed.json").exists()
+    lines += [
+        "## Models (one per removed set x repair; the dense model first)",
+        "",
+        markdown_table(models),
+        "",
+        "Speed: "
+        + (
+            "measured by `ghostsearch speed RUN_DIR` (RUN_DIR/speed.json; prefill and decode at its largest batch)."
+            if measured
+            else "not measured; `ghostsearch speed RUN_DIR` measures every model here (prefill and decode tokens/s "
+            "against the dense model) and the next report shows it."
+        ),
+        "",
+        "## Quality against speed-up",
+        "",
+        "![Quality against speed-up](plots/pareto.png)",
+        "",
+        f"{caption[0].upper()}{caption[1:]}; one point per model, labelled with its k, repair and removed blocks.",
+        "",
+    ]
     if contrasts:
         lines += [
             "## Pre-registered contrasts (compare.contrasts, fixed before evaluation)",
@@ -167,7 +203,15 @@ def write_report(
         if _looks(run_dir)
         else "## Verdicts (one family: Holm at 0.05 over every tested row)"
     )
-    lines += ["", title, "", claims_mod.render(verdicts), "", RULE, ""]
+    # the pre-registered contrasts always keep their row; paper-claim rows this run cannot decide collapse
+    own = {c.name for c in contrasts} | {c.contrast for c in (_looks(run_dir) or [])}
+    decided = [v for v in verdicts if v.verdict not in UNDECIDED or v.claim in own]
+    undecided = [v for v in verdicts if v.verdict in UNDECIDED and v.claim not in own]
+    lines += ["", title, ""]
+    lines += [claims_mod.render(decided)] if decided else ["No claim row is decided by this run."]
+    if undecided:
+        lines += ["", undecided_line(undecided, matrix, len([v for v in verdicts if v.p is not None]))]
+    lines += ["", RULE, ""]
     lines += _looks_table(run_dir)
     if data_plan:
         lines += ["## Data", "", "| role | asked | used | part | documents/items |", "|---|---|---|---|---|"]
@@ -190,8 +234,7 @@ def write_report(
             "mean_acc_lo",
             "mean_acc_hi",
             "delta_mean_acc",
-            "ppl_wikitext2",
-            "delta_ppl_wikitext2",
+            *[x for n in _ppl_columns(table.column_names) for x in (n, f"delta_{n}")],
             "lambada_acc",
             "budget_used",
             "wall_seconds",
@@ -266,6 +309,7 @@ def write_report(
         run_dir / "summary.json",
         json.dumps(
             {
+                "models": [m.to_dict() for m in models],
                 "contrasts": [c.__dict__ if hasattr(c, "__dict__") else list(c) for c in contrasts],
                 "summary": sentences,
                 "verdicts": [v.to_dict() for v in verdicts],
@@ -279,6 +323,59 @@ def write_report(
         ),
     )
     return run_dir / "report.md"
+
+
+UNDECIDED = ("no verdict", "not computed", "within noise", "reported")
+
+
+def undecided_line(rows: list[ClaimRow], matrix: ItemMatrix | None, n_tested: int) -> str:
+    """The verdict rows this run cannot decide, as one line: how many of each kind, which claims,
+    and what would decide them (the items a paired test would need; the models a rule needs).
+    Every row stays in summary.json's ``verdicts``."""
+    from collections import Counter
+
+    kinds = Counter(v.verdict for v in rows)
+    names = sorted({v.claim for v in rows})
+    need = []
+    if kinds.get("within noise") or kinds.get("no verdict"):
+        need.append(size_note(matrix, max(n_tested, 1)).rstrip("."))
+    if kinds.get("not computed"):
+        need.append(
+            "'not computed' rows need the models their rule compares (more searchers, seeds or ks in compare's "
+            "grid, or the repair named in compare.recovery)"
+        )
+    if kinds.get("reported"):
+        need.append("'reported' rows restate a number; no test decides them")
+    counts = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
+    return (
+        f"**{len(rows)} more claim rows cannot be decided here** ({counts}: {', '.join(names)}). "
+        f"What would decide them: {'; '.join(need)}. Every row, with its numbers: summary.json's `verdicts`."
+    )
+
+
+def _ppl_columns(names) -> list[str]:
+    """The perplexity columns of comparison.parquet (ppl_<set>, LAMBADA's last word), not the per-window ones."""
+    cols = [n for n in names if n.startswith("ppl_") and not n.endswith("_window_nll")]
+    return cols + [n for n in ("lambada_lastword_ppl",) if n in names]
+
+
+def _params_of(cfg):
+    """(removed, recovery) -> the pruned model's parameter count (speed.pruned_params on a meta-device
+    model: the config only, no weights); None when the model's config cannot be read here."""
+    from ghostsearch.speed import cost_operators, meta_model, pruned_params
+
+    try:
+        model = meta_model(cfg.model, cfg.trust_remote_code)
+    except Exception:  # noqa: BLE001  (a report without parameter counts rather than none)
+        return None
+    from ghostsearch.stack import Stack
+
+    n_blocks, hidden = Stack(model).n_blocks, int(model.config.hidden_size)
+
+    def params(removed, recovery):
+        return pruned_params(model, removed, cost_operators(recovery, removed, n_blocks, hidden))
+
+    return params
 
 
 def _json_default(o):

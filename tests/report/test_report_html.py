@@ -96,7 +96,24 @@ def test_report_on_the_pilots_k8_models(tmp_path):
     p = Tables()
     p.feed((tmp_path / "report.html").read_text())
     assert p.stray == 0 and p.tables >= 5 and p.rows > 60
-    assert p.headings[0].startswith("Pre-registered contrasts") and p.headings[1] == "Summary"
+    assert p.headings[:2] == [
+        "Models (one per removed set x repair; the dense model first)",
+        "Quality against speed-up",
+    ]
+    assert p.headings[2].startswith("Pre-registered contrasts") and p.headings[3] == "Summary"
+    models = md.split("## Models")[1].split("\n## ")[0]
+    assert models.index("| dense |") < models.index("| k=8 |") < models.index("| k=8 + ghosted |")
+    assert (
+        "ppl wikitext2" in models
+        and "29.98 |" in models
+        and " x4." in models
+        and "134.5M" in models
+        and "not measured" in models
+    )
+    assert (tmp_path / "plots" / "pareto.png").stat().st_size > 1000
+    verdicts = md.split("## Verdicts")[1].split("\n## ")[0]
+    assert "more claim rows cannot be decided here" in verdicts and "What would decide them" in verdicts
+    assert "| no verdict |" not in verdicts and "| not computed |" not in verdicts
     assert md.index("ghosted - none \\| searcher=fastblock") < md.index("## Summary")
     summary = md.split("## Summary")[1].split("##")[0]
     assert "distinct evaluated models (removed set x repair)" in summary and "one family" in summary
