@@ -74,9 +74,9 @@ def one_sided_bounds(
 
         def cross(c: float, t: float = t, sd: float = sd) -> float:
             h = c * math.sqrt(t)
-            if j == 0:
+            if j == 0:  # noqa: B023  (cross is solved within this look's iteration: its grid is the current one)
                 return float(stats.norm_sf(h / sd))
-            return float(wts @ (dens * stats.norm_sf((h - pts) / sd)))
+            return float(wts @ (dens * stats.norm_sf((h - pts) / sd)))  # noqa: B023
 
         if a_j <= 1e-15:
             c = math.inf

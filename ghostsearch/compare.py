@@ -89,7 +89,7 @@ def run_cells(
             cause = e.as_instanceof_cause()
             if isinstance(getattr(e, "cause", None), GhostsearchError):
                 raise e.cause from None
-            raise cause
+            raise cause from e
         done.append(res)
         if on_cell:
             on_cell(res)

@@ -162,8 +162,8 @@ class Compare:  # None: the single value (searcher, objective, k, seed); an expl
 
 @dataclass
 class Quality:
-    # the quality kept (docs/target.md): ppl_<set> (a perplexity, of eval.perplexity's sets) with max_ratio, or mean_acc /
-    # <task>_acc (eval.tasks' accuracy) with max_drop
+    # the quality kept (docs/target.md): ppl_<set> (a perplexity, of eval.perplexity's sets) with max_ratio, or
+    # mean_acc / <task>_acc (eval.tasks' accuracy) with max_drop
     metric: str = "ppl_lambada"
     max_drop: float | None = None  # accuracies: the largest drop (dense minus pruned) to keep, e.g. 0.02
     max_ratio: float | None = None  # perplexities: the largest ratio pruned / dense to keep, e.g. 1.25

@@ -410,7 +410,14 @@ def evaluate_finalists_native(
             for p in finals
         ]
         lls, _ = loglikelihoods_finalists(
-            stack, *packed[task], finals, cap, offload, stats, on_step=lambda f, n: bars[f].update(n), pad_id=pad
+            stack,
+            *packed[task],
+            finals,
+            cap,
+            offload,
+            stats,
+            on_step=lambda f, n, bars=bars: bars[f].update(n),
+            pad_id=pad,
         )
         for b in bars:
             b.close()

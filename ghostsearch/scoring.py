@@ -189,7 +189,7 @@ class Scorer:
             return
         b, src = self._start(p, R)
         states = []
-        for mb, (batch, cap) in enumerate(zip(p.batches, p.caps)):
+        for mb, (_batch, cap) in enumerate(zip(p.batches, p.caps)):
             rec: dict[int, torch.Tensor] = {}
             self.stack.run(self._cached(p, src, b, mb), cap, b, R, record=rec)
             states.append({i: self._store(v) for i, v in rec.items()})

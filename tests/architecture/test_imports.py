@@ -148,7 +148,8 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("runner", ["runner"]),
     ("recover", ["recovery.recover"]),
     ("evaluation", ["evaluate", "evaluation_native"]),
-    ("compare", ["compare", "report", "claims", "plan", "target"]),  # plan: what a whole run (search, compare, eval) costs
+    # plan: what a whole run (search, compare, eval) costs
+    ("compare", ["compare", "report", "claims", "plan", "target"]),
     ("cli", ["cli", "configdoc", "__main__", ""]),  # "": the package itself (ghostsearch/__init__.py, the API)
 ]
 
