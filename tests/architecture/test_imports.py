@@ -5,11 +5,13 @@ importing another's private (``_x``) names, and nothing below the CLI importing 
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parents[2] / "ghostsearch"
 
 
+@functools.cache  # the package is parsed once per session, not once per test (issue 39: each parse took 4-50 s here)
 def modules() -> dict[str, Path]:
     out = {}
     for p in PKG.rglob("*.py"):
@@ -38,6 +40,7 @@ def imports(name: str, path: Path, known: dict) -> list[tuple[str, list[str]]]:
     return [(m, n) for m, n in out if m.split(".")[0] == "ghostsearch"]
 
 
+@functools.cache
 def graph() -> dict[str, set[str]]:
     known = modules()
     return {m: {i for i, _ in imports(m, p, known) if i in known and i != m} for m, p in known.items()}
