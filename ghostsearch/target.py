@@ -469,6 +469,7 @@ def target(cfg: Config, address: str | None = None, progress: bool = True) -> di
         ):
             speed = before["speed"]  # a rerun: measured before, for the same model
         elif best:
+            log.info("target: %s; measuring the speed of k=%d beside the dense model", statement.split(";")[0], best)
             values._load([best])
             speed = measure((values.model[0], values.ops.get(best)), removed[best], p.method)
         block = {
