@@ -11,7 +11,8 @@ def add(sub) -> None:
     sp.add_argument(
         "--model-config",
         default=None,
-        help="the model's config.json or its directory (offline: plan a hub model without the hub)",
+        help="the model's config.json or its directory (offline: plan a hub model without the hub; a hub id "
+        "with a config in configs/models/ needs none), or 'hub' to read the hub's config instead of the shipped one",
     )
     sp.add_argument(
         "--measure",
