@@ -322,7 +322,8 @@ def physically_prune(model: nn.Module, removed: Sequence[int], copy_model: bool 
     for new_idx, blk in enumerate(new_blocks):
         for mod in blk.modules():
             if hasattr(mod, "layer_idx"):
-                mod.layer_idx = new_idx  # an attribute of HF attention modules, not of nn.Module
+                # an attribute of HF attention modules, not of nn.Module (mypy types it as a submodule)
+                setattr(mod, "layer_idx", new_idx)  # noqa: B010
     inner, _ = _find_decoder(m)
     for name in ("layers", "h", "blocks"):
         if getattr(inner, name, None) is blocks:
