@@ -737,13 +737,19 @@ def objective_beats_search(
             def diff(acc, ps):
                 return float(np.mean([acc[a] - acc[b] for a, b in ps]))
 
+            def pick_sign(acc, ps):
+                return np.sign(diff(acc, ps))
+
+            def signed_gap(acc, sign, ps):
+                return sign * diff(acc, ps)
+
             obj = np.mean(
                 [
                     cross_fit_gap(
                         acc_a,
                         acc_b,
-                        lambda acc, ps=ps: np.sign(diff(acc, ps)),
-                        lambda acc, sign, ps=ps: sign * diff(acc, ps),
+                        partial(pick_sign, ps=ps),
+                        partial(signed_gap, ps=ps),
                     )
                     for _, _, ps in pairs
                 ]
@@ -941,7 +947,7 @@ def cost_of_search(
             return cross_fit_gap(
                 acc_a,
                 acc_b,
-                lambda acc: (max(cx, key=acc.get), max(sm, key=acc.get)),
+                lambda acc: (max(cx, key=lambda c: acc[c]), max(sm, key=lambda c: acc[c])),
                 lambda acc, pick: acc[pick[0]] - acc[pick[1]],
             )
 

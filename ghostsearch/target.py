@@ -218,6 +218,7 @@ class Values:
         from ghostsearch.evaluate import corpus, eval_windows
 
         self._load()
+        assert self.p.perplexity is not None, "a perplexity draw of an accuracy target"
         _, ids = corpus(self.model[1], self.p.perplexity, self.cfg.data_dir, self.held_out)
         windows = eval_windows(ids, self.cfg.eval.ppl_seq_len, None)
         order = np.random.default_rng(self.cfg.eval.seed).permutation(len(windows))

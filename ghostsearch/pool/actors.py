@@ -177,7 +177,9 @@ class Broker:
     async def ready(self) -> list[dict]:
         return await asyncio.gather(*[a.info.remote() for a in self.actors])
 
-    async def _compute(self, spec: ObjectiveSpec, removed: tuple, fidelity: float, prefix, rows=None, items=None):
+    async def _compute(
+        self, spec: ObjectiveSpec, removed: tuple | None, fidelity: float, prefix, rows=None, items=None
+    ):
         """One scorer call: score, rows, or (``items``: [(removed, prefix)]) rows_many, retried on a dead scorer."""
         idle = await self._idle()
         attempt = 0
