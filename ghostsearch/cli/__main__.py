@@ -4,4 +4,5 @@ import sys
 
 from ghostsearch.cli.main import main
 
-sys.exit(main())
+if __name__ == "__main__":  # importing the package's modules (tests list them) must not run the CLI
+    sys.exit(main())
