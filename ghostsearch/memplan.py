@@ -209,7 +209,10 @@ def prefix_runs(cfg, searchers, ks) -> int:
 
     n = 0
     for s in searchers:
-        cls = get_searcher(s)
+        try:
+            cls = get_searcher(s)
+        except GhostsearchError:  # registered in the driver only (SEARCHERS.add): unknown in an actor
+            continue  # counted as no prefix, as before traits (the driver's plan checked the config)
         params = {p: v for p, v in (cfg.search.params.get(s) or {}).items() if p != "budget"}
         n = max(n, cls.prefix_runs(cls.parse_params(params), max(ks)))
     return min(n, cfg.cache.prefix_runs)
