@@ -127,11 +127,11 @@ def main() -> None:
 
     import torch
 
-    from ghostsearch import stats
-    from ghostsearch.compare import eval_key, evaluate_finalists
     from ghostsearch.config import load_config
-    from ghostsearch.logs import quiet_libraries
-    from ghostsearch.looks import Contrast
+    from ghostsearch.core.logs import quiet_libraries
+    from ghostsearch.stats import inference as stats
+    from ghostsearch.stats.looks import Contrast
+    from ghostsearch.study.compare import eval_key, evaluate_finalists
 
     quiet_libraries()
     torch.set_num_threads(args.threads)
@@ -190,7 +190,7 @@ def main() -> None:
     t0, c0 = time.perf_counter(), time.process_time()
     evaluate_finalists(fixed, f_dir, jobs, progress=False)  # every model to the last look (resumed rows)
     t_f, c_f = time.perf_counter() - t0, time.process_time() - c0
-    from ghostsearch.eval_numbers import read_item_rows
+    from ghostsearch.core.eval_numbers import read_item_rows
 
     corr: dict[str, dict] = {}
     for r in read_item_rows(f_dir / "eval_items.parquet"):
@@ -293,10 +293,10 @@ def pilot(out: Path, names: list[str], n: int, seed: int, tasks: str | None, thr
     import numpy as np
     import torch
 
-    from ghostsearch.compare import eval_key, evaluate_finalists
     from ghostsearch.config import load_config
-    from ghostsearch.eval_numbers import read_item_rows
-    from ghostsearch.logs import quiet_libraries
+    from ghostsearch.core.eval_numbers import read_item_rows
+    from ghostsearch.core.logs import quiet_libraries
+    from ghostsearch.study.compare import eval_key, evaluate_finalists
 
     quiet_libraries()
     torch.set_num_threads(threads)
@@ -352,8 +352,8 @@ def replay(out: Path, looks: list[int], spending: str, margin: float | None) -> 
     forward passes (its items are OUT/fixed/items.parquet's order). Prints and returns the summary."""
     import pyarrow.parquet as pq
 
-    from ghostsearch.eval_numbers import read_item_rows
-    from ghostsearch.looks import Contrast, Design
+    from ghostsearch.core.eval_numbers import read_item_rows
+    from ghostsearch.stats.looks import Contrast, Design
 
     info = json.loads((out / "bench.json").read_text())
     order = [

@@ -30,10 +30,10 @@ def main() -> None:
     import torch
 
     from ghostsearch.config import load_config
-    from ghostsearch.evaluate import perplexity_finalists
-    from ghostsearch.logs import quiet_libraries
-    from ghostsearch.models import load_model
-    from ghostsearch.stack import Stack
+    from ghostsearch.core.logs import quiet_libraries
+    from ghostsearch.evaluation.evaluate import perplexity_finalists
+    from ghostsearch.model.models import load_model
+    from ghostsearch.model.stack import Stack
 
     quiet_libraries()
     torch.set_num_threads(args.threads)

@@ -21,7 +21,7 @@ import benchenv  # noqa: F401  (the repository on sys.path, offline HF, ../share
 import torch
 
 from ghostsearch.config import load_config  # noqa: E402
-from ghostsearch.models import cpu_has_native_bf16  # noqa: E402
+from ghostsearch.model.models import cpu_has_native_bf16  # noqa: E402
 from ghostsearch.scoring import scorer_from_config  # noqa: E402
 
 SETS = [(), (3, 5, 7, 9), (10, 12, 14, 16), (4, 8, 20, 22), (2, 6, 11, 25)]

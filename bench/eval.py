@@ -47,10 +47,10 @@ def main() -> None:
 
     import torch
 
-    from ghostsearch import data
     from ghostsearch.config import load_config
-    from ghostsearch.evaluate import zero_shot
-    from ghostsearch.evaluation_native import (
+    from ghostsearch.core.logs import quiet_libraries
+    from ghostsearch.evaluation.evaluate import zero_shot
+    from ghostsearch.evaluation.native import (
         evaluate_finalists_native,
         fit_finalists,
         pack_docs,
@@ -58,10 +58,10 @@ def main() -> None:
         state_bytes,
         task_docs,
     )
-    from ghostsearch.logs import quiet_libraries
-    from ghostsearch.models import load_model
+    from ghostsearch.model import data
+    from ghostsearch.model.models import load_model
+    from ghostsearch.model.stack import Stack, physically_prune
     from ghostsearch.recovery.export import pruned_model
-    from ghostsearch.stack import Stack, physically_prune
 
     quiet_libraries()
     torch.set_num_threads(args.threads)

@@ -37,12 +37,12 @@ def main() -> None:
     import ray
     import torch
 
-    from ghostsearch.compare import eval_key, evaluate_finalists, finalist_jobs
     from ghostsearch.config import load_config
-    from ghostsearch.evaluate import evaluate_model
-    from ghostsearch.models import load_model
+    from ghostsearch.evaluation.evaluate import evaluate_model
+    from ghostsearch.model.models import load_model
     from ghostsearch.pool.pool import connect, release_pool, start_pool
     from ghostsearch.recovery.repair import repair
+    from ghostsearch.study.compare import eval_key, evaluate_finalists, finalist_jobs
 
     cores = os.cpu_count() or 1
     threads = max(1, cores // args.actors)

@@ -12,7 +12,7 @@ train instead of C4. All finalists are then evaluated together over one dense pr
 (evaluate.perplexity_finalists, zero_shot_finalists): WikiText-2 perplexity as the run's
 eval settings say, the eight tasks, the run's held-out halves. Writes OUT.parquet (one row per
 finalist, with each cut's alignment and antisymmetric shares) and OUT_items.parquet (per-item
-predictions, column ``key``), then prints the claims table (ghostsearch.claims).
+predictions, column ``key``), then prints the claims table (ghostsearch.study.claims).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import benchenv  # noqa: F401  (repository on sys.path, offline HF, ../shared/data)
 
 if TYPE_CHECKING:
-    from ghostsearch.claims import ClaimRow
+    from ghostsearch.study.claims import ClaimRow
 
 METHODS = [
     ("none", None),
@@ -75,9 +75,9 @@ def label(r: dict) -> str:
 
 
 def claims(rows: list[dict], matrix) -> tuple[list[ClaimRow], list[str]]:
-    """The Ghosted paper's claims on these finalists: paired accuracy differences (ghostsearch.claims
+    """The Ghosted paper's claims on these finalists: paired accuracy differences (ghostsearch.study.claims
     verdict rule) and the perplexity / antisymmetric-share lines (one evaluation each, no interval)."""
-    from ghostsearch.claims import ClaimRow, claim_row, item_bootstrap, recovery_comparison
+    from ghostsearch.study.claims import ClaimRow, claim_row, item_bootstrap, recovery_comparison
 
     main_rows = [r for r in rows if r["role"] == "main"]
     by_set: dict = {}
@@ -186,7 +186,7 @@ def claims(rows: list[dict], matrix) -> tuple[list[ClaimRow], list[str]]:
 def print_claims(out: Path) -> None:
     import pyarrow.parquet as pq
 
-    from ghostsearch.claims import RULE, ItemMatrix, render
+    from ghostsearch.study.claims import RULE, ItemMatrix, render
 
     rows = pq.read_table(out.with_suffix(".parquet")).to_pylist()
     matrix = ItemMatrix.read(out.with_name(out.name + "_items.parquet"))
@@ -214,13 +214,13 @@ def main() -> None:
     import pyarrow as pa
     import torch
 
-    from ghostsearch.evaluate import perplexity_finalists, zero_shot_finalists
-    from ghostsearch.evaluation_native import write_item_rows
-    from ghostsearch.io import write_parquet_atomic
-    from ghostsearch.models import load_model
+    from ghostsearch.core.io import write_parquet_atomic
+    from ghostsearch.evaluation.evaluate import perplexity_finalists, zero_shot_finalists
+    from ghostsearch.evaluation.native import write_item_rows
+    from ghostsearch.model.models import load_model
+    from ghostsearch.model.stack import Stack
     from ghostsearch.recovery.repair import activations_from_config, captured_once, fit, recovery_from_config
     from ghostsearch.rundir.layout import run_config
-    from ghostsearch.stack import Stack
 
     torch.set_num_threads(args.threads)
     run_dir = Path(args.run_dir)

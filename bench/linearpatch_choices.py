@@ -27,11 +27,11 @@ def main() -> None:
     ap.add_argument("--eval-seq", type=int, default=8)
     args = ap.parse_args()
     from ghostsearch.config import Config
-    from ghostsearch.models import load_model
+    from ghostsearch.model.models import load_model
+    from ghostsearch.model.stack import Stack
     from ghostsearch.objectives import CalibrationSpec, ObjectiveSpec
     from ghostsearch.recovery import Activations, get_recovery
     from ghostsearch.scoring import Scorer
-    from ghostsearch.stack import Stack
 
     torch.set_num_threads(1)
     data_dir = Config().data_dir

@@ -31,8 +31,8 @@ def check(command: str, out: Path, env: dict | None = None) -> dict:
     """plan_run(measure=True) for CONFIGS[command], then the command itself in a subprocess (timed
     as a whole) into ``out``: planned and measured seconds, evaluations, the plan, plan's own time."""
     from ghostsearch.config import load_config
-    from ghostsearch.plan import plan_run
     from ghostsearch.rundir.layout import result_cells
+    from ghostsearch.study.plan import plan_run
 
     path = CONFIGS[command]
     env = dict(os.environ if env is None else env)
@@ -74,7 +74,7 @@ def main() -> None:
     ap.add_argument("--only", choices=sorted(CONFIGS))
     args = ap.parse_args()
 
-    from ghostsearch.logs import quiet_libraries
+    from ghostsearch.core.logs import quiet_libraries
 
     quiet_libraries()
     rows = []

@@ -53,7 +53,7 @@ def score(args) -> None:
     import torch
 
     from ghostsearch.config import load_config, protected_blocks
-    from ghostsearch.models import model_depth
+    from ghostsearch.model.models import model_depth
     from ghostsearch.scoring import scorer_from_config
 
     torch.set_num_threads(args.threads)

@@ -25,11 +25,11 @@ import benchenv  # noqa: E402,F401  (the repository on sys.path, offline HF, ../
 import psutil
 import torch
 
-from ghostsearch.models import load_model  # noqa: E402
+from ghostsearch.model.models import load_model  # noqa: E402
+from ghostsearch.model.stack import Batch, Stack, physically_prune  # noqa: E402
 from ghostsearch.objectives import CalibrationSpec  # noqa: E402
 from ghostsearch.objectives.perplexity import text_windows  # noqa: E402
 from ghostsearch.recovery.gram import GramLS  # noqa: E402
-from ghostsearch.stack import Batch, Stack, physically_prune  # noqa: E402
 
 
 def trim() -> None:

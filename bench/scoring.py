@@ -31,9 +31,9 @@ import benchenv  # noqa: E402,F401  (the repository on sys.path, offline HF, ../
 import torch
 import torch.nn.functional as F
 
+from ghostsearch.model.stack import Stack, physically_prune  # noqa: E402
 from ghostsearch.objectives import CalibrationSpec, ObjectiveSpec  # noqa: E402
 from ghostsearch.scoring import Scorer  # noqa: E402
-from ghostsearch.stack import Stack, physically_prune  # noqa: E402
 
 SHAPES = {  # random-weight Llamas: Llama-3-8B itself, and its proportions at a CPU's width
     "llama3-8b-random": dict(
@@ -78,7 +78,7 @@ def load(args):
     if args.model in SHAPES:
         from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig
 
-        from ghostsearch.models import model_path
+        from ghostsearch.model.models import model_path
 
         cfg = LlamaConfig(**SHAPES[args.model])
         torch.manual_seed(0)
@@ -86,7 +86,7 @@ def load(args):
             m = AutoModelForCausalLM.from_config(cfg, dtype=getattr(torch, args.dtype_torch)).eval()
         tok = AutoTokenizer.from_pretrained(model_path("smollm2-135m")[0])
         return m, (VocabFold(tok, cfg.vocab_size) if cfg.vocab_size < len(tok) else tok)
-    from ghostsearch.models import load_model
+    from ghostsearch.model.models import load_model
 
     return load_model(args.model, dtype=args.dtype, device=args.device)
 
@@ -336,7 +336,7 @@ def main():
         return
 
     # (c) margin on 4-way items
-    from ghostsearch import data
+    from ghostsearch.model import data
     from ghostsearch.objectives.margin import tokenize_item
 
     mkey = sc.prepare(ObjectiveSpec.make("margin", CalibrationSpec("arc_easy", args.items, 256, 0, args.data_dir)))

@@ -30,7 +30,7 @@ import os
 
 import benchenv  # noqa: E402,F401  (the repository on sys.path, offline HF, ../shared/data as the data directory)
 
-from ghostsearch.io import write_text_atomic  # noqa: E402
+from ghostsearch.core.io import write_text_atomic  # noqa: E402
 from ghostsearch.rundir.ledger import read_ledger  # noqa: E402
 
 SEARCHERS = ["oneshot", "greedy", "beam", "ga", "bo", "cbo", "fastblock", "lorp"]
@@ -146,10 +146,10 @@ def matched(args):
     import ray
 
     from ghostsearch.config import load_config, protected_blocks
-    from ghostsearch.models import model_depth
+    from ghostsearch.model.models import model_depth
     from ghostsearch.pool.pool import connect, start_pool
+    from ghostsearch.run.runner import run_cell
     from ghostsearch.rundir import close_run_dir, open_run_dir
-    from ghostsearch.runner import run_cell
     from ghostsearch.search import Space
     from ghostsearch.search.common import greedy_cost
 
@@ -458,11 +458,11 @@ def main():
         return
     import ray
 
-    from ghostsearch.compare import grid, run_cells
     from ghostsearch.config import load_config
-    from ghostsearch.models import model_depth
+    from ghostsearch.model.models import model_depth
     from ghostsearch.pool.pool import connect, start_pool
     from ghostsearch.rundir import open_run_dir
+    from ghostsearch.study.compare import grid, run_cells
 
     cfg = load_config(
         None,

@@ -48,11 +48,11 @@ def main() -> None:
 
     t = step("import ray", t)
     from ghostsearch.config import check_model_fit, load_config
-    from ghostsearch.dataplan import plan
-    from ghostsearch.errors import GhostsearchError
+    from ghostsearch.core.errors import GhostsearchError
     from ghostsearch.pool.pool import PoolClient, connect, pool_identity, release_pool, start_pool
+    from ghostsearch.run.runner import answered, build_searcher
     from ghostsearch.rundir import Ledger
-    from ghostsearch.runner import answered, build_searcher
+    from ghostsearch.rundir.dataplan import plan
 
     out = tempfile.mkdtemp(prefix="startup-bench-")
     over = [f"out={out}/run", "pool.dashboard=false"] + ([f"pool.actors={a.actors}"] if a.actors else [])

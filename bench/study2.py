@@ -124,7 +124,7 @@ def ppl_contrast(numbers: dict, left: str, right: str, redo: Path | None = None)
 
 def design(cfg, held_out) -> tuple[dict[str, str], list[tuple[list[int], str]], list[tuple[str, str, str]]]:
     """({model id: eval key}, jobs (removed, method), contrast pairs (name, left key, right key))."""
-    from ghostsearch.compare import eval_key
+    from ghostsearch.study.compare import eval_key
 
     keys = {m: eval_key(removed, method, cfg, held_out) for m, (_, removed, method) in MODELS.items()}
     jobs = [(removed, method) for _, removed, method in MODELS.values()]
@@ -136,7 +136,7 @@ def repeated_p(z_by_look, fractions, kind: str = "obrien-fleming") -> float:
     """The repeated p-value of a group-sequential test (Jennison & Turnbull 9.1): the smallest alpha at
     which the contrast's |z| crossed that alpha's spending boundary at some look run (a look's boundary
     falls as alpha grows; bisection on log alpha)."""
-    from ghostsearch import stats
+    from ghostsearch.stats import inference as stats
 
     best = 1.0
     for k, z in enumerate(z_by_look):
@@ -162,7 +162,7 @@ def fmt_p(p: float) -> str:
 def power_at(delta: float, se: float, bound: float) -> float:
     """Power of the last look's test to find a true difference ``delta``: Phi(delta / se - bound)
     (the far tail and the earlier looks left out: a close approximation at O'Brien-Fleming's bounds)."""
-    from ghostsearch import stats
+    from ghostsearch.stats import inference as stats
 
     return float(stats.norm_cdf(delta / se - bound))
 
@@ -170,7 +170,7 @@ def power_at(delta: float, se: float, bound: float) -> float:
 def contrast_numbers(looks: dict) -> dict[str, dict]:
     """Per contrast (looks.json name): its repeated p, the Holm-adjusted repeated p over C1-C7, the
     power at 0.03 and the minimum detectable difference (80% power) at its level and last look's s.e."""
-    from ghostsearch import stats
+    from ghostsearch.stats import inference as stats
 
     fractions = [n / looks["looks"][-1] for n in looks["looks"]]
     cs = looks["contrasts"]
@@ -308,8 +308,8 @@ def s1_test(run_dir: Path):
 
     import numpy as np
 
-    from ghostsearch import stats
     from ghostsearch.rundir.layout import result_cells
+    from ghostsearch.stats import inference as stats
 
     cells = result_cells(json.loads((run_dir / "result.json").read_text()))
     rows = sorted((c["objective"], c["seed"], tuple(c["removed"])) for c in cells.values() if c["searcher"] == "greedy")
@@ -356,10 +356,10 @@ def main() -> None:
 
     import torch
 
-    from ghostsearch.compare import evaluate_finalists
     from ghostsearch.config import load_config, save_config
-    from ghostsearch.dataplan import announce, plan
-    from ghostsearch.io import write_json_atomic
+    from ghostsearch.core.io import write_json_atomic
+    from ghostsearch.rundir.dataplan import announce, plan
+    from ghostsearch.study.compare import evaluate_finalists
 
     cfg = load_config(args.config, args.overrides)
     torch.set_num_threads(max(1, cfg.pool.threads))

@@ -2,7 +2,7 @@
 amendments): Ghosted's calibration saturation (S2), C4 against WikiText-2 as its calibration (S3)
 and the antisymmetric share of W* = I + M (S4), measured in held-out WikiText-2 test and C4
 validation perplexity; S1's p is read from its run (docs/results/study-cpu-2/s1) and the family
-S1-S3 is decided by Holm at 0.05 (``ghostsearch.stats.holm``).
+S1-S3 is decided by Holm at 0.05 (``ghostsearch.stats.inference.holm``).
 
   python bench/study2_cheap.py [--config configs/study2-smollm2.yaml] [--out docs/results/study-cpu-2/cheap]
                                [--s1 docs/results/study-cpu-2/s1] [--share N] [--commit] [--report-only]
@@ -12,7 +12,7 @@ What is pre-registered (not changed here): the fastblock set {12, ..., 19} of th
 (configs/study2-smollm2.yaml: SmolLM2-135M, fp32), repaired by Ghosted (dense variant), fitted on
 C4 train at 8, 16, 32 and 64 sequences x 256 tokens, calibration seed 0 (S2), and on the tokenized
 WikiText-2 validation split (wikitext-2-v1, ``data.CALIBRATION_SPLIT``: already the repair
-calibration ``recovery.dataset=wikitext2`` reads; no change to ghostsearch/data.py was needed) at
+calibration ``recovery.dataset=wikitext2`` reads; no change to ghostsearch/model/data.py was needed) at
 32 x 256 (S3); held out: WikiText-2 test under the paper protocol (every non-overlapping 2048-token
 window) and the 30 documents of C4 validation, with 95% intervals over windows; S2: log-perplexity
 at 64 minus at 32 within +-1% (|d| < log 1.01), two one-sided tests; S3: WikiText-2-calibrated
@@ -145,7 +145,7 @@ def tost(a, b, delta: float = DELTA) -> dict:
     statistic (``stats.paired_test``): p_low tests H0 d <= -delta, p_high H0 d >= delta; p is the
     larger (reject both, at level alpha, and the difference is within +-delta). A zero standard
     error gives p = 0 when |d| < delta, else 1."""
-    from ghostsearch import stats
+    from ghostsearch.stats import inference as stats
 
     t = stats.paired_test(a, b)
     if t.se == 0:
@@ -201,7 +201,7 @@ def corpus_eval(cfg, c: Corpus):
 def check_data(cfg, design: Design) -> list[dict]:
     """Each calibration checked disjoint from the held-out corpora (``dataplan.plan``); held_out
     must come out empty (C4 train and WikiText-2 validation are not evaluation sets)."""
-    from ghostsearch.dataplan import plan
+    from ghostsearch.rundir.dataplan import plan
 
     plans = []
     for ds in dict.fromkeys(m.dataset for m in design.models):
@@ -221,7 +221,7 @@ def evaluate_group(model, tok, cfg, design: Design, group: list[Model]) -> list[
     """Fit each model's repair, then evaluate the group together on every held-out corpus (one
     ``evaluate.perplexity_finalists`` call a corpus: one dense pass over its windows, then every model
     from its first removed block): per model (per-window rows, summary)."""
-    from ghostsearch.evaluate import perplexity_finalists
+    from ghostsearch.evaluation.evaluate import perplexity_finalists
     from ghostsearch.recovery.repair import fit
 
     ops, fit_s = [], []
@@ -288,7 +288,7 @@ def evaluate_group(model, tok, cfg, design: Design, group: list[Model]) -> list[
 
 def window_tokens(model, c: Corpus) -> int:
     """Tokens each window predicts (its length - 1), as evaluate.perplexity_finalists counts them."""
-    from ghostsearch.evaluate import protocol_windows
+    from ghostsearch.evaluation.evaluate import protocol_windows
 
     seq_len, _ = protocol_windows(model, "paper" if c.window is None else "quick", c.window or 0, c.max_windows)
     return seq_len - 1
@@ -297,7 +297,7 @@ def window_tokens(model, c: Corpus) -> int:
 def write_rows(rows: list[dict], path: Path) -> None:
     import pyarrow as pa
 
-    from ghostsearch.io import write_parquet_atomic
+    from ghostsearch.core.io import write_parquet_atomic
 
     schema = pa.schema(
         [
@@ -330,7 +330,7 @@ def run(model, tok, cfg, out: Path, design: Design = Design(), on_model=None, sh
     """Evaluate every model of ``design`` not yet in ``out``, ``share`` at a time (in the design's
     order; 1: each model saved as soon as it ends); returns the ids evaluated now. ``on_model(id,
     summary)`` is called after each model's files are written."""
-    from ghostsearch.io import write_json_atomic
+    from ghostsearch.core.io import write_json_atomic
 
     out.mkdir(parents=True, exist_ok=True)
     todo = []
@@ -429,7 +429,7 @@ def log_ppl(rs: list[dict]) -> float:
 
 def numbers(out: Path, design: Design, s1_dir: Path | None) -> dict:
     """Every number of the table, computed from the per-window rows (and S1's run)."""
-    from ghostsearch import stats
+    from ghostsearch.stats import inference as stats
 
     rows = load_rows(out, design)
     summaries = {m.id: json.loads((out / f"{m.id}.json").read_text()) for m in design.models if m.id in rows}
@@ -565,7 +565,7 @@ def verdict(cid: str, fam: dict, complete: bool) -> str:
 
 def report(out: Path, design: Design = Design(), s1_dir: Path | None = None) -> str:
     """Writes out/cheap.md and out/cheap.json from what has run; returns the table."""
-    from ghostsearch.io import write_json_atomic
+    from ghostsearch.core.io import write_json_atomic
 
     nums = numbers(out, design, s1_dir)
     text = render(nums, design)
@@ -604,7 +604,7 @@ def main() -> None:
         import torch
 
         from ghostsearch.config import load_config
-        from ghostsearch.models import load_model
+        from ghostsearch.model.models import load_model
 
         # fp32 as pre-registered (the config's dtype auto would give bf16 on a CPU with native bf16)
         cfg = load_config(

@@ -119,11 +119,11 @@ def main() -> None:
     from study2_cheap import Design, model_config
 
     from ghostsearch.config import load_config
-    from ghostsearch.evaluate import corpus, eval_windows, protocol_windows
-    from ghostsearch.evaluation_native import GIB, fit_finalists, loglikelihoods_finalists, plans, window_items
-    from ghostsearch.models import load_model
+    from ghostsearch.evaluation.evaluate import corpus, eval_windows, protocol_windows
+    from ghostsearch.evaluation.native import GIB, fit_finalists, loglikelihoods_finalists, plans, window_items
+    from ghostsearch.model.models import load_model
+    from ghostsearch.model.stack import Stack
     from ghostsearch.recovery.repair import fit
-    from ghostsearch.stack import Stack
 
     torch.set_num_threads(args.threads)
     cfg = load_config(str(ROOT / "configs/study2-smollm2.yaml"), OVERRIDES)

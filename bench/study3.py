@@ -61,7 +61,7 @@ def pilot_sets(pilot: Path = PILOT, k: int = 5) -> dict[str, list[int]]:
 def planned_n(cfg) -> tuple[int, dict[str, float], float]:
     """(N, the shrunk per-task SDs, the planned s.e. at N): N the smallest multiple of 200 with
     sqrt((sum_h sd_h)^2 / (T^2 N)) <= 0.0086 (T tasks, Neyman allocation), at most 2,400."""
-    from ghostsearch.items import weights_for
+    from ghostsearch.model.items import weights_for
 
     tasks = list(cfg.eval.tasks)
     sds = weights_for(cfg.eval, tasks, {})
@@ -78,7 +78,7 @@ def models(sets: dict[str, list[int]]) -> dict[str, tuple[str, list[int], str]]:
 
 def design(cfg, held_out, sets):
     """({model id: eval key}, jobs, contrast pairs); a contrast between identical models is dropped."""
-    from ghostsearch.compare import eval_key
+    from ghostsearch.study.compare import eval_key
 
     ms = models(sets)
     keys = {m: eval_key(removed, method, cfg, held_out) for m, (_, removed, method) in ms.items()}
@@ -102,7 +102,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from ghostsearch.config import load_config, save_config
-    from ghostsearch.dataplan import announce, plan
+    from ghostsearch.rundir.dataplan import announce, plan
 
     items = str(PILOT / "eval_items.parquet")  # the pilot's per-item rows: Neyman SDs, and left out
     if not Path(items).is_file():
@@ -124,8 +124,8 @@ def main() -> None:
     import study2  # the report's table, shared with study 2
     import torch
 
-    from ghostsearch.compare import evaluate_finalists
-    from ghostsearch.io import write_json_atomic
+    from ghostsearch.core.io import write_json_atomic
+    from ghostsearch.study.compare import evaluate_finalists
 
     torch.set_num_threads(max(1, cfg.pool.threads))
     run_dir = Path(cfg.out)

@@ -3,7 +3,7 @@
   python bench/study_table.py runs/study-smollm2-mini             # after the compare finished
   python bench/study_table.py runs/study-smollm2-mini --partial   # finished cells so far
 
-The verdicts come from ghostsearch.claims (computed, never written by hand): every tested row printed
+The verdicts come from ghostsearch.study.claims (computed, never written by hand): every tested row printed
 here (the claims and the LoRP comparisons) is ONE family, Holm-adjusted at 0.05 (claims.family);
 without RUN_DIR/eval_items.parquet (older runs) the per-item claims read "not computed".
 """
@@ -20,7 +20,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import numpy as np
 import pyarrow.parquet as pq
 
-from ghostsearch.claims import (
+from ghostsearch.core.comparison_row import ComparisonRow, from_arrow
+from ghostsearch.study.claims import (
     RULE,
     ClaimRow,
     ItemMatrix,
@@ -31,7 +32,6 @@ from ghostsearch.claims import (
     recovery_comparison,
     render,
 )
-from ghostsearch.comparison_row import ComparisonRow, from_arrow
 
 LORP_PAPER = "LoRP beats ShortGPT / LLM-Streamline without repair (Qwen3-8B, 7 of 36 blocks: 56.65 vs 51.50 % mean acc)"
 
@@ -148,8 +148,8 @@ def partial(run_dir: str):
     import glob
     import json
 
-    from ghostsearch.compare import eval_key
     from ghostsearch.config import load_config
+    from ghostsearch.study.compare import eval_key
 
     cfg = load_config(os.path.join(run_dir, "config.yaml"))
 

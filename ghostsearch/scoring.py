@@ -20,10 +20,10 @@ from typing import Callable, ClassVar, Protocol
 import numpy as np
 import torch
 
-from ghostsearch.errors import GhostsearchError
+from ghostsearch.core.errors import GhostsearchError
+from ghostsearch.model.stack import Batch, Captured, Stack, check_removed, run_start
 from ghostsearch.objectives import Objective, ObjectiveSpec
 from ghostsearch.search.base import Removed
-from ghostsearch.stack import Batch, Captured, Stack, check_removed, run_start
 
 Patches = dict[int, Callable[[torch.Tensor], torch.Tensor]]
 
@@ -414,11 +414,11 @@ def block_statistics(caps: list[Captured], batches: list[Batch]) -> dict:
 
 def scorer_from_config(cfg, threads: int | None = None) -> Scorer:
     """Load the configured model once and wrap it in a Scorer (objectives are prepared on demand)."""
-    from ghostsearch.models import load_configured
+    from ghostsearch.model.models import load_configured
 
     if threads:
         torch.set_num_threads(threads)
-    from ghostsearch.memplan import check_fit
+    from ghostsearch.model.memplan import check_fit
 
     every = check_fit(cfg)  # one line before loading when the run cannot fit; resolves cache.every: auto
     model, tok = load_configured(cfg)

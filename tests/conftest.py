@@ -38,7 +38,7 @@ def data_dir() -> str | None:
 
 @pytest.fixture(scope="session")
 def smollm2():
-    from ghostsearch.models import load_model
+    from ghostsearch.model.models import load_model
 
     torch.set_num_threads(2)
     return load_model("smollm2-135m", dtype="fp32")
@@ -108,7 +108,7 @@ def tiny_model_dir(tmp_path_factory, smollm2_tokenizer_dir) -> str:
 
 @pytest.fixture(scope="session")
 def smollm2_tokenizer_dir() -> str:
-    from ghostsearch.models import model_path
+    from ghostsearch.model.models import model_path
 
     return model_path("smollm2-135m")[0]
 

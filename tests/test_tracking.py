@@ -9,7 +9,7 @@ import json
 import pytest
 
 from ghostsearch.config import load_config
-from ghostsearch.errors import GhostsearchError
+from ghostsearch.core.errors import GhostsearchError
 
 
 def test_unknown_tracker_is_one_line_before_work():
@@ -25,7 +25,7 @@ def test_search_tracked_by_mlflow_tensorboard_wandb(tiny_model_dir, tmp_path, ra
     from mlflow.tracking import MlflowClient
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    from ghostsearch.runner import search
+    from ghostsearch.run.runner import search
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     monkeypatch.setenv("WANDB_MODE", "offline")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ghostsearch.errors import GhostsearchError
+from ghostsearch.core.errors import GhostsearchError
 
 
 def add_config_command(sub, name: str, help_: str) -> argparse.ArgumentParser:

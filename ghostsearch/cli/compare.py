@@ -15,8 +15,8 @@ def add(sub) -> None:
 
 
 def run(args) -> None:
-    from ghostsearch.compare import compare
     from ghostsearch.config import load_config
+    from ghostsearch.study.compare import compare
 
     overrides = list(args.overrides) + ([f"eval.limit={args.limit}"] if args.limit is not None else [])
     cfg = load_config(args.config, overrides)

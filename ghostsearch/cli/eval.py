@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ghostsearch.cli.common import parse_remove, positive_int, print_json
-from ghostsearch.errors import GhostsearchError
+from ghostsearch.core.errors import GhostsearchError
 from ghostsearch.recovery import RECOVERY
 
 
@@ -73,11 +73,11 @@ def check_outputs(args, cfg, jobs, default_out) -> None:
     """Before the data plan and the model: the removed sets against the model's depth (read from its
     config, no weights), and every file eval writes (rows, per-item rows, lm-eval's results) against
     the run's own files and other programs' files, on a writable disk."""
-    from ghostsearch.io import check_output, check_writable
+    from ghostsearch.core.io import check_output, check_writable
 
     if jobs is not None:
         from ghostsearch.config import check_model_fit
-        from ghostsearch.stack import check_removed
+        from ghostsearch.model.stack import check_removed
 
         n_blocks = check_model_fit(cfg)  # the model's config only, no weights
         for _, removed, _ in jobs:
@@ -123,10 +123,10 @@ def export_data(directory: Path) -> dict | None:
 
 
 def run(args) -> None:
-    from ghostsearch import lmeval_results
-    from ghostsearch.evaluate import check_tasks, evaluate_model, write_rows
-    from ghostsearch.logs import progress_enabled
-    from ghostsearch.models import load_configured, resolve_dtype
+    from ghostsearch.core import lmeval_results
+    from ghostsearch.core.logs import progress_enabled
+    from ghostsearch.evaluation.evaluate import check_tasks, evaluate_model, write_rows
+    from ghostsearch.model.models import load_configured, resolve_dtype
 
     cfg, jobs, out = target(args)
     if args.limit is not None:
@@ -140,7 +140,7 @@ def run(args) -> None:
             "give --tasks or eval.perplexity"
         )
     check_outputs(args, cfg, jobs, out)
-    from ghostsearch.dataplan import announce, export_plan, plan
+    from ghostsearch.rundir.dataplan import announce, export_plan, plan
 
     repairs = repairs_of(args, jobs)
     if jobs is not None:  # a run's (or config's) calibration data is held out of what is evaluated
@@ -174,10 +174,10 @@ def run(args) -> None:
         else:
             print_export_row(rows[-1])
     else:  # every removed set in one pass over the dense prefix cache (evaluate_finalist_specs)
-        from ghostsearch.compare import finalist_numbers
-        from ghostsearch.evaluate import evaluate_finalist_specs
-        from ghostsearch.evaluation_native import write_item_rows
-        from ghostsearch.stack import Stack, check_removed
+        from ghostsearch.evaluation.evaluate import evaluate_finalist_specs
+        from ghostsearch.evaluation.native import write_item_rows
+        from ghostsearch.model.stack import Stack, check_removed
+        from ghostsearch.study.compare import finalist_numbers
 
         model, tok = load_configured(cfg)
         n_blocks = Stack(model).n_blocks
@@ -261,11 +261,11 @@ def held_out_text(removed, method: str, fitted: dict[str, str]) -> str:
 
 def models_table(rows: list[dict], items, fitted: dict[str, str], model, data_dir=None) -> str:
     """The printed table: dense, each set without repair, each repair, side by side, every number with
-    its difference from dense and a paired interval (ghostsearch.report.models)."""
-    from ghostsearch.claims import ItemMatrix
-    from ghostsearch.report.models import ModelEntry, model_rows, text_table
-    from ghostsearch.speed import cost_operators, pruned_params
-    from ghostsearch.stack import Stack
+    its difference from dense and a paired interval (ghostsearch.study.report.models)."""
+    from ghostsearch.model.stack import Stack
+    from ghostsearch.recovery.speed import cost_operators, pruned_params
+    from ghostsearch.study.claims import ItemMatrix
+    from ghostsearch.study.report.models import ModelEntry, model_rows, text_table
 
     n_blocks, hidden = Stack(model).n_blocks, int(model.config.hidden_size)
 
@@ -304,7 +304,7 @@ def models_table(rows: list[dict], items, fitted: dict[str, str], model, data_di
 
 def print_export_row(row: dict) -> None:
     """An export's numbers as a one-row table (its base model is not here to compare with)."""
-    from ghostsearch.report.models import ModelEntry, model_rows, text_table
+    from ghostsearch.study.report.models import ModelEntry, model_rows, text_table
 
     numbers = {n: v for n, v in row.items() if n not in ("model", "held_out")}
     name = Path(row["model"]).name

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ghostsearch.cli.common import parse_remove, positive_int, print_json
-from ghostsearch.errors import GhostsearchError
+from ghostsearch.core.errors import GhostsearchError
 from ghostsearch.recovery import RECOVERY
 
 
@@ -30,12 +30,12 @@ def run(args) -> Path:
     from tqdm.auto import tqdm
 
     from ghostsearch.config import load_config
-    from ghostsearch.logs import progress_enabled
-    from ghostsearch.models import load_configured
+    from ghostsearch.core.logs import progress_enabled
+    from ghostsearch.model.models import load_configured
+    from ghostsearch.model.stack import Stack, check_removed
     from ghostsearch.recovery.export import check_target, export
     from ghostsearch.recovery.repair import fit
     from ghostsearch.rundir import finalists, run_config
-    from ghostsearch.stack import Stack, check_removed
 
     src, out = Path(args.source), args.out
     check_target(out, args.force)  # before any model work
@@ -56,7 +56,7 @@ def run(args) -> Path:
     from ghostsearch.config import check_model_fit
 
     check_removed(removed, check_model_fit(cfg))  # a repeated or out-of-range block: before the data and the model
-    from ghostsearch.dataplan import announce, plan
+    from ghostsearch.rundir.dataplan import announce, plan
 
     announce(plan(cfg, objectives, evaluate=False, repair=args.method != "none"))  # missing data: one line, now
     if threads:

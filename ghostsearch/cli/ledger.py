@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ghostsearch.errors import GhostsearchError
+from ghostsearch.core.errors import GhostsearchError
 
 
 def add(sub) -> None:
@@ -75,7 +75,7 @@ def run(args) -> None:
     if not (d / "ledger").is_dir():
         raise GhostsearchError(f"{d} has no ledger/; point at a run directory written by ghostsearch search or compare")
     if args.csv and args.csv != "-":  # before reading anything: never over a run's or another program's file
-        from ghostsearch.io import check_output, check_writable
+        from ghostsearch.core.io import check_output, check_writable
 
         check_output(args.csv, "--csv", ours=_our_csv)
         check_writable(Path(args.csv).parent, f"--csv {args.csv}:", "give a path on a writable disk")
@@ -83,7 +83,7 @@ def run(args) -> None:
     if args.csv == "-":
         df.to_csv(sys.stdout, index=False)
     elif args.csv:
-        from ghostsearch.io import write_text_atomic
+        from ghostsearch.core.io import write_text_atomic
 
         out = Path(args.csv)
         write_text_atomic(out, df.to_csv(index=False))

@@ -7,11 +7,11 @@ import argparse
 import errno
 import sys
 
-from ghostsearch import interrupts
 from ghostsearch.cli import compare, export, ledger, plan, pool, recover, score, search, speed, target
 from ghostsearch.cli import eval as eval_cmd
-from ghostsearch.errors import GhostsearchError
-from ghostsearch.logs import quiet_libraries, setup_logging
+from ghostsearch.core import interrupts
+from ghostsearch.core.errors import GhostsearchError
+from ghostsearch.core.logs import quiet_libraries, setup_logging
 
 # name -> module with add(sub) and run(args); the order of `ghostsearch --help`
 COMMANDS = {

@@ -1,5 +1,5 @@
 """``ghostsearch plan CONFIG [key=value ...]``: a run's evaluations, FLOPs, memory per actor, wall
-time and device-hours, from the configs alone (no weights loaded; ghostsearch/plan.py)."""
+time and device-hours, from the configs alone (no weights loaded; ghostsearch/study/plan.py)."""
 
 from __future__ import annotations
 
@@ -32,14 +32,14 @@ def add(sub) -> None:
 
 def run(args) -> None:
     from ghostsearch.config import load_config
-    from ghostsearch.errors import GhostsearchError
-    from ghostsearch.plan import format_plan, plan_run
+    from ghostsearch.core.errors import GhostsearchError
+    from ghostsearch.study.plan import format_plan, plan_run
 
     cfg = load_config(args.config, args.overrides)
     p = plan_run(cfg, args.model_config, args.measure, command=args.command)
     print(format_plan(cfg, p))
     if not p["fits"]:
-        from ghostsearch.memplan import fixes
+        from ghostsearch.model.memplan import fixes
 
         raise GhostsearchError(
             f"this run does not fit: one scorer needs {p['memory'].line()}; fix: {fixes(cfg, p['shape'], p['memory'])}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from ghostsearch.cli.common import print_json
-from ghostsearch.errors import GhostsearchError
+from ghostsearch.core.errors import GhostsearchError
 
 
 def add(sub) -> None:

@@ -21,8 +21,8 @@ def add(sub) -> None:
 
 
 def run(args) -> None:
-    from ghostsearch.io import check_writable
-    from ghostsearch.recovery.recover import recover
+    from ghostsearch.core.io import check_writable
+    from ghostsearch.run.recover import recover
 
     # recovery.parquet is written after all the work: a read-only or full run directory first
     check_writable(args.run_dir, "run directory", "make it writable (or copy the run directory elsewhere) and rerun")

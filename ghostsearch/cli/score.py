@@ -13,9 +13,9 @@ def add(sub) -> None:
 
 def run(args) -> None:
     from ghostsearch.config import check_model_fit, load_config
+    from ghostsearch.model.stack import check_removed
     from ghostsearch.recovery.aware import prepare
     from ghostsearch.scoring import scorer_from_config
-    from ghostsearch.stack import check_removed
 
     cfg = load_config(args.config, args.overrides)
     removed = parse_remove(args.remove)

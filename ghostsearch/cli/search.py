@@ -13,8 +13,8 @@ def add(sub) -> None:
 
 def run(args) -> None:
     from ghostsearch.config import load_config
+    from ghostsearch.run.runner import search
     from ghostsearch.rundir.layout import read_cells
-    from ghostsearch.runner import search
 
     cfg = load_config(args.config, args.overrides)
     res = search(cfg, address=args.address, progress=not args.no_progress)

@@ -1,4 +1,4 @@
-"""``ghostsearch speed TARGET``: what pruning buys, measured (``ghostsearch.speed``): parameters,
+"""``ghostsearch speed TARGET``: what pruning buys, measured (``ghostsearch.recovery.speed``): parameters,
 weight memory, peak memory, prefill and decode tokens/s of the dense model and of pruned models,
 in one process with interleaved repeats, as a ratio to dense beside the ideal L / (L - k).
 
@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from ghostsearch.cli.common import parse_remove, positive_int
-from ghostsearch.errors import GhostsearchError
+from ghostsearch.core.errors import GhostsearchError
 from ghostsearch.recovery import RECOVERY
 
 
@@ -114,7 +114,7 @@ def plan(args):
 def write(report, out: Path) -> None:
     import pyarrow as pa
 
-    from ghostsearch.io import write_json_atomic, write_parquet_atomic
+    from ghostsearch.core.io import write_json_atomic, write_parquet_atomic
 
     write_json_atomic(out, report.to_dict())
     write_parquet_atomic(out.with_suffix(".parquet"), pa.Table.from_pylist([r.flat() for r in report.rows]))
@@ -123,11 +123,11 @@ def write(report, out: Path) -> None:
 def run(args):
     import torch
 
-    from ghostsearch.io import check_output
-    from ghostsearch.logs import progress_enabled
-    from ghostsearch.models import load_configured, model_depth
-    from ghostsearch.speed import cost_operators, measure_speed, speed_table
-    from ghostsearch.stack import Stack, check_removed
+    from ghostsearch.core.io import check_output
+    from ghostsearch.core.logs import progress_enabled
+    from ghostsearch.model.models import load_configured, model_depth
+    from ghostsearch.model.stack import Stack, check_removed
+    from ghostsearch.recovery.speed import cost_operators, measure_speed, speed_table
 
     cfg, sets, repairs, export_dir, default_out = plan(args)
     out = Path(args.out) if args.out else default_out

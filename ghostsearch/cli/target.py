@@ -16,7 +16,7 @@ def add(sub) -> None:
 
 def run(args) -> None:
     from ghostsearch.config import load_config
-    from ghostsearch.target import target
+    from ghostsearch.study.target import target
 
     cfg = load_config(args.config, args.overrides)
     block = target(cfg, address=args.address, progress=not args.no_progress)

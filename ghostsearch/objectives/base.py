@@ -13,9 +13,9 @@ from typing import Any, ClassVar
 
 import torch
 
-from ghostsearch.errors import GhostsearchError
-from ghostsearch.registry import Registry
-from ghostsearch.stack import Batch, Captured, Stack
+from ghostsearch.core.errors import GhostsearchError
+from ghostsearch.core.registry import Registry
+from ghostsearch.model.stack import Batch, Captured, Stack
 
 
 @dataclass(frozen=True)

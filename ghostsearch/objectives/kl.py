@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import torch
 
-from ghostsearch import data
-from ghostsearch.errors import GhostsearchError
+from ghostsearch.core.errors import GhostsearchError
+from ghostsearch.model import data
+from ghostsearch.model.stack import Batch, Stack
 from ghostsearch.objectives.base import Objective, split_rows
 from ghostsearch.objectives.perplexity import text_windows
-from ghostsearch.stack import Batch, Stack
 
 
 def _topk_kl(lq: torch.Tensor, lp: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:

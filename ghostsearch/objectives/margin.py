@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import torch
 
-from ghostsearch import data
-from ghostsearch.errors import GhostsearchError
+from ghostsearch.core.errors import GhostsearchError
+from ghostsearch.model import data
+from ghostsearch.model.stack import Batch, Stack
 from ghostsearch.objectives.base import Objective
-from ghostsearch.stack import Batch, Stack
 
 
 def tokenize_item(tokenizer, item: data.MCItem) -> tuple[list[int], list[list[int]]]:

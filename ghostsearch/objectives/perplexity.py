@@ -10,9 +10,9 @@ import math
 
 import torch
 
-from ghostsearch import data
+from ghostsearch.model import data
+from ghostsearch.model.stack import Batch, Stack
 from ghostsearch.objectives.base import Objective, split_rows
-from ghostsearch.stack import Batch, Stack
 
 
 def text_windows(spec, tokenizer) -> torch.Tensor:

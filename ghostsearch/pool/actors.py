@@ -49,7 +49,7 @@ class ScorerActor:
 
         import torch
 
-        from ghostsearch.logs import quiet_libraries
+        from ghostsearch.core.logs import quiet_libraries
         from ghostsearch.scoring import scorer_from_config
 
         torch.set_num_threads(threads)  # Ray reuses workers: set it in every actor
@@ -87,7 +87,7 @@ class ScorerActor:
         }
 
     def model_id(self) -> str:
-        from ghostsearch.models import model_identity
+        from ghostsearch.model.models import model_identity
 
         return model_identity(self.cfg.model)
 

@@ -22,9 +22,9 @@ from typing import Any, Callable, Sequence
 
 import ray
 
-from ghostsearch import interrupts
 from ghostsearch.config import Config
-from ghostsearch.errors import GhostsearchError
+from ghostsearch.core import interrupts
+from ghostsearch.core.errors import GhostsearchError
 from ghostsearch.objectives import ObjectiveSpec
 from ghostsearch.pool.actors import NAMESPACE, Broker, ScorerActor, Served
 from ghostsearch.pool.blocks import RaceBlocks
@@ -403,7 +403,7 @@ def pool_identity(broker, cfg: Config, specs: list[ObjectiveSpec]) -> dict:
     except ray.exceptions.RayTaskError as e:
         raise GhostsearchError(str(e.cause if getattr(e, "cause", None) else e).splitlines()[0]) from None
     if cfg.pool.name:
-        from ghostsearch.models import DTYPES
+        from ghostsearch.model.models import DTYPES
 
         want = str(DTYPES[cfg.dtype]).replace("torch.", "") if cfg.dtype != "auto" else ident["dtype"]
         device = cfg.device.split(":")[0] if cfg.device != "auto" else ident["device"]

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import torch
 
-from ghostsearch.errors import GhostsearchError
+from ghostsearch.core.errors import GhostsearchError
+from ghostsearch.model.stack import Batch, Stack
 from ghostsearch.objectives import AwareSpec, ObjectiveSpec
 from ghostsearch.recovery.base import cuts
 from ghostsearch.recovery.ghosted import residual_fn
 from ghostsearch.recovery.gram import GramLS, finite_rows
-from ghostsearch.stack import Batch, Stack
 
 
 class GhostedAware:

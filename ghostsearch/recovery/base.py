@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, ClassVar, Iterator, Sequence
 import torch
 from torch import nn
 
-from ghostsearch.errors import GhostsearchError
-from ghostsearch.registry import Registry
-from ghostsearch.stack import Batch, Captured, Stack
+from ghostsearch.core.errors import GhostsearchError
+from ghostsearch.core.registry import Registry
+from ghostsearch.model.stack import Batch, Captured, Stack
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel

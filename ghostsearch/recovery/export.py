@@ -28,9 +28,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from ghostsearch.errors import GhostsearchError
+from ghostsearch.core.errors import GhostsearchError
+from ghostsearch.model.stack import Stack, check_removed, physically_prune
 from ghostsearch.recovery.base import META_FILE, Operators, get_recovery, recovery_for
-from ghostsearch.stack import Stack, check_removed, physically_prune
 
 
 def pruned_model(model, operators: Operators):
@@ -50,7 +50,7 @@ def check_target(out_dir, force: bool = False) -> Path:
     for parent in [out, *out.parents]:
         if parent.exists() and not parent.is_dir():
             raise GhostsearchError(f"--out {out_dir}: {parent} is a file; choose a directory path")
-    from ghostsearch.io import check_writable
+    from ghostsearch.core.io import check_writable
 
     check_writable(out, f"--out {out_dir}:", "choose another --out")  # a read-only or full disk, before any work
     if not out.exists() or not any(out.iterdir()):

@@ -24,9 +24,9 @@ from typing import Callable
 
 import torch
 
+from ghostsearch.model.stack import check_removed
 from ghostsearch.recovery.base import Activations, Recovery, cuts, hook_boundary, new_index
 from ghostsearch.recovery.gram import GramLS, finite_rows
-from ghostsearch.stack import check_removed
 
 
 def residual_fn(m: torch.Tensor):

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import torch
 
-from ghostsearch.errors import GhostsearchError
+from ghostsearch.core.errors import GhostsearchError
 
 SOLVERS = ("ridge", "pinv")
 

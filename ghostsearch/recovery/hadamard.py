@@ -246,7 +246,7 @@ def quarot_pm1(n: int) -> np.ndarray | None:
 
 def check_construction(name: str) -> str:
     if name not in CONSTRUCTIONS_OF_N:
-        from ghostsearch.errors import GhostsearchError
+        from ghostsearch.core.errors import GhostsearchError
 
         raise GhostsearchError(
             f"Hadamard construction {name!r} is unknown; use one of: {', '.join(CONSTRUCTIONS_OF_N)}"

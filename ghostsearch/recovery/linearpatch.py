@@ -31,12 +31,12 @@ from __future__ import annotations
 
 import torch
 
-from ghostsearch.errors import GhostsearchError
+from ghostsearch.core.errors import GhostsearchError
+from ghostsearch.model.stack import check_removed
 from ghostsearch.recovery.base import Activations, cuts
 from ghostsearch.recovery.ghosted import CutStats, ResidualLinear, cut_report
 from ghostsearch.recovery.gram import finite_rows
 from ghostsearch.recovery.hadamard import CONSTRUCTIONS_OF_N, check_construction, describe, orthonormal
-from ghostsearch.stack import check_removed
 
 ROTATIONS = CONSTRUCTIONS_OF_N  # ("quarot", "paley"): the first is the default
 SCALES = ("mean_ratio", "pooled")

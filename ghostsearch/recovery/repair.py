@@ -104,7 +104,7 @@ def captured_once(data: Activations, cap_bytes: float) -> Activations:
 def fit_all(model, tok, specs, cfg) -> list[Operators | None]:
     """Operators for each (removed, method) of ``specs`` (None for ``none``), every fit reading the
     same dense calibration activations, captured once while they fit in ``eval.cache_gib``."""
-    from ghostsearch.stack import Stack
+    from ghostsearch.model.stack import Stack
 
     stack, data = Stack(model), None
     out: list[Operators | None] = []
@@ -122,7 +122,7 @@ def fit_all(model, tok, specs, cfg) -> list[Operators | None]:
 def fit(model, tok, removed, cfg, method: str | None = None) -> Operators:
     """Operators of ``method`` (default cfg.recovery.method) for ``removed``; a method that adds
     nothing (``none``) needs no calibration pass."""
-    from ghostsearch.stack import Stack
+    from ghostsearch.model.stack import Stack
 
     stack = Stack(model)
     rec = recovery_from_config(cfg, method)

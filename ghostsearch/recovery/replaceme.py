@@ -26,11 +26,11 @@ import contextlib
 
 import torch
 
-from ghostsearch.errors import GhostsearchError
+from ghostsearch.core.errors import GhostsearchError
+from ghostsearch.model.stack import check_removed
 from ghostsearch.recovery.base import Activations, Recovery, cuts, new_index
 from ghostsearch.recovery.ghosted import CutStats, cut_report
 from ghostsearch.recovery.gram import finite_rows
-from ghostsearch.stack import check_removed
 
 
 def down_proj(block) -> torch.nn.Linear:
@@ -158,7 +158,7 @@ class ReplaceMe(Recovery):
             yield out
 
     def apply(self, model, ops) -> list:
-        from ghostsearch.stack import Stack
+        from ghostsearch.model.stack import Stack
 
         blocks = Stack(model).blocks
         for a, t in ops.mats.items():

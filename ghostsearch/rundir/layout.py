@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 
 from ghostsearch.config import Config, load_config, save_config
-from ghostsearch.errors import GhostsearchError
-from ghostsearch.io import check_writable, write_text_atomic
+from ghostsearch.core.errors import GhostsearchError
+from ghostsearch.core.io import check_writable, write_text_atomic
 from ghostsearch.rundir import lock
 from ghostsearch.rundir.cell import CellResult
 from ghostsearch.rundir.ledger import compact, read_ledger
@@ -111,7 +111,7 @@ def resumed_dtype(cfg: Config, out: Path) -> str | None:
     never mixes precisions (a run started on an AVX2-only CPU, fp32, resumed on a CPU with native
     bf16). Said once when it differs from what auto is on this machine. None when the config's dtype
     is explicit (identity.json then refuses a mismatch) or nothing is recorded yet."""
-    from ghostsearch.models import resolve_dtype
+    from ghostsearch.model.models import resolve_dtype
 
     path = Path(out) / "identity.json"
     if cfg.dtype != "auto" or not path.exists():
@@ -230,7 +230,7 @@ def ghostsearch_version() -> dict:
 def write_env(out: Path, kind: str) -> None:
     import torch
 
-    from ghostsearch.models import cpu_has_native_bf16
+    from ghostsearch.model.models import cpu_has_native_bf16
 
     def ver(mod):
         try:

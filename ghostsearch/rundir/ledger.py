@@ -41,7 +41,7 @@ from typing import Any, Mapping, TextIO
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ghostsearch.io import fsync_dir, write_parquet_atomic
+from ghostsearch.core.io import fsync_dir, write_parquet_atomic
 
 log = logging.getLogger("ghostsearch.ledger")
 

@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from ghostsearch.errors import GhostsearchError
+from ghostsearch.core.errors import GhostsearchError
 
 LOCK_FILE = ".lock"
 log = logging.getLogger("ghostsearch.rundir")

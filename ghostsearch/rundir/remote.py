@@ -18,7 +18,7 @@ import logging
 import os
 from pathlib import Path
 
-from ghostsearch.errors import GhostsearchError
+from ghostsearch.core.errors import GhostsearchError
 
 SCHEMES = ("s3://", "gs://", "gcs://")
 log = logging.getLogger(__name__)

@@ -22,8 +22,8 @@ import typing
 from dataclasses import dataclass
 from typing import Any, ClassVar, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
-from ghostsearch.errors import GhostsearchError
-from ghostsearch.registry import Registry
+from ghostsearch.core.errors import GhostsearchError
+from ghostsearch.core.registry import Registry
 
 Removed = tuple[int, ...]
 

@@ -9,7 +9,7 @@ from typing import Any, ClassVar, Sequence
 
 import numpy as np
 
-from ghostsearch.errors import GhostsearchError
+from ghostsearch.core.errors import GhostsearchError
 from ghostsearch.search.base import Budget, Candidate, Removed, Searcher, Space, canonical, greedy_cost
 from ghostsearch.search.racing import Race, RaceParams, race_params
 

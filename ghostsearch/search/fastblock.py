@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ghostsearch.errors import GhostsearchError
+from ghostsearch.core.errors import GhostsearchError
 from ghostsearch.search.base import EXACT, Candidate, Removed, Space
 from ghostsearch.search.common import Memo, require_ints, statistic
 

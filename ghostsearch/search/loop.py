@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Protocol, Sequence, cast
 
-from ghostsearch.errors import GhostsearchError
+from ghostsearch.core.errors import GhostsearchError
 from ghostsearch.search.base import Candidate, Oracle, Removed, Searcher
 from ghostsearch.search.racing import Outcome, Race, RowRequest, run_race
 

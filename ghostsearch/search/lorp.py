@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ghostsearch.errors import GhostsearchError
+from ghostsearch.core.errors import GhostsearchError
 from ghostsearch.search.base import EXACT, Candidate, Removed, SourcedOracle, Space, canonical
 from ghostsearch.search.common import Memo, require_ints, statistic
 

@@ -54,7 +54,7 @@ from typing import Any, Protocol, Sequence
 import numpy as np
 from scipy import stats
 
-from ghostsearch.errors import GhostsearchError
+from ghostsearch.core.errors import GhostsearchError
 from ghostsearch.search.base import Candidate, Removed
 
 AUTO_ROWS = 32  # race: auto races when the calibration has at least this many rows, else scores exactly

@@ -116,44 +116,25 @@ def test_scoring_does_not_import_recovery():
 
 
 # ---------------------------------------------------------------- the layer order
-# Lowest first. A module may import (at module level or inside a function) only modules of its own
-# layer or of a layer below. docs/architecture.md shows the same order. A module is in the layer of
-# its longest listed prefix ("recovery.recover" is in "recover", other "recovery.*" in "recovery").
-LAYERS: list[tuple[str, list[str]]] = [
-    (
-        "bottom",
-        [
-            "errors",
-            "logs",
-            "interrupts",
-            "io",
-            "registry",
-            "stats",
-            "placement",
-            "tracking",
-            "contrasts",
-            "lmeval_results",
-            "looks",
-            "certify",
-            "eval_numbers",
-            "comparison_row",
-        ],
-    ),  # helpers that know no model, no run: anyone may use them
-    ("search", ["search"]),  # ask/tell over removed sets; no model, no torch
-    ("model", ["stack", "models", "data", "items", "memplan"]),
-    ("objectives", ["objectives"]),
-    ("scoring", ["scoring"]),
-    # the operators and the one repair path (Scorer is given aware's patches); speed: times pruned, repaired exports
-    ("recovery", ["recovery", "speed"]),
-    ("config", ["config"]),  # a Config names searchers, objectives, repairs; nothing below reads one
-    ("rundir", ["rundir", "dataplan", "outputs"]),
-    ("pool", ["pool"]),
-    ("runner", ["runner"]),
-    ("recover", ["recovery.recover"]),
-    ("evaluation", ["evaluate", "evaluation_native"]),
-    # plan: what a whole run (search, compare, eval) costs
-    ("compare", ["compare", "report", "claims", "plan", "target"]),
-    ("cli", ["cli", "configdoc", "__main__", ""]),  # "": the package itself (ghostsearch/__init__.py, the API)
+# Lowest first. A layer is a folder of ghostsearch/ (or, for scoring and config, one module), and a
+# module's layer is its folder: ghostsearch.<layer>.<module>. A module may import (at module level
+# or inside a function) only modules of its own layer or of a layer below. docs/architecture.md's
+# table is this list, top to bottom reversed (test_the_architecture_table_is_the_folder_list).
+LAYERS: list[str] = [
+    "core",  # errors, io, logs, registries, tracking, records: know no model, no run
+    "stats",  # inference, contrasts, looks, certify: numpy only
+    "search",  # ask/tell over removed sets; no model, no torch
+    "model",  # stack, models, placement, memplan, data, items
+    "objectives",
+    "scoring",  # scoring.py: exact prefix-cached values of removed sets
+    "recovery",  # the operators, the one repair path, export, speed
+    "config",  # config.py: a Config names searchers, objectives, repairs; nothing below reads one
+    "rundir",  # the run directory, the ledger, the data plan, outputs
+    "pool",
+    "run",  # runner (one cell on the pool), recover
+    "evaluation",
+    "study",  # compare, claims, report, plan, target
+    "cli",  # cli/ and the package itself (ghostsearch/__init__.py: the API; __main__.py)
 ]
 
 # The imports that break the order today, each with why it stays. Prefer fixing to listing: delete
@@ -166,14 +147,27 @@ ALLOWED: dict[tuple[str, str], str] = {}
 # * report's plots read search.lorp's clustering to draw it (a searcher's module, not search's API).
 
 
-def layer_of(module: str) -> int:
-    rel = module.removeprefix("ghostsearch").removeprefix(".")
-    best, rank = -1, None
-    for i, (_, prefixes) in enumerate(LAYERS):
-        for p in prefixes:
-            if (rel == p or rel.startswith(p + ".") or p == "") and len(p) > best:
-                best, rank = len(p), i
-    return rank
+def layer_of(module: str) -> int | None:
+    """The layer of ``ghostsearch.<folder>...``: its folder's place in LAYERS (None: not a layer)."""
+    top = module.removeprefix("ghostsearch").removeprefix(".").split(".")[0]
+    if top in ("", "__main__"):
+        top = "cli"
+    return LAYERS.index(top) if top in LAYERS else None
+
+
+def test_every_top_level_entry_is_a_layer():
+    """No flat module outside the layers: every .py and folder directly under ghostsearch/ is one."""
+    entries = {p.stem for p in PKG.iterdir() if (p.suffix == ".py" or (p / "__init__.py").exists())}
+    assert sorted(entries - set(LAYERS) - {"__init__", "__main__"}) == []
+    assert sorted(set(LAYERS) - entries) == []
+
+
+def test_the_architecture_table_is_the_folder_list():
+    """docs/architecture.md's table names the layers top to bottom, one per line, as its first word."""
+    doc = (PKG.parent / "docs" / "architecture.md").read_text()
+    table = doc.split("```")[1].strip().splitlines()
+    firsts = [line.split()[0] for line in table if line and not line.startswith(" ")]
+    assert firsts == [f"{name}/" if (PKG / name).is_dir() else f"{name}.py" for name in reversed(LAYERS)]
 
 
 def upward(g: dict[str, set[str]]) -> list[tuple[str, str]]:
@@ -186,7 +180,7 @@ def test_every_module_has_a_layer():
 
 def test_imports_point_down_the_layers():
     bad = [
-        f"{m} ({LAYERS[layer_of(m)][0]}) imports {i} ({LAYERS[layer_of(i)][0]})"
+        f"{m} ({LAYERS[layer_of(m)]}) imports {i} ({LAYERS[layer_of(i)]})"
         for m, i in upward(graph())
         if (m, i) not in ALLOWED
     ]
@@ -201,16 +195,16 @@ def test_the_layer_check_sees_function_level_imports(tmp_path):
     """An upward import inside a function counts (a lazy import is still a dependency)."""
     pkg = tmp_path / "ghostsearch"
     pkg.mkdir()
-    (pkg / "errors.py").write_text("def f():\n    from ghostsearch import runner\n")
-    (pkg / "runner.py").write_text("from ghostsearch.errors import f\n")
-    known = {"ghostsearch.errors": pkg / "errors.py", "ghostsearch.runner": pkg / "runner.py"}
+    (pkg / "errors.py").write_text("def f():\n    from ghostsearch.run import runner\n")
+    (pkg / "runner.py").write_text("from ghostsearch.core.errors import f\n")
+    known = {"ghostsearch.core.errors": pkg / "errors.py", "ghostsearch.run.runner": pkg / "runner.py"}
     g = {m: {i for i, _ in imports(m, p, known) if i in known and i != m} for m, p in known.items()}
-    assert upward(g) == [("ghostsearch.errors", "ghostsearch.runner")]
+    assert upward(g) == [("ghostsearch.core.errors", "ghostsearch.run.runner")]
 
 
 def private_attributes(name: str, path: Path, known: dict) -> list[str]:
-    """``mod._x`` where ``mod`` names another ghostsearch module (``from ghostsearch import data``,
-    ``import ghostsearch.data as d``): a private name used through the module object."""
+    """``mod._x`` where ``mod`` names another ghostsearch module (``from ghostsearch.model import data``,
+    ``import ghostsearch.model.data as d``): a private name used through the module object."""
     tree = ast.parse(path.read_text())
     pkg = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
     alias: dict[str, str] = {}
@@ -245,8 +239,8 @@ def test_no_private_attributes_of_other_modules():
 
 def test_the_private_attribute_check_sees_module_attributes(tmp_path):
     p = tmp_path / "evaluate.py"
-    p.write_text("from ghostsearch import data\n\ndef f():\n    return data._offline()\n")
-    known = {"ghostsearch.data": p, "ghostsearch.evaluate": p}
-    assert private_attributes("ghostsearch.evaluate", p, known) == [
-        "ghostsearch.evaluate uses ghostsearch.data._offline"
+    p.write_text("from ghostsearch.model import data\n\ndef f():\n    return data._offline()\n")
+    known = {"ghostsearch.model.data": p, "ghostsearch.evaluation.evaluate": p}
+    assert private_attributes("ghostsearch.evaluation.evaluate", p, known) == [
+        "ghostsearch.evaluation.evaluate uses ghostsearch.model.data._offline"
     ]

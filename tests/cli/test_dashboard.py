@@ -19,7 +19,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 CONNECT = """
 import logging, sys, time
-from ghostsearch.logs import setup_logging
+from ghostsearch.core.logs import setup_logging
 from ghostsearch.pool.pool import connect
 setup_logging(0)
 connect(None, dashboard=True, num_cpus=1)

@@ -43,7 +43,7 @@ def _check(row):
 def test_parquet_types_of_a_dense_row(tmp_path):
     import pyarrow as pa
 
-    from ghostsearch.evaluate import write_rows
+    from ghostsearch.evaluation.evaluate import write_rows
 
     write_rows([{"cell": "remove", "removed": [], "value": None, "ppl_wikitext2": 30.0}], tmp_path / "e.parquet")
     t = pq.read_table(tmp_path / "e.parquet")
@@ -83,7 +83,9 @@ def test_run_dir_every_cell(tmp_path, tiny_model_dir):
     assert pq.read_table(run / "eval.parquet").to_pylist()[1:] == rows
     assert {k: v for k, v in rows[0].items() if k != "cell"} == {k: v for k, v in rows[2].items() if k != "cell"}
     items = pq.read_table(run / "eval_items.parquet").to_pylist()  # each distinct set once, every item
-    docs = sorted({i["doc"] for i in items})  # the run's seeded draw (ghostsearch/items.py), the same for both sets
+    docs = sorted(
+        {i["doc"] for i in items}
+    )  # the run's seeded draw (ghostsearch/model/items.py), the same for both sets
     assert len(docs) == 3 and sorted((tuple(i["removed"]), i["doc"]) for i in items) == [((), d) for d in docs] + [
         ((0, 5), d) for d in docs
     ] + [((3, 4), d) for d in docs]

@@ -196,7 +196,7 @@ def test_auto_dtype_resumes_in_the_dtype_the_run_was_computed_in(tiny_model_dir,
     one line, and the run resumes from its ledger. Before, identity.json refused it, and with
     dtype= set explicitly the config's fingerprint did: such a run could not be resumed there at all.
     The other machine is simulated by rewriting identity.json's dtype."""
-    from ghostsearch.models import resolve_dtype
+    from ghostsearch.model.models import resolve_dtype
 
     out = tmp_path / "run"
     cfg = _config(tmp_path / "c.yaml", tiny_model_dir, out, dtype="auto")

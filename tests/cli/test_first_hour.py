@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from ghostsearch.models import resolve_dtype
+from ghostsearch.model.models import resolve_dtype
 
 pytestmark = pytest.mark.slow
 
@@ -90,7 +90,7 @@ def test_offline_is_detected_in_seconds(home):
     """No HF_* variable, the hub unreachable: the probe says so at once, and the defaults fall back."""
     p = python(
         "import time; t = time.monotonic()\n"
-        "from ghostsearch import data\n"
+        "from ghostsearch.model import data\n"
         "from ghostsearch.config import load_config\n"
         "t = time.monotonic(); reach = data.hub_reachable(); probe = time.monotonic() - t\n"
         "cfg = load_config(None, [])\n"
@@ -110,8 +110,8 @@ def test_a_named_dataset_missing_offline_is_one_line_before_model_work(home, tmp
     """calibration.dataset=c4 with no data directory and no hub: the data plan refuses it within 5 s
     (no hub retries), and the command exits 2 with one line naming data_dir, leaving no run directory."""
     p = python(
-        "import time\nfrom ghostsearch.config import load_config\nfrom ghostsearch.dataplan import plan\n"
-        "from ghostsearch.errors import GhostsearchError\ncfg = load_config(None, ['calibration.dataset=c4'])\n"
+        "import time\nfrom ghostsearch.config import load_config\nfrom ghostsearch.rundir.dataplan import plan\n"
+        "from ghostsearch.core.errors import GhostsearchError\ncfg = load_config(None, ['calibration.dataset=c4'])\n"
         "t = time.monotonic()\ntry:\n    plan(cfg, ['perplexity'], evaluate=False, repair=True)\n"
         "except GhostsearchError as e:\n    print(round(time.monotonic() - t, 3), e)\n",
         home,
@@ -171,7 +171,7 @@ def test_first_hour(home):
         "out = m.generate(**ids, max_new_tokens=4, do_sample=False)\n"
         "print(out.shape[1] - ids.input_ids.shape[1])\n"
         f"try:\n    AutoModelForCausalLM.from_pretrained({str(model)!r})\n"
-        "except ghostsearch.errors.GhostsearchError as e:\n    print('REFUSED', e)\n",
+        "except ghostsearch.core.errors.GhostsearchError as e:\n    print('REFUSED', e)\n",
         home,
     )
     assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr

@@ -104,8 +104,8 @@ def test_ledger_csv_replaces_its_own_csv_and_may_go_beside_the_run_files(run, tm
 
 
 def test_check_output_refuses_export_files(tmp_path):
-    from ghostsearch.errors import GhostsearchError
-    from ghostsearch.io import check_output
+    from ghostsearch.core.errors import GhostsearchError
+    from ghostsearch.core.io import check_output
 
     (tmp_path / "exp").mkdir()
     (tmp_path / "exp" / ".ghostsearch-export").write_text("{}")
@@ -187,7 +187,7 @@ def test_a_lock_file_holding_a_bare_number_is_taken_over(run):
 def test_identity_json_that_is_not_a_json_object_is_one_line(run, text):
     """Before: a traceback in layout.py (json.loads) on every resume."""
     from ghostsearch.config import load_config
-    from ghostsearch.errors import GhostsearchError
+    from ghostsearch.core.errors import GhostsearchError
     from ghostsearch.rundir.layout import check_identity, resumed_dtype
 
     (run / "identity.json").write_text(text)
@@ -235,7 +235,7 @@ def test_a_second_export_to_one_out_without_force_fails_and_keeps_the_first(tiny
     """Before: two concurrent exports to one --out (no --force) both exited 0 and both reported the
     directory, which held only one of them. Now the directory appears by one atomic rename, which
     fails for the second (simulated: its check_target ran before the first finished)."""
-    from ghostsearch.errors import GhostsearchError
+    from ghostsearch.core.errors import GhostsearchError
     from ghostsearch.recovery import export as ex
 
     model, out = _tiny(tiny_model_dir), tmp_path / "exp"
@@ -313,13 +313,13 @@ def test_an_export_onto_a_full_disk_is_one_line(tiny_model_dir, tmp_path, monkey
 def test_eval_and_export_refuse_before_the_data_and_the_model(argv, message, run, tmp_path, capsys, monkeypatch):
     """Before: `export --remove 1,1` and `eval --remove 3,3` refused only after the data plan and the
     model load; `eval --tasks '' eval.perplexity=[]` evaluated nothing and wrote a row of nulls."""
-    from ghostsearch import models
+    from ghostsearch.model import models
 
     def no_load(*a, **k):
         raise AssertionError("the model was loaded before the input was checked")
 
     monkeypatch.setattr(models, "load_configured", no_load)
-    monkeypatch.setattr("ghostsearch.dataplan.plan", no_load)
+    monkeypatch.setattr("ghostsearch.rundir.dataplan.plan", no_load)
     argv = [a.format(cfg=tmp_path / "c.yaml", run=run, w=tmp_path) for a in argv]
     before = _files(tmp_path)
     _one_line(capsys, main(argv), message)
@@ -331,7 +331,7 @@ def test_eval_on_a_read_only_run_directory_refuses_before_any_work(run, capsys, 
     holds, which is not true of eval."""
     import os
 
-    from ghostsearch import models
+    from ghostsearch.model import models
 
     monkeypatch.setattr(models, "load_configured", lambda *a, **k: pytest.fail("model loaded"))
     real = os.access
@@ -342,7 +342,7 @@ def test_eval_on_a_read_only_run_directory_refuses_before_any_work(run, capsys, 
 def test_recover_moves_a_damaged_recovery_parquet_aside_before_the_work(run):
     """Before: recover computed its rows, printed them, then failed on the old file (ArrowInvalid:
     Parquet magic bytes not found) and saved nothing."""
-    from ghostsearch.recovery.recover import recover
+    from ghostsearch.run.recover import recover
 
     (run / "recovery.parquet").write_bytes(b"PAR1 damaged")
     rows = recover(run, "none", 1)
@@ -373,7 +373,7 @@ def test_recover_eval_export_score_with_the_searchs_threads_and_dtype(run, caplo
 
 def _finished(run, tiny_model_dir):
     """``run`` as a finished greedy search: result.json's answer, identity.json of this model."""
-    from ghostsearch.models import model_identity
+    from ghostsearch.model.models import model_identity
     from ghostsearch.rundir.cell import CellResult
 
     res = CellResult(
@@ -398,7 +398,7 @@ def _finished(run, tiny_model_dir):
 
 def test_a_rerun_the_ledger_fully_answers_starts_no_ray_and_loads_no_model(run, tiny_model_dir, monkeypatch, capsys):
     """Before: a rerun of a finished quick search still started Ray and loaded the model (71 s)."""
-    from ghostsearch import models
+    from ghostsearch.model import models
     from ghostsearch.pool import pool
 
     _finished(run, tiny_model_dir)
@@ -444,7 +444,7 @@ def test_a_rerun_the_ledger_does_not_answer_goes_the_usual_way(run, tiny_model_d
 
 def test_the_two_k_errors_name_one_range():
     """Before: k=40 said "set k to 1..29", then k=29 said "larger than the 28 unprotected blocks"."""
-    from ghostsearch.errors import GhostsearchError
+    from ghostsearch.core.errors import GhostsearchError
     from ghostsearch.search import Space
 
     for k in (40, 30, 29, 0):
@@ -477,7 +477,7 @@ def test_searching_an_export_or_a_model_without_whole_weights_is_one_line(tiny_m
 
 def test_the_progress_bar_never_shows_inf():
     """Before: `best=inf` after evaluations 2-4, while result.json's history had a value after the first."""
-    from ghostsearch.runner import Progress
+    from ghostsearch.run.runner import Progress
 
     bar = Progress(10, "cell", enabled=False)
     assert bar.shown() == "-"

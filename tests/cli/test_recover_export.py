@@ -52,7 +52,7 @@ def test_recover_and_export(run_dir, tmp_path_factory, capsys):
     assert load_pruned(out).config.num_hidden_layers == 28
     from transformers import AutoModelForCausalLM
 
-    from ghostsearch.errors import GhostsearchError
+    from ghostsearch.core.errors import GhostsearchError
 
     with pytest.raises(GhostsearchError, match="load_pruned") as e:  # never loads as if unrepaired: one line
         AutoModelForCausalLM.from_pretrained(out)

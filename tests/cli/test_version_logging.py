@@ -7,8 +7,8 @@ from importlib.metadata import version
 import pytest
 
 from ghostsearch.cli.main import main
-from ghostsearch.dataplan import DataPlan, announce
-from ghostsearch.logs import progress_enabled, setup_logging
+from ghostsearch.core.logs import progress_enabled, setup_logging
+from ghostsearch.rundir.dataplan import DataPlan, announce
 
 
 def test_version(capsys):

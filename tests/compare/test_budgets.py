@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from ghostsearch.config import load_config
-from ghostsearch.errors import GhostsearchError
-from ghostsearch.runner import budget_driven, build_searcher
+from ghostsearch.core.errors import GhostsearchError
+from ghostsearch.run.runner import budget_driven, build_searcher
 from ghostsearch.search import SEARCHERS, Space, run
 from ghostsearch.search.common import greedy_cost
 

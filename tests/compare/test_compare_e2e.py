@@ -10,8 +10,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from ghostsearch.report import best_so_far
 from ghostsearch.rundir.ledger import read_ledger
+from ghostsearch.study.report import best_so_far
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow

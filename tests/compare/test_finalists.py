@@ -9,8 +9,8 @@ import pyarrow.parquet as pq
 import pytest
 import ray
 
-from ghostsearch.compare import eval_key, evaluate_finalists, finalist_jobs
 from ghostsearch.config import load_config
+from ghostsearch.study.compare import eval_key, evaluate_finalists, finalist_jobs
 
 EVAL = [
     "eval.tasks=[arc_easy]",

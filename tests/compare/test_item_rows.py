@@ -13,9 +13,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from ghostsearch.errors import GhostsearchError
-from ghostsearch.eval_numbers import ITEM_COLUMNS, ItemRow, items_from_arrow, items_to_arrow, read_item_rows
-from ghostsearch.evaluation_native import accuracies, write_item_rows
+from ghostsearch.core.errors import GhostsearchError
+from ghostsearch.core.eval_numbers import ITEM_COLUMNS, ItemRow, items_from_arrow, items_to_arrow, read_item_rows
+from ghostsearch.evaluation.native import accuracies, write_item_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,4 +1,4 @@
-"""Adaptive evaluation (ghostsearch/looks.py, compare.evaluate_finalists with eval.looks): a large
+"""Adaptive evaluation (ghostsearch/stats/looks.py, compare.evaluate_finalists with eval.looks): a large
 contrast is decided at the first look and its models stop, a null one runs on; over simulated null
 studies the family-wise error across all looks stays at alpha; a real run on a tiny model records
 the draw, the looks and the items per model, and a longer rerun evaluates only the items its
@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from ghostsearch.looks import Contrast, Design
+from ghostsearch.stats.looks import Contrast, Design
 
 TASKS = ("arc_easy", "piqa")
 
@@ -65,9 +65,9 @@ def test_family_wise_error_over_all_looks_is_at_most_alpha(spending):
 def test_adaptive_run_records_its_looks_and_resumes_without_reevaluating(
     tmp_path, tiny_model_dir, data_dir, monkeypatch
 ):
-    import ghostsearch.evaluate as evaluate
-    from ghostsearch.compare import eval_key, evaluate_finalists
+    import ghostsearch.evaluation.evaluate as evaluate
     from ghostsearch.config import load_config
+    from ghostsearch.study.compare import eval_key, evaluate_finalists
 
     calls = []
     real = evaluate.evaluate_finalist_specs
@@ -179,7 +179,7 @@ def test_a_look_with_one_item_in_a_task_decides_nothing():
     """One item per task leaves no within-task variance: the stratified standard error is 0 and any
     difference would be |z| = inf. Such a look is not tested (study 2's smoke run decided LoRP -
     ShortGPT at its first look of 8 items, one a task, before this guard)."""
-    from ghostsearch.looks import Contrast, Design
+    from ghostsearch.stats.looks import Contrast, Design
 
     tasks = [f"t{i}" for i in range(8)]
     one = [(t, 0) for t in tasks]
@@ -279,7 +279,7 @@ def test_margin_decides_a_near_null_contrast_early_and_never_a_large_one():
 
 def test_margin_is_checked_by_the_config():
     from ghostsearch.config import load_config
-    from ghostsearch.errors import GhostsearchError
+    from ghostsearch.core.errors import GhostsearchError
 
     assert load_config(None, ["eval.margin=0.04"]).eval.margin == 0.04
     with pytest.raises(GhostsearchError, match="eval.margin"):
@@ -289,9 +289,9 @@ def test_margin_is_checked_by_the_config():
 def test_eval_share_saves_each_share_and_gives_the_same_numbers(tmp_path, tiny_model_dir, data_dir, monkeypatch):
     """eval.share=1: one evaluate_finalist_specs call per model, each model's rows on disk as soon as
     its share ends (a run killed midway keeps them), and the same numbers and rows as one share."""
-    import ghostsearch.evaluate as evaluate
-    from ghostsearch.compare import evaluate_finalists
+    import ghostsearch.evaluation.evaluate as evaluate
     from ghostsearch.config import load_config
+    from ghostsearch.study.compare import evaluate_finalists
 
     def cfg(share):
         return load_config(
@@ -342,7 +342,7 @@ def test_replay_of_the_smollm2_bench_reproduces_its_adaptive_run(run):
     design's verdicts recomputed here must be the ones bench.json records."""
     from pathlib import Path
 
-    from ghostsearch import stats
+    from ghostsearch.stats import inference as stats
     from tests.conftest import load_bench
 
     out = Path(__file__).resolve().parents[2] / "docs" / "results" / run

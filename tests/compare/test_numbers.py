@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from ghostsearch.errors import GhostsearchError
-from ghostsearch.eval_numbers import FinalistNumbers, TaskNumbers
-from ghostsearch.io import write_json_atomic
-from ghostsearch.looks import ContrastRow
+from ghostsearch.core.errors import GhostsearchError
+from ghostsearch.core.eval_numbers import FinalistNumbers, TaskNumbers
+from ghostsearch.core.io import write_json_atomic
+from ghostsearch.stats.looks import ContrastRow
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from ghostsearch.config import load_config
-from ghostsearch.errors import GhostsearchError
+from ghostsearch.core.errors import GhostsearchError
 
 CONFIGS = sorted((Path(__file__).parents[2] / "configs").glob("*.yaml"))
 
@@ -104,7 +104,7 @@ def test_replaceme_cosine_optimiser_from_the_config():
 def test_calibration_seeds_draw_each_cells_sample_by_its_seed():
     """compare.calibration_seeds: a cell's calibration draw is calibration.seed + the cell's seed, so
     two seeds of a deterministic searcher see different calibration windows; off, every cell shares one."""
-    from ghostsearch.data import sample_windows
+    from ghostsearch.model.data import sample_windows
 
     ids = torch.arange(10_000)
     for on in (False, True):

@@ -1,14 +1,15 @@
 """docs/config.md is generated from the config dataclasses and kept in sync: this fails when a key
 is added, removed, retyped, re-defaulted or re-described in ghostsearch/config.py without
-`python -m ghostsearch.configdoc`, and when a key has no meaning written beside it."""
+`python -m ghostsearch.cli.configdoc`, and when a key has no meaning written beside it."""
 
 import dataclasses
 
-from ghostsearch import config, configdoc
+from ghostsearch import config
+from ghostsearch.cli import configdoc
 
 
 def test_doc_matches_code():
-    assert configdoc.main(["--check"]) == 0, "docs/config.md is stale: run python -m ghostsearch.configdoc"
+    assert configdoc.main(["--check"]) == 0, "docs/config.md is stale: run python -m ghostsearch.cli.configdoc"
 
 
 def test_every_key_documented_with_a_meaning():

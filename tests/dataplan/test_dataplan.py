@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from ghostsearch import data
 from ghostsearch.config import load_config
-from ghostsearch.dataplan import plan
-from ghostsearch.errors import GhostsearchError
+from ghostsearch.core.errors import GhostsearchError
+from ghostsearch.model import data
+from ghostsearch.rundir.dataplan import plan
 
 FRESH = ["compare.objectives=[perplexity,margin]", "eval.tasks=[arc_easy,piqa]", "eval.perplexity=[lambada]"]
 
@@ -118,7 +118,7 @@ def test_the_default_evaluation_falls_back_a_named_one_is_one_line(fresh_machine
 def test_an_exports_recorded_data_is_held_out(fresh_machine):
     """What an export's recovery.json records is held out like a run's calibration; nothing recorded,
     nothing held out."""
-    from ghostsearch.dataplan import export_plan
+    from ghostsearch.rundir.dataplan import export_plan
 
     recorded = {
         "repair": {"dataset": "lambada", "n_seq": 8, "seq_len": 64, "seed": 0},
@@ -179,7 +179,7 @@ def test_the_plan_is_a_typed_record_with_its_json_unchanged(fresh_machine):
     import json
     from pathlib import Path
 
-    from ghostsearch.dataplan import DataPlan
+    from ghostsearch.rundir.dataplan import DataPlan
 
     cfg = load_config(None, FRESH)
     p = plan(cfg, ["perplexity", "margin"], evaluate=True, repair=True)

@@ -8,9 +8,9 @@ import math
 
 import pytest
 
-from ghostsearch import data
-from ghostsearch.evaluate import loglikelihoods, perplexity_suite, zero_shot
-from ghostsearch.stack import physically_prune
+from ghostsearch.evaluation.evaluate import loglikelihoods, perplexity_suite, zero_shot
+from ghostsearch.model import data
+from ghostsearch.model.stack import physically_prune
 from tests.corpora import PROSE
 
 pytestmark = pytest.mark.slow

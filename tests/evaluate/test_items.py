@@ -1,4 +1,4 @@
-"""The item draw (ghostsearch/items.py): seeded, random (not the first items), the same for every
+"""The item draw (ghostsearch/model/items.py): seeded, random (not the first items), the same for every
 model, nested across sizes, recorded and reused; allocation across tasks checked against hand
 computations (equal, proportional, Neyman from a previous run's per-item rows); previous items left
 out; one-line errors for the eval.* keys; both engines evaluate the same drawn items."""
@@ -13,9 +13,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from ghostsearch import items
 from ghostsearch.config import load_config
-from ghostsearch.errors import GhostsearchError
+from ghostsearch.core.errors import GhostsearchError
+from ghostsearch.model import items
 
 PILOT = "docs/results/study-cpu"  # the reduced study's per-item rows (first 10 documents of each task)
 
@@ -147,7 +147,7 @@ def test_both_engines_evaluate_the_same_drawn_items(smollm2_tokenizer_dir, data_
     import torch
     from transformers import AutoTokenizer
 
-    from ghostsearch.evaluate import zero_shot_finalists
+    from ghostsearch.evaluation.evaluate import zero_shot_finalists
     from tests.conftest import tiny_model
 
     torch.set_num_threads(2)

@@ -1,4 +1,4 @@
-"""The native evaluator (ghostsearch.evaluation_native): packed items equal one sequence per
+"""The native evaluator (ghostsearch.evaluation.native): packed items equal one sequence per
 request, finalists start at their first removed block over dense states bounded by
 eval.cache_gib, per-item rows to Parquet; and parity with lm-eval's HFLM on all eight tasks
 (identical per-item predictions and accuracies, log-likelihoods equal to 1e-4 relative): a tiny
@@ -12,11 +12,10 @@ import math
 import pytest
 import torch
 
-from ghostsearch import data
 from ghostsearch.config import Config
-from ghostsearch.errors import GhostsearchError
-from ghostsearch.evaluate import loglikelihoods, task_config, zero_shot_finalists
-from ghostsearch.evaluation_native import (
+from ghostsearch.core.errors import GhostsearchError
+from ghostsearch.evaluation.evaluate import loglikelihoods, task_config, zero_shot_finalists
+from ghostsearch.evaluation.native import (
     evaluate_finalists_native,
     pack_doc,
     pack_docs,
@@ -25,9 +24,10 @@ from ghostsearch.evaluation_native import (
     task_docs,
     write_item_rows,
 )
+from ghostsearch.model import data
+from ghostsearch.model.stack import Stack, physically_prune
 from ghostsearch.recovery.export import pruned_model
 from ghostsearch.recovery.repair import fit
-from ghostsearch.stack import Stack, physically_prune
 from tests.conftest import tiny_model
 from tests.corpora import PROSE
 
@@ -235,7 +235,7 @@ def test_lm_eval_parity_smollm2(smollm2, data_dir):
 def test_finalist_perplexities_equal_perplexity_suite(tiny, data_dir):
     """Window perplexities and LAMBADA last-word accuracy/perplexity of finalists over the dense
     prefix cache equal perplexity_suite on each physically pruned (and repaired) model."""
-    from ghostsearch.evaluate import perplexity_finalists, perplexity_suite
+    from ghostsearch.evaluation.evaluate import perplexity_finalists, perplexity_suite
 
     model, tok = tiny
     cfg = eval_cfg(6, perplexity=sorted({PROSE, "lambada"}), ppl_seq_len=64, ppl_max_seq=5)
@@ -267,8 +267,8 @@ def test_finalists_on_the_pool_equal_local(tiny_model_dir, data_dir, ray_local):
     """Finalists split over two scorer actors (Broker.with_model -> ScorerActor.with_model ->
     evaluate.evaluate_finalist_specs) give the numbers of the same evaluation run here."""
     from ghostsearch.config import load_config
-    from ghostsearch.evaluate import evaluate_finalist_specs
-    from ghostsearch.models import load_model
+    from ghostsearch.evaluation.evaluate import evaluate_finalist_specs
+    from ghostsearch.model.models import load_model
     from ghostsearch.pool.pool import start_pool
 
     cfg = load_config(

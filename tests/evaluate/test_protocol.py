@@ -9,9 +9,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from ghostsearch import data
-from ghostsearch.errors import GhostsearchError
-from ghostsearch.evaluate import protocol_windows, window_perplexity
+from ghostsearch.core.errors import GhostsearchError
+from ghostsearch.evaluation.evaluate import protocol_windows, window_perplexity
+from ghostsearch.model import data
 from tests.conftest import tiny_model
 from tests.corpora import PROSE
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from ghostsearch import items
 from ghostsearch.config import load_config
-from ghostsearch.errors import GhostsearchError
+from ghostsearch.core.errors import GhostsearchError
+from ghostsearch.model import items
 
 ROOT = Path(__file__).resolve().parents[2]
 PILOT = str(ROOT / "docs/results/study-cpu")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ghostsearch import stats
-from ghostsearch.eval_numbers import FinalistNumbers, TaskNumbers
-from ghostsearch.evaluate import binomial_stderr, summarize
+from ghostsearch.core.eval_numbers import FinalistNumbers, TaskNumbers
+from ghostsearch.evaluation.evaluate import binomial_stderr, summarize
+from ghostsearch.stats import inference as stats
 
 
 def test_mean_accuracy_interval_is_at_the_one_level():

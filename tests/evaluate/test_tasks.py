@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from ghostsearch import data
-from ghostsearch.errors import GhostsearchError
-from ghostsearch.evaluate import check_tasks, task_config
+from ghostsearch.core.errors import GhostsearchError
+from ghostsearch.evaluation.evaluate import check_tasks, task_config
+from ghostsearch.model import data
 
 LM_EVAL_TASKS = Path(importlib.util.find_spec("lm_eval").submodule_search_locations[0]) / "tasks"
 N_DOCS = 200
@@ -134,9 +134,9 @@ def test_a_task_yaml_runs_through_lm_eval_beside_the_native_tasks(tmp_path, tiny
     import json
 
     from ghostsearch.config import load_config
-    from ghostsearch.evaluate import zero_shot, zero_shot_finalists
-    from ghostsearch.models import load_model
-    from ghostsearch.stack import physically_prune
+    from ghostsearch.evaluation.evaluate import zero_shot, zero_shot_finalists
+    from ghostsearch.model.models import load_model
+    from ghostsearch.model.stack import physically_prune
 
     rows = [
         {"q": f"Is {a} bigger than {b}?", "choices": ["yes", "no"], "gold": int(a < b)}

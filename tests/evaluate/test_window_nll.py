@@ -17,8 +17,8 @@ import torch
 import torch.nn.functional as F
 
 from ghostsearch.config import Config
-from ghostsearch.evaluate import corpus, eval_windows, perplexity_finalists
-from ghostsearch.evaluation_native import window_items
+from ghostsearch.evaluation.evaluate import corpus, eval_windows, perplexity_finalists
+from ghostsearch.evaluation.native import window_items
 from tests.conftest import tiny_model
 from tests.corpora import PROSE
 
@@ -80,9 +80,9 @@ def test_fp32_results_do_not_depend_on_batch_size(tiny, data_dir):
     is another attention shape, so the last bits may differ; no padded position leaks into a real
     one, which would move them by orders more); the unpadded windows are bit-identical (above). In
     bf16 they agree only to bf16's rounding (docs/evaluation.md)."""
-    from ghostsearch.evaluate import lambada_last_word, lambada_requests
-    from ghostsearch.evaluation_native import Doc, loglikelihoods_finalists, pack_docs, plans
-    from ghostsearch.stack import Stack
+    from ghostsearch.evaluation.evaluate import lambada_last_word, lambada_requests
+    from ghostsearch.evaluation.native import Doc, loglikelihoods_finalists, pack_docs, plans
+    from ghostsearch.model.stack import Stack
 
     model, tok = tiny
     texts, _ = corpus(tok, "lambada", data_dir)

@@ -44,8 +44,8 @@ def test_fetch_refuses_a_part_that_does_not_match(tmp_path):
 def test_gemma3_270m_loads_with_its_own_tokenizer_and_both_attention_kinds():
     import torch
 
-    from ghostsearch.models import load_model
-    from ghostsearch.stack import Stack
+    from ghostsearch.model.models import load_model
+    from ghostsearch.model.stack import Stack
 
     model, tok = load_model(str(GGUF), dtype="fp32")
     cfg = model.config

@@ -8,10 +8,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from ghostsearch.errors import GhostsearchError
+from ghostsearch.core.errors import GhostsearchError
+from ghostsearch.model.stack import Stack, physically_prune
 from ghostsearch.objectives import CalibrationSpec, ObjectiveSpec
 from ghostsearch.scoring import Scorer
-from ghostsearch.stack import Stack, physically_prune
 from tests.corpora import PROSE
 
 

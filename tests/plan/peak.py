@@ -33,7 +33,7 @@ def main(argv: list[str]) -> None:
     spec = cfg.objective_spec()
     from transformers import AutoTokenizer
 
-    from ghostsearch.models import model_path
+    from ghostsearch.model.models import model_path
 
     spec.build().build(AutoTokenizer.from_pretrained(model_path(cfg.model)[0]), torch.float32)  # corpora read once
     gc.collect()

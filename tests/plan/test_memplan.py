@@ -1,4 +1,4 @@
-"""The memory plan (ghostsearch/memplan.py): exact weights and cache for Llama-3.1-8B/70B from their
+"""The memory plan (ghostsearch/model/memplan.py): exact weights and cache for Llama-3.1-8B/70B from their
 shipped configs (no weights), one-line refusals, cache.every: auto, and SmolLM2's measured peak."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from ghostsearch.config import load_config
-from ghostsearch.errors import GhostsearchError
-from ghostsearch.memplan import check_fit, plan_memory, read_config, shape_of
+from ghostsearch.core.errors import GhostsearchError
+from ghostsearch.model.memplan import check_fit, plan_memory, read_config, shape_of
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = {  # the model configs plan ships (configs/models/<hub id>/config.json)

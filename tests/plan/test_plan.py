@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ghostsearch.config import load_config
-from ghostsearch.plan import evaluations
+from ghostsearch.study.plan import evaluations
 
 ROOT = Path(__file__).resolve().parents[2]
 M70 = str(ROOT / "configs/models/meta-llama/Llama-3.1-70B")
@@ -82,7 +82,7 @@ def test_paper_plan_prints_a_table():
 
 @pytest.mark.parametrize("bad", ["pool.cluster_gpus=-1", "pool.device_tflops=0"])
 def test_bad_plan_keys(bad):
-    from ghostsearch.errors import GhostsearchError
+    from ghostsearch.core.errors import GhostsearchError
 
     with pytest.raises(GhostsearchError, match=bad.split("=")[0]):
         load_config(None, [bad])

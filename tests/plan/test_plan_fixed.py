@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from ghostsearch.config import load_config
-from ghostsearch.plan import command_of, distinct_sets, evaluation_from_probe, grid_cells, plan_run
+from ghostsearch.study.plan import command_of, distinct_sets, evaluation_from_probe, grid_cells, plan_run
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICK = str(ROOT / "configs/smollm2-quick.yaml")
@@ -48,7 +48,7 @@ def test_evaluation_from_probe_by_hand():
 
 
 def test_plan_without_measure_says_what_it_does_not_count():
-    from ghostsearch.plan import format_plan
+    from ghostsearch.study.plan import format_plan
 
     cfg = load_config(COMPARE)
     p = plan_run(cfg)
@@ -62,7 +62,7 @@ def test_plan_without_measure_says_what_it_does_not_count():
 
 @pytest.mark.slow
 def test_report_timed_over_a_stand_in_grid():
-    from ghostsearch.plan import measure_report
+    from ghostsearch.study.plan import measure_report
 
     cfg = load_config(COMPARE)
     assert measure_report(cfg, 30, None) > 0

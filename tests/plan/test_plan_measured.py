@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from ghostsearch.config import load_config
-from ghostsearch.plan import evaluations
+from ghostsearch.study.plan import evaluations
 from tests.plan import timing
 
 
@@ -17,7 +17,7 @@ from tests.plan import timing
 def test_planned_evaluations_equal_measured(smollm2_tokenizer_dir, ray_local, tmp_path):
     from transformers import AutoTokenizer
 
-    from ghostsearch.runner import search
+    from ghostsearch.run.runner import search
     from tests.conftest import tiny_model
 
     model_dir = tmp_path / "tiny12"  # 12 blocks: C(12, 2) = 66 sets, more than any budget below
@@ -71,9 +71,9 @@ def test_planned_seconds_per_evaluation_within_30_percent(smollm2):
     shared CPU the load between two commands moves the rate, so the test compares within one process.)"""
     import time
 
-    from ghostsearch.plan import plan_run
+    from ghostsearch.model.stack import Stack
     from ghostsearch.scoring import Scorer
-    from ghostsearch.stack import Stack
+    from ghostsearch.study.plan import plan_run
 
     model, tok = smollm2
     cfg = load_config(

@@ -60,7 +60,7 @@ def _wait_rows(run_dir, n, timeout=300):
 
 
 def _search_in_thread(cfg):
-    from ghostsearch.runner import search
+    from ghostsearch.run.runner import search
 
     box = {}
 
@@ -92,7 +92,7 @@ def reference(tiny_model_dir, tmp_path_factory):
     import ray
 
     from ghostsearch.pool.pool import connect
-    from ghostsearch.runner import search
+    from ghostsearch.run.runner import search
 
     out = tmp_path_factory.mktemp("ref")
     connect(None, dashboard=False, num_cpus=4)
@@ -225,8 +225,8 @@ def test_resume_after_sigkill(tiny_model_dir, tmp_path, reference):
 
 def test_two_drivers_on_one_run_dir(tiny_model_dir, tmp_path, reference):
     """The second driver is refused with a line naming the first; the first finishes unharmed."""
-    from ghostsearch.errors import GhostsearchError
-    from ghostsearch.runner import search
+    from ghostsearch.core.errors import GhostsearchError
+    from ghostsearch.run.runner import search
 
     out = tmp_path / "run"
     cfg_file = tmp_path / "c.yaml"
@@ -289,8 +289,8 @@ def test_warm_start_begins_with_the_cache_and_is_replayed(tiny_model_dir, tmp_pa
     and charged), recorded in RUN_DIR/warm/<cell>.json; a rerun of the cell, with more in the cache,
     starts from the recorded sets and ends identically. Without warm_start nothing is read."""
     from ghostsearch.pool.pool import start_pool
+    from ghostsearch.run.runner import run_cell
     from ghostsearch.rundir.ledger import Ledger
-    from ghostsearch.runner import run_cell
 
     cfg = _cfg(
         tiny_model_dir,

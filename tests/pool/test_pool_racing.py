@@ -35,7 +35,7 @@ def _cfg(model_dir, out, n_seq, **over):
 
 def test_race_auto_through_the_pool(tiny_model_dir, tmp_path, ray_local):
     from ghostsearch.pool.pool import start_pool
-    from ghostsearch.runner import run_cell
+    from ghostsearch.run.runner import run_cell
 
     cfg = _cfg(tiny_model_dir, tmp_path / "run", 32)
     run_dir = tmp_path / "run"

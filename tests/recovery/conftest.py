@@ -10,9 +10,9 @@ from tests.corpora import CALIB, PROSE
 
 @pytest.fixture(scope="session")
 def smol(smollm2, data_dir):
+    from ghostsearch.model.stack import Stack
     from ghostsearch.objectives import CalibrationSpec, ObjectiveSpec
     from ghostsearch.scoring import Scorer
-    from ghostsearch.stack import Stack
 
     sc = Scorer(Stack(smollm2[0]), smollm2[1])
     calib = sc.prepare(ObjectiveSpec.make("perplexity", CalibrationSpec(CALIB, 32, 128, 0, data_dir, micro_batch=16)))
@@ -24,10 +24,10 @@ def smol(smollm2, data_dir):
 
 @pytest.fixture(scope="session")
 def aware(smollm2, data_dir):
+    from ghostsearch.model.stack import Stack
     from ghostsearch.objectives import AwareSpec, CalibrationSpec, ObjectiveSpec
     from ghostsearch.recovery.aware import prepare
     from ghostsearch.scoring import Scorer
-    from ghostsearch.stack import Stack
 
     sc = Scorer(Stack(smollm2[0]), smollm2[1])
     return sc, prepare(

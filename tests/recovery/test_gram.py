@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from ghostsearch.errors import GhostsearchError
+from ghostsearch.core.errors import GhostsearchError
 from ghostsearch.recovery.gram import GramLS
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from ghostsearch.errors import GhostsearchError
+from ghostsearch.core.errors import GhostsearchError
 from ghostsearch.recovery import Activations, get_recovery
 from ghostsearch.recovery.ghosted import CutStats
 from ghostsearch.recovery.hadamard import (
@@ -139,9 +139,9 @@ def test_scale_estimators_differ_where_sequences_differ():
 def tiny(smollm2_tokenizer_dir, data_dir):
     from transformers import AutoTokenizer
 
+    from ghostsearch.model.stack import Stack
     from ghostsearch.objectives import CalibrationSpec, ObjectiveSpec
     from ghostsearch.scoring import Scorer
-    from ghostsearch.stack import Stack
 
     torch.set_num_threads(2)
     sc = Scorer(Stack(tiny_model("llama", 6)), AutoTokenizer.from_pretrained(smollm2_tokenizer_dir))
@@ -177,9 +177,9 @@ def test_fit_averages_per_sequence_ratios(tiny):
 def test_config_options_reach_linearpatch_and_keep_old_keys():
     """recovery.linearpatch_rotation / _scale are validated, reach LinearPatch, and enter an eval
     key only for linearpatch away from (paley, pooled): keys from before the options stay valid."""
-    from ghostsearch.compare import recovery_key
     from ghostsearch.config import Config, validate
     from ghostsearch.recovery.repair import recovery_from_config
+    from ghostsearch.study.compare import recovery_key
 
     cfg = Config()
     rec = recovery_from_config(cfg, "linearpatch")

@@ -4,7 +4,7 @@ symmetric-only ablation and the antisymmetric share of W = I + M, LinearPatch's 
 import pytest
 import torch
 
-from ghostsearch.errors import GhostsearchError
+from ghostsearch.core.errors import GhostsearchError
 from ghostsearch.recovery import Activations, get_recovery
 from ghostsearch.recovery.replaceme import cosine_distance, fit_cosine
 from tests.conftest import tiny_model
@@ -17,9 +17,9 @@ REMOVED = (2, 3)
 def tiny(smollm2_tokenizer_dir, data_dir):
     from transformers import AutoTokenizer
 
+    from ghostsearch.model.stack import Stack
     from ghostsearch.objectives import CalibrationSpec, ObjectiveSpec
     from ghostsearch.scoring import Scorer
-    from ghostsearch.stack import Stack
 
     torch.set_num_threads(2)
     sc = Scorer(Stack(tiny_model("llama", 6)), AutoTokenizer.from_pretrained(smollm2_tokenizer_dir))

@@ -65,9 +65,9 @@ def test_fit_all_reads_one_dense_pass_and_equals_fitting_each(tiny_model_dir, mo
     import torch
 
     from ghostsearch.config import load_config
-    from ghostsearch.models import load_model
+    from ghostsearch.model.models import load_model
+    from ghostsearch.model.stack import Stack
     from ghostsearch.recovery import repair
-    from ghostsearch.stack import Stack
 
     cfg = load_config(
         None,

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from ghostsearch.errors import GhostsearchError
+from ghostsearch.core.errors import GhostsearchError
 from ghostsearch.recovery import Activations, get_recovery
 from ghostsearch.recovery.export import export, load_pruned, pruned_model
 

@@ -1,4 +1,4 @@
-"""The study's verdicts (ghostsearch.claims) on small synthetic runs whose answers are known."""
+"""The study's verdicts (ghostsearch.study.claims) on small synthetic runs whose answers are known."""
 
 import importlib.util
 import math
@@ -10,7 +10,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from ghostsearch.claims import (
+from ghostsearch.core.comparison_row import ComparisonRow, to_arrow
+from ghostsearch.core.eval_numbers import ItemRow
+from ghostsearch.study.claims import (
     ClaimRow,
     Hypothesis,
     ItemMatrix,
@@ -30,8 +32,6 @@ from ghostsearch.claims import (
     search_spread,
     verdict,
 )
-from ghostsearch.comparison_row import ComparisonRow, to_arrow
-from ghostsearch.eval_numbers import ItemRow
 
 TASKS = ["boolq", "piqa", "hellaswag", "winogrande", "arc_easy", "arc_challenge", "openbookqa", "social_iqa"]
 N_DOC = 60
@@ -210,7 +210,7 @@ def test_bootstrap_equals_a_loop_over_resamples_and_is_one_matrix_product(monkey
     with replacement, average within each task, then over tasks. And it is vectorised: the macro
     accuracies of all resamples come from one ``macro`` call, not one per resample (what a
     wall-clock limit used to guard, flakily)."""
-    from ghostsearch.claims import item_bootstrap_samples
+    from ghostsearch.study.claims import item_bootstrap_samples
 
     rng = np.random.default_rng(3)
     sizes = {"x": 5, "y": 8, "z": 3}
@@ -277,7 +277,7 @@ def test_objective_blind_searchers_are_left_out_of_the_objective_effect():
         seeds=(0,),
         removed_fn=lambda o, s, sd: [9, 10] if s == "lorp" else sets_by_objective(o, s, sd) + [{"ga": 20, "bo": 21}[s]],
     )
-    from ghostsearch.claims import objective_blind
+    from ghostsearch.study.claims import objective_blind
 
     assert objective_blind(rows) == {"lorp"}
     c = one(family(objective_beats_search(rows, m, n_boot=400)))
@@ -623,7 +623,7 @@ def test_cross_fitted_claims_with_one_item_a_task_are_not_computed():
     """One item a task cannot be split in halves that both keep the task (a compare with
     eval.max_items=8 over the eight tasks raised ZeroDivisionError in the report): the cross-fitted
     claims say so instead of failing or deciding."""
-    from ghostsearch.claims import NO_SPLIT, cost_of_search
+    from ghostsearch.study.claims import NO_SPLIT, cost_of_search
 
     half = np.tile(np.arange(N_DOC) % 2 == 0, len(TASKS))
     rows, m = synthetic(lambda *a: half, searchers=("ga", "bo", "fastblock"))

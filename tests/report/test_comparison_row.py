@@ -10,8 +10,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from ghostsearch.comparison_row import ComparisonRow, from_arrow, to_arrow
-from ghostsearch.errors import GhostsearchError
+from ghostsearch.core.comparison_row import ComparisonRow, from_arrow, to_arrow
+from ghostsearch.core.errors import GhostsearchError
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = subprocess.run(

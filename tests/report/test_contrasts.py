@@ -6,9 +6,9 @@ import json
 import pytest
 
 from ghostsearch.config import load_config
-from ghostsearch.contrasts import power_lines, resolve_contrasts
-from ghostsearch.errors import GhostsearchError
+from ghostsearch.core.errors import GhostsearchError
 from ghostsearch.rundir.cell import CellResult
+from ghostsearch.stats.contrasts import power_lines, resolve_contrasts
 
 GRID = [
     "compare.searchers=[greedy,lorp,shortgpt]",

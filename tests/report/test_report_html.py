@@ -16,8 +16,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from ghostsearch.config import load_config
-from ghostsearch.contrasts import ContrastPair
-from ghostsearch.report import to_html, write_report
+from ghostsearch.stats.contrasts import ContrastPair
+from ghostsearch.study.report import to_html, write_report
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = ROOT / "docs" / "results" / "study-cpu"
@@ -127,8 +127,8 @@ def test_report_on_the_pilots_k8_models(tmp_path):
 
 
 def test_an_adaptive_runs_contrasts_come_from_its_looks():
-    from ghostsearch.looks import ContrastRow
-    from ghostsearch.report.render import verdict_rows
+    from ghostsearch.stats.looks import ContrastRow
+    from ghostsearch.study.report.render import verdict_rows
 
     def row(contrast, decided, look, items, estimate, z, level, bound, sign):
         return ContrastRow(

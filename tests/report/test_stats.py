@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ghostsearch.claims import ClaimRow, Hypothesis, family
-from ghostsearch.comparison_row import ComparisonRow
-from ghostsearch.eval_numbers import FinalistNumbers
-from ghostsearch.evaluate import binomial_stderr
-from ghostsearch.report import comparison_table, correlations, rank, spearman, spearman_ci, spread, summary
+from ghostsearch.core.comparison_row import ComparisonRow
+from ghostsearch.core.eval_numbers import FinalistNumbers
+from ghostsearch.evaluation.evaluate import binomial_stderr
 from ghostsearch.rundir.cell import CellResult
+from ghostsearch.study.claims import ClaimRow, Hypothesis, family
+from ghostsearch.study.report import comparison_table, correlations, rank, spearman, spearman_ci, spread, summary
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -200,8 +200,8 @@ def test_spread_is_the_same_in_every_process():
 
     root = Path(__file__).resolve().parents[2]
     code = (
-        "import json, pyarrow.parquet as pq; from ghostsearch.comparison_row import from_arrow; "
-        "from ghostsearch.report.summary import spread; "
+        "import json, pyarrow.parquet as pq; from ghostsearch.core.comparison_row import from_arrow; "
+        "from ghostsearch.study.report.summary import spread; "
         "print(json.dumps(spread(from_arrow(pq.read_table('docs/results/study-cpu/comparison.parquet')))))"
     )
     outs = [

@@ -1,4 +1,4 @@
-"""ghostsearch.stats against scipy and against numbers worked out by hand or by simulation."""
+"""ghostsearch.stats.inference against scipy and against numbers worked out by hand or by simulation."""
 
 import math
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats as ss
 
-from ghostsearch import stats
+from ghostsearch.stats import inference as stats
 
 
 @pytest.mark.parametrize("p", [1e-12, 1e-6, 0.001, 0.025, 0.2, 0.5, 0.8, 0.975, 0.999999])

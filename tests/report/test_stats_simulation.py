@@ -15,8 +15,8 @@ import math
 import numpy as np
 import pytest
 
-from ghostsearch import stats
-from ghostsearch.claims import claim_row, family
+from ghostsearch.stats import inference as stats
+from ghostsearch.study.claims import claim_row, family
 
 TASKS = 8
 MODELS = 8

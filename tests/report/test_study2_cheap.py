@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 from scipy.stats import t as t_dist
 
-from ghostsearch import stats
+from ghostsearch.stats import inference as stats
 from tests.conftest import load_bench
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -122,11 +122,11 @@ def test_s1_p_is_study2s(monkeypatch):
 
 
 def test_driver_end_to_end_resumes_and_reports_its_rows(tmp_path, tiny_model_dir, data_dir, monkeypatch):
-    import ghostsearch.evaluate as evaluate
+    import ghostsearch.evaluation.evaluate as evaluate
     import ghostsearch.recovery.repair as repair
-    from ghostsearch import data
     from ghostsearch.config import load_config
-    from ghostsearch.models import load_model
+    from ghostsearch.model import data
+    from ghostsearch.model.models import load_model
 
     cfg = load_config(
         None,

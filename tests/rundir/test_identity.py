@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from ghostsearch.errors import GhostsearchError
+from ghostsearch.core.errors import GhostsearchError
 from ghostsearch.rundir.layout import check_identity
 
 FP32 = {"model": "smollm2-135m", "dtype": "float32", "device": "cpu", "calibration": {"ppl|c4": "ab" * 32}}

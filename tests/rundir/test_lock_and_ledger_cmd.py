@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from ghostsearch.errors import GhostsearchError
+from ghostsearch.core.errors import GhostsearchError
 from ghostsearch.rundir import lock
 from ghostsearch.rundir.ledger import Ledger
 

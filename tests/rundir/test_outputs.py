@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from ghostsearch import tracking
 from ghostsearch.config import load_config
-from ghostsearch.outputs import RunOutputs
+from ghostsearch.core import tracking
 from ghostsearch.rundir import close_run_dir, lock, open_run_dir
+from ghostsearch.rundir.outputs import RunOutputs
 
 
 class Started:

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from ghostsearch.errors import GhostsearchError
+from ghostsearch.core.errors import GhostsearchError
 from ghostsearch.rundir.remote import Staged, stage
 
 moto_server = pytest.importorskip("moto.server")
@@ -78,8 +78,8 @@ def test_foreign_prefix_is_refused(bucket):
 @pytest.mark.slow
 def test_search_to_s3_and_resume_without_staging(bucket, tiny_model_dir, ray_local):
     from ghostsearch.config import load_config
+    from ghostsearch.run.runner import search
     from ghostsearch.rundir import read_ledger
-    from ghostsearch.runner import search
 
     name, client = bucket
     uri = f"s3://{name}/runs/quick"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ghostsearch.errors import GhostsearchError
+from ghostsearch.core.errors import GhostsearchError
 from ghostsearch.rundir import cells, finalists
 from ghostsearch.rundir.layout import result_cells
 
@@ -92,11 +92,11 @@ def test_a_misspelt_cell_field_fails_at_once():
 def test_a_grid_cell_is_a_typed_record_named_as_its_result():
     """compare's grid and plan's cells are CellSpecs: their dict form is the four fields, their name
     the committed cells' names, and a foreign key fails at once."""
-    from ghostsearch.compare import grid
     from ghostsearch.config import load_config
-    from ghostsearch.plan import grid_cells
     from ghostsearch.rundir import cell_name
     from ghostsearch.rundir.cell import CellSpec
+    from ghostsearch.study.compare import grid
+    from ghostsearch.study.plan import grid_cells
 
     run = ROOT / "docs" / "results" / "study-cpu"
     specs = grid(load_config(run / "config.yaml"))

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from ghostsearch.config import load_config
-from ghostsearch.errors import GhostsearchError
+from ghostsearch.core.errors import GhostsearchError
 from ghostsearch.rundir import lock, read_ledger
 
 pytestmark = pytest.mark.slow
@@ -46,7 +46,7 @@ def no_ray(monkeypatch):
 
 
 def test_search_writes_its_result_and_cleans_up(tiny_model_dir, tmp_path, no_ray):
-    from ghostsearch.runner import search
+    from ghostsearch.run.runner import search
 
     out = tmp_path / "run"
     res = search(_cfg(tiny_model_dir, out), progress=False)
@@ -61,8 +61,8 @@ def test_search_writes_its_result_and_cleans_up(tiny_model_dir, tmp_path, no_ray
 @pytest.mark.parametrize("kind", ["search", "compare"])
 def test_a_failure_once_ray_is_up_takes_the_one_error_path(kind, tiny_model_dir, tmp_path, no_ray):
     """No pool of that name: RUN_DIR was opened and Ray started; both are undone."""
-    from ghostsearch.compare import compare
-    from ghostsearch.runner import search
+    from ghostsearch.run.runner import search
+    from ghostsearch.study.compare import compare
 
     out = tmp_path / "run"
     cfg = _cfg(
@@ -74,8 +74,8 @@ def test_a_failure_once_ray_is_up_takes_the_one_error_path(kind, tiny_model_dir,
 
 
 def test_a_failure_after_ledgering_keeps_the_run_directory(tiny_model_dir, tmp_path, no_ray):
+    from ghostsearch.run.runner import Run, run_cell
     from ghostsearch.rundir.cell import CellSpec
-    from ghostsearch.runner import Run, run_cell
 
     out = tmp_path / "run"
     cfg = _cfg(tiny_model_dir, out)

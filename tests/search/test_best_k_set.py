@@ -60,7 +60,7 @@ def test_the_best_shown_is_always_a_full_fidelity_k_set(name):
 
 
 def test_report_curves_count_only_full_fidelity_k_sets(monkeypatch):
-    summary = importlib.import_module("ghostsearch.report.summary")  # the package exports a function 'summary'
+    summary = importlib.import_module("ghostsearch.study.report.summary")  # the package exports a function 'summary'
 
     rows = [
         {"cell": "greedy-ppl-k3-s0", "time": t, "fidelity": f, "cost": None, "removed": r, "value": v}

@@ -71,7 +71,7 @@ def test_endgame_zero_is_the_old_ga_and_a_run_is_deterministic():
 
 
 def test_endgame_must_be_a_fraction():
-    from ghostsearch.errors import GhostsearchError
+    from ghostsearch.core.errors import GhostsearchError
 
     with pytest.raises(GhostsearchError, match="endgame"):
         ga(0, 80, endgame=1.5)

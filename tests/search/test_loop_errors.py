@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ghostsearch.errors import GhostsearchError
+from ghostsearch.core.errors import GhostsearchError
 from ghostsearch.search import FunctionEvaluator, Searcher, Space, run
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ghostsearch.errors import GhostsearchError
+from ghostsearch.core.errors import GhostsearchError
 from ghostsearch.search import FunctionEvaluator, Space, make_searcher, run
 from ghostsearch.search.lorp import allocate, n_clusters_for, residual_redundancy
 
@@ -91,8 +91,8 @@ def test_margin_run_clusters_on_the_perplexity_text(tiny_model_dir, data_dir, tm
     from ghostsearch.config import load_config
     from ghostsearch.objectives import ObjectiveSpec
     from ghostsearch.pool.pool import PoolClient, release_pool, start_pool
+    from ghostsearch.run.runner import search
     from ghostsearch.rundir import Ledger
-    from ghostsearch.runner import search
     from ghostsearch.scoring import scorer_from_config
 
     items = {

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from ghostsearch.model.stack import Stack
 from ghostsearch.objectives import CalibrationSpec, ObjectiveSpec
 from ghostsearch.scoring import Scorer
-from ghostsearch.stack import Stack
 from tests.conftest import tiny_model
 
 

@@ -4,7 +4,7 @@ the runner no longer knows bo's Optuna ``storage`` by name."""
 from __future__ import annotations
 
 from ghostsearch.config import load_config
-from ghostsearch.runner import build_searcher
+from ghostsearch.run.runner import build_searcher
 from ghostsearch.search import SEARCHERS
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import pytest
 from search_synthetic import Synthetic
 
-from ghostsearch.errors import GhostsearchError
+from ghostsearch.core.errors import GhostsearchError
 from ghostsearch.search import SEARCHERS, Budget, Candidate, Searcher, Space, get_searcher, make_searcher, run
 from ghostsearch.search.common import Memo
 from ghostsearch.search.racing import Race, race_params

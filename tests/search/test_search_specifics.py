@@ -57,7 +57,7 @@ def test_cbo_fits_the_log_of_positive_values_only():
     import numpy as np
     import pytest
 
-    from ghostsearch.errors import GhostsearchError
+    from ghostsearch.core.errors import GhostsearchError
     from ghostsearch.search.cbo import fitted_scale
 
     pos, mixed = np.array([150.0, 210.0, 3000.0]), np.array([-1.2, 0.4, 2.0])

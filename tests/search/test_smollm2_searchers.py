@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
+from ghostsearch.model.stack import Stack
 from ghostsearch.objectives import CalibrationSpec, ObjectiveSpec
 from ghostsearch.scoring import Scorer
 from ghostsearch.search import SEARCHERS, Budget, Space, make_searcher, run
-from ghostsearch.stack import Stack
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,4 @@
-"""Placement (ghostsearch/placement.py): a model split by blocks over devices gives the values of
+"""Placement (ghostsearch/model/placement.py): a model split by blocks over devices gives the values of
 one device, and every tensor reaching block i is on block i's device.
 
 On this CPU the "devices" are labels over the CPU: ``Tagged.move`` copies a tensor and tags it with
@@ -18,12 +18,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from ghostsearch.errors import GhostsearchError
+from ghostsearch.core.errors import GhostsearchError
+from ghostsearch.model.placement import Placement, devices_for, split_blocks
+from ghostsearch.model.stack import Batch, Stack, physically_prune
 from ghostsearch.objectives import OBJECTIVES, CalibrationSpec, ObjectiveSpec
 from ghostsearch.objectives.perplexity import Perplexity
-from ghostsearch.placement import Placement, devices_for, split_blocks
 from ghostsearch.scoring import Scorer
-from ghostsearch.stack import Batch, Stack, physically_prune
 from tests.conftest import FAMILIES, tiny_model
 
 DEVICE_MAP = os.environ.get("GHOSTSEARCH_TEST_DEVICE_MAP", "cpu,cpu").split(",")
@@ -216,7 +216,7 @@ def test_native_evaluation_and_repair_on_a_split_model_equal_one_device(smollm2_
     from transformers import AutoTokenizer
 
     from ghostsearch.config import Config
-    from ghostsearch.evaluation_native import evaluate_finalists_native
+    from ghostsearch.evaluation.native import evaluate_finalists_native
     from ghostsearch.recovery.repair import fit
 
     tok = AutoTokenizer.from_pretrained(smollm2_tokenizer_dir)

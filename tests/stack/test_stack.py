@@ -7,8 +7,8 @@ import random
 import pytest
 import torch
 
-from ghostsearch.errors import GhostsearchError
-from ghostsearch.stack import Batch, Stack, check_removed, physically_prune, run_start
+from ghostsearch.core.errors import GhostsearchError
+from ghostsearch.model.stack import Batch, Stack, check_removed, physically_prune, run_start
 from tests.conftest import FAMILIES, tiny_model
 
 

@@ -1,4 +1,4 @@
-"""Simulation tests of the certification rule (ghostsearch.certify), where the truth is known.
+"""Simulation tests of the certification rule (ghostsearch.stats.certify), where the truth is known.
 
 Synthetic item matrices, no model: per k, per-item paired differences d[k, i] = mu_k + s (u_i +
 e_ki) / sqrt(2), u_i an item effect every k shares (the items are shared: one draw for every model),
@@ -14,7 +14,8 @@ import math
 import numpy as np
 import pytest
 
-from ghostsearch.certify import (
+from ghostsearch.core.errors import GhostsearchError
+from ghostsearch.stats.certify import (
     Certification,
     Sample,
     certify_matrix,
@@ -22,7 +23,6 @@ from ghostsearch.certify import (
     metric_delta,
     one_sided_bounds,
 )
-from ghostsearch.errors import GhostsearchError
 
 REPS = 4000
 LOOKS = [100, 200, 400]

@@ -1,4 +1,4 @@
-"""ghostsearch.target without a model: the plan's one-line refusals (before any model work), greedy's
+"""ghostsearch.study.target without a model: the plan's one-line refusals (before any model work), greedy's
 nested path read back from a ledger, and the last line's wording."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ import math
 import numpy as np
 import pytest
 
-from ghostsearch.certify import certify_matrix
 from ghostsearch.config import load_config
-from ghostsearch.errors import GhostsearchError
+from ghostsearch.core.errors import GhostsearchError
 from ghostsearch.rundir.ledger import Ledger
-from ghostsearch.target import nested_path, plan, sentence
+from ghostsearch.stats.certify import certify_matrix
+from ghostsearch.study.target import nested_path, plan, sentence
 
 
 def cfg(*over):

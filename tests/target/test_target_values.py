@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from ghostsearch.config import load_config
-from ghostsearch.target import Values, eval_cfg, plan
+from ghostsearch.study.target import Values, eval_cfg, plan
 
 
 def values(tiny_model_dir, run_dir, batch: int) -> Values:

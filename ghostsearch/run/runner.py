@@ -1,0 +1,406 @@
+"""The search recipe: one cell (searcher x objective x k x seed) run on the scoring pool; ``Run``,
+the setup and cleanup of a run that ``search`` and ``compare`` share (checks, data plan, RUN_DIR,
+Ray, pool, identity, result.json, compaction, one error path); and ``ghostsearch search`` (one cell
+into a run directory).
+
+Rerunning the same command on the same run directory resumes: the searcher replays
+deterministically (same seed) and every candidate already in the ledger is answered from it,
+so no ledgered candidate is scored again.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ghostsearch.config import Config, protected_blocks
+from ghostsearch.core.errors import GhostsearchError
+from ghostsearch.core.io import write_json_atomic
+from ghostsearch.rundir import Ledger, cell_name
+from ghostsearch.rundir.cell import CellResult, CellSpec, HistoryPoint
+from ghostsearch.rundir.ledger import LedgerRow
+from ghostsearch.rundir.outputs import RunOutputs
+
+
+def budget_driven(cls, space, params) -> bool:
+    """A searcher that runs until its budget is spent (ga, bo, cbo), unlike one that ends by itself."""
+    return cls.default_budget(space, cls.parse_params(params)) is not None
+
+
+def build_searcher(
+    cfg: Config,
+    name: str,
+    k: int,
+    seed: int,
+    n_blocks: int,
+    run_dir: Path | None = None,
+    cell: str | None = None,
+    matched: bool = False,
+):
+    """The searcher of one cell. ``matched`` (compare.budget=matched): a budget-driven searcher
+    gets exactly greedy's cost at this k (greedy_cost), so searchers compare at equal cost."""
+    from ghostsearch.search import Budget, Space, get_searcher, make_searcher
+    from ghostsearch.search.common import greedy_cost
+
+    params = dict(cfg.search.params.get(name) or {})
+    budget = params.pop("budget", cfg.search.budget)  # search.params.<searcher>.budget overrides search.budget
+    cls = get_searcher(name)
+    if run_dir is not None:
+        params = cls.run_params(params, run_dir, cell or name)  # files the searcher keeps in RUN_DIR
+    space = Space(n_blocks, k, protected_blocks(cfg, n_blocks))
+    if matched and budget_driven(cls, space, params):
+        if budget is not None:
+            raise GhostsearchError(
+                f"compare.budget=matched sets {name}'s budget to greedy's cost; drop "
+                f"search.budget / search.params.{name}.budget, or set compare.budget=own"
+            )
+        budget = float(greedy_cost(space))
+        need = cls.min_budget(space, cls.parse_params(params))
+        if budget < need:
+            raise GhostsearchError(
+                f"compare.budget=matched gives {name} greedy's cost at k={k} ({budget:g} "
+                f"evaluations) but {name} needs at least {need:g} to give an answer; use "
+                "compare.budget=own or a larger k"
+            )
+    return make_searcher(name, space, seed=seed, budget=Budget(budget, cfg.search.time_budget), params=params)
+
+
+class Progress:
+    """A bar per searcher: evaluations done, rate, and the searcher's best so far (``told``: the
+    value its history records, so the bar and result.json's history agree). Each evaluation's
+    finishing time (seconds since the cell started) is kept by removed set for the history."""
+
+    def __init__(self, total: float | None, desc: str, enabled: bool = True):
+        from tqdm.auto import tqdm
+
+        self.bar = tqdm(total=total, desc=desc, unit="eval", disable=not enabled, dynamic_ncols=True, mininterval=0.5)
+        self.t0 = time.monotonic()
+        self.finished: dict[tuple[int, ...], float] = {}  # removed set -> seconds when its evaluation finished
+        self.best, self.cached = float("inf"), "n"
+
+    def __call__(self, row: LedgerRow) -> None:
+        self.finished[tuple(row.removed)] = time.monotonic() - self.t0
+        self.cached = "y" if row.cached else "n"
+        self.bar.update(row.cost or row.fidelity)  # a race block costs its rows only
+        self.bar.set_postfix(best=self.shown(), cached=self.cached, refresh=False)
+
+    def shown(self) -> str:
+        """The searcher's best so far; ``-`` until it has been told a k-set (never ``inf``)."""
+        return f"{self.best:.4g}" if self.best != float("inf") else "-"
+
+    def told(self, best: float) -> None:
+        self.best = best
+        self.bar.set_postfix(best=self.shown(), cached=self.cached)
+
+    def close(self):
+        self.bar.close()
+
+
+def warm_start(run_dir: Path, cell: str, client, n: int) -> list[tuple[int, ...]]:
+    """The warm-start sets of a cell: the n best k-sets of the shared cache when the cell first
+    started, kept in RUN_DIR/warm/<cell>.json so that a resumed cell replays the same start."""
+    import json
+
+    f = run_dir / "warm" / f"{cell}.json"
+    if not f.exists():
+        f.parent.mkdir(exist_ok=True)
+        write_json_atomic(f, [{"removed": r, "value": v} for r, v in client.best_known(n)])
+    return [tuple(e["removed"]) for e in json.loads(f.read_text())]
+
+
+def run_cell(
+    cfg: Config,
+    broker,
+    run_dir: Path,
+    *,
+    searcher: str,
+    objective: str,
+    k: int,
+    seed: int,
+    n_blocks: int,
+    progress: bool = True,
+    matched: bool = False,
+) -> CellResult:
+    """Run one searcher on one objective/k/seed through the pool; ledger rows tagged with the cell name."""
+    from ghostsearch.pool.pool import PoolClient
+    from ghostsearch.search import run
+
+    cell = cell_name(searcher, objective, k, seed)
+    s = build_searcher(cfg, searcher, k, seed, n_blocks, run_dir, cell, matched=matched)
+    ledger = Ledger(run_dir)
+    client = PoolClient(
+        broker,
+        cfg.objective_spec(objective, seed),
+        ledger,
+        cell,
+        seed,
+        cfg.model,
+        cfg.dtype,
+        k=k,
+        sources={"perplexity": cfg.calibration_spec("perplexity")},
+    )  # text statistics (lorp)
+    client.load_known(run_dir)
+    if getattr(s.params, "warm_start", False):
+        s.warm = warm_start(run_dir, cell, client, s.params.warm_n)
+    bar = Progress(s.budget.evaluations, cell, enabled=progress)
+    client.on_result = bar
+    t0 = bar.t0
+    stamps: list[float] = []  # per history entry: when that candidate's own evaluation finished
+
+    def on_told(candidates) -> None:
+        # a history point's seconds: when its candidate's evaluation and every earlier point's had
+        # finished (a batch's evaluations finish out of order): non-decreasing, at most the telling time
+        now = time.monotonic() - t0
+        for c in candidates:
+            stamps.append(max(bar.finished.get(tuple(c.removed), now), stamps[-1] if stamps else 0.0))
+        bar.told(s.best_value)
+
+    try:
+        run(s, client, oracle=client, on_told=on_told)
+        dense = client.dense_value()  # the reference, on the same calibration data
+    finally:
+        bar.close()
+        ledger.close()
+    removed, value = s.result()
+    if removed is None:
+        raise GhostsearchError(
+            f"{cell} produced no answer within its budget; raise search.budget or search.time_budget"
+        )
+    return CellResult(
+        cell=cell,
+        searcher=searcher,
+        objective=objective,
+        k=k,
+        seed=seed,
+        removed=tuple(removed),
+        value=value,
+        evaluations=client.evaluations,
+        budget_used=s.used,
+        cache_hits=client.cache_hits,
+        wall_seconds=time.monotonic() - t0,
+        history=tuple(HistoryPoint(u, t, v if v != float("inf") else None) for (u, v), t in zip(s.history, stamps)),
+        model={"name": cfg.model, "blocks": n_blocks, "dtype": cfg.dtype},
+        direction="lower is better",
+        dense_value=dense,
+        relative_change=(value - dense) / abs(dense) if dense else None,
+        budget_mode="matched" if matched else "own",
+        budget=s.budget.evaluations,
+        warm_start=tuple(tuple(w) for w in getattr(s, "warm", [])),
+        race=s.race_report(),
+    )  # raced or exact (race: auto), rows, candidates cut without the bound
+
+
+class Run:
+    """One run's recipe, which ``search`` and ``compare`` share (torchtune's shape: setup, run,
+    cleanup), with one error path.
+
+    Setup. Constructing it checks, and writes nothing: the model fits, every cell's searcher builds
+    (``matched``: compare.budget=matched), ``check`` (the caller's own, e.g. compare's tasks), the
+    run directory, the local pool's capacity; then the data plan of the cells' objectives
+    (``evaluate``, ``repair``: what the run will also read), announced. Entering it (``with run:``)
+    opens RUN_DIR (``outputs``: staged when out= is a URI, the trackers), writes ``contrasts`` (the
+    pre-registered ones) into result.json first when it is not there yet, connects to Ray, finds
+    the pool (pool.name) or starts it (``broker``) and checks its identity against RUN_DIR's.
+
+    Run: the caller's, on ``broker``, ``dir``, ``outputs``, ``n_blocks``; ``finish`` writes
+    pool.json, compacts the ledger and writes result.json; ``disconnect`` leaves Ray early (before
+    work that needs no pool).
+
+    Cleanup (leaving the ``with``, however it is left): the trackers closed and RUN_DIR pushed to
+    its URI, RUN_DIR released (removed again when this run created it and ledgered nothing), Ray
+    shut down when this run started it; ``ok`` (trackers, RUN_DIR): the block ended without raising."""
+
+    def __init__(
+        self,
+        cfg: Config,
+        kind: str,
+        cells: list[CellSpec],
+        *,
+        address: str | None = None,
+        matched: bool = False,
+        evaluate: bool = False,
+        repair: bool = False,
+        check: Callable[[], object] | None = None,
+        contrasts: list | None = None,
+    ):
+        from ghostsearch.config import check_model_fit
+        from ghostsearch.pool.pool import check_local_capacity
+        from ghostsearch.rundir.dataplan import announce, plan
+        from ghostsearch.rundir.layout import check_run_dir
+
+        self.cfg, self.kind, self.cells, self.contrasts = cfg, kind, cells, contrasts
+        self.address = address or cfg.pool.address
+        self.n_blocks = check_model_fit(cfg)
+        for c in cells:  # every config error before any Ray work
+            build_searcher(cfg, c.searcher, c.k, c.seed, self.n_blocks, matched=matched)
+        if check is not None:
+            check()
+        check_run_dir(cfg)
+        check_local_capacity(cfg, self.address)  # no run directory for a local pool that cannot start
+        self.data_plan = plan(cfg, [c.objective for c in cells], evaluate=evaluate, repair=repair)
+        announce(self.data_plan)
+        self._outputs: RunOutputs | None = None
+        self.broker: Any = None  # the pool's broker (a Ray actor handle), once entered
+        self.started = False  # this run started a local Ray (and so stops it)
+        self.t0 = 0.0  # when Ray was connected
+
+    @property
+    def outputs(self) -> RunOutputs:
+        assert self._outputs is not None, "enter the Run first (with run: ...)"
+        return self._outputs
+
+    @property
+    def dir(self) -> Path:
+        return self.outputs.dir
+
+    def __enter__(self) -> Run:
+        from ghostsearch.pool.pool import connect, find_pool, pool_identity, start_pool
+        from ghostsearch.rundir.layout import check_identity, resumed_dtype
+
+        cfg = self.cfg
+        self._outputs = RunOutputs(cfg, self.kind)  # RUN_DIR (staged when out= is s3:// or gs://) and the trackers
+        try:
+            if self.contrasts and not (self.dir / "result.json").exists():
+                write_json_atomic(self.dir / "result.json", self.result([]))  # before any cell runs
+            self.started = connect(self.address, dashboard=cfg.pool.dashboard)
+            self.t0 = time.monotonic()
+            self.broker = (
+                find_pool(cfg.pool.name) if cfg.pool.name else start_pool(cfg, load_dtype=resumed_dtype(cfg, self.dir))
+            )
+            specs: dict = {}  # one per objective (and per cell seed with compare.calibration_seeds), in cell order
+            for c in self.cells:
+                spec = cfg.objective_spec(c.objective, c.seed)
+                specs.setdefault(spec.key(), spec)
+            check_identity(self.dir, pool_identity(self.broker, cfg, list(specs.values())))
+        except BaseException as e:
+            self.__exit__(type(e), e, e.__traceback__)
+            raise
+        return self
+
+    def result(self, results: list[CellResult], **extra) -> dict:
+        """result.json: ``contrasts`` first (compare), ``cells`` by cell name, ``extra``, ``data``."""
+        head = {} if self.contrasts is None else {"contrasts": list(self.contrasts)}
+        return {**head, "cells": {r.cell: r.to_dict() for r in results}, **extra, "data": self.data_plan.to_dict()}
+
+    def finish(self, results: list[CellResult], resumed: int = 0, **extra) -> dict:
+        """The cells are done: pool.json (the broker's accounting; kept from the invocation that ran
+        cells, so not rewritten when all ``resumed``), the ledger compacted, result.json written."""
+        import ray
+
+        status = ray.get(self.broker.status.remote())
+        for r in results:  # a resumed cell's answers came from the ledger, not the broker: its best is the cell's
+            c = status.get("cells", {}).get(r.cell)
+            if c is not None and r.value is not None and (c.get("best") is None or r.value < c["best"]):
+                c["best"], c["best_removed"] = r.value, list(r.removed)
+        Ledger(self.dir).compact()
+        if resumed < len(self.cells) or not (self.dir / "pool.json").exists():
+            write_json_atomic(self.dir / "pool.json", status)
+        result = self.result(results, **extra)
+        write_json_atomic(self.dir / "result.json", result)
+        return result
+
+    def disconnect(self) -> None:
+        """Leave Ray: end the pool this run started (an unnamed one: on a Ray the run joined, it would
+        otherwise hold its CPUs/GPUs until the driver exits), and shut Ray down when this run started
+        it; cleanup does it otherwise."""
+        import ray
+
+        if self.broker is not None and not self.cfg.pool.name and ray.is_initialized():
+            from ghostsearch.pool.pool import release_pool
+
+            release_pool(self.broker)  # not a named pool (pool.name): it outlives the run, also when
+            # this process started it
+        if self.started:
+            ray.shutdown()
+            self.started = False
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        from ghostsearch.rundir.layout import close_run_dir
+
+        ok = exc_type is None
+        try:
+            if self._outputs is not None:
+                self._outputs.close(ok)
+        finally:
+            try:
+                if self._outputs is not None:
+                    close_run_dir(self._outputs.dir, ok)
+            finally:
+                self.disconnect()
+
+
+def answered(cfg: Config, cell: str) -> dict | None:
+    """result.json of a finished search that a rerun would only replay: out= holds this config's
+    run directory (same fingerprint), its result.json has ``cell``'s answer, its ledger holds that
+    answer's evaluation with that value, and identity.json records this model's content (and the
+    dtype and thread count this run would score with). Then ``search`` returns it without starting
+    Ray or loading the model (docs/reliability.md); None otherwise (the run goes the usual way,
+    which replays the ledger). Reads only; the data directory's contents are not re-hashed (the full
+    path checks the calibration token ids)."""
+    import json
+    import math
+
+    from ghostsearch.model.models import model_identity, resolve_dtype
+    from ghostsearch.rundir.layout import check_run_dir, read_cells, read_identity
+    from ghostsearch.rundir.ledger import read_ledger
+
+    if "://" in str(cfg.out) or cfg.pool.name:
+        return None
+    out = Path(cfg.out).expanduser()
+    if not (out / "result.json").is_file() or not (out / "identity.json").is_file():
+        return None
+    check_run_dir(cfg)  # another config's run directory: its own one line, as the usual path says it
+    try:
+        result = json.loads((out / "result.json").read_text())
+        got = read_cells(result).get(cell)
+        ident = read_identity(out / "identity.json")
+    except (ValueError, KeyError, TypeError, AttributeError, GhostsearchError):
+        return None  # the usual path says what is wrong, or recomputes
+    if got is None or got.value is None or not math.isfinite(got.value) or got.dense_value is None:
+        return None
+    dtype = str(resolve_dtype(cfg.dtype, cfg.resolved_device())).replace("torch.", "")
+    if ident.get("dtype") != dtype and cfg.dtype != "auto":
+        return None
+    if "cpu_threads" in ident and ident["cpu_threads"] != cfg.pool.threads:
+        return None
+    if ident.get("model_id") != model_identity(cfg.model):
+        return None
+    rows = read_ledger(out).to_pylist()
+    want = sorted(got.removed)
+    if not any(
+        r["cell"] == cell and not r["partial"] and sorted(r["removed"]) == want and r["value"] == got.value
+        for r in rows
+    ):
+        return None  # the ledger lost the answer's evaluation: recomputed the usual way
+    import logging
+
+    logging.getLogger("ghostsearch").info(
+        f"{out} already holds this search's answer ({cell}: {got.value:.6g}) and its ledger holds the "
+        f"evaluations; returned without starting Ray or loading the model (delete {out / 'result.json'} to rerun it)"
+    )
+    return result
+
+
+def search(cfg: Config, address: str | None = None, progress: bool = True) -> dict:
+    """`ghostsearch search`: the configured searcher on the pool; writes RUN_DIR. A rerun of a
+    finished search that its run directory fully answers returns at once (``answered``)."""
+    cell = CellSpec(searcher=cfg.searcher, objective=cfg.objective, k=cfg.k, seed=cfg.seed)
+    done = answered(cfg, cell_name(cell.searcher, cell.objective, cell.k, cell.seed))
+    if done is not None:
+        return done
+    with Run(cfg, "search", [cell], address=address) as run:
+        res = run_cell(
+            cfg,
+            run.broker,
+            run.dir,
+            searcher=cell.searcher,
+            objective=cell.objective,
+            k=cell.k,
+            seed=cell.seed,
+            n_blocks=run.n_blocks,
+            progress=progress,
+        )
+        run.outputs.cell(res.to_dict())  # the trackers take the JSON form
+        return run.finish([res])

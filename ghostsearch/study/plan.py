@@ -1,0 +1,809 @@
+"""`ghostsearch plan`: what a run will cost, from the configs alone (no weights loaded).
+
+Per cell (searcher x objective x k x seed) and in total: evaluations, as each searcher's class states
+them (``Searcher.expected_evaluations``: exact for greedy and the one-shot searchers; the budget for a
+budget-driven one such as ga, bo, cbo: greedy's cost under ``compare.budget: matched``, else
+``search.budget`` or twice greedy's; an estimate for the others, whose cost depends on their answers),
+calibration tokens and
+FLOPs per evaluation with prefix caching's expected saving, memory per actor against the device
+(ghostsearch/model/memplan.py), wall time and device-hours on the cluster the config names.
+
+FLOPs: 2 x parameters x tokens per block run and for the LM head (attention's T^2 term added).
+Blocks run per evaluation, with prefix caching (every candidate starts from the deepest cached
+state it shares; ``Searcher.blocks_run``): a searcher with a prefix (greedy, beam: ``uses_prefix``)
+starts R + {j} at j, on average half the free depth; a random k-subset starts at its first removed
+block, on average L/(k+1). Rate: ``plan --measure``
+(a few block and head forwards at the run's dtype on this device), else ``pool.device_tflops``,
+else a stated default (CPU 0.05, CUDA 200 TFLOP/s: a planning guess, not a measurement).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ghostsearch.core.errors import GhostsearchError
+from ghostsearch.model.memplan import GiB, Shape, plan_memory, read_config, resolve_every, shape_of, shipped_config
+from ghostsearch.rundir.cell import CellSpec, grid_cells
+
+DEFAULT_TFLOPS = {"cpu": 0.05, "cuda": 200.0}
+# fixed costs of a run, stated, when plan --measure does not time them (a cluster, or no --measure): a
+# local Ray cluster's start with its actors, and reading weights (bytes per second)
+RAY_START_S = {"cpu": 12.0, "cuda": 20.0}
+LOAD_BYTES_PER_S = 0.5e9
+
+
+@dataclass
+class Cell:
+    searcher: str
+    objective: str
+    k: int
+    seed: int
+    evaluations: float
+    kind: str
+    tokens: int
+    blocks_run: float
+    flops: float
+
+
+def searcher_params(cfg, searcher: str) -> tuple[Any, float | None]:
+    """(the searcher's parsed Params, its own budget or None) from the config: what
+    ``runner.build_searcher`` gives it, before a run directory exists."""
+    from ghostsearch.search.base import get_searcher
+
+    params = dict(cfg.search.params.get(searcher) or {})
+    budget = params.pop("budget", None)
+    return get_searcher(searcher).parse_params(params), budget
+
+
+def evaluations(cfg, searcher: str, k: int, n_blocks: int, rows: int | None = None) -> tuple[float, str]:
+    """(evaluations, exact | budget | estimate) of one cell, as the searcher's class states it
+    (``Searcher.expected_evaluations``); ``rows``: the calibration rows, which decide whether
+    ``race: auto`` (the default) races greedy (then its exact cost is an upper bound). A budget-driven
+    searcher gets greedy's cost under ``compare.budget: matched``, else its own budget or
+    ``search.budget``."""
+    from ghostsearch.config import protected_blocks
+    from ghostsearch.search.base import Space, get_searcher, greedy_cost
+
+    space = Space(n_blocks, k, protected_blocks(cfg, n_blocks))
+    cls = get_searcher(searcher)
+    params, budget = searcher_params(cfg, searcher)
+    budget = budget or cfg.search.budget
+    if cls.default_budget(space, params) is not None and cfg.compare.searchers and cfg.compare.budget == "matched":
+        budget = float(greedy_cost(space))
+    return cls.expected_evaluations(space, params, budget, rows)
+
+
+def blocks_run(searcher: str, k: int, n_blocks: int) -> float:
+    """Expected blocks one evaluation runs, prefix caching included (``Searcher.blocks_run``)."""
+    from ghostsearch.search.base import get_searcher
+
+    return get_searcher(searcher).blocks_run(n_blocks, k)
+
+
+def flops_per_token_block(shape: Shape, T: int) -> float:
+    return 2.0 * shape.block_params[0] + 4.0 * T * shape.heads * shape.head_dim  # weights + QK^T and AV
+
+
+def rate(cfg, shape: Shape, measure: bool) -> tuple[float, str]:
+    """FLOP/s of one device and where the number comes from."""
+    dev = cfg.resolved_device().split(":")[0]
+    if measure:
+        return measure_rate(cfg, shape), f"measured on this {dev} (plan --measure)"
+    if cfg.pool.device_tflops:
+        return cfg.pool.device_tflops * 1e12, f"stated: pool.device_tflops={cfg.pool.device_tflops:g}"
+    return (
+        DEFAULT_TFLOPS[dev] * 1e12,
+        f"default {DEFAULT_TFLOPS[dev]:g} TFLOP/s for {dev} (a guess: measure or state it)",
+    )
+
+
+def measure_rate(cfg, shape_: Shape, repeats: int = 3) -> float:
+    """Time two real blocks and the head of the model's architecture (random weights, the run's
+    dtype, one micro-batch) on this device: effective FLOP/s."""
+    import torch
+
+    from ghostsearch.model.models import resolve_dtype
+
+    config = read_config(cfg.model, cfg.trust_remote_code)
+    c = getattr(config, "text_config", None) or config
+    c.num_hidden_layers = 2
+    for key in [k for k, v in vars(c).items() if isinstance(v, list) and "layer" in k]:
+        setattr(c, key, getattr(c, key)[:2])
+    dev = cfg.resolved_device()
+    dtype = resolve_dtype(cfg.dtype, dev)
+    threads = torch.get_num_threads()
+    if dev == "cpu":
+        torch.set_num_threads(max(1, cfg.pool.threads))  # an actor's threads, not this process's
+    try:
+        return _time_forwards(cfg, config, shape_, dev, dtype, repeats)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _time_forwards(cfg, config, shape_: Shape, dev: str, dtype, repeats: int) -> float:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from ghostsearch.model.stack import Batch, Stack
+
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config, dtype=dtype).to(dev).eval()
+    stack = Stack(model)
+    cal = cfg.calibration.for_objective(cfg.objective)
+    m, T = min(cal.micro_batch, cal.n_seq), cal.seq_len
+    ids = torch.randint(0, shape_.vocab, (m, T))
+    cap = stack.capture(Batch(input_ids=ids))
+    h = cap.states[0]
+    with torch.no_grad():
+        stack.run(h, cap, 0, ())  # warm-up
+        if dev.startswith("cuda"):
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(repeats):
+            out = stack.run(h, cap, 0, ())
+            stack.token_logprobs(out.reshape(-1, out.shape[-1]), ids.reshape(-1).to(out.device))
+        if dev.startswith("cuda"):
+            torch.cuda.synchronize()
+        dt = (time.perf_counter() - t0) / repeats
+    flops = m * T * (2 * flops_per_token_block(shape_, T) + 2.0 * shape_.head_weight)
+    return flops / dt
+
+
+def evaluation_items(cfg) -> dict:
+    """The downstream evaluation one model gets: items and requests per task (from the data, no
+    tokenizer: tokens estimated as characters / 4, the context once per item as the native engine
+    packs it) and the perplexity windows. ``None`` for a task whose data is not here."""
+    from ghostsearch.evaluation.native import task_docs
+
+    tasks: dict[str, dict[str, float] | None] = {}
+    for t in cfg.eval.tasks:
+        try:
+            docs = task_docs(t, cfg.data_dir, cfg.eval.limit)
+        except Exception:  # noqa: BLE001  (a task without data here: not counted, said so)
+            tasks[t] = None
+            continue
+        if cfg.eval.max_items is not None:
+            docs = docs[: max(1, cfg.eval.max_items // max(1, len(cfg.eval.tasks)))]
+        chars = sum(len(d.requests[0][0]) + sum(len(c) for _, c in d.requests) for d in docs)
+        tasks[t] = {"items": len(docs), "requests": sum(len(d.requests) for d in docs), "tokens": chars / 4}
+    ppl = {
+        c: (
+            "the whole test set in 2048-token windows"
+            if cfg.eval.protocol == "paper"
+            else f"{cfg.eval.ppl_max_seq} x {cfg.eval.ppl_seq_len} tokens"
+        )
+        for c in cfg.eval.perplexity
+    }
+    ppl_tokens = (
+        0
+        if cfg.eval.protocol == "paper" or cfg.eval.ppl_max_seq is None
+        else len(cfg.eval.perplexity) * cfg.eval.ppl_max_seq * cfg.eval.ppl_seq_len
+    )
+    cells = len(
+        {
+            (s, o, k, sd)
+            for s in (cfg.compare.searchers or [cfg.searcher])
+            for o in (cfg.compare.objectives or [cfg.objective])
+            for k in (cfg.compare.ks or [cfg.k])
+            for sd in (cfg.compare.seeds or [cfg.seed])
+        }
+    )
+    models = 1 + cells * len(cfg.compare.recovery)
+    repaired = cells * len([m for m in cfg.compare.recovery if m != "none"])
+    return {"tasks": tasks, "perplexity": ppl, "models": models, "repaired": repaired, "ppl_tokens": ppl_tokens}
+
+
+def measure_load_rate(cfg, limit: int = 1 << 30) -> float | None:
+    """Bytes per second reading the model's local weight files (at most ``limit`` bytes), or None
+    when the weights are not on this machine (then LOAD_BYTES_PER_S, stated)."""
+    from pathlib import Path
+
+    from ghostsearch.model.models import model_path
+
+    try:
+        path = Path(model_path(cfg.model)[0])
+    except Exception:  # noqa: BLE001  (a hub id: nothing local to time)
+        return None
+    files = sorted(path.glob("*.safetensors")) if path.is_dir() else []
+    if not files:
+        return None
+    done, t0 = 0, time.perf_counter()
+    for f in files:
+        with open(f, "rb") as fh:
+            while done < limit and (chunk := fh.read(64 << 20)):
+                done += len(chunk)
+        if done >= limit:
+            break
+    return done / max(time.perf_counter() - t0, 1e-6)
+
+
+def command_of(cfg) -> str:
+    """The command a config is for: ``compare`` when it names a grid (compare.searchers, objectives,
+    ks or seeds), else ``search``."""
+    c = cfg.compare
+    return "compare" if (c.searchers or c.objectives or c.ks or c.seeds) else "search"
+
+
+def distinct_sets(cfg, cells: list[CellSpec]) -> int:
+    """Finalist sets a grid can give at most: one per cell, less LoRP's repeats (its set follows
+    from the similarity of ``similarity_source``'s text, perplexity by default, not from the
+    cell's objective: its cells that differ only in objective give one set, evaluated once)."""
+    from ghostsearch.search.base import get_searcher
+
+    keys = set()
+    same = {
+        s: get_searcher(s).same_set_for_every_objective(searcher_params(cfg, s)[0]) for s in {c.searcher for c in cells}
+    }
+    for c in cells:
+        keys.add((c.searcher, "*" if same[c.searcher] else c.objective, c.k, c.seed))
+    return len(keys)
+
+
+def measure_process(cfg, command: str) -> tuple[float, float, Any]:
+    """(seconds, checks' seconds, the data plan) of a fresh Python doing what ``ghostsearch <command>``
+    does before Ray: start, import the CLI, the recipe, Ray, torch and transformers, run the checks
+    (measure_checks: a cold process's data plan, no cache of this one) and exit; timed here. The data
+    plan comes back pickled, so this process need not read every data set again."""
+    import os
+    import pickle
+    import subprocess
+    import sys
+    import tempfile
+
+    mods = [
+        "ghostsearch.cli.main",
+        "ghostsearch.run.runner",
+        "ghostsearch.rundir.dataplan",
+        "ghostsearch.pool.pool",
+        "ghostsearch.model.models",
+        "torch",
+        "transformers",
+    ] + (["ghostsearch.study.compare"] if command == "compare" else [])
+    code = (
+        "import pickle, sys\nimport " + ", ".join(mods) + "\nfrom ghostsearch.study.plan import measure_checks\n"
+        "s, dp = measure_checks(pickle.load(open(sys.argv[1], 'rb')), sys.argv[2])\n"
+        "pickle.dump(dp, open(sys.argv[3], 'wb'))\nprint(s)"
+    )
+    with tempfile.TemporaryDirectory() as d:
+        cfg_file, plan_file = f"{d}/cfg.pkl", f"{d}/plan.pkl"
+        with open(cfg_file, "wb") as f:
+            pickle.dump(cfg, f)
+        t0 = time.perf_counter()
+        r = subprocess.run(
+            [sys.executable, "-c", code, cfg_file, command, plan_file],
+            check=True,
+            capture_output=True,
+            text=True,
+            env=os.environ.copy(),
+        )
+        seconds = time.perf_counter() - t0
+        with open(plan_file, "rb") as f:
+            data_plan = pickle.load(f)
+    return seconds, float(r.stdout.strip().splitlines()[-1]), data_plan
+
+
+def measure_checks(cfg, command: str) -> tuple[float, Any]:
+    """Seconds of a run's checks before Ray (``runner.Run``'s: the model's config, compare's tasks,
+    the data plan, which reads every calibration and evaluation set), done here for real; and the
+    data plan."""
+    from ghostsearch.config import check_model_fit
+    from ghostsearch.rundir.dataplan import plan as data_plan
+
+    t0 = time.perf_counter()
+    check_model_fit(cfg)
+    compare = command == "compare"
+    if compare:
+        from ghostsearch.evaluation.evaluate import check_tasks
+
+        check_tasks(cfg.eval.tasks, cfg.data_dir)
+    dp = data_plan(
+        cfg,
+        [c.objective for c in grid_cells(cfg)],
+        evaluate=compare,
+        repair=compare and any(m != "none" for m in cfg.compare.recovery),
+    )
+    return time.perf_counter() - t0, dp
+
+
+PROBE = "shortgpt"  # the probe cells' searcher: one evaluation, its set from a statistic
+EVAL_PROBE_ITEMS, EVAL_PROBE_WINDOWS = 32, 4  # the evaluation probe's items (all tasks) and perplexity windows
+
+
+def _probe_cell(cfg, broker, run_dir: str, cell: CellSpec, n_blocks: int) -> float:
+    """One probe cell in a Ray task process, as compare runs its cells: the process's imports, the
+    searcher, the pool client, its statistic, one evaluation, the dense value. Its seconds."""
+    t0 = time.perf_counter()
+    import ghostsearch.study.compare  # noqa: F401  (what compare's cell task process imports)
+    from ghostsearch.core.logs import quiet_libraries
+    from ghostsearch.run.runner import run_cell
+
+    quiet_libraries()
+    run_cell(
+        cfg,
+        broker,
+        __import__("pathlib").Path(run_dir),
+        searcher=PROBE,
+        objective=cell.objective,
+        k=cell.k,
+        seed=cell.seed,
+        n_blocks=n_blocks,
+        progress=False,
+    )
+    return time.perf_counter() - t0
+
+
+def probe_cells(cfg, broker, root, command: str, n_blocks: int) -> tuple[float, int]:
+    """(seconds, probes): real cells with a one-evaluation searcher (``PROBE``) on the started pool.
+    search: one, in this process (as ``ghostsearch search`` runs its cell); compare: one wave of
+    compare.concurrent cells (at most the grid's), each in a Ray task process of its own on this
+    node (as compare runs them), timed from submission to the last one's end."""
+    import ray
+
+    from ghostsearch.run.runner import run_cell
+
+    cells = grid_cells(cfg)
+    if command == "search":
+        c = cells[0]
+        t0 = time.perf_counter()
+        run_cell(
+            cfg,
+            broker,
+            root,
+            searcher=PROBE,
+            objective=c.objective,
+            k=c.k,
+            seed=c.seed,
+            n_blocks=n_blocks,
+            progress=False,
+        )
+        return time.perf_counter() - t0, 1
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+    task = ray.remote(num_cpus=0, max_retries=0)(_probe_cell)
+    n = min(max(1, cfg.compare.concurrent), len(cells))
+    dirs = [root / f"probe{i}" for i in range(n)]
+    for d in dirs:
+        d.mkdir()
+    t0 = time.perf_counter()
+    ray.get(
+        [task.options(scheduling_strategy=here).remote(cfg, broker, str(d), c, n_blocks) for d, c in zip(dirs, cells)]
+    )
+    return time.perf_counter() - t0, n
+
+
+def probe_evaluation(cfg, broker, root, held_out, n_blocks: int) -> dict:
+    """Finalist evaluation on the started pool, for real (``evaluate.evaluate_finalist_specs`` through
+    Broker.with_model, as compare runs a share), on the run's item draw: the dense model alone
+    (``dense_s``: a share's dense pass, with its first-time costs: task data, corpus, tokenizer), and
+    the same share with one middle k-set per compare.recovery method added, each under that method
+    (``share_s``: the dense pass, the repair fits and those models; ``share_s - dense_s``: what those
+    finalists add to a share), side by side on two scorers when the pool has them (as compare's shares run),
+    else one after the other. At most EVAL_PROBE_ITEMS items and EVAL_PROBE_WINDOWS windows
+    (``items``, ``windows``: what was timed)."""
+    import dataclasses
+
+    import ray
+
+    from ghostsearch.config import protected_blocks
+    from ghostsearch.evaluation.evaluate import evaluate_finalist_specs
+    from ghostsearch.model import items as item_draw
+
+    draw = item_draw.run_draw(cfg.eval, root, cfg.eval.tasks, cfg.data_dir, held_out)
+    n = min(len(draw), EVAL_PROBE_ITEMS)
+    quick = cfg.eval.protocol != "paper" and bool(cfg.eval.perplexity) and bool(cfg.eval.ppl_max_seq)
+    windows = min(cfg.eval.ppl_max_seq or 0, EVAL_PROBE_WINDOWS) if quick else 0
+    pcfg = dataclasses.replace(cfg, eval=dataclasses.replace(cfg.eval, ppl_max_seq=windows or cfg.eval.ppl_max_seq))
+    k = max(cfg.compare.ks or [cfg.k])
+    free = [b for b in range(n_blocks) if b not in set(protected_blocks(cfg, n_blocks))]
+    mid = max(0, min(len(free) - k, (len(free) - k) // 2))
+    # middle windows, one per method (compare deals a set's repairs into different shares): a finalist
+    # starts, on average, half-way down
+    sets = [
+        free[min(mid + i, len(free) - k) : min(mid + i, len(free) - k) + k] for i in range(len(cfg.compare.recovery))
+    ]
+    calls: dict[str, list[tuple[list[int], str]]] = {
+        "dense_s": [([], "none")],
+        "share_s": [([], "none"), *zip(sets, cfg.compare.recovery)],
+    }
+
+    def submit(specs):
+        return broker.with_model.remote(
+            evaluate_finalist_specs, pcfg, specs, list(held_out), False, draw.first(n), windows > 0
+        )
+
+    out: dict = {"items": n, "windows": windows, "models": len(calls["share_s"]) - 1, "of_items": len(draw)}
+    if cfg.pool.actors >= 2:
+        t0 = time.perf_counter()
+        refs = {submit(specs): name for name, specs in calls.items()}
+        pending = list(refs)
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            ray.get(ready[0])
+            out[refs[ready[0]]] = time.perf_counter() - t0
+    else:
+        for name, specs in calls.items():
+            t0 = time.perf_counter()
+            ray.get(submit(specs))
+            out[name] = time.perf_counter() - t0
+    return out
+
+
+def measure_report(cfg, n_blocks: int, data_plan: Any = None) -> float:
+    """Seconds of compare's report (``report.write_report``: the statistics, the five plots, the
+    Markdown, HTML and summary.json) written for real into a scratch folder, over a stand-in grid of
+    the planned cells x compare.recovery with made-up numbers (no per-item rows: their paired
+    bootstraps are not timed)."""
+    import tempfile
+    from pathlib import Path
+
+    import numpy as np
+
+    from ghostsearch.config import protected_blocks
+    from ghostsearch.core.eval_numbers import FinalistNumbers, TaskNumbers
+    from ghostsearch.study.report import comparison_table, write_report
+
+    free = [b for b in range(n_blocks) if b not in set(protected_blocks(cfg, n_blocks))] or list(range(n_blocks))
+    results, evals = [], {}
+    tasks = {t: TaskNumbers(acc=0.5) for t in cfg.eval.tasks}
+    for i, c in enumerate(grid_cells(cfg)):
+        removed = sorted({free[(i + j) % len(free)] for j in range(c.k)})
+        name = c.name
+        results.append(
+            {
+                "cell": name,
+                **c.to_dict(),
+                "removed": removed,
+                "value": 1.0 + 0.1 * i,
+                "dense_value": 1.0,
+                "relative_change": 0.1 * i,
+                "evaluations": 1,
+                "budget_used": 1.0,
+                "budget_mode": "own",
+                "wall_seconds": 1.0,
+                "cache_hits": 0,
+            }
+        )
+        for j, m in enumerate(cfg.compare.recovery):
+            evals[(name, m)] = FinalistNumbers(tasks=tasks, mean_acc=0.5 - 0.01 * i + 0.005 * j, eval_key=f"{i}-{j}")
+    table = comparison_table(
+        cfg, results, evals, FinalistNumbers(tasks=tasks, mean_acc=0.55, eval_key="dense"), data_plan
+    )
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=(n_blocks, 8))
+    sim = np.corrcoef(a)
+    with tempfile.TemporaryDirectory() as d:
+        t0 = time.perf_counter()
+        write_report(Path(d), table, {"similarity": sim, "block_influence": np.ones(n_blocks)}, cfg, data_plan)
+        return time.perf_counter() - t0
+
+
+def measure_run(cfg, command: str, n_blocks: int, held_out) -> dict | None:
+    """What a local run does around its scoring, timed for real in one Ray session, in the run's
+    order: ``start_s`` (start Ray and the pool, every actor loading the model; the identity check,
+    where the first actor prepares every objective), ``cells_s`` with ``probes`` (probe_cells), for
+    compare ``evaluation`` (probe_evaluation), and ``stop_s`` (the pool released, Ray shut down).
+    None when this process already has Ray or the config names a pool (a cluster: its start is not
+    this command's to time)."""
+    import tempfile
+    from pathlib import Path
+
+    import ray
+
+    from ghostsearch.pool.pool import connect, pool_identity, release_pool, start_pool
+
+    if ray.is_initialized() or cfg.pool.name:
+        return None
+    out: dict = {}
+    t0 = time.perf_counter()
+    started = connect(None, dashboard=cfg.pool.dashboard)
+    try:
+        broker = start_pool(cfg)
+        specs: dict = {}
+        for c in grid_cells(cfg):
+            spec = cfg.objective_spec(c.objective, c.seed)
+            specs.setdefault(spec.key(), spec)
+        pool_identity(broker, cfg, list(specs.values()))
+        out["start_s"] = time.perf_counter() - t0
+        with tempfile.TemporaryDirectory() as d:
+            out["cells_s"], out["probes"] = probe_cells(cfg, broker, Path(d), command, n_blocks)
+            if command == "compare":
+                out["evaluation"] = probe_evaluation(cfg, broker, Path(d), held_out, n_blocks)
+        t1 = time.perf_counter()
+        release_pool(broker)
+    finally:
+        if started:
+            ray.shutdown()
+    out["stop_s"] = time.perf_counter() - t1
+    return out
+
+
+def plan_run(
+    cfg, model_config: str | None = None, measure: bool = False, time_start: bool = True, command: str | None = None
+) -> dict:
+    """Everything ``plan`` prints, as a dict (cells, totals, memory, assumptions). ``measure``: time
+    the forwards here and, with ``time_start``, what a local run does around them (measure_process,
+    measure_checks, measure_run, and for compare measure_report). ``command``: search or compare
+    (default: command_of the config)."""
+    command = command or command_of(cfg)
+    hub = model_config == "hub"  # ask the hub for cfg.model's config, not the one shipped in configs/models/
+    model_config = None if hub else model_config
+    shipped = None if hub or model_config else shipped_config(cfg.model)
+    shape = shape_of(read_config(model_config or cfg.model, cfg.trust_remote_code, hub=hub))
+    shown = model_config or (f"{cfg.model} (configs/models/{cfg.model})" if shipped else cfg.model)
+    L = shape.n_blocks
+    gpa = cfg.pool.gpus_per_actor
+    on_gpu = cfg.resolved_device().startswith("cuda")
+    per_actor = int(gpa) if gpa and gpa >= 1 else (1 if on_gpu else 0)
+    if cfg.pool.cluster_gpus is not None and per_actor > cfg.pool.cluster_gpus:
+        raise GhostsearchError(
+            f"pool.gpus_per_actor={gpa:g} is more than the cluster's {cfg.pool.cluster_gpus} GPUs "
+            "(pool.cluster_gpus); lower it or plan for a bigger cluster"
+        )
+    if cfg.pool.cluster_gpus is not None and on_gpu and per_actor * cfg.pool.actors > cfg.pool.cluster_gpus:
+        raise GhostsearchError(
+            f"pool of {cfg.pool.actors} actors x {per_actor} GPUs needs "
+            f"{per_actor * cfg.pool.actors} GPUs but pool.cluster_gpus={cfg.pool.cluster_gpus}; "
+            "lower pool.actors"
+        )
+    mem = resolve_every(cfg, shape)
+    flop_rate, rate_note = rate(cfg, shape, measure)
+    actors = cfg.pool.actors
+    cells = []
+    for obj in cfg.compare.objectives or [cfg.objective]:
+        cal = cfg.calibration.for_objective(obj)
+        tokens = cal.n_seq * cal.seq_len
+        for s in cfg.compare.searchers or [cfg.searcher]:
+            for k in cfg.compare.ks or [cfg.k]:
+                n, kind = evaluations(cfg, s, k, L, rows=cal.n_seq)
+                run = blocks_run(s, k, L)
+                fl = tokens * (run * flops_per_token_block(shape, cal.seq_len) + 2.0 * shape.head_weight)
+                for seed in cfg.compare.seeds or [cfg.seed]:
+                    cells.append(Cell(s, obj, k, seed, n, kind, tokens, run, fl))
+    total_flops = sum(c.evaluations * c.flops for c in cells)
+    # every actor prepares every objective once (one dense forward of its calibration, in parallel)
+    prepare_flops = 0.0
+    for obj in cfg.compare.objectives or [cfg.objective]:
+        cal = cfg.calibration.for_objective(obj)
+        prepare_flops += (
+            cal.n_seq * cal.seq_len * (L * flops_per_token_block(shape, cal.seq_len) + 2.0 * shape.head_weight)
+        )
+    devices_per_actor = max(1, per_actor)
+    # a split actor runs its blocks one device after another: one device's rate per actor
+    prepare_s, scoring_s = prepare_flops / flop_rate, total_flops / (flop_rate * actors)
+    wall = prepare_s + scoring_s
+    ev = evaluation_items(cfg)
+    ev_tokens = sum(t["tokens"] for t in ev["tasks"].values() if t)
+    # finalists start at their first removed block over the dense model's cached states: half the depth
+    ev["seconds"] = ev["models"] * ev_tokens * (L / 2) * flops_per_token_block(shape, 512) / (flop_rate * actors)
+    # perplexity windows (quick protocol): every token through half the depth and the LM head
+    T = cfg.eval.ppl_seq_len
+    ev["ppl_seconds"] = (
+        ev["models"]
+        * ev["ppl_tokens"]
+        * ((L / 2) * flops_per_token_block(shape, T) + 2.0 * shape.head_weight)
+        / (flop_rate * actors)
+    )
+    # a repair (Ghosted, LinearPatch, ReplaceMe) is fitted from one dense forward of its data
+    rep = cfg.recovery.n_seq * cfg.recovery.seq_len * L * flops_per_token_block(shape, cfg.recovery.seq_len)
+    ev["repair_seconds"] = ev["repaired"] * rep / (flop_rate * actors)
+    eval_s = ev["seconds"] + ev["ppl_seconds"] + ev["repair_seconds"]
+    eval_note = "at the FLOP rate (task items, quick-protocol perplexity windows, repair fits)"
+    # fixed costs: measured (plan --measure on a local run), else a local Ray start (stated) and every
+    # actor reading the weights (in parallel); what is neither is listed as not counted
+    dev = cfg.resolved_device().split(":")[0]
+    timed = measure and time_start and model_config is None
+    fixed: dict[str, tuple[float, str]] = {}  # part -> (seconds, where the number comes from)
+    run_m = None
+    if timed:
+        process_s, checks_s, dp = measure_process(cfg, command)
+        fixed["process"] = (
+            process_s - checks_s,
+            "measured: a fresh Python starting, importing the command's modules and exiting",
+        )
+        fixed["checks"] = (checks_s, "measured: the model config, tasks and data plan, in that fresh Python")
+        run_m = measure_run(cfg, command, L, dp.held_out)
+    load_rate = measure_load_rate(cfg) if measure and run_m is None else None
+    weight_bytes = shape.params * mem.parts["bytes_per_param"]
+    if run_m is not None:
+        fixed["start"] = (
+            run_m["start_s"],
+            "measured: Ray, the pool (every actor loading the weights) and the first actor's prepare, started here",
+        )
+        # a probe cell's one evaluation is its scoring; the rest is a cell's own cost (process, searcher,
+        # client, statistics, dense value), paid once per wave of compare.concurrent cells
+        probe_eval = run_m["probes"] * blocks_run_flops(cfg, shape, PROBE) / (flop_rate * actors)
+        per_wave = max(0.0, run_m["cells_s"] - probe_eval)
+        waves = -(-len(cells) // max(1, cfg.compare.concurrent)) if command == "compare" else len(cells)
+        fixed["cells"] = (
+            waves * per_wave,
+            f"measured: {run_m['probes']} probe cell(s) ({PROBE}, one evaluation) "
+            f"{per_wave:.1f} s less their evaluation, x {waves} wave(s)",
+        )
+        fixed["stop"] = (run_m["stop_s"], "measured: the pool released and Ray shut down here")
+    else:
+        startup = RAY_START_S.get(dev, RAY_START_S["cuda"]) + weight_bytes / (load_rate or LOAD_BYTES_PER_S)
+        fixed["start"] = (
+            startup,
+            "a local Ray start, stated, and the weights read at "
+            + (f"{load_rate / 1e9:.2f} GB/s (measured)" if load_rate else f"{LOAD_BYTES_PER_S / 1e9:g} GB/s (stated)"),
+        )
+    if run_m is not None and "evaluation" in run_m:
+        eval_s, eval_note = evaluation_from_probe(
+            cfg, shape, ev, run_m["evaluation"], distinct_sets(cfg, grid_cells(cfg))
+        )
+        ev.update(measured=run_m["evaluation"])
+    if timed and command == "compare":
+        fixed["report"] = (
+            measure_report(cfg, L, dp),
+            "measured: write_report over a stand-in grid of this size, here (per-item bootstraps not timed)",
+        )
+    search_parts = ("process", "checks", "start", "cells", "stop")
+    search_wall = wall + sum(v[0] for p, v in fixed.items() if p in search_parts)
+    compare_wall = wall + eval_s + sum(v[0] for v in fixed.values())
+    not_counted = [p for p in ("process", "checks", "cells", "stop") if p not in fixed]
+    if command == "compare" and "report" not in fixed:
+        not_counted.append("report")
+    return {
+        "model": shown,
+        "shape": shape,
+        "cells": cells,
+        "memory": mem,
+        "evaluation": ev,
+        "fits": mem.fits,
+        "rate": flop_rate,
+        "rate_note": rate_note,
+        "total_flops": total_flops,
+        "command": command,
+        "fixed": fixed,
+        "not_counted": not_counted,
+        "startup_s": fixed["start"][0],
+        "load_note": fixed["start"][1],
+        "startup_measured": run_m is not None,
+        "search_wall_s": search_wall,
+        "compare_wall_s": compare_wall,
+        "evaluation_s": eval_s,
+        "evaluation_note": eval_note,
+        "evaluations": sum(c.evaluations for c in cells),
+        "wall_s": wall,
+        "prepare_s": prepare_s,
+        "scoring_s": scoring_s,
+        "device_hours": wall * actors * devices_per_actor / 3600 if on_gpu else 0.0,
+        "actors": actors,
+        "devices_per_actor": devices_per_actor,
+        "on_gpu": on_gpu,
+    }
+
+
+def blocks_run_flops(cfg, shape: Shape, searcher: str) -> float:
+    """FLOPs of one evaluation of ``searcher`` on the config's first objective and k."""
+    cal = cfg.calibration.for_objective((cfg.compare.objectives or [cfg.objective])[0])
+    k = (cfg.compare.ks or [cfg.k])[0]
+    return (
+        cal.n_seq
+        * cal.seq_len
+        * (
+            blocks_run(searcher, k, shape.n_blocks) * flops_per_token_block(shape, cal.seq_len)
+            + 2.0 * shape.head_weight
+        )
+    )
+
+
+def evaluation_from_probe(cfg, shape: Shape, ev: dict, probe: dict, sets: int) -> tuple[float, str]:
+    """Seconds of compare's finalist evaluation from probe_evaluation's two timings. A share costs
+    the dense pass (``dense_s``) and, per finalist model, ``(share_s - dense_s) / models`` (its
+    repair fit included); the finalists (``sets`` distinct sets x compare.recovery, and the dense
+    model) are dealt into shares as compare deals them (at least one per scorer, at most eval.share
+    models each), the shares run side by side on the scorers. When the probe timed fewer items or
+    windows than the run has, both parts are scaled by their FLOPs at the two sizes."""
+    L = shape.n_blocks
+    fb, T = flops_per_token_block(shape, 512), cfg.eval.ppl_seq_len
+    item_tokens = sum(t["tokens"] for t in ev["tasks"].values() if t)
+    windows = cfg.eval.ppl_max_seq if probe["windows"] else 0
+
+    def flops(depth: float, items: float, wins: float) -> float:
+        return item_tokens * items * depth * fb + wins * len(cfg.eval.perplexity) * T * (
+            depth * flops_per_token_block(shape, T) + 2.0 * shape.head_weight
+        )
+
+    full_items = 1.0
+    probe_items = probe["items"] / max(1, probe["of_items"])
+    dense = probe["dense_s"] * flops(L, full_items, windows) / max(flops(L, probe_items, probe["windows"]), 1.0)
+    per_model = max(0.0, probe["share_s"] - probe["dense_s"]) / max(1, probe["models"])
+    per_model *= flops(L / 2, full_items, windows) / max(flops(L / 2, probe_items, probe["windows"]), 1.0)
+    models = sets * len(cfg.compare.recovery)  # the finalists, less the dense model
+    n_shares = min(models + 1, max(cfg.pool.actors, -(-(models + 1) // max(1, cfg.eval.share))))
+    waves = -(-n_shares // max(1, cfg.pool.actors))
+    per_share = -(-models // n_shares)
+    note = (
+        f"measured: a share's dense pass {probe['dense_s']:.1f} s and {per_model:.1f} s per finalist model "
+        f"(evaluate_finalist_specs on the pool, {probe['items']} of {probe['of_items']} items, "
+        f"{probe['windows']} of {windows} windows per set"
+        f"{', scaled by FLOPs' if probe_items < 1 or probe['windows'] < windows else ''}); "
+        f"{models} finalist models ({sets} distinct sets x {len(cfg.compare.recovery)} repairs) + dense in "
+        f"{n_shares} share(s), {waves} wave(s) of {per_share} model(s) after the dense pass"
+    )
+    return waves * (dense + per_share * per_model), note
+
+
+def format_plan(cfg, p: dict) -> str:
+    from ghostsearch.model.memplan import fmt_count
+
+    sh, mem = p["shape"], p["memory"]
+    out = [
+        f"model {p['model']}: {sh.n_blocks} blocks, hidden {sh.hidden}, {fmt_count(sh.params)} parameters, "
+        f"dtype {cfg.dtype}, {mem.parts['bytes_per_param']} bytes/parameter",
+        "",
+        f"{'searcher':<10} {'objective':<11} {'k':>3} {'seed':>4} {'evaluations':>12} {'kind':<8} "
+        f"{'tokens/eval':>11} {'blocks/eval':>11} {'FLOPs/eval':>10} {'hours':>8}",
+    ]
+    for c in p["cells"]:
+        hrs = c.evaluations * c.flops / (p["rate"] * p["actors"]) / 3600
+        out.append(
+            f"{c.searcher:<10} {c.objective:<11} {c.k:>3} {c.seed:>4} {c.evaluations:>12,.0f} {c.kind:<8} "
+            f"{c.tokens:>11,} {c.blocks_run:>11.1f} {fmt_count(c.flops):>10} {hrs:>8.2f}"
+        )
+    out += [
+        "",
+        f"total: {p['evaluations']:,.0f} evaluations, {p['total_flops'] / 1e15:,.0f} PFLOP, wall "
+        f"{p['wall_s'] / 3600:.2f} h ({p['wall_s']:.0f} s) on {p['actors']} actor(s) x "
+        f"{p['devices_per_actor']} device(s)" + (f", {p['device_hours']:.1f} GPU-hours" if p["on_gpu"] else ""),
+        f"time: preparing {p['prepare_s']:,.0f} s (every actor, once per objective) + scoring "
+        f"{p['scoring_s']:,.0f} s; "
+        f"rate: {p['rate'] / 1e12:.3g} TFLOP/s per actor ({p['rate_note']})",
+        whole_run_line(p),
+        f"memory per actor: {mem.line()}; cache.every={mem.every} ({mem.parts['kept_boundaries']} boundaries of "
+        f"{mem.parts['state_bytes'] / GiB:.2f} GiB), prefix runs {mem.parts['prefix_run_count']}"
+        + (f", host {mem.host / GiB:.1f} GiB (cache.offload)" if mem.host else "")
+        + ("" if mem.fits else "  DOES NOT FIT"),
+        evaluation_line(p["evaluation"]),
+        "kinds: exact (greedy not raced, and the one-shot searchers: oneshot, shortgpt, streamline, lorp, "
+        "fastblock); budget = at most that many (raced greedy: race auto from 32 "
+        "calibration rows; ga stops when its next generation does not fit what is left); estimate = depends on "
+        "the searcher's answers",
+        "not counted: the paper protocol's perplexity windows (their token count needs the corpus)"
+        + "".join(f", {PARTS[n]}" for n in p["not_counted"])
+        + " (plan --measure times them on a local run)",
+    ]
+    return "\n".join(out)
+
+
+PARTS = {
+    "process": "the process's start and imports",
+    "checks": "the checks and data plan",
+    "start": "start-up",
+    "cells": "the cells' own cost",
+    "stop": "the pool's release and Ray's shutdown",
+    "report": "the report",
+}
+
+
+def whole_run_line(p: dict) -> str:
+    """The whole run's wall time, part by part, each with where its number comes from."""
+    parts = [f"{PARTS[n]} {sec:,.0f} s ({note})" for n, (sec, note) in p["fixed"].items() if n != "report"]
+    head = f"whole run: search {p['search_wall_s']:,.0f} s = the wall above + " + " + ".join(parts)
+    rep = p["fixed"].get("report")
+    return (
+        head + f"; compare {p['compare_wall_s']:,.0f} s = that + finalist evaluation {p['evaluation_s']:,.0f} s "
+        f"({p['evaluation_note']})" + (f" + the report {rep[0]:,.0f} s ({rep[1]})" if rep else "")
+    )
+
+
+def evaluation_line(ev: dict) -> str:
+    parts = [
+        f"{t} {v['items']:,} items ({v['requests']:,} requests, ~{v['tokens'] / 1e6:.2f}M tokens)"
+        if v
+        else f"{t} (no data here)"
+        for t, v in ev["tasks"].items()
+    ]
+    ppl = "; ".join(f"{c}: {w}" for c, w in ev["perplexity"].items())
+    return (
+        f"evaluation per model: {', '.join(parts) or 'no tasks'}; perplexity {ppl}; up to {ev['models']} models "
+        f"(cells x compare.recovery + dense; a set found twice is evaluated once): ~{ev['seconds'] / 3600:.2f} h "
+        "of task items at the rate (tokens ~ characters / 4; perplexity windows not timed)"
+    )
+
+
+__all__ = ["plan_run", "format_plan", "evaluations", "blocks_run", "measure_rate", "plan_memory"]

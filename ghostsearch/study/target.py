@@ -1,0 +1,548 @@
+"""``ghostsearch target``: the largest k whose quality drop stays below a stated target, with a
+guarantee (docs/target.md).
+
+The recipe: (1) search on the pool once along greedy's nested path (one cell at the largest k: its
+step-t sets all contain the step-(t-1) answer, read back from the ledger), or one cell per k for
+any other searcher; (2) repair each k's set with ``target.recovery``, fitted on the repair
+calibration, which the data plan checks to be disjoint from every evaluation set; (3) judge the
+ks in increasing order on fresh held-out items, the same seeded draw for every model (perplexity:
+windows of ``eval.ppl_seq_len`` tokens of the metric's corpus in a random order fixed by
+``eval.seed``; accuracy: the run's item draw, ``items.run_draw``), each in looks, with
+``certify.certify`` (a one-sided group-sequential non-inferiority test per k, fixed-sequence across
+k); (4) result.json's ``target`` block, RUN_DIR/report.md, the measured speed of the certified model
+(``speed.measure_speed``), and one sentence as the command's last line.
+
+Resumable: the search replays from the ledger; every model's per-item values are kept in
+RUN_DIR/target/values/<metric>/<eval_key>.json (the first n items of the draw, extended as the
+looks need more), so a rerun recomputes nothing it has; RUN_DIR/target/looks.json holds the
+certification after every k. The model is loaded (and the repairs fitted) only when a value is
+missing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ghostsearch.config import Config
+from ghostsearch.core.errors import GhostsearchError
+from ghostsearch.core.io import write_json_atomic, write_text_atomic
+from ghostsearch.rundir.cell import CellResult, CellSpec
+from ghostsearch.stats import certify as cert
+
+log = logging.getLogger(__name__)
+
+DEFAULT_LOOKS = (100, 200, 400)
+NESTED = ("greedy",)  # searchers whose one run at k gives a nested path of every smaller k
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a target run judges, resolved before any model work."""
+
+    metric: str
+    delta: float  # on the test's scale (certify.metric_delta)
+    ks: list[int]
+    looks: list[int]
+    method: str  # the repair
+    perplexity: str | None  # the corpus of a ppl_<set> metric, else None
+    tasks: list[str]  # the accuracy's tasks (empty for a perplexity)
+    params_k: int | None = None  # target.params resolved to this k (the quality is then only reported)
+
+
+def acc_tasks(cfg: Config, metric: str) -> list[str]:
+    if metric == "mean_acc":
+        return list(cfg.eval.tasks)
+    if metric.endswith("_acc") and metric[: -len("_acc")] in cfg.eval.tasks:
+        return [metric[: -len("_acc")]]
+    raise GhostsearchError(
+        f"target.quality.metric={metric!r}: use ppl_<set> (a set of eval.perplexity), mean_acc or <task>_acc "
+        f"(a task of eval.tasks: {', '.join(cfg.eval.tasks)})"
+    )
+
+
+def plan(cfg: Config, n_blocks: int) -> Plan:
+    """The target's metric, delta, ks and looks, checked (one line each) before any model work."""
+    from ghostsearch.config import protected_blocks
+    from ghostsearch.evaluation.native import NATIVE_TASKS
+
+    t = cfg.target
+    if t.speedup is not None:
+        raise GhostsearchError(
+            "target.speedup is not supported yet (a measured speed-up does not resolve to one k before the "
+            "models are timed); use target.params or a quality target, and `ghostsearch speed` for the speed-up"
+        )
+    q = t.quality
+    metric = q.metric
+    if t.params is None:
+        delta = cert.metric_delta(metric, q.max_drop, q.max_ratio)
+    else:  # the quality is reported, not targeted: -inf never certifies, so every look runs
+        delta = cert.metric_delta(metric, q.max_drop, q.max_ratio) if (q.max_drop or q.max_ratio) else -math.inf
+    free = n_blocks - len(protected_blocks(cfg, n_blocks))
+    if t.ks == "auto":
+        ks = list(range(1, max(1, min(free - 1, n_blocks // 2)) + 1))
+    else:
+        assert isinstance(t.ks, list)
+        ks = list(t.ks)
+    if ks[-1] >= free:
+        raise GhostsearchError(
+            f"target.ks goes up to {ks[-1]} but only {free} blocks may be removed (search.protected); lower target.ks"
+        )
+    looks = list(t.looks or DEFAULT_LOOKS)
+    if metric.startswith("ppl_"):
+        name = metric[len("ppl_") :]
+        if name not in cfg.eval.perplexity:
+            raise GhostsearchError(
+                f"target.quality.metric={metric} needs {name} in eval.perplexity (now {cfg.eval.perplexity}); add it"
+            )
+        return Plan(metric, delta, ks, looks, t.recovery, name, [])
+    tasks = acc_tasks(cfg, metric)
+    bad = [x for x in tasks if x not in NATIVE_TASKS]
+    if bad or cfg.eval.engine != "native":
+        raise GhostsearchError(
+            f"target.quality.metric={metric} needs per-item rows: eval.engine=native and only the eight "
+            f"commonsense tasks in eval.tasks (not {bad})"
+        )
+    return Plan(metric, delta, ks, looks, t.recovery, None, tasks)
+
+
+def eval_cfg(cfg: Config, p: Plan) -> Config:
+    """The config the evaluation reads: only the metric's perplexity set or tasks (so that the data
+    plan checks exactly what is evaluated), the target's repair as recovery.method."""
+    ev = replace(cfg.eval, perplexity=[p.perplexity] if p.perplexity else [], tasks=list(p.tasks))
+    if p.tasks:
+        ev = replace(ev, max_items=max(p.looks[-1], ev.max_items or 0))
+    return replace(cfg, eval=ev, recovery=replace(cfg.recovery, method=p.method))
+
+
+# ---------------------------------------------------------------- the search
+def nested_path(run_dir: Path, cell: str, answer: tuple[int, ...]) -> dict[int, list[int]]:
+    """Greedy's path from its ledger: the step-t answer is the set every step-(t+1) candidate extends
+    (their intersection); the last step's answer is the cell's. Checked to be nested."""
+    from ghostsearch.rundir.ledger import read_ledger
+
+    table = read_ledger(run_dir).to_pylist()
+    sizes: dict[int, list[frozenset[int]]] = {}
+    for r in table:
+        if r["cell"] == cell:
+            sizes.setdefault(len(r["removed"]), []).append(frozenset(r["removed"]))
+    K = len(answer)
+    path = {K: sorted(answer)}
+    for t in range(K - 1, 0, -1):
+        sets = sizes.get(t + 1, [])
+        common = frozenset.intersection(*sets) if len(sets) > 1 else frozenset()
+        if len(common) != t or not common <= frozenset(path[t + 1]):
+            raise GhostsearchError(
+                f"the ledger of {cell} does not hold greedy's step {t + 1} (RUN_DIR/ledger); remove RUN_DIR and rerun"
+            )
+        path[t] = sorted(common)
+    return path
+
+
+def search_sets(cfg: Config, run, ks: list[int], progress: bool) -> tuple[dict[int, list[int]], list[CellResult]]:
+    """Each k's removed set: greedy's nested path from one cell at max(ks), else one cell per k."""
+    from ghostsearch.run.runner import run_cell
+
+    results = []
+    for c in cells(cfg, ks):
+        results.append(
+            run_cell(
+                cfg,
+                run.broker,
+                run.dir,
+                searcher=c.searcher,
+                objective=c.objective,
+                k=c.k,
+                seed=c.seed,
+                n_blocks=run.n_blocks,
+                progress=progress,
+            )
+        )
+    if cfg.searcher in NESTED:
+        path = nested_path(run.dir, results[0].cell, results[0].removed)
+        return {k: path[k] for k in ks}, results
+    return {r.k: sorted(r.removed) for r in results}, results
+
+
+def cells(cfg: Config, ks: list[int]) -> list[CellSpec]:
+    if cfg.searcher in NESTED:
+        return [CellSpec(cfg.searcher, cfg.objective, ks[-1], cfg.seed)]
+    return [CellSpec(cfg.searcher, cfg.objective, k, cfg.seed) for k in ks]
+
+
+# ---------------------------------------------------------------- the items
+class Values:
+    """Per-item values of the dense model and of every k's repaired model on the first n items of one
+    seeded draw, computed on demand (the model loaded and the repairs fitted at the first need),
+    kept in RUN_DIR/target/values/<metric>/<eval_key>.json. A perplexity item is one window's mean
+    per-token NLL; an accuracy item is 0/1 (acc) with its task."""
+
+    def __init__(self, cfg: Config, p: Plan, run_dir: Path, removed: dict[int, list[int]], held_out, progress: bool):
+        from ghostsearch.study.compare import eval_key
+
+        self.cfg, self.p, self.run_dir, self.removed, self.held_out = cfg, p, run_dir, removed, tuple(held_out)
+        self.progress = progress
+        self.dir = run_dir / "target" / "values" / p.metric
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.keys = {0: eval_key([], "none", cfg, held_out)}
+        self.keys.update({k: eval_key(removed[k], p.method, cfg, held_out) for k in removed})
+        self.values: dict[int, list[float]] = {}
+        for k, key in self.keys.items():
+            f = self.dir / f"{key}.json"
+            self.values[k] = json.loads(f.read_text())["values"] if f.exists() else []
+        self.model: Any = None
+        self.ops: dict[int, Any] = {}
+        self.draw: Any = None
+        self.computed = 0  # item values computed by this invocation (not read back)
+
+    # the draw
+    def items(self, n: int):
+        """Perplexity: the first n windows of the seeded order; accuracy: the first n (task, doc) items."""
+        if self.draw is None:
+            self.draw = self._perplexity_draw() if self.p.perplexity else self._task_draw()
+        if n > len(self.draw):
+            what = "windows" if self.p.perplexity else "items"
+            raise GhostsearchError(
+                f"target.looks ends at {n} but the held-out draw has {len(self.draw)} {what}; lower target.looks"
+            )
+        return self.draw[:n]
+
+    def _perplexity_draw(self):
+        from ghostsearch.evaluation.evaluate import corpus, eval_windows
+
+        self._load()
+        assert self.p.perplexity is not None, "a perplexity draw of an accuracy target"
+        _, ids = corpus(self.model[1], self.p.perplexity, self.cfg.data_dir, self.held_out)
+        windows = eval_windows(ids, self.cfg.eval.ppl_seq_len, None)
+        order = np.random.default_rng(self.cfg.eval.seed).permutation(len(windows))
+        return windows[order]
+
+    def _task_draw(self):
+        from ghostsearch.model.items import run_draw
+
+        return list(run_draw(self.cfg.eval, self.run_dir, self.p.tasks, self.cfg.data_dir, self.held_out).order)
+
+    def strata(self, n: int) -> np.ndarray | None:
+        if self.p.perplexity:
+            return None
+        return np.array([t for t, _ in self.items(n)])
+
+    # the models
+    def _load(self, ks: list[int] | None = None) -> None:
+        """The model (once) and the repairs of ``ks`` (default: every k) not fitted yet, all of them on one
+        dense pass over the repair calibration."""
+        from ghostsearch.evaluation.native import fit_finalists
+        from ghostsearch.model.models import load_configured
+
+        t0 = time.monotonic()
+        if self.model is None:
+            self.model = load_configured(self.cfg)
+        model, tok = self.model
+        todo = [k for k in sorted(self.removed if ks is None else ks) if k not in self.ops]
+        if todo:
+            fitted = fit_finalists(model, tok, self.cfg, [(self.removed[k], self.p.method) for k in todo])
+            self.ops.update({k: ops for k, (_, ops) in zip(todo, fitted)})
+            log.info("target: %s fitted for k = %s in %.1f s", self.p.method, todo, time.monotonic() - t0)
+
+    def ensure(self, ks: list[int], n: int) -> None:
+        """Brings the models ``ks`` (0: dense) to the first n items, computing the missing ones together."""
+        todo = [k for k in ks if len(self.values[k]) < n]
+        if not todo:
+            return
+        self._load()
+        lo = min(len(self.values[k]) for k in todo)
+        new = self._compute(todo, lo, n)
+        for k, vals in zip(todo, new):
+            have = len(self.values[k])
+            self.values[k] = self.values[k] + vals[have - lo :]
+            write_json_atomic(self.dir / f"{self.keys[k]}.json", {"values": self.values[k]})
+        self.computed += sum(n - lo for _ in todo)
+
+    def _compute(self, ks: list[int], lo: int, n: int) -> list[list[float]]:
+        finalists = [((), None) if k == 0 else (tuple(self.removed[k]), self.ops[k]) for k in ks]
+        return self._nll(finalists, lo, n) if self.p.perplexity else self._correct(finalists, lo, n)
+
+    def _nll(self, finalists, lo: int, n: int) -> list[list[float]]:
+        """Each window's mean per-token NLL, numbered by its position in the draw (every window its
+        own request number, across micro-batches)."""
+        from ghostsearch.evaluation.native import GIB, loglikelihoods_finalists, plans, window_items
+        from ghostsearch.model.stack import Stack
+
+        model, _ = self.model
+        stack, bs = Stack(model), max(1, self.cfg.eval.batch_size)
+        windows = self.items(n)[lo:n]
+        batches = []
+        for s in range(0, len(windows), bs):
+            rows = window_items(windows[s : s + bs])
+            batches.append([replace(r, req=[s + i] * len(r.req)) for i, r in enumerate(rows)])
+        lls, _ = loglikelihoods_finalists(
+            stack, batches, len(windows), plans(stack, finalists), self.cfg.eval.cache_gib * GIB
+        )
+        tokens = windows.shape[1] - 1
+        return [(-ll.double() / tokens).tolist() for ll in lls]
+
+    def _correct(self, finalists, lo: int, n: int) -> list[list[float]]:
+        from ghostsearch.evaluation.evaluate import zero_shot_finalists
+
+        model, tok = self.model
+        want = self.items(n)[lo:n]
+        by_task: dict[str, list[int]] = {}
+        for t, d in want:
+            by_task.setdefault(t, []).append(d)
+        _, rows = zero_shot_finalists(
+            model, tok, finalists, self.cfg.eval, self.cfg.data_dir, self.held_out, self.progress, by_task
+        )
+        got = [
+            {(r.task, r.doc): float(r.pred == r.gold) for r in rows if r.finalist == f} for f in range(len(finalists))
+        ]
+        return [[g[it] for it in want] for g in got]
+
+    def sample(self, k: int, n: int) -> cert.Sample:
+        """k's paired differences on the first n items: dense minus pruned accuracy, or pruned minus
+        dense NLL (a larger value is a larger drop)."""
+        self.ensure([0, k], n)
+        dense, pruned = np.array(self.values[0][:n]), np.array(self.values[k][:n])
+        diff = pruned - dense if self.p.perplexity else dense - pruned
+        return cert.Sample(diff, self.strata(n))
+
+
+# ---------------------------------------------------------------- outputs
+def shown(p: Plan, x: float | None) -> str:
+    """A drop on the metric's scale: a ratio for a perplexity, an accuracy difference otherwise."""
+    if x is None or math.isnan(x):
+        return "n/a"
+    return f"{math.exp(x):.4f}" if p.perplexity else f"{x:.4f}"
+
+
+def target_value(cfg: Config, p: Plan) -> str:
+    q = cfg.target.quality
+    return f"{q.max_ratio:g}" if p.perplexity else f"{q.max_drop:g}"
+
+
+def sentence(cfg: Config, p: Plan, c: cert.Certification) -> str:
+    """The command's last line."""
+    what = f"{p.metric} ratio" if p.perplexity else f"{p.metric} drop"
+    level, risk = f"{c.level:g}", f"{1 - c.level:.2g}"
+    tail = f"P(true drop > target) <= {risk}, for this repair fit and these data."
+    failed = (
+        f"k={c.first_failed_k} failed (est {shown(p, c.first_failed_estimate)}, upper bound "
+        f"{shown(p, c.first_failed_upper)})"
+        if c.first_failed_k is not None
+        else f"every k judged ({', '.join(map(str, p.ks))}) passed"
+    )
+    if c.certified_k == 0:
+        return (
+            f"Not certified: no k meets {what} <= {target_value(cfg, p)} at level {level} with {p.method}; {failed}. "
+            "Try a looser target, another repair, or more items (target.looks)."
+        )
+    return (
+        f"Certified: remove k={c.certified_k} blocks {c.removed} with {p.method}; {what} {shown(p, c.estimate)} "
+        f"({level} upper bound {shown(p, c.upper)}) <= target {target_value(cfg, p)}; {failed}. {tail}"
+    )
+
+
+def params_sentence(p: Plan, c: cert.Certification, kept: int, total: int) -> str:
+    v = c.ks[0]
+    what = f"{p.metric} ratio" if p.perplexity else f"{p.metric} drop"
+    return (
+        f"Parameters: remove k={v.k} blocks {v.removed} with {p.method} to keep {kept:,} of {total:,} parameters "
+        f"({kept / total:.1%}); {what} {shown(p, v.estimate)} ({c.level:g} upper bound {shown(p, v.upper)}) on "
+        f"{v.items} items."
+    )
+
+
+def report_md(cfg: Config, p: Plan, block: dict) -> str:
+    lines = [
+        "# ghostsearch target",
+        "",
+        f"**{block['statement']}**",
+        "",
+        f"Target: {p.metric} {'ratio' if p.perplexity else 'drop'} <= {target_value(cfg, p)} at level "
+        f"{block['level']:g} (one-sided; fixed-sequence over k, {block['spending']} looks at {block['looks']} "
+        f"items per model; docs/target.md). Repair: {p.method}, fitted on the repair calibration (never evaluated).",
+        "",
+        "| k | removed | estimate | upper bound | items | looks | verdict |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for v in block["ks"]:
+        lines.append(
+            f"| {v['k']} | {v['removed']} | {shown(p, v['estimate'])} | {shown(p, v['upper'])} | {v['items']} | "
+            f"{v['looks']} | {v['stop']} |"
+        )
+    lines += ["", "Estimates and bounds are on the metric's scale (a perplexity: the ratio pruned / dense)."]
+    speed = block.get("speed")
+    if isinstance(speed, dict) and speed.get("rows"):
+        lines += ["", "## Measured speed (dense and the certified model, one process, interleaved)", ""]
+        lines += ["| model | params | prefill speed-up | decode speed-up | ideal |", "|---|---|---|---|---|"]
+        for r in speed["rows"]:
+            th = {t["phase"]: t for t in r.get("throughput", [])}
+            pre, dec = th.get("prefill", {}), th.get("decode", {})
+            lines.append(
+                f"| {r['label']} | {r['params']:,} | {pre.get('speedup', float('nan')):.3f} | "
+                f"{dec.get('speedup', float('nan')):.3f} | {r['ideal_speedup']:.3f} |"
+            )
+    elif speed:
+        lines += ["", f"Speed: {speed}"]
+    return "\n".join(lines) + "\n"
+
+
+def measure(model_ops, removed: list[int], method: str) -> dict | str:
+    """The certified model's measured speed beside the dense one (``speed.measure_speed``), or why not."""
+    try:
+        from ghostsearch.recovery import speed
+    except ImportError:
+        return "not measured: ghostsearch.recovery.speed is not available in this version"
+    model, ops = model_ops
+    try:
+        rep = speed.measure_speed(
+            model,
+            [] if ops is not None else [removed],  # the certified model as deployed: repaired when it is
+            [ops] if ops is not None else [],
+            batches=(1,),
+            seq_len=128,
+            decode_tokens=16,
+            repeats=3,
+        )
+    except GhostsearchError as e:
+        return f"not measured: {e}"
+    return rep.to_dict()
+
+
+# ---------------------------------------------------------------- the command
+def target(cfg: Config, address: str | None = None, progress: bool = True) -> dict:
+    """`ghostsearch target`: search, repair, certify; returns result.json's ``target`` block."""
+    from ghostsearch.config import check_model_fit
+    from ghostsearch.run.runner import Run
+
+    n_blocks = check_model_fit(cfg)
+    p = plan(cfg, n_blocks)
+    total = None
+    if cfg.target.params is not None:
+        kept_k, total = params_k(cfg, cfg.target.params, n_blocks)
+        p = replace(p, ks=[kept_k], params_k=kept_k)
+    ecfg = eval_cfg(cfg, p)
+    t0 = time.monotonic()
+    run = Run(ecfg, "target", cells(ecfg, p.ks), address=address, evaluate=True, repair=p.method != "none")
+    with run:
+        res_path = run.dir / "result.json"
+        before = (json.loads(res_path.read_text()) if res_path.exists() else {}).get("target") or {}  # a rerun's
+        removed, results = search_sets(ecfg, run, p.ks, progress)
+        run.finish(results)  # result.json rewritten: cells, data
+        run.disconnect()  # the pool's CPUs free for the evaluation here
+        values = Values(ecfg, p, run.dir, removed, run.data_plan.held_out, progress)
+        looks_file = run.dir / "target" / "looks.json"
+
+        c = cert.certify(
+            p.ks,
+            removed,
+            values.sample,
+            p.looks,
+            p.delta,
+            cfg.target.level,
+            cfg.target.spending,
+            metric=p.metric,
+            futility=p.params_k is None,
+        )
+        write_json_atomic(looks_file, c.to_dict())
+        if p.params_k is not None:
+            values._load([p.params_k])
+            total, kept = count_params(values.model[0], removed[p.params_k])
+            statement = params_sentence(p, c, kept, total)
+        else:
+            statement = sentence(cfg, p, c)
+        best = c.certified_k if p.params_k is None else p.params_k
+        speed: dict | str = "not measured: nothing certified"
+        if (
+            best
+            and isinstance(before.get("speed"), dict)
+            and (before.get("removed"), before.get("recovery"))
+            == (
+                removed[best],
+                p.method,
+            )
+        ):
+            speed = before["speed"]  # a rerun: measured before, for the same model
+        elif best:
+            log.info("target: %s; measuring the speed of k=%d beside the dense model", statement.split(";")[0], best)
+            values._load([best])
+            speed = measure((values.model[0], values.ops.get(best)), removed[best], p.method)
+        block = {
+            "statement": statement,
+            "metric": p.metric,
+            "target": {"max_ratio": cfg.target.quality.max_ratio}
+            if p.perplexity
+            else {"max_drop": cfg.target.quality.max_drop},
+            "delta": p.delta,
+            "scale": "log of the perplexity ratio (mean per-token NLL, pruned minus dense)"
+            if p.perplexity
+            else "accuracy, dense minus pruned",
+            "level": cfg.target.level,
+            "recovery": p.method,
+            "certified_k": c.certified_k,
+            "removed": removed[best] if best else [],
+            "estimate": c.estimate,
+            "upper": c.upper,
+            "estimate_shown": shown(p, c.estimate),
+            "upper_shown": shown(p, c.upper),
+            "items_used": c.items_used(),
+            "first_failed_k": c.first_failed_k,
+            "first_failed_estimate": c.first_failed_estimate,
+            "first_failed_upper": c.first_failed_upper,
+            "looks": p.looks,
+            "spending": c.spending,
+            "bounds": c.bounds,
+            "ks": [v.to_dict() for v in c.ks],
+            "path": {str(k): v for k, v in removed.items()},
+            "items_computed_now": values.computed,
+            "wall_seconds": round(time.monotonic() - t0, 1),
+            "speed": speed,
+        }
+        if p.params_k is not None:
+            block["params"] = {"asked": cfg.target.params, "k": p.params_k, "total": total}
+        write_json_atomic(res_path, {**json.loads(res_path.read_text()), "target": block})
+        write_text_atomic(run.dir / "report.md", report_md(cfg, p, block))
+        return block
+
+
+def count_params(model, removed: list[int]) -> tuple[int, int]:
+    """(the dense model's parameters, those left with ``removed`` blocks deleted): exact, tied weights once."""
+    from ghostsearch.model.stack import Stack
+
+    stack = Stack(model)
+    total = sum(p.numel() for p in model.parameters())
+    return total, total - sum(p.numel() for i in removed for p in stack.blocks[i].parameters())
+
+
+def params_k(cfg: Config, asked: float, n_blocks: int) -> tuple[int, int]:
+    """target.params (a fraction < 1 of the dense model's parameters, or a count) -> the least k whose
+    pruned model keeps at most that many (exact counting over the model's blocks; SmolLM2's blocks are
+    all alike, so every k-set counts the same); and the dense total."""
+    from ghostsearch.config import protected_blocks
+    from ghostsearch.model.models import load_configured
+    from ghostsearch.model.stack import Stack
+
+    model, _ = load_configured(cfg)
+    stack = Stack(model)
+    total = sum(p.numel() for p in model.parameters())
+    per = sorted((sum(p.numel() for p in stack.blocks[i].parameters()), i) for i in range(n_blocks))
+    free = set(range(n_blocks)) - set(protected_blocks(cfg, n_blocks))
+    goal = asked * total if asked < 1 else asked
+    removed, left = 0, total
+    for size, i in sorted(per, reverse=True):
+        if left <= goal:
+            break
+        if i in free:
+            left -= size
+            removed += 1
+    if left > goal:
+        raise GhostsearchError(f"target.params={asked}: even removing every free block keeps {left:,} parameters")
+    if removed == 0:
+        raise GhostsearchError(f"target.params={asked}: the dense model ({total:,}) already keeps that many; ask fewer")
+    return removed, total
