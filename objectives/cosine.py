@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import torch
 
-from ghostsearch import data
+from ghostsearch.model import data
+from ghostsearch.model.stack import Batch, Stack
 from ghostsearch.objectives import Objective
 from ghostsearch.objectives.perplexity import text_windows
-from ghostsearch.stack import Batch, Stack
 
 
 class Cosine(Objective):
