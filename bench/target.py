@@ -53,10 +53,9 @@ def inflation(looks: list[int], alpha: float, spending: str, power: float = 0.8,
     """(theta_seq / theta_fix)^2: the drift the group-sequential one-sided test needs for ``power``
     over the one-look test's (z_{1-alpha} + z_power), by simulation (seeded) and bisection."""
     from ghostsearch.stats import inference as stats
-    from ghostsearch.stats.certify import one_sided_bounds
 
     fr = np.array(looks, dtype=float) / looks[-1]
-    c = np.array(one_sided_bounds(list(fr), alpha, spending))
+    c = np.array(stats.spending_bounds(list(fr), alpha, spending, sides=1))
     rng = np.random.default_rng(0)
     w = (rng.normal(size=(paths, len(fr))) * np.sqrt(np.diff(np.concatenate([[0.0], fr])))).cumsum(1)
     lo, hi = 0.0, 10.0

@@ -12,7 +12,7 @@ H1_k: drop_k < delta, at the full level alpha.
 of one draw). At look j the statistic is Z_j = (delta - estimate_j) / se_j, and H0_k is rejected
 (the k is *certified*) when Z_j >= c_j, the one-sided boundaries of a Lan-DeMets spending
 function (``stats.spend``: O'Brien-Fleming or Pocock type) at the planned information fractions
-looks / looks[-1] (:func:`one_sided_bounds`: P_H0(Z_i < c_i for i < j, Z_j >= c_j) =
+looks / looks[-1] (``stats.spending_bounds`` with ``sides=1``: P_H0(Z_i < c_i for i < j, Z_j >= c_j) =
 spend(t_j) - spend(t_{j-1}), so the total is alpha). Equivalently the repeated upper confidence
 bound ub_j = estimate_j + c_j se_j lies below delta; these bounds hold at every look at once, so the
 bound reported where the looks stopped is valid after early stopping. A k stops early for
@@ -46,63 +46,11 @@ from ghostsearch.stats import inference as stats
 
 SPENDINGS = ("obrien-fleming", "pocock")
 
-_BOUNDS: dict[tuple, list[float]] = {}
 
-
-def one_sided_bounds(
-    fractions: Sequence[float], alpha: float, kind: str = "obrien-fleming", n_grid: int = 600
-) -> list[float]:
-    """One-sided critical z per look, spending ``stats.spend(t, alpha, kind)`` (which reaches alpha at
-    t = 1): c_j solves P(Z_i < c_i for i < j, Z_j >= c_j) = spend(t_j) - spend(t_{j-1}) for the
-    canonical joint normal of the looks (Z_j = W(t_j) / sqrt(t_j)). The continuation density of
-    W(t_j) on (-inf, c_j sqrt(t_j)) is carried from look to look on a grid (trapezoid rule, the lower
-    end at -10 sd), c_j by bisection. Accurate to ~1e-5 in alpha. A look that spends nothing gets +inf."""
-    f = [float(x) for x in fractions]
-    if not f or any(not 0 < x <= 1 for x in f) or any(b <= a for a, b in zip(f, f[1:])):
-        raise ValueError(f"fractions must be increasing in (0, 1], not {list(fractions)}")
-    if not 0 < alpha < 0.5:
-        raise ValueError(f"alpha must be in (0, 0.5), not {alpha}")
-    key = (tuple(f), float(alpha), kind, n_grid)
-    if key in _BOUNDS:
-        return list(_BOUNDS[key])
-    inc = np.diff(np.concatenate([[0.0], np.atleast_1d(stats.spend(np.array(f), alpha, kind))]))
-    out: list[float] = []
-    pts = wts = dens = np.empty(0)
-    t_prev = 0.0
-    for j, (t, a_j) in enumerate(zip(f, inc)):
-        sd = math.sqrt(t - t_prev)
-
-        def cross(c: float, t: float = t, sd: float = sd) -> float:
-            h = c * math.sqrt(t)
-            if j == 0:  # noqa: B023  (cross is solved within this look's iteration: its grid is the current one)
-                return float(stats.norm_sf(h / sd))
-            return float(wts @ (dens * stats.norm_sf((h - pts) / sd)))  # noqa: B023
-
-        if a_j <= 1e-15:
-            c = math.inf
-        else:
-            lo, hi = -10.0, 40.0
-            for _ in range(200):
-                mid = 0.5 * (lo + hi)
-                lo, hi = (mid, hi) if cross(mid) > a_j else (lo, mid)
-                if hi - lo < 1e-9:
-                    break
-            c = 0.5 * (lo + hi)
-        out.append(c)
-        if j + 1 < len(f):
-            top = (c if math.isfinite(c) else 12.0) * math.sqrt(t)
-            new = np.linspace(-10.0 * math.sqrt(t), top, 2 * n_grid + 1)
-            w = np.full(len(new), new[1] - new[0])
-            w[0] = w[-1] = w[0] / 2
-            if j == 0:
-                d = np.exp(-0.5 * (new / sd) ** 2) / (sd * math.sqrt(2 * math.pi))
-            else:
-                kern = np.exp(-0.5 * ((new[:, None] - pts[None, :]) / sd) ** 2) / (sd * math.sqrt(2 * math.pi))
-                d = kern @ (wts * dens)
-            pts, wts, dens = new, w, d
-        t_prev = t
-    _BOUNDS[key] = out
-    return list(out)
+def one_sided(looks: Sequence[int], alpha: float, spending: str) -> list[float]:
+    """The one-sided critical z of each look of a design (items per model at each look):
+    ``stats.spending_bounds`` with ``sides=1`` at the fractions looks / looks[-1]."""
+    return stats.spending_bounds([n / looks[-1] for n in looks], alpha, spending, sides=1)
 
 
 @dataclass(frozen=True)
@@ -215,7 +163,7 @@ def judge_k(
 ) -> KVerdict:
     """The one-sided group-sequential test of H0: drop >= ``delta`` for one k; ``sample(n)`` gives its
     differences on the first n items (called once per look, in increasing n)."""
-    bounds = one_sided_bounds([n / looks[-1] for n in looks], alpha, spending)
+    bounds = one_sided(looks, alpha, spending)
     if len(bounds) != len(looks):
         raise AssertionError("one bound per look")
     ests: list[float] = []
@@ -279,7 +227,7 @@ def certify(
         level=level,
         spending=spending,
         design=list(looks),
-        bounds=one_sided_bounds([n / looks[-1] for n in looks], alpha, spending),
+        bounds=one_sided(looks, alpha, spending),
         ks=verdicts,
         certified_k=best.k if best else 0,
         removed=list(best.removed) if best else [],

@@ -25,6 +25,7 @@ numpy only, vectorised. Conventions used everywhere below:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -501,9 +502,9 @@ def spend(t, alpha: float, kind: str = "obrien-fleming"):
     return float(out) if out.ndim == 0 else out
 
 
-def _grid(half: float, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Simpson's rule on [-half, half] with 2n+1 points: (points, weights)."""
-    x = np.linspace(-half, half, 2 * n + 1)
+def _grid(lo: float, hi: float, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Simpson's rule on [lo, hi] with 2n+1 points: (points, weights)."""
+    x = np.linspace(lo, hi, 2 * n + 1)
     w = np.ones(2 * n + 1)
     w[1:-1:2], w[2:-1:2] = 4, 2
     return x, w * (x[1] - x[0]) / 3
@@ -511,68 +512,96 @@ def _grid(half: float, n: int) -> tuple[np.ndarray, np.ndarray]:
 
 _BOUNDS_CACHE: dict[tuple, list[float]] = {}
 
+# the continuation density of W(t) on a grid: (points, weights, density); None before the first look
+_Carried = tuple[np.ndarray, np.ndarray, np.ndarray] | None
+
+
+def _crossing(c: float, t: float, sd: float, sides: int, carried: _Carried) -> float:
+    """P(still running before the look at t, Z beyond c at it): sd is sqrt(t - t_prev)."""
+    h = c * math.sqrt(t)
+    if carried is None:
+        return sides * norm_sf(h / sd)
+    pts, wts, dens = carried
+    tail = norm_sf((h - pts) / sd)
+    if sides == 2:
+        tail = tail + norm_cdf((-h - pts) / sd)
+    return float(wts @ (dens * tail))
+
+
+def _bisect(crossing: Callable[[float], float], target: float, lo: float, hi: float = 40.0) -> float:
+    """The c in [lo, hi] where the decreasing ``crossing(c)`` falls to ``target`` (lo when it is there
+    already: nothing left to spend more than all of the remaining mass)."""
+    if crossing(lo) <= target:
+        return lo
+    for _ in range(100):
+        mid = 0.5 * (lo + hi)
+        if crossing(mid) > target:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-10:
+            break
+    return 0.5 * (lo + hi)
+
+
+def _carry(c: float, t: float, sd: float, sides: int, carried: _Carried, n_grid: int) -> _Carried:
+    """The continuation density of W(t) past a look at t with bound c, on a new grid."""
+    h = (c if math.isfinite(c) else 12.0) * math.sqrt(t)
+    new_pts, new_wts = _grid(-h if sides == 2 else -10.0 * math.sqrt(t), h, n_grid)
+    if carried is None:
+        new = np.exp(-0.5 * (new_pts / sd) ** 2) / (sd * math.sqrt(2 * math.pi))
+    else:
+        pts, wts, dens = carried
+        kern = np.exp(-0.5 * ((new_pts[:, None] - pts[None, :]) / sd) ** 2) / (sd * math.sqrt(2 * math.pi))
+        new = kern @ (wts * dens)
+    return new_pts, new_wts, new
+
 
 def spending_bounds(
-    fractions: Sequence[float], alpha: float = ALPHA, kind: str = "obrien-fleming", n_grid: int = 400
+    fractions: Sequence[float],
+    alpha: float = ALPHA,
+    kind: str = "obrien-fleming",
+    n_grid: int = 400,
+    sides: int = 2,
 ) -> list[float]:
-    """Two-sided critical |z| per look of a group-sequential design, from the Lan-DeMets spending
-    function ``kind`` (:func:`spend`), at information fractions ``fractions`` (increasing, the last
-    usually 1). Exact for the joint normal of the looks' z statistics (Z_k = W(t_k) / sqrt(t_k), W a
-    Brownian motion): look k's bound c_k solves P(|Z_j| < c_j for j < k, |Z_k| >= c_k) =
-    spend(t_k) - spend(t_{k-1}), the continuation density carried from look to look by numerical
-    integration (Simpson on ``2 n_grid + 1`` points, Armitage-McPherson-Rowe recursion) and c_k by
-    bisection. Accurate to ~1e-6 in alpha. A look that spends nothing gets +inf."""
+    """Critical z per look of a group-sequential design, from the Lan-DeMets spending function
+    ``kind`` (:func:`spend`, which reaches alpha at t = 1), at information fractions ``fractions``
+    (increasing, the last usually 1). Exact for the joint normal of the looks' z statistics
+    (Z_k = W(t_k) / sqrt(t_k), W a Brownian motion). Two-sided (``sides=2``, the default): look k's
+    bound c_k on |Z| solves P(|Z_j| < c_j for j < k, |Z_k| >= c_k) = spend(t_k) - spend(t_{k-1}).
+    One-sided (``sides=1``, an upper bound on Z; alpha < 0.5): P(Z_j < c_j for j < k, Z_k >= c_k) =
+    spend(t_k) - spend(t_{k-1}). The continuation density of W(t_k) (on (-c_k sqrt(t_k), c_k
+    sqrt(t_k)), one-sided on (-10 sd, c_k sqrt(t_k))) is carried from look to look by numerical
+    integration (Simpson on ``2 n_grid + 1`` points, Armitage-McPherson-Rowe recursion) and c_k found
+    by bisection. Accurate to ~1e-6 in alpha. A look that spends nothing gets +inf."""
+    if sides not in (1, 2):
+        raise ValueError(f"sides must be 1 or 2, not {sides}")
     f = [float(x) for x in fractions]
     if not f or any(not 0 < x <= 1 for x in f) or any(b <= a for a, b in zip(f, f[1:])):
         raise ValueError(f"fractions must be increasing in (0, 1], not {list(fractions)}")
-    if not 0 < alpha < 1:
-        raise ValueError(f"alpha must be in (0, 1), not {alpha}")
-    key = (tuple(f), float(alpha), kind, n_grid)
+    top = 1.0 if sides == 2 else 0.5
+    if not 0 < alpha < top:
+        raise ValueError(f"alpha must be in (0, {top:g}), not {alpha}")
+    key = (tuple(f), float(alpha), kind, n_grid, sides)
     if key in _BOUNDS_CACHE:
         return list(_BOUNDS_CACHE[key])
-    spent = spend(np.array(f), alpha, kind)
-    inc = np.diff(np.concatenate([[0.0], spent]))
+    inc = np.diff(np.concatenate([[0.0], np.atleast_1d(spend(np.array(f), alpha, kind))]))
     bounds: list[float] = []
-    dens: np.ndarray | None = None  # continuation density of W(t_{k-1}) on its grid (pts, wts)
-    pts = wts = np.empty(0)
+    carried: _Carried = None
     t_prev = 0.0
     for k, (t, a_k) in enumerate(zip(f, inc)):
         sd = math.sqrt(t - t_prev)
-
-        def cross(c, t=t, sd=sd):
-            """P(still running before look k, |Z_k| >= c). Solved for c within this look's iteration, so
-            the look's grid (pts, wts, dens) is the current one."""
-            h = c * math.sqrt(t)
-            if dens is None:  # noqa: B023
-                return 2 * norm_sf(h / sd)
-            return float(wts @ (dens * (norm_sf((h - pts) / sd) + norm_cdf((-h - pts) / sd))))  # noqa: B023
-
         if a_k <= 1e-15:
             c = math.inf
         else:
-            lo, hi = 0.0, 40.0
-            if cross(lo) <= a_k:  # nothing left to spend more than all of the remaining mass
-                c = 0.0
-            else:
-                for _ in range(100):
-                    mid = 0.5 * (lo + hi)
-                    if cross(mid) > a_k:
-                        lo = mid
-                    else:
-                        hi = mid
-                    if hi - lo < 1e-10:
-                        break
-                c = 0.5 * (lo + hi)
+            c = _bisect(
+                functools.partial(_crossing, t=t, sd=sd, sides=sides, carried=carried),
+                a_k,
+                lo=0.0 if sides == 2 else -10.0,
+            )
         bounds.append(c)
         if k + 1 < len(f):
-            h = (c if math.isfinite(c) else 12.0) * math.sqrt(t)
-            new_pts, new_wts = _grid(h, n_grid)
-            if dens is None:
-                new = np.exp(-0.5 * (new_pts / sd) ** 2) / (sd * math.sqrt(2 * math.pi))
-            else:
-                kern = np.exp(-0.5 * ((new_pts[:, None] - pts[None, :]) / sd) ** 2) / (sd * math.sqrt(2 * math.pi))
-                new = kern @ (wts * dens)
-            dens, pts, wts = new, new_pts, new_wts
+            carried = _carry(c, t, sd, sides, carried, n_grid)
         t_prev = t
     _BOUNDS_CACHE[key] = bounds
     return list(bounds)

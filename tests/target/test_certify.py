@@ -21,8 +21,8 @@ from ghostsearch.stats.certify import (
     certify_matrix,
     judge_k,
     metric_delta,
-    one_sided_bounds,
 )
+from ghostsearch.stats.inference import spending_bounds
 
 REPS = 4000
 LOOKS = [100, 200, 400]
@@ -56,9 +56,9 @@ def error_rates(mu, seed: int = 0, reps: int = REPS) -> tuple[float, float, list
 def test_bounds_spend_alpha():
     """The one-sided boundaries spend alpha: checked against 400,000 simulated Brownian paths (MC SE
     of a 0.05 rate 0.00034; tolerance 4 SE); and one look is the fixed one-sided z (1.6449)."""
-    assert one_sided_bounds([1.0], 0.05)[0] == pytest.approx(1.644854, abs=1e-5)
+    assert spending_bounds([1.0], 0.05, sides=1)[0] == pytest.approx(1.644854, abs=1e-5)
     fr = np.array([0.25, 0.5, 1.0])
-    c = np.array(one_sided_bounds(list(fr), ALPHA))
+    c = np.array(spending_bounds(list(fr), ALPHA, sides=1))
     assert c[0] > c[1] > c[2] > 1.6449  # O'Brien-Fleming: strict early, near the fixed z at the end
     rng = np.random.default_rng(1)
     w = (rng.normal(size=(400_000, 3)) * np.sqrt(np.diff(np.concatenate([[0], fr])))).cumsum(1)
