@@ -87,7 +87,7 @@ def test_compare_end_to_end(tmp_path):
         assert (out / "plots" / f"{name}.png").stat().st_size > 1000
     curves = best_so_far(out)  # the plotted best-so-far ends at each cell's calibration value
     for r in rows:
-        assert curves[r["cell"]]["best"][-1] == pytest.approx(r["calib_value"], rel=1e-9), r["cell"]
+        assert curves[r["cell"]].best[-1] == pytest.approx(r["calib_value"], rel=1e-9), r["cell"]
     assert "## Summary" in (out / "report.md").read_text()
     assert (out / "report.html").exists()
     n_rows = len(read_ledger(out))

@@ -45,15 +45,15 @@ ROWS = [  # perplexity ranks opposite to accuracy; margin agrees
 
 
 def test_correlations_and_spread_on_fixed_inputs():
-    c = {x["objective"]: x["rho"] for x in correlations(cr(ROWS))}
-    p = {x["objective"]: x["p"] for x in correlations(cr(ROWS))}
+    c = {x.objective: x.rho for x in correlations(cr(ROWS))}
+    p = {x.objective: x.p for x in correlations(cr(ROWS))}
     assert p["perplexity"] == pytest.approx(2 / 6)  # n=3: the two perfect orders of 3! are as extreme
     assert c["perplexity"] == pytest.approx(stats.spearmanr([30, 32, 35], [0.40, 0.42, 0.44]).statistic)
     assert c["perplexity"] == pytest.approx(1.0) and c["margin"] == pytest.approx(-1.0)
     sp = spread(cr(ROWS))
-    assert sp["within"]["perplexity"] == pytest.approx(0.04)
-    assert sp["within"]["margin"] == pytest.approx(0.03)
-    assert sp["between"] == pytest.approx(np.mean([0.5, 0.49, 0.47]) - 0.42)
+    assert sp.within["perplexity"] == pytest.approx(0.04)
+    assert sp.within["margin"] == pytest.approx(0.03)
+    assert sp.between == pytest.approx(np.mean([0.5, 0.49, 0.47]) - 0.42)
 
 
 def test_summary_makes_no_verdict_on_two_distinct_models_and_says_what_would_decide():
@@ -173,20 +173,20 @@ def test_table_has_the_dense_row_first_and_a_row_per_recovery():
 
 def test_correlations_count_a_seed_that_found_the_same_set_once():
     twice = ROWS + [dict(r, cell=r["cell"] + "-s1", seed=1) for r in ROWS]
-    got = {x["objective"]: (x["n"], x["rho"], x["rho_lo"], x["rho_hi"]) for x in correlations(cr(twice))}
-    assert got == {x["objective"]: (3, x["rho"], x["rho_lo"], x["rho_hi"]) for x in correlations(cr(ROWS))}
+    got = {x.objective: (x.n, x.rho, x.rho_lo, x.rho_hi) for x in correlations(cr(twice))}
+    assert got == {x.objective: (3, x.rho, x.rho_lo, x.rho_hi) for x in correlations(cr(ROWS))}
 
 
 def test_correlations_count_the_same_set_found_by_two_searchers_once():
     """The unit is a distinct evaluated model: a set that greedy and fastblock both found is one model."""
     dup = ROWS + [dict(ROWS[0], cell="a2", searcher="fastblock")]
-    got = {x["objective"]: x["n"] for x in correlations(cr(dup))}
+    got = {x.objective: x.n for x in correlations(cr(dup))}
     assert got == {"perplexity": 3, "margin": 3}
 
 
 def test_correlations_count_rows_without_accuracy():
     rows = ROWS + [dict(ROWS[0], cell="z", removed=[9], mean_acc=math.nan)]
-    got = {x["objective"]: x["dropped"] for x in correlations(cr(rows))}
+    got = {x.objective: x.dropped for x in correlations(cr(rows))}
     assert got == {"perplexity": 1, "margin": 0}
 
 
@@ -202,7 +202,7 @@ def test_spread_is_the_same_in_every_process():
     code = (
         "import json, pyarrow.parquet as pq; from ghostsearch.core.comparison_row import from_arrow; "
         "from ghostsearch.study.report.summary import spread; "
-        "print(json.dumps(spread(from_arrow(pq.read_table('docs/results/study-cpu/comparison.parquet')))))"
+        "print(json.dumps(spread(from_arrow(pq.read_table('docs/results/study-cpu/comparison.parquet'))).to_dict()))"
     )
     outs = [
         subprocess.run(

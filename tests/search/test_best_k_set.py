@@ -82,4 +82,4 @@ def test_report_curves_count_only_full_fidelity_k_sets(monkeypatch):
 
     monkeypatch.setattr(summary, "read_ledger", lambda run_dir: Table())
     curve = summary.best_so_far("RUN")["greedy-ppl-k3-s0"]
-    assert curve["best"] == [9.0, 9.0, 8.0, 8.0] and curve["evaluations"] == [3.0, 3.5, 4.5, 5.5]
+    assert curve.best == [9.0, 9.0, 8.0, 8.0] and curve.evaluations == [3.0, 3.5, 4.5, 5.5]

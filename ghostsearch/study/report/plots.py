@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import math
 import textwrap
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from ghostsearch.core.comparison_row import ComparisonRow
-from ghostsearch.study.report.summary import best_so_far, correlations
+from ghostsearch.study.report.summary import PairedAccuracy, best_so_far, correlations
 
 
 def _plt():
@@ -73,18 +75,18 @@ def plot_convergence(run_dir, rows, path):
         finals = []
         for r in cells[(obj, k)]:
             c = curves.get(r.cell)
-            if not c or not c["best"]:
+            if not c or not c.best:
                 continue
-            finals.append(c["best"][-1])
+            finals.append(c.best[-1])
             kw = dict(
                 where="post",
                 color=f"C{order[r.searcher] % 10}",
                 ls=styles[r.seed % len(styles)],
                 label=r.searcher if r.seed == min(x.seed for x in cells[(obj, k)]) else None,
             )
-            for ax, x in zip(axes[i], (c["evaluations"], c["seconds"])):
-                ax.step(x, c["best"], **kw)
-                ax.plot(x[-1:], c["best"][-1:], marker="o", ms=4, color=kw["color"])  # one-shot cells: a dot
+            for ax, x in zip(axes[i], (c.evaluations, c.seconds)):
+                ax.step(x, c.best, **kw)
+                ax.plot(x[-1:], c.best[-1:], marker="o", ms=4, color=kw["color"])  # one-shot cells: a dot
         clipped = False
         if finals:
             lo, hi = min(finals), float(np.quantile(finals, 0.75))
@@ -143,7 +145,17 @@ def _or(v: float | None, default: float) -> float:
     return default if v is None else v
 
 
-def plot_accuracy(rows: list[ComparisonRow], path, paired: list[dict] | None = None):
+@dataclass(frozen=True)
+class _Point:
+    """A model on the accuracy plot without per-item data (its label's parts)."""
+
+    objective: str | None
+    k: int
+    searcher: str
+    recovery: str
+
+
+def plot_accuracy(rows: list[ComparisonRow], path, paired: list[PairedAccuracy] | None = None):
     """Left: each distinct evaluated model's mean accuracy minus the dense model's with its paired
     bootstrap 95% interval (``paired``: summary.paired_accuracy), or, without per-item data, its
     mean accuracy with the binomial interval of comparison.parquet; one point per model, labelled
@@ -152,8 +164,9 @@ def plot_accuracy(rows: list[ComparisonRow], path, paired: list[dict] | None = N
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.8))
     ax = axes[0]
     if paired:
-        pts = sorted(paired, key=lambda p: (p["objective"] or "", p["k"], p["delta"]))
-        y, lo, hi = [p["delta"] for p in pts], [p["delta_lo"] for p in pts], [p["delta_hi"] for p in pts]
+        by = sorted(paired, key=lambda p: (p.objective or "", p.k, p.delta))
+        pts: Sequence[PairedAccuracy | _Point] = by
+        y, lo, hi = [p.delta for p in by], [p.delta_lo for p in by], [p.delta_hi for p in by]
         ax.axhline(0, color="k", lw=0.8)
         ax.set_ylabel("mean accuracy minus dense (paired 95% CI)")
         _title(ax, "accuracy change against the dense model, paired bootstrap intervals over items")
@@ -162,15 +175,15 @@ def plot_accuracy(rows: list[ComparisonRow], path, paired: list[dict] | None = N
             ((r, acc) for r in rows if (acc := r.metric("mean_acc")) is not None),
             key=lambda ra: (ra[0].objective or "", ra[0].k, ra[1]),
         )
-        pts = [{"objective": r.objective, "k": r.k, "searcher": r.searcher, "recovery": r.rec} for r, _ in accs]
+        pts = [_Point(r.objective, r.k, r.searcher, r.rec) for r, _ in accs]
         y = [acc for _, acc in accs]
         lo = [_or(r.metric("mean_acc_lo"), acc) for r, acc in accs]
         hi = [_or(r.metric("mean_acc_hi"), acc) for r, acc in accs]
         ax.set_ylabel("mean zero-shot accuracy (binomial 95% CI)")
         _title(ax, "mean accuracy per model (no per-item data: unpaired binomial intervals)")
-    objs = sorted({p["objective"] for p in pts if p["objective"]})
+    objs = sorted({p.objective for p in pts if p.objective})
     for i, p in enumerate(pts):
-        color = f"C{objs.index(p['objective']) % 10}" if p["objective"] in objs else "k"
+        color = f"C{objs.index(p.objective) % 10}" if p.objective in objs else "k"
         ax.errorbar(
             [i],
             [y[i]],
@@ -178,11 +191,11 @@ def plot_accuracy(rows: list[ComparisonRow], path, paired: list[dict] | None = N
             fmt="o",
             color=color,
             capsize=3,
-            label=p["objective"] if p["objective"] not in [q["objective"] for q in pts[:i]] else None,
+            label=p.objective if p.objective not in [q.objective for q in pts[:i]] else None,
         )
     ax.set_xticks(
         range(len(pts)),
-        [f"{p['searcher']}, {p.get('recovery') or 'none'}\nk={p['k']}" for p in pts],
+        [f"{p.searcher}, {p.recovery or 'none'}\nk={p.k}" for p in pts],
         rotation=60,
         ha="right",
         fontsize=7,
@@ -219,24 +232,22 @@ def plot_correlations(rows, path):
     """Spearman rho(calibration value, accuracy) per (objective, k, recovery) over distinct models,
     with its bootstrap 95% interval; conditions with fewer than 3 models are named, not drawn."""
     plt = _plt()
-    cs = [c for c in correlations(rows) if not math.isnan(c["rho"]) and c["n"] >= 3]
+    cs = [c for c in correlations(rows) if not math.isnan(c.rho) and c.n >= 3]
     fig, ax = plt.subplots(figsize=(max(7.0, 0.85 * len(cs)), 4.2))  # room for every condition's label
     if cs:
-        ax.bar(range(len(cs)), [c["rho"] for c in cs], color=["C0" if c["rho"] < 0 else "C3" for c in cs])
+        ax.bar(range(len(cs)), [c.rho for c in cs], color=["C0" if c.rho < 0 else "C3" for c in cs])
         ax.errorbar(
             range(len(cs)),
-            [c["rho"] for c in cs],
+            [c.rho for c in cs],
             fmt="none",
             ecolor="k",
             capsize=3,
             yerr=[
-                [max(0.0, c["rho"] - c["rho_lo"]) if not math.isnan(c["rho_lo"]) else 0 for c in cs],
-                [max(0.0, c["rho_hi"] - c["rho"]) if not math.isnan(c["rho_hi"]) else 0 for c in cs],
+                [max(0.0, c.rho - c.rho_lo) if not math.isnan(c.rho_lo) else 0 for c in cs],
+                [max(0.0, c.rho_hi - c.rho) if not math.isnan(c.rho_hi) else 0 for c in cs],
             ],
         )
-        ax.set_xticks(
-            range(len(cs)), [f"{c['objective']}\nk={c['k']}\n{c['recovery']}\nn={c['n']}" for c in cs], fontsize=7
-        )
+        ax.set_xticks(range(len(cs)), [f"{c.objective}\nk={c.k}\n{c.recovery}\nn={c.n}" for c in cs], fontsize=7)
     else:
         ax.text(
             0.5, 0.5, "no condition with 3 or more distinct models", ha="center", va="center", transform=ax.transAxes

@@ -258,9 +258,9 @@ def write_report(
             "|---|---|---|---|",
         ]
         lines += [
-            f"| {p['searcher']}, {p['objective']}, k={p['k']}, {p['recovery']} | {p['removed']} | "
-            f"{p['acc']:.3f} [{p['acc_lo']:.3f}, {p['acc_hi']:.3f}] | "
-            f"{p['delta']:+.3f} [{p['delta_lo']:+.3f}, {p['delta_hi']:+.3f}] |"
+            f"| {p.searcher}, {p.objective}, k={p.k}, {p.recovery} | {p.removed} | "
+            f"{p.acc:.3f} [{p.acc_lo:.3f}, {p.acc_hi:.3f}] | "
+            f"{p.delta:+.3f} [{p.delta_lo:+.3f}, {p.delta_hi:+.3f}] |"
             for p in paired
         ]
     cors = correlations(rows)
@@ -272,8 +272,8 @@ def write_report(
         "|---|---|---|---|---|---|---|",
     ]
     lines += [
-        f"| {c['objective']} | {c['k']} | {c['recovery']} | {c['n']} | {_fmt(c['rho'])} | "
-        f"[{_fmt(c['rho_lo'])}, {_fmt(c['rho_hi'])}] | {_fmt(c['p'])} |"
+        f"| {c.objective} | {c.k} | {c.recovery} | {c.n} | {_fmt(c.rho)} | "
+        f"[{_fmt(c.rho_lo)}, {_fmt(c.rho_hi)}] | {_fmt(c.p)} |"
         for c in cors
     ]
     ks = sorted({r.k for r in one})
@@ -289,8 +289,8 @@ def write_report(
             "|---|---|---|---|---|",
         ]
         lines += [
-            f"| {b['cell']} | {_fmt(b['budget_used'])} | {_fmt(b['best_at_0.25x'])} | "
-            f"{_fmt(b['best_at_0.5x'])} | {_fmt(b['best_at_1x'])} |"
+            f"| {b.cell} | {_fmt(b.budget_used)} | {_fmt(b.best_at[0.25])} | "
+            f"{_fmt(b.best_at[0.5])} | {_fmt(b.best_at[1.0])} |"
             for b in best_at_budget(run_dir, one, costs)
         ]
     lines += ["", f"LoRP view of the dense model: RLS = {view['rls']:.3f}, clusters = {view['labels']}", ""]
@@ -313,9 +313,9 @@ def write_report(
                 "contrasts": [c.__dict__ if hasattr(c, "__dict__") else list(c) for c in contrasts],
                 "summary": sentences,
                 "verdicts": [v.to_dict() for v in verdicts],
-                "spread": spread(rows),
-                "correlations": cors,
-                "paired_accuracy": paired,
+                "spread": spread(rows).to_dict(),
+                "correlations": [c.to_dict() for c in cors],
+                "paired_accuracy": [p.to_dict() for p in paired],
                 "lorp": view,
             },
             indent=2,

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 
@@ -19,7 +21,87 @@ from ghostsearch.study.claims import MIN_MODELS, SMALL_GAP, ClaimRow, ItemMatrix
 VAR_DIFF_PILOT = 0.163  # variance of a paired per-item accuracy difference in the pilot (issue 23)
 
 
-def correlations(rows: list[ComparisonRow], acc_key: str = "mean_acc", seed: int = 0) -> list[dict]:
+@dataclass(frozen=True)
+class Correlation:
+    """Spearman's rho between calibration value and accuracy in one condition (objective, k,
+    recovery) over ``n`` distinct models, its bootstrap interval, the exact permutation p (NaN under
+    claims.MIN_MODELS models) and the rows ``dropped`` for a missing accuracy (summary.json's
+    ``correlations``)."""
+
+    objective: str | None
+    k: int
+    recovery: str
+    n: int
+    rho: float
+    rho_lo: float
+    rho_hi: float
+    p: float
+    dropped: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Spread:
+    """summary.json's ``spread``: per objective the mean (over k) range of accuracy across its
+    distinct models; the mean range between the objectives' mean accuracies (NaN with one
+    objective); each objective's mean accuracy."""
+
+    within: dict[str | None, float]
+    between: float
+    mean_by_objective: dict[str | None, float]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class PairedAccuracy:
+    """One distinct evaluated model's mean accuracy (``acc``, bootstrap interval) and its difference
+    from the dense model (``delta``, paired bootstrap interval): summary.json's ``paired_accuracy``."""
+
+    cell: str
+    searcher: str
+    objective: str | None
+    k: int
+    recovery: str
+    removed: list[int]
+    acc: float
+    acc_lo: float
+    acc_hi: float
+    delta: float
+    delta_lo: float
+    delta_hi: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Curve:
+    """A cell's best full-fidelity value so far (``best``) after each evaluation that had one: the
+    budget used by then (``evaluations``) and the seconds since its first (``seconds``)."""
+
+    evaluations: list[float]
+    seconds: list[float]
+    best: list[float]
+
+
+@dataclass(frozen=True)
+class BudgetRow:
+    """A cell's best value within each budget B = fraction x greedy's cost at its k (``best_at``:
+    fraction -> value, None where nothing was found by then)."""
+
+    cell: str
+    searcher: str
+    objective: str | None
+    k: int
+    budget_used: float | None
+    best_at: dict[float, float | None]
+
+
+def correlations(rows: list[ComparisonRow], acc_key: str = "mean_acc", seed: int = 0) -> list[Correlation]:
     """Spearman between calibration value and downstream accuracy, per objective, k and recovery,
     over the distinct evaluated models (:func:`claims.distinct`: a set found by several searchers or
     seeds counts once), with a seeded bootstrap 95% interval (descriptive) and the exact permutation
@@ -40,23 +122,11 @@ def correlations(rows: list[ComparisonRow], acc_key: str = "mean_acc", seed: int
         lo, hi = spearman_ci(x, y, seed)
         p = stats.spearman_exact_p(x, y).p if len(g) >= MIN_MODELS else math.nan
         obj, k, rec = key
-        out.append(
-            {
-                "objective": obj,
-                "k": k,
-                "recovery": rec,
-                "n": len(g),
-                "rho": spearman(x, y),
-                "rho_lo": lo,
-                "rho_hi": hi,
-                "p": p,
-                "dropped": dropped[key],
-            }
-        )
+        out.append(Correlation(obj, k, rec, len(g), spearman(x, y), lo, hi, p, dropped[key]))
     return out
 
 
-def spread(rows: list[ComparisonRow], acc_key: str = "mean_acc") -> dict:
+def spread(rows: list[ComparisonRow], acc_key: str = "mean_acc") -> Spread:
     """Range of downstream accuracy across the distinct models within each objective (per k,
     averaged), and the range between the objectives' mean accuracies (per k, averaged). In-sample and
     descriptive: the maximum of noisy accuracies is biased upward; claims.search_spread is the
@@ -72,19 +142,19 @@ def spread(rows: list[ComparisonRow], acc_key: str = "mean_acc") -> dict:
         within[obj].append(max(v) - min(v))
         means[k][obj] = float(np.mean(v))
     between = [max(m.values()) - min(m.values()) for m in means.values() if len(m) > 1]
-    return {
-        "within": {o: float(np.mean(v)) for o, v in within.items()},
-        "between": float(np.mean(between)) if between else math.nan,
-        "mean_by_objective": {
+    return Spread(
+        within={o: float(np.mean(v)) for o, v in within.items()},
+        between=float(np.mean(between)) if between else math.nan,
+        mean_by_objective={
             o: float(np.mean([means[k][o] for k in means if o in means[k]]))
             for o in sorted({o for m in means.values() for o in m}, key=str)  # the same order in every process
         },
-    }
+    )
 
 
 def paired_accuracy(
     matrix: ItemMatrix | None, rows: list[ComparisonRow], n_boot: int = 2000, seed: int = 0
-) -> list[dict]:
+) -> list[PairedAccuracy]:
     """Per distinct evaluated model with items: its mean accuracy minus the dense model's, with the
     paired bootstrap 95% interval (items resampled within tasks, the same resample for both), and
     its own accuracy with its bootstrap interval. Empty without items or a dense row."""
@@ -100,20 +170,20 @@ def paired_accuracy(
         diff = stats.paired_diff_ci(a, d, matrix.task_of, n_boot=n_boot, seed=seed)
         acc = stats.mean_ci(a, matrix.task_of, n_boot=n_boot, seed=seed)
         out.append(
-            {
-                "cell": r.cell,
-                "searcher": r.searcher,
-                "objective": r.objective,
-                "k": r.k,
-                "recovery": r.rec,
-                "removed": list(r.removed),
-                "acc": acc.estimate,
-                "acc_lo": acc.lo,
-                "acc_hi": acc.hi,
-                "delta": diff.estimate,
-                "delta_lo": diff.lo,
-                "delta_hi": diff.hi,
-            }
+            PairedAccuracy(
+                cell=r.cell,
+                searcher=r.searcher,
+                objective=r.objective,
+                k=r.k,
+                recovery=r.rec,
+                removed=list(r.removed),
+                acc=acc.estimate,
+                acc_lo=acc.lo,
+                acc_hi=acc.hi,
+                delta=diff.estimate,
+                delta_lo=diff.lo,
+                delta_hi=diff.hi,
+            )
         )
     return out
 
@@ -206,7 +276,7 @@ def summary(
     return lines
 
 
-def best_so_far(run_dir) -> dict[str, dict[str, list]]:
+def best_so_far(run_dir) -> dict[str, Curve]:
     """Per cell: best full-fidelity value against evaluations (budget used) and against wall seconds."""
     rows = read_ledger(run_dir).to_pylist()
     by = defaultdict(list)
@@ -226,13 +296,13 @@ def best_so_far(run_dir) -> dict[str, dict[str, list]]:
                 ev.append(used)
                 sec.append(r["time"] - t0)
                 val.append(best)
-        out[cell] = {"evaluations": ev, "seconds": sec, "best": val}
+        out[cell] = Curve(evaluations=ev, seconds=sec, best=val)
     return out
 
 
 def best_at_budget(
     run_dir, rows: list[ComparisonRow], greedy_costs: dict[int, float], fractions=(0.25, 0.5, 1.0)
-) -> list[dict]:
+) -> list[BudgetRow]:
     """Per cell: the best value of a k-set found within B = fraction x greedy's cost at its k, from
     the ledger's histories (None: nothing found yet at that budget)."""
     curves = best_so_far(run_dir)
@@ -242,15 +312,9 @@ def best_at_budget(
             continue
         seen.add(r.cell)
         c, g = curves[r.cell], greedy_costs[r.k]
-        row = {
-            "cell": r.cell,
-            "searcher": r.searcher,
-            "objective": r.objective,
-            "k": r.k,
-            "budget_used": r.budget_used,
-        }
+        best_at = {}
         for f in fractions:
-            vals = [v for e, v in zip(c["evaluations"], c["best"]) if e <= f * g + 1e-9]
-            row[f"best_at_{f:g}x"] = vals[-1] if vals else None
-        out.append(row)
+            vals = [v for e, v in zip(c.evaluations, c.best) if e <= f * g + 1e-9]
+            best_at[f] = vals[-1] if vals else None
+        out.append(BudgetRow(r.cell, r.searcher, r.objective, r.k, r.budget_used, best_at))
     return out
