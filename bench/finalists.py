@@ -34,13 +34,12 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
 
-    import ray
     import torch
 
     from ghostsearch.config import load_config
     from ghostsearch.evaluation.evaluate import evaluate_model
     from ghostsearch.model.models import load_model
-    from ghostsearch.pool.pool import connect, release_pool, start_pool
+    from ghostsearch.pool.session import PoolSession
     from ghostsearch.recovery.repair import repair
     from ghostsearch.study.compare import eval_key, evaluate_finalists, finalist_jobs
 
@@ -80,18 +79,14 @@ def main() -> None:
         base[eval_key(removed, method, cfg)] = evaluate_model(repair(model, tok, removed, cfg, method), tok, cfg.eval)
     t_base = time.perf_counter() - t0
     del model
-    connect(None, dashboard=False, num_cpus=cores)
-    try:
+    with PoolSession(cfg, num_cpus=cores).connect() as session:  # released: the pool ended, Ray shut down
         t0 = time.perf_counter()
-        broker = start_pool(cfg)
+        broker = session.start()
         t_start = time.perf_counter() - t0
         with tempfile.TemporaryDirectory() as d:
             t0 = time.perf_counter()
             pool = evaluate_finalists(cfg, Path(d), jobs, progress=False, broker=broker)
             t_pool = time.perf_counter() - t0
-        release_pool(broker)
-    finally:
-        ray.shutdown()
     flat = {k: (base[k].to_dict(), pool[k].to_dict()) for k in base}
     diff = max(abs(b[m] - p[m]) for b, p in flat.values() for m in b if isinstance(b[m], float))
     print(f"baseline (one by one, {cores} threads): {t_base:7.1f} s  ({t_base / len(jobs):.1f} s per model)")

@@ -21,7 +21,8 @@ import benchenv  # noqa: E402,F401  (the repository on sys.path, offline HF, ../
 import ray  # noqa: E402
 
 from ghostsearch.config import load_config  # noqa: E402
-from ghostsearch.pool.pool import PoolClient, connect, start_pool  # noqa: E402
+from ghostsearch.pool.client import PoolClient  # noqa: E402
+from ghostsearch.pool.session import PoolSession  # noqa: E402
 from ghostsearch.rundir.ledger import Ledger  # noqa: E402
 from ghostsearch.search import Candidate  # noqa: E402
 
@@ -51,16 +52,14 @@ def candidates(n, L=30, k=6, seed=0):
     return [Candidate(c) for c in sorted(out)]
 
 
-def throughput(cfg, cands, tmp) -> float:
-    broker = start_pool(cfg)
+def throughput(session: PoolSession, cfg, cands, tmp) -> float:
+    broker = session.start(cfg)
     client = PoolClient(broker, cfg.objective_spec(), Ledger(tmp), "bench", 0, cfg.model, cfg.dtype)
     client.evaluate(cands[: cfg.pool.actors], "warm")  # prepares the objective on each actor
     t0 = time.perf_counter()
     client.evaluate(cands[cfg.pool.actors :], "bench")
     dt = time.perf_counter() - t0
-    for a in ray.get(broker.status.remote())["actors"]:
-        ray.kill(ray.get_actor(a, namespace="ghostsearch"))
-    ray.kill(broker)
+    session.release_pool(broker)  # its CPUs free for the next pool
     return (len(cands) - cfg.pool.actors) / dt
 
 
@@ -162,7 +161,7 @@ def main():
     )
     if args.ledger_only:
         return
-    connect(None, dashboard=False, num_cpus=2)
+    session = PoolSession(None, dashboard=False, num_cpus=2).connect()  # each part's pool: its own config
     base = [
         "dtype=fp32",
         "device=cpu",
@@ -172,12 +171,12 @@ def main():
         "pool.threads=1",
     ]
     if not args.overhead_only:
-        r1 = throughput(load_config(None, base + ["pool.actors=1"]), candidates(args.evals), tmp)
-        r2 = throughput(load_config(None, base + ["pool.actors=2"]), candidates(args.evals, seed=1), tmp)
+        r1 = throughput(session, load_config(None, base + ["pool.actors=1"]), candidates(args.evals), tmp)
+        r2 = throughput(session, load_config(None, base + ["pool.actors=2"]), candidates(args.evals, seed=1), tmp)
         print(f"throughput: 1 actor {r1:.3f} eval/s | 2 actors {r2:.3f} eval/s | ratio {r2 / r1:.2f}x (target >= 1.7x)")
 
     cfg = load_config(None, ["pool.actors=2", "pool.threads=1", "calibration.dataset=lambada"])
-    broker = start_pool(cfg, actor_class=NoopScorer)
+    broker = session.start(cfg, actor_class=NoopScorer)
     client = PoolClient(broker, cfg.objective_spec(), Ledger(tmp), "noop", 0, cfg.model, cfg.dtype)
     lat = []
     for c in candidates(args.noop_evals, seed=2):
@@ -194,7 +193,7 @@ def main():
         f"p90 {lat[int(0.9 * len(lat))]:.2f} ms per evaluation; in a batch of {len(batch)}: {per:.2f} ms per "
         f"evaluation (target median <= 5 ms)"
     )
-    ray.shutdown()
+    session.release()  # the pools ended, Ray shut down
     journal, parts = ledger_write(tmp)
     print(
         f"ledger write per row: journal line {journal:.3f} ms | Parquet part per row (the old ledger) {parts:.2f} ms "

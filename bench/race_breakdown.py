@@ -38,7 +38,8 @@ import pyarrow.parquet as pq
 import ray
 
 from ghostsearch.config import load_config, protected_blocks
-from ghostsearch.pool.pool import PoolClient, start_pool
+from ghostsearch.pool.client import PoolClient
+from ghostsearch.pool.session import PoolSession
 from ghostsearch.rundir.ledger import Ledger
 from ghostsearch.search import Space, make_searcher, racing, run
 from ghostsearch.search import loop as loop_mod
@@ -152,10 +153,10 @@ def instrumented(tm: Timers):
             setattr(obj, name, fn)
 
 
-def one_search(cfg, k: int, raced: bool, actor_class=None, race: dict | None = None) -> dict:
+def one_search(session: PoolSession, cfg, k: int, raced: bool, actor_class=None, race: dict | None = None) -> dict:
     """A fresh pool (warmed: objective prepared, row counts known), then greedy (exact or raced)
     timed part by part."""
-    broker = start_pool(cfg, actor_class=actor_class) if actor_class else start_pool(cfg)
+    broker = session.start(cfg, actor_class=actor_class) if actor_class else session.start(cfg)
     n_blocks = 30
     space = Space(n_blocks, k, protected_blocks(cfg, n_blocks))
     scorer_s = [0.0]
@@ -205,9 +206,7 @@ def one_search(cfg, k: int, raced: bool, actor_class=None, race: dict | None = N
         "searcher": wall - client_t - (tm.t["run_race"] - tm.t["client_rows"]),
     }
     with contextlib.suppress(Exception):
-        from ghostsearch.pool.pool import release_pool
-
-        release_pool(broker)
+        session.release_pool(broker)
     return {
         "raced": raced,
         "wall": wall,
@@ -262,9 +261,9 @@ def main():
         "pool.threads=1",
         "pool.dashboard=false",
     ]
-    ray.init(address="local", include_dashboard=False, configure_logging=False, log_to_driver=False, num_cpus=2)
+    session = PoolSession(None, dashboard=False, num_cpus=2).connect()  # a local Ray of its own, loopback only
     lines = []
-    try:
+    with session:  # released however it ends: the last pool ended, Ray shut down
         configs = []
         if args.sim:
             table = stored_path(args.k)
@@ -276,8 +275,8 @@ def main():
             cfg = load_config(None, base + extra)
             cls = sim_class(table, row_ms, args.call_ms) if table is not None else None
             for rep in range(args.repeats):
-                exact = one_search(cfg, args.k, False, cls)
-                raced = [one_search(cfg, args.k, True, cls, json.loads(r)) for r in args.race.split(";")]
+                exact = one_search(session, cfg, args.k, False, cls)
+                raced = [one_search(session, cfg, args.k, True, cls, json.loads(r)) for r in args.race.split(";")]
                 for r in [exact, *raced]:
                     print(json.dumps({"config": label, "rep": rep, **r}), flush=True)
                     if args.json:
@@ -287,8 +286,6 @@ def main():
                     show(f"{label}, race {r}", x, exact) for r, x in zip(args.race.split(";"), raced)
                 ]
                 print("\n".join([HEADER] + lines), flush=True)
-    finally:
-        ray.shutdown()
     print("\n".join([HEADER] + lines))
 
 

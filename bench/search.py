@@ -143,11 +143,9 @@ def cell_key(objective: str, k: int, seed: int, searcher: str) -> tuple:
 
 def matched(args):
     """Every searcher of MATCHED on each (objective, k, seed), ga/bo/cbo at greedy's cost, one shared pool."""
-    import ray
-
     from ghostsearch.config import load_config, protected_blocks
     from ghostsearch.model.models import model_depth
-    from ghostsearch.pool.pool import connect, start_pool
+    from ghostsearch.pool.session import PoolSession
     from ghostsearch.run.runner import run_cell
     from ghostsearch.rundir import close_run_dir, open_run_dir
     from ghostsearch.search import Space
@@ -175,8 +173,9 @@ def matched(args):
     n_blocks = model_depth(cfg.model)
     done = earlier_cells(os.path.join(args.out, "matched.jsonl"), args.n_seq, args.seq_len)
     rows = []
+    session = PoolSession(cfg)  # released (the pool ended, the local Ray shut down) however this ends
     broker = None  # started at the first cell to run (a rerun whose cells are all done starts nothing)
-    try:
+    with session:
         for objective in args.objectives.split(","):
             for k in map(int, args.ks.split(",")):
                 cost = greedy_cost(Space(n_blocks, k, protected_blocks(cfg, n_blocks)))
@@ -214,8 +213,7 @@ def matched(args):
                         c = load_config(None, base + over + [f"objective={objective}", f"out={d}"])
                         resumed = os.path.isdir(os.path.join(d, "ledger"))  # a part ran before: its wall is lost
                         if broker is None:
-                            connect(None, dashboard=False)
-                            broker = start_pool(cfg)
+                            broker = session.start()
                         run_dir = open_run_dir(c, "bench-search")
                         try:
                             r = run_cell(
@@ -288,9 +286,6 @@ def matched(args):
                             ),
                             flush=True,
                         )
-    finally:
-        if ray.is_initialized():
-            ray.shutdown()
     return rows
 
 
@@ -456,12 +451,10 @@ def main():
     if args.matched:
         matched(args)
         return
-    import ray
-
     from ghostsearch.config import load_config
     from ghostsearch.model.models import model_depth
-    from ghostsearch.pool.pool import connect, start_pool
-    from ghostsearch.rundir import open_run_dir
+    from ghostsearch.pool.session import PoolSession
+    from ghostsearch.rundir import close_run_dir, open_run_dir
     from ghostsearch.study.compare import grid, run_cells
 
     cfg = load_config(
@@ -481,11 +474,13 @@ def main():
         ],
     )
     run_dir = open_run_dir(cfg, "bench-search")
-    connect(None, dashboard=False)
+    ok = False
     try:
-        run_cells(cfg, start_pool(cfg), run_dir, grid(cfg), model_depth(cfg.model))
+        with PoolSession(cfg) as session:
+            run_cells(cfg, session.start(), run_dir, grid(cfg), model_depth(cfg.model))
+        ok = True
     finally:
-        ray.shutdown()
+        close_run_dir(run_dir, ok)  # the lock released (and a fresh directory that ledgered nothing removed)
     report(run_dir, args.objective, args.k)
 
 

@@ -49,7 +49,8 @@ def main() -> None:
     t = step("import ray", t)
     from ghostsearch.config import check_model_fit, load_config
     from ghostsearch.core.errors import GhostsearchError
-    from ghostsearch.pool.pool import PoolClient, connect, pool_identity, release_pool, start_pool
+    from ghostsearch.pool.client import PoolClient
+    from ghostsearch.pool.session import PoolSession
     from ghostsearch.run.runner import answered, build_searcher
     from ghostsearch.rundir import Ledger
     from ghostsearch.rundir.dataplan import plan
@@ -63,29 +64,30 @@ def main() -> None:
     t = step("config checks (model config, searcher)", t)
     plan(cfg, [cfg.objective], evaluate=False, repair=False)
     t = step("data plan (which data, from where)", t)
+    session = PoolSession(cfg)  # the run's session, one step at a time
     for attempt in range(3):  # Ray gives its node 30 s to start: a loaded machine can miss it
         try:
-            connect(None, dashboard=False)
+            session.connect()
             break
         except GhostsearchError:
             if attempt == 2:
                 raise
     t = step(f"ray.init (a local Ray; {attempt + 1} attempt(s))", t)
-    broker = start_pool(cfg)
-    ray.get(broker.status.remote())
-    t = step(f"start the pool ({cfg.pool.actors} actors: load the model, each)", t)
-    spec = cfg.objective_spec()
-    pool_identity(broker, cfg, [spec])
-    t = step("identity (model digest, calibration data prepared + digested)", t)
-    from pathlib import Path
+    with session:
+        broker = session.start()
+        ray.get(broker.status.remote())
+        t = step(f"start the pool ({cfg.pool.actors} actors: load the model, each)", t)
+        spec = cfg.objective_spec()
+        session.identity([spec])
+        t = step("identity (model digest, calibration data prepared + digested)", t)
+        from pathlib import Path
 
-    Path(cfg.out).mkdir(parents=True)
-    client = PoolClient(broker, spec, Ledger(cfg.out), "bench", 0, cfg.model, cfg.dtype, k=cfg.k)
-    client.dense_value()
-    t = step("dense value (one evaluation)", t)
-    release_pool(broker)
-    ray.shutdown()
-    t = step("release the pool + ray.shutdown", t)
+        Path(cfg.out).mkdir(parents=True)
+        client = PoolClient(broker, spec, Ledger(cfg.out), "bench", 0, cfg.model, cfg.dtype, k=cfg.k)
+        client.dense_value()
+        t = step("dense value (one evaluation)", t)
+        session.release()
+        t = step("release the pool + ray.shutdown", t)
     answered(cfg, "nothing")
     step("cached rerun check (runner.answered)", t)
     total = sum(s for _, s in steps)

@@ -118,7 +118,7 @@ def ray_local():
     """A fresh local Ray for one test, shut down by the test's own handle."""
     import ray
 
-    from ghostsearch.pool.pool import connect
+    from ghostsearch.pool.cluster import connect
 
     connect(None, dashboard=False, num_cpus=4)
     yield ray

@@ -21,7 +21,8 @@ def run(args) -> None:
     import ray
 
     from ghostsearch.config import load_config
-    from ghostsearch.pool.pool import connect, find_pool, pool_exists, start_pool, stop_pool
+    from ghostsearch.pool.pool import find_pool, pool_exists, stop_pool
+    from ghostsearch.pool.session import PoolSession
 
     if args.action == "up":
         if not args.config:
@@ -33,17 +34,17 @@ def run(args) -> None:
             raise GhostsearchError(
                 "pool up needs a running Ray cluster: `ray start --head`, then pass --address or set RAY_ADDRESS"
             )
-        connect(address, dashboard=cfg.pool.dashboard)
+        session = PoolSession(cfg, address).connect()  # a cluster's Ray: the session started none
         if pool_exists(name):
             raise GhostsearchError(
                 f"a pool named {name!r} is already up; use it, or `ghostsearch pool down --name {name}`"
             )
-        broker = start_pool(cfg, name=name, detached=True)
+        broker = session.start(name=name, detached=True)  # outlives this process: not released
         print_json({"pool": name, "actors": ray.get(broker.ready.remote())})
         return
     if not (args.address or os.environ.get("RAY_ADDRESS")):
         raise GhostsearchError(f"pool {args.action} needs the cluster's address: --address or RAY_ADDRESS")
-    connect(args.address, dashboard=False)
+    PoolSession(None, args.address).connect()  # no config: Ray only, no pool of this process's own
     name = args.name or "ghostsearch"
     if args.action == "down":
         print_json({"pool": name, "removed": stop_pool(name)})

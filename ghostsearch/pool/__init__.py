@@ -1,2 +1,3 @@
-"""The scoring pool: scorer actors behind one broker (actors.py), and how a driver starts, finds
-and evaluates through it (pool.py)."""
+"""The scoring pool: scorer actors behind one broker (actors.py); a driver's one way to a pool,
+``PoolSession`` (session.py: connect, start, release), over joining Ray (cluster.py) and the pool's
+lifecycle (pool.py); and the client a searcher evaluates through (client.py)."""

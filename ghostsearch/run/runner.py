@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ghostsearch.config import Config, protected_blocks
 from ghostsearch.core.errors import GhostsearchError
@@ -22,6 +22,9 @@ from ghostsearch.rundir import Ledger, cell_name
 from ghostsearch.rundir.cell import CellResult, CellSpec, HistoryPoint
 from ghostsearch.rundir.ledger import LedgerRow
 from ghostsearch.rundir.outputs import RunOutputs
+
+if TYPE_CHECKING:
+    from ghostsearch.pool.session import PoolSession
 
 
 def budget_driven(cls, space, params) -> bool:
@@ -124,7 +127,7 @@ def run_cell(
     matched: bool = False,
 ) -> CellResult:
     """Run one searcher on one objective/k/seed through the pool; ledger rows tagged with the cell name."""
-    from ghostsearch.pool.pool import PoolClient
+    from ghostsearch.pool.client import PoolClient
     from ghostsearch.search import run
 
     cell = cell_name(searcher, objective, k, seed)
@@ -201,16 +204,18 @@ class Run:
     run directory, the local pool's capacity; then the data plan of the cells' objectives
     (``evaluate``, ``repair``: what the run will also read), announced. Entering it (``with run:``)
     opens RUN_DIR (``outputs``: staged when out= is a URI, the trackers), writes ``contrasts`` (the
-    pre-registered ones) into result.json first when it is not there yet, connects to Ray, finds
-    the pool (pool.name) or starts it (``broker``) and checks its identity against RUN_DIR's.
+    pre-registered ones) into result.json first when it is not there yet, and opens the pool session
+    (``session``, pool/session.py): connects to Ray, finds the pool (pool.name) or starts it
+    (``broker``) and checks its identity against RUN_DIR's.
 
     Run: the caller's, on ``broker``, ``dir``, ``outputs``, ``n_blocks``; ``finish`` writes
     pool.json, compacts the ledger and writes result.json; ``disconnect`` leaves Ray early (before
     work that needs no pool).
 
     Cleanup (leaving the ``with``, however it is left): the trackers closed and RUN_DIR pushed to
-    its URI, RUN_DIR released (removed again when this run created it and ledgered nothing), Ray
-    shut down when this run started it; ``ok`` (trackers, RUN_DIR): the block ended without raising."""
+    its URI, RUN_DIR released (removed again when this run created it and ledgered nothing), the
+    session released (the pool this run started ended, Ray shut down when this run started it);
+    ``ok`` (trackers, RUN_DIR): the block ended without raising."""
 
     def __init__(
         self,
@@ -226,7 +231,7 @@ class Run:
         contrasts: list | None = None,
     ):
         from ghostsearch.config import check_model_fit
-        from ghostsearch.pool.pool import check_local_capacity
+        from ghostsearch.pool.cluster import check_local_capacity
         from ghostsearch.rundir.dataplan import announce, plan
         from ghostsearch.rundir.layout import check_run_dir
 
@@ -242,8 +247,8 @@ class Run:
         self.data_plan = plan(cfg, [c.objective for c in cells], evaluate=evaluate, repair=repair)
         announce(self.data_plan)
         self._outputs: RunOutputs | None = None
+        self.session: PoolSession | None = None  # Ray and the pool, once entered
         self.broker: Any = None  # the pool's broker (a Ray actor handle), once entered
-        self.started = False  # this run started a local Ray (and so stops it)
         self.t0 = 0.0  # when Ray was connected
 
     @property
@@ -256,7 +261,7 @@ class Run:
         return self.outputs.dir
 
     def __enter__(self) -> Run:
-        from ghostsearch.pool.pool import connect, find_pool, pool_identity, start_pool
+        from ghostsearch.pool.session import PoolSession
         from ghostsearch.rundir.layout import check_identity, resumed_dtype
 
         cfg = self.cfg
@@ -264,16 +269,16 @@ class Run:
         try:
             if self.contrasts and not (self.dir / "result.json").exists():
                 write_json_atomic(self.dir / "result.json", self.result([]))  # before any cell runs
-            self.started = connect(self.address, dashboard=cfg.pool.dashboard)
+            self.session = PoolSession(cfg, self.address)
+            self.session.connect()
             self.t0 = time.monotonic()
-            self.broker = (
-                find_pool(cfg.pool.name) if cfg.pool.name else start_pool(cfg, load_dtype=resumed_dtype(cfg, self.dir))
-            )
+            # the named pool (pool.name) found, else one started that keeps a resumed run's dtype
+            self.broker = self.session.start(load_dtype=None if cfg.pool.name else resumed_dtype(cfg, self.dir))
             specs: dict = {}  # one per objective (and per cell seed with compare.calibration_seeds), in cell order
             for c in self.cells:
                 spec = cfg.objective_spec(c.objective, c.seed)
                 specs.setdefault(spec.key(), spec)
-            check_identity(self.dir, pool_identity(self.broker, cfg, list(specs.values())))
+            check_identity(self.dir, self.session.identity(list(specs.values())))
         except BaseException as e:
             self.__exit__(type(e), e, e.__traceback__)
             raise
@@ -302,19 +307,12 @@ class Run:
         return result
 
     def disconnect(self) -> None:
-        """Leave Ray: end the pool this run started (an unnamed one: on a Ray the run joined, it would
-        otherwise hold its CPUs/GPUs until the driver exits), and shut Ray down when this run started
-        it; cleanup does it otherwise."""
-        import ray
-
-        if self.broker is not None and not self.cfg.pool.name and ray.is_initialized():
-            from ghostsearch.pool.pool import release_pool
-
-            release_pool(self.broker)  # not a named pool (pool.name): it outlives the run, also when
-            # this process started it
-        if self.started:
-            ray.shutdown()
-            self.started = False
+        """Leave Ray (the session's release): end the pool this run started (an unnamed one: on a Ray
+        the run joined, it would otherwise hold its CPUs/GPUs until the driver exits; a named pool,
+        pool.name, outlives the run), and shut Ray down when this run started it; cleanup does it
+        otherwise."""
+        if self.session is not None:
+            self.session.release()
 
     def __exit__(self, exc_type, exc, tb) -> None:
         from ghostsearch.rundir.layout import close_run_dir

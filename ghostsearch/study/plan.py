@@ -256,7 +256,8 @@ def measure_process(cfg, command: str) -> tuple[float, float, Any]:
         "ghostsearch.cli.main",
         "ghostsearch.run.runner",
         "ghostsearch.rundir.dataplan",
-        "ghostsearch.pool.pool",
+        "ghostsearch.pool.session",
+        "ghostsearch.pool.client",
         "ghostsearch.model.models",
         "torch",
         "transformers",
@@ -492,30 +493,29 @@ def measure_run(cfg, command: str, n_blocks: int, held_out) -> dict | None:
 
     import ray
 
-    from ghostsearch.pool.pool import connect, pool_identity, release_pool, start_pool
+    from ghostsearch.pool.session import PoolSession
 
     if ray.is_initialized() or cfg.pool.name:
         return None
     out: dict = {}
     t0 = time.perf_counter()
-    started = connect(None, dashboard=cfg.pool.dashboard)
-    try:
-        broker = start_pool(cfg)
+    import dataclasses
+
+    local = dataclasses.replace(cfg, pool=dataclasses.replace(cfg.pool, address=None))  # a local run, as timed
+    with PoolSession(local) as session:
+        broker = session.start()
         specs: dict = {}
         for c in grid_cells(cfg):
             spec = cfg.objective_spec(c.objective, c.seed)
             specs.setdefault(spec.key(), spec)
-        pool_identity(broker, cfg, list(specs.values()))
+        session.identity(list(specs.values()))
         out["start_s"] = time.perf_counter() - t0
         with tempfile.TemporaryDirectory() as d:
             out["cells_s"], out["probes"] = probe_cells(cfg, broker, Path(d), command, n_blocks)
             if command == "compare":
                 out["evaluation"] = probe_evaluation(cfg, broker, Path(d), held_out, n_blocks)
         t1 = time.perf_counter()
-        release_pool(broker)
-    finally:
-        if started:
-            ray.shutdown()
+        session.release()
     out["stop_s"] = time.perf_counter() - t1
     return out
 

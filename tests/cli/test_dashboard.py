@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CONNECT = """
 import logging, sys, time
 from ghostsearch.core.logs import setup_logging
-from ghostsearch.pool.pool import connect
+from ghostsearch.pool.cluster import connect
 setup_logging(0)
 connect(None, dashboard=True, num_cpus=1)
 print("READY", flush=True)

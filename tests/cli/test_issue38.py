@@ -399,10 +399,10 @@ def _finished(run, tiny_model_dir):
 def test_a_rerun_the_ledger_fully_answers_starts_no_ray_and_loads_no_model(run, tiny_model_dir, monkeypatch, capsys):
     """Before: a rerun of a finished quick search still started Ray and loaded the model (71 s)."""
     from ghostsearch.model import models
-    from ghostsearch.pool import pool
+    from ghostsearch.pool import cluster
 
     _finished(run, tiny_model_dir)
-    monkeypatch.setattr(pool, "connect", lambda *a, **k: pytest.fail("Ray started"))
+    monkeypatch.setattr(cluster, "connect", lambda *a, **k: pytest.fail("Ray started"))
     monkeypatch.setattr(models, "load_configured", lambda *a, **k: pytest.fail("model loaded"))
     before = _files(run)
     assert main(["search", str(run / "config.yaml"), "--no-progress"]) == 0
@@ -413,7 +413,7 @@ def test_a_rerun_the_ledger_fully_answers_starts_no_ray_and_loads_no_model(run, 
 
 @pytest.mark.parametrize("damage", ["ledger-lost-the-answer", "other-model-content", "other-value"])
 def test_a_rerun_the_ledger_does_not_answer_goes_the_usual_way(run, tiny_model_dir, damage, monkeypatch):
-    from ghostsearch.pool import pool
+    from ghostsearch.pool import cluster
 
     _finished(run, tiny_model_dir)
     if damage == "ledger-lost-the-answer":
@@ -433,8 +433,8 @@ def test_a_rerun_the_ledger_does_not_answer_goes_the_usual_way(run, tiny_model_d
     def connect(*a, **k):
         raise Started
 
-    monkeypatch.setattr(pool, "connect", connect)
-    monkeypatch.setattr(pool, "check_local_capacity", lambda *a, **k: None)
+    monkeypatch.setattr(cluster, "connect", connect)
+    monkeypatch.setattr(cluster, "check_local_capacity", lambda *a, **k: None)
     with pytest.raises(Started):
         main(["search", str(run / "config.yaml"), "--no-progress"])
 

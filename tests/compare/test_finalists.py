@@ -24,7 +24,7 @@ EVAL = [
 
 @pytest.fixture
 def local_ray():
-    from ghostsearch.pool.pool import connect
+    from ghostsearch.pool.cluster import connect
 
     started = connect(None, dashboard=False, num_cpus=2)
     yield

@@ -91,7 +91,7 @@ def reference(tiny_model_dir, tmp_path_factory):
     """A fault-free run of the test config."""
     import ray
 
-    from ghostsearch.pool.pool import connect
+    from ghostsearch.pool.cluster import connect
     from ghostsearch.run.runner import search
 
     out = tmp_path_factory.mktemp("ref")
@@ -251,7 +251,8 @@ def test_two_drivers_on_one_run_dir(tiny_model_dir, tmp_path, reference):
 
 
 def test_two_searchers_share_computation(tiny_model_dir, tmp_path, ray_local):
-    from ghostsearch.pool.pool import PoolClient, start_pool
+    from ghostsearch.pool.client import PoolClient
+    from ghostsearch.pool.pool import start_pool
     from ghostsearch.rundir.ledger import Ledger
     from ghostsearch.search.base import Candidate
 

@@ -181,7 +181,7 @@ def test_race_blocks_value_cost_and_fidelity():
 def test_a_resumed_cell_is_answered_from_its_ledger_without_writing_a_row_twice(tmp_path):
     """Everything asked is in the ledger, so the pool is never called (broker=None would fail if it
     were); the cell's own rows are replayed, and asking once more than the ledger holds adds a row."""
-    from ghostsearch.pool.pool import PoolClient
+    from ghostsearch.pool.client import PoolClient
 
     N = 8
     losses = [1.0, 2.0, 3.0, 4.0]

@@ -90,7 +90,8 @@ def test_margin_run_clusters_on_the_perplexity_text(tiny_model_dir, data_dir, tm
     returns the text similarity, without it the margin items', and an unknown source is refused."""
     from ghostsearch.config import load_config
     from ghostsearch.objectives import ObjectiveSpec
-    from ghostsearch.pool.pool import PoolClient, release_pool, start_pool
+    from ghostsearch.pool.client import PoolClient
+    from ghostsearch.pool.pool import release_pool, start_pool
     from ghostsearch.run.runner import search
     from ghostsearch.rundir import Ledger
     from ghostsearch.scoring import scorer_from_config

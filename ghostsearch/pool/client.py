@@ -1,0 +1,192 @@
+"""``PoolClient``: what a searcher evaluates through (the Evaluator and Oracle of one cell).
+
+It adds the cell's objective to every request, answers a resumed run's candidates from its own
+ledger (``resume.Resume``), turns race blocks into values and ledger rows (``blocks.RaceBlocks``),
+and writes every finished evaluation to the ledger before the searcher sees it. It only carries
+requests: the pool it talks to is started and released by ``session.PoolSession``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import ray
+
+from ghostsearch.core.errors import GhostsearchError
+from ghostsearch.objectives import ObjectiveSpec
+from ghostsearch.pool.actors import Served
+from ghostsearch.pool.blocks import RaceBlocks
+from ghostsearch.pool.resume import Entry, Resume, entry_of
+from ghostsearch.rundir.ledger import Ledger, LedgerRow
+from ghostsearch.search import Candidate
+from ghostsearch.search.racing import RowRequest
+
+
+@dataclass
+class PoolClient:
+    """The Evaluator and Oracle of one searcher (one cell of a run): the transport to the pool's
+    broker. What a resumed run reads back from its ledger is ``Resume`` (resume.py); how a race block
+    becomes a value and a ledger row's numbers is ``RaceBlocks`` (blocks.py)."""
+
+    broker: Any  # the Broker's actor handle
+    spec: ObjectiveSpec
+    ledger: Ledger
+    cell: str
+    seed: int
+    model: str
+    dtype: str
+    k: int | None = None  # the cell's k: its best value counts only k-sets
+    on_result: Callable[[LedgerRow], None] | None = None  # called with each row for progress
+    evaluations: int = 0
+    cache_hits: int = 0
+    sources: dict = field(default_factory=dict)  # objective name -> CalibrationSpec statistics may come from
+    resume: Resume = field(init=False)
+    blocks: RaceBlocks | None = field(default=None, init=False)  # racing: known once n_rows is asked
+
+    def __post_init__(self) -> None:
+        self.resume = Resume(self.spec.key(), self.cell)
+
+    def load_known(self, run_dir) -> int:
+        """Resume: every value this run's ledger holds for the cell's objective (see Resume)."""
+        return self.resume.load(run_dir)
+
+    def _append_new(self, key: Entry, row: LedgerRow) -> None:
+        """Ledger a resumed cell's answer unless the ledger already has this cell's row for it."""
+        if self.resume.is_new(key):
+            self.ledger.append(row)
+
+    def _row(
+        self, c: Candidate, searcher: str, value: float, cached: bool, source: Served | LedgerRow, **race
+    ) -> LedgerRow:
+        """The ledger row of ``c``'s answer: scored now (``source``: what the pool served) or replayed
+        from the ledger (``source``: the row that holds it); ``race``: a block's cost, partial, row_losses."""
+        tokens: int | None
+        seconds: float | None
+        actor: str | None
+        node: str | None
+        if isinstance(source, Served):
+            tokens, seconds, actor, node = source.score.tokens, source.score.seconds, source.actor, source.node
+        else:
+            tokens, seconds, actor, node = source.tokens, source.seconds, source.actor, source.node
+        return LedgerRow(
+            cell=self.cell,
+            searcher=searcher,
+            objective=self.spec.name,
+            objective_key=self.spec.key(),
+            removed=list(c.removed),
+            k=len(c.removed),
+            fidelity=c.fidelity,
+            value=value,
+            tokens=tokens,
+            seconds=seconds,
+            cached=cached,
+            actor=actor,
+            node=node,
+            time=time.time(),
+            seed=self.seed,
+            **race,
+        )
+
+    def evaluate(self, candidates: Sequence[Candidate], searcher: str) -> list[float]:
+        values: list[float | None] = [None] * len(candidates)
+        pending = {}
+        for i, c in enumerate(candidates):
+            known = self.resume.value(c.removed, c.fidelity)
+            if known is not None:  # resumed run: answered from this run's own ledger
+                row = self._row(c, searcher, known.value, True, known)
+                self._answer(entry_of(c.removed, c.fidelity), row)
+                values[i] = row.value
+            else:
+                ref = self.broker.evaluate.remote(
+                    self.spec,
+                    list(c.removed),
+                    c.fidelity,
+                    list(c.prefix) if c.prefix else None,
+                    searcher,
+                    self.cell,
+                    self.k,
+                )
+                pending[ref] = i
+        for i, r in self._finished(pending):
+            c = candidates[i]
+            row = self._row(c, searcher, r.score.value, r.cached, r)
+            self._answer(entry_of(c.removed, c.fidelity), row)  # durable before the searcher sees the value
+            values[i] = row.value
+        return values  # type: ignore[return-value]
+
+    def _answer(self, key: Entry, row: LedgerRow) -> None:
+        self._append_new(key, row)
+        self.evaluations += 1
+        self.cache_hits += int(row.cached)
+        if self.on_result is not None:
+            self.on_result(row)
+
+    @staticmethod
+    def _finished(pending: dict):
+        """(request index, result) as each pending Ray reference finishes."""
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            yield pending.pop(ready[0]), ray.get(ready[0])
+
+    def n_rows(self) -> int:
+        return self._blocks().n_rows
+
+    def _blocks(self) -> RaceBlocks:
+        if self.blocks is None:
+            self.blocks = RaceBlocks.of(self.spec, self.statistic("row_counts"))
+        return self.blocks
+
+    def rows(self, requests: Sequence[RowRequest], searcher: str) -> list[tuple[list[float], list[float], float]]:
+        """Racing (search/racing.py): per-row loss sums of blocks of calibration rows. Each block is a
+        ledger row (fidelity: rows seen / all rows; value: on those rows, ``partial`` below 1;
+        ``row_losses``; ``cost``), written before the race sees it; a resumed run replays it."""
+        blocks = self._blocks()
+        out: list = [None] * len(requests)
+        todo: list[int] = []
+        done: list[tuple[int, list[float], bool, Served | LedgerRow]] = []  # (request, sums, cached, source)
+        for i, q in enumerate(requests):
+            c = blocks.candidate(q)
+            known = self.resume.block(c.removed, c.fidelity, len(q.rows))
+            if known is not None and known.row_losses is not None:  # resumed run: in the run's own ledger
+                done.append((i, list(known.row_losses), True, known))
+            else:
+                todo.append(i)
+        if len({tuple(requests[i].rows) for i in todo}) > 1:
+            raise ValueError("one look scores the same rows for every survivor")
+        if todo:  # the look's rows for every survivor: one broker call
+            items = [(list(q.removed), list(q.prefix) if q.prefix else None) for q in (requests[i] for i in todo)]
+            rs = ray.get(self.broker.rows.remote(self.spec, items, tuple(requests[todo[0]].rows), searcher))
+            done += [(i, list(r.score.sums), r.cached, r) for i, r in zip(todo, rs)]
+        for i, sums, cached, source in done:
+            q = requests[i]
+            v = blocks.value(q, sums)
+            c = blocks.candidate(q)
+            row = self._row(
+                c, searcher, v, cached, source, cost=blocks.cost(q), partial=blocks.partial(q), row_losses=sums
+            )
+            self._answer(entry_of(c.removed, c.fidelity, len(q.rows)), row)  # durable before the race sees it
+            out[i] = (list(sums), blocks.counts(q), v)
+        return out
+
+    def statistic(self, name: str, source: str | None = None):
+        """A dense statistic of this cell's calibration data or, with ``source`` (an objective name
+        in ``sources``, e.g. 'perplexity'), of that objective's, whatever this cell's objective."""
+        spec = self.spec
+        if source not in (None, self.spec.name):
+            if source not in self.sources:
+                raise GhostsearchError(
+                    f"statistic {name!r} from {source!r}: this run has no such calibration "
+                    f"source; use one of: {', '.join([self.spec.name, *self.sources])}"
+                )
+            spec = ObjectiveSpec.make(source, self.sources[source])
+        return ray.get(self.broker.statistic.remote(spec, name))
+
+    def best_known(self, n: int) -> list[tuple[list[int], float]]:
+        """The n best full-fidelity k-sets (this cell's k) any searcher has scored on this pool so far."""
+        return ray.get(self.broker.best_known.remote(self.spec, self.k, n))
+
+    def dense_value(self) -> float:
+        """The dense model's value on this objective (the reference; no ledger row, not charged)."""
+        return ray.get(self.broker.evaluate.remote(self.spec, [], 1.0, None, "dense")).score.value

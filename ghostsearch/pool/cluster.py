@@ -1,0 +1,285 @@
+"""Joining Ray: the one place a driver connects.
+
+``connect`` joins the cluster named by ``--address`` / ``$RAY_ADDRESS`` or starts a local Ray of this
+run's own: every server bound to 127.0.0.1 (``loopback_only``), Ray's token auth left on, the
+dashboard (when asked for) on loopback at the first free port from 8265, with one line saying how
+to open it (``dashboard_note``), and a watcher that ends the local Ray's processes when the driver
+ends however it ends (``reap_with_driver``). The checks a run makes before it writes anything:
+``check_address`` (a Jobs API address is not a GCS address), ``check_reachable`` and
+``check_local_capacity``. The pool's lifecycle is pool.py; a driver uses both through
+``session.PoolSession``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+
+import ray
+
+from ghostsearch.config import Config
+from ghostsearch.core import interrupts
+from ghostsearch.core.errors import GhostsearchError
+from ghostsearch.pool.actors import NAMESPACE
+
+
+def check_address(address: str | None) -> None:
+    """An http(s) address is the Jobs API (dashboard, port 8265) users export for `ray job submit`;
+    a driver joins the cluster at its GCS address instead. One line saying which to use."""
+    if address and address.startswith(("http://", "https://")):
+        host = address.split("://", 1)[1].split("/")[0].rsplit(":", 1)[0]
+        raise GhostsearchError(
+            f"{address} is the Ray Jobs (dashboard) address; submit with `ray job submit "
+            f"--address {address} -- ghostsearch ...`, or run here with --address {host}:6379 "
+            "(the GCS address; unset RAY_ADDRESS or set it to that)"
+        )
+
+
+def check_local_capacity(cfg: Config, address: str | None) -> None:
+    """Before a run directory exists: a usable address, and a local pool that fits this machine's
+    CPUs (and GPUs)."""
+    check_address(address or os.environ.get("RAY_ADDRESS"))
+    if (address or os.environ.get("RAY_ADDRESS")) and not ray.is_initialized():
+        check_reachable(address or os.environ["RAY_ADDRESS"])
+    if address or os.environ.get("RAY_ADDRESS") or cfg.pool.name or ray.is_initialized():
+        return
+    gpus = cfg.pool.gpus_per_actor or 0
+    need_cpu = 0 if gpus else cfg.pool.actors * cfg.pool.threads
+    have_gpu = _local_gpus()
+    if cfg.pool.gpus_per_actor is None and have_gpu:
+        return  # one GPU each: checked against the cluster once Ray is up
+    if need_cpu > (os.cpu_count() or 1):
+        raise GhostsearchError(
+            f"pool of {cfg.pool.actors} scorers x {cfg.pool.threads} threads needs {need_cpu} CPUs "
+            f"but this machine has {os.cpu_count()}; lower pool.actors / pool.threads"
+        )
+    if gpus * cfg.pool.actors > have_gpu:
+        raise GhostsearchError(
+            f"pool of {cfg.pool.actors} scorers needs {gpus * cfg.pool.actors:g} GPUs but this "
+            f"machine has {have_gpu}; lower pool.actors or pool.gpus_per_actor"
+        )
+
+
+def _local_gpus() -> int:
+    import torch
+
+    return torch.cuda.device_count()
+
+
+def connect(address: str | None = None, dashboard: bool = True, num_cpus: int | None = None) -> bool:
+    """Connect to Ray. Returns True when this call started a local Ray (the caller stops it).
+    Actor output reaches the driver (and so `ray job logs`)."""
+    if ray.is_initialized():
+        return False
+    address = address or os.environ.get("RAY_ADDRESS")
+    check_address(address)
+    quiet_ray_banner()
+    if address:
+        check_reachable(address)
+        try:
+            # a submitted job inherits the job's runtime env (working dir, env vars): add nothing
+            ctx = ray.init(address=address, namespace=NAMESPACE, log_to_driver=True)
+        except (ConnectionError, RuntimeError, ValueError) as e:
+            raise GhostsearchError(
+                f"cannot reach the Ray cluster at {address}: {str(e).splitlines()[0]}; "
+                "check --address / RAY_ADDRESS and that the head is up"
+            ) from None
+        finally:
+            interrupts.reinstall()  # ray.init replaced the SIGTERM handler
+        if dashboard and getattr(ctx, "dashboard_url", None):  # the cluster's: it outlives this run
+            log.info(dashboard_note(f"http://{ctx.dashboard_url}"))
+        return False
+    port = free_port(DASHBOARD_PORT) if dashboard else None  # never another run's dashboard port
+    try:
+        with loopback_only():
+            ctx = ray.init(
+                # "local": a Ray of this run's own. Without it ray.init joins the newest Ray started on this
+                # machine by `ray start` (another user's, another run's cluster: "Found multiple active Ray
+                # instances ... Connecting to latest cluster"), so runs would share a Ray and its dashboard
+                address="local",
+                namespace=NAMESPACE,
+                include_dashboard=dashboard,
+                dashboard_host="127.0.0.1",
+                dashboard_port=port or None,  # None: Ray's own choice (an explicit busy port is an error)
+                num_cpus=num_cpus,
+                log_to_driver=True,
+                configure_logging=False,
+            )  # workers inherit this env
+    except Exception as e:
+        if "timed out during startup" not in str(e):
+            raise
+        raise GhostsearchError(
+            "the local Ray did not start within Ray's 30 s (the machine is overloaded, or short of memory or "
+            "address space: see `ulimit -v`); rerun when it has room, or join a running Ray with --address"
+        ) from None
+    finally:
+        interrupts.reinstall()
+    reap_with_driver()
+    if dashboard and getattr(ctx, "dashboard_url", None):
+        log.info(dashboard_note(f"http://{ctx.dashboard_url}"))
+    return True
+
+
+log = logging.getLogger("ghostsearch.pool")
+DASHBOARD_PORT = 8265  # Ray's default; the next free port when another run (or anything) holds it
+
+
+def free_port(first: int, tries: int = 50) -> int:
+    """``first`` when nothing listens on 127.0.0.1:first, else the next free port after it."""
+    import socket
+
+    for port in range(first, first + tries):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    return 0  # Ray picks one
+
+
+def dashboard_note(url: str) -> str:
+    """The line a run prints about its dashboard: where, and how to get in with Ray's token auth
+    (on by default for a local Ray since 2.52: the page asks for the token, `ray get-auth-token`
+    prints it, from ~/.ray/auth_token; RAY_AUTH_MODE=disabled before the run opens it without one,
+    which is safe here only because the dashboard listens on 127.0.0.1)."""
+    from ray._private.authentication.authentication_token_setup import AUTH_MODE_ENV_VAR
+
+    mode = os.environ.get(AUTH_MODE_ENV_VAR, "token").lower()
+    how = (
+        "no token (RAY_AUTH_MODE=disabled; loopback only)"
+        if mode == "disabled"
+        else "paste the token that `ray get-auth-token` prints (~/.ray/auth_token) when the page asks"
+    )
+    port = url.rsplit(":", 1)[-1].strip("/")
+    return (
+        f"Ray dashboard: {url} (open it while the run lasts; {how}; from another machine: "
+        f"ssh -L {port}:127.0.0.1:{port})"
+    )
+
+
+# The watcher of reap_with_driver, run as `python -c REAPER DRIVER_PID RAY_PACKAGE_DIR`: while its
+# stdin (a pipe only the driver writes to) is open, it notes every Ray process below the driver once
+# a second; when the pipe closes (the driver ended, in any way) it waits 3 s, then kills those still
+# running (psutil checks the pid still names the same process: same start time).
+REAPER = """
+import os, select, signal, sys, time
+import psutil
+driver, RAY_DIR = psutil.Process(int(sys.argv[1])), sys.argv[2]
+known = {}
+def note():
+    try:
+        for p in driver.children(recursive=True):
+            if p.pid != os.getpid() and (p.name().startswith("ray::") or any(
+                    a.startswith(RAY_DIR) for a in p.cmdline()[:3])):
+                known[p.pid] = p
+    except psutil.Error:
+        pass
+while True:
+    note()
+    ready, _, _ = select.select([sys.stdin], [], [], 1.0)
+    if ready and not os.read(sys.stdin.fileno(), 4096):
+        break
+time.sleep(3)  # a clean shutdown (ray.shutdown) ends them itself
+for p in known.values():
+    try:
+        if p.is_running():
+            p.kill()
+    except psutil.Error:
+        pass
+"""
+
+
+def reap_with_driver() -> None:
+    """Ray's agents (ray::DashboardAgent, ray::RuntimeEnvAgent) outlive a SIGKILLed driver by about
+    64 s (docs/reliability.md: they report the raylet's death to the dead GCS with a 60 s timeout).
+    A watcher process in its own session ends every process of the local Ray this driver started
+    within about 4 s of the driver's end, however it ended."""
+    import subprocess
+    import sys
+
+    if _REAPER_PIPE:  # one watcher per driver: it follows every local Ray this process starts
+        return
+    read, write = os.pipe()
+    subprocess.Popen(
+        [sys.executable, "-c", REAPER, str(os.getpid()), os.path.dirname(ray.__file__)],
+        stdin=read,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        close_fds=True,
+    )
+    os.close(read)
+    os.set_inheritable(write, False)
+    _REAPER_PIPE.append(write)  # held open for the driver's lifetime; the kernel closes it when the driver dies
+
+
+_REAPER_PIPE: list = []
+
+
+LOOPBACK_VAR = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+
+@contextlib.contextmanager
+def loopback_only():
+    """A local Ray started inside binds its GCS, raylet, workers and agents to 127.0.0.1 instead of
+    every interface. Ray 2.60 rewrites ``_node_ip_address="127.0.0.1"`` to the machine's address
+    (``services.resolve_ip_for_localhost``) unless clusters are disabled, which it does on macOS and
+    Windows and, on Linux, with RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0: then the node's address is
+    127.0.0.1 and its gRPC servers listen on loopback only (docs/reliability.md). The variable
+    reaches the processes ray.init starts (they inherit the environment); Ray's constant, read when
+    ray was imported, is set for the call. A user who sets the variable keeps their choice."""
+    from ray._private import ray_constants
+
+    if os.environ.get(LOOPBACK_VAR) is not None:
+        yield
+        return
+    before = ray_constants.ENABLE_RAY_CLUSTER
+    os.environ[LOOPBACK_VAR] = "0"
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = before
+        os.environ.pop(LOOPBACK_VAR, None)
+
+
+REACH_TIMEOUT = 5.0  # seconds to open a TCP connection to a cluster's GCS before ray.init
+
+
+def check_reachable(address: str, timeout: float = REACH_TIMEOUT) -> None:
+    """A HOST:PORT address must accept a TCP connection within ``timeout`` seconds: ray.init on a
+    closed port retries forever ("Failed to get cluster ID from GCS server: TimedOut")."""
+    import socket
+
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or "://" in address:
+        return  # "auto", "local", ray://...: Ray resolves those itself
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as e:
+        reason = f"no answer within {timeout:g} s" if isinstance(e, socket.timeout) else (e.strerror or str(e)).lower()
+        raise GhostsearchError(
+            f"cannot reach the Ray cluster at {address} ({reason}); check "
+            "--address / RAY_ADDRESS (the head's GCS address, e.g. 10.0.0.1:6379) and that the "
+            "head is up (`ray status` there)"
+        ) from None
+
+
+class _NoBanner:
+    """Drops Ray's "Token authentication is enabled ..." notice (every local start prints it)."""
+
+    def filter(self, record) -> bool:
+        return not str(record.msg).startswith("Token authentication is enabled for this Ray cluster")
+
+
+def quiet_ray_banner() -> None:
+    """Ray's token-authentication notice is shown with -v only."""
+    import logging
+
+    if logging.getLogger("ghostsearch").isEnabledFor(logging.DEBUG):
+        return
+    log = logging.getLogger("ray._private.authentication.authentication_token_setup")
+    if not any(isinstance(f, _NoBanner) for f in log.filters):
+        log.addFilter(_NoBanner())

@@ -1,0 +1,123 @@
+"""One pool session: what every driver that scores on a pool does around its work, in one place.
+
+``PoolSession(cfg, address)`` joins Ray (``connect``: the cluster at ``address`` / pool.address /
+$RAY_ADDRESS, else a local Ray of its own, loopback only, token auth on, the dashboard when
+pool.dashboard says so: cluster.py), gives the pool (``start``: the named pool, pool.name, found;
+else one started, pool.py) and checks what the pool's values depend on (``identity``). ``release``
+ends every pool this session started (a named pool outlives it, as does one started
+``detached``) and shuts down the Ray this session started (a Ray it joined is left running).
+As a context manager it releases on leaving, however the block is left; ``start`` connects first
+when the session has not.
+
+The runner's ``Run``, plan's measurement, ``ghostsearch pool`` and the bench scripts all use it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ghostsearch.config import Config
+from ghostsearch.objectives import ObjectiveSpec
+from ghostsearch.pool import cluster
+from ghostsearch.pool import pool as lifecycle
+from ghostsearch.pool.actors import ScorerActor
+
+
+class PoolSession:
+    """Connect, start, release: one driver's pool (see the module's docstring).
+
+    ``dashboard`` overrides pool.dashboard; ``num_cpus`` caps a local Ray's CPUs (benchmarks). After
+    ``start``, ``broker`` is the pool's broker (a Ray actor handle); ``started_ray`` says whether this
+    session started the Ray it is on (and so shuts it down)."""
+
+    def __init__(
+        self,
+        cfg: Config | None,
+        address: str | None = None,
+        *,
+        dashboard: bool | None = None,
+        num_cpus: int | None = None,
+    ):
+        self.cfg = cfg  # None: a session that only joins Ray (``ghostsearch pool down|status``)
+        self.address = address or (cfg.pool.address if cfg is not None else None)
+        self.dashboard = (cfg.pool.dashboard if cfg is not None else False) if dashboard is None else dashboard
+        self.num_cpus = num_cpus
+        self.connected = False
+        self.started_ray = False
+        self.broker: Any = None
+        self._pools: list[Any] = []  # brokers this session started (ended on release)
+
+    def connect(self) -> PoolSession:
+        """Join Ray (cluster.connect); a second call does nothing."""
+        if not self.connected:
+            self.started_ray = cluster.connect(self.address, dashboard=self.dashboard, num_cpus=self.num_cpus)
+            self.connected = True
+        return self
+
+    def start(
+        self,
+        cfg: Config | None = None,
+        *,
+        name: str | None = None,
+        detached: bool = False,
+        wait: bool = True,
+        actor_class=ScorerActor,
+        load_dtype: str | None = None,
+    ):
+        """The pool of ``cfg`` (default: the session's config): the named one (pool.name) when it
+        names one and ``name`` is not given, else a new one (pool.start_pool, which takes the other
+        arguments). A pool started here is ended by ``release`` unless ``detached``. Returns its
+        broker, also kept as ``broker``."""
+        cfg = cfg or self.cfg
+        if cfg is None:
+            raise ValueError("PoolSession.start needs a config (the session's or its own)")
+        self.connect()
+        if cfg.pool.name and name is None:
+            broker = lifecycle.find_pool(cfg.pool.name)
+        else:
+            broker = lifecycle.start_pool(
+                cfg, name=name, detached=detached, wait=wait, actor_class=actor_class, load_dtype=load_dtype
+            )
+            if not detached:
+                self._pools.append(broker)
+        self.broker = broker
+        return broker
+
+    def identity(self, specs: list[ObjectiveSpec]) -> dict:
+        """What the pool's values depend on (pool.pool_identity); a named pool serving another model,
+        dtype or device than the config's is refused in one line."""
+        assert self.cfg is not None, "a session without a config has no pool to check"
+        return lifecycle.pool_identity(self.broker, self.cfg, specs)
+
+    def release_pool(self, broker: Any = None) -> None:
+        """End one pool this session started (default: the last), now: its CPUs/GPUs free for what
+        comes next. A pool it did not start is left alone."""
+        import ray
+
+        broker = self.broker if broker is None else broker
+        if broker is None or not any(b is broker for b in self._pools):
+            return
+        self._pools = [b for b in self._pools if b is not broker]
+        if ray.is_initialized():
+            lifecycle.release_pool(broker)
+        if self.broker is broker:
+            self.broker = None
+
+    def release(self) -> None:
+        """End every pool this session started, then shut down the Ray it started. Idempotent."""
+        import ray
+
+        try:
+            for b in list(self._pools):
+                self.release_pool(b)
+        finally:
+            if self.started_ray and ray.is_initialized():
+                ray.shutdown()
+            self.started_ray = False
+            self.connected = False
+
+    def __enter__(self) -> PoolSession:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self.release()
