@@ -140,22 +140,6 @@ CORPUS_NAME = {"wikitext2": "WikiText-2 test", "c4": "C4 validation"}
 
 
 # ---------------------------------------------------------------- statistics
-def tost(a, b, delta: float = DELTA) -> dict:
-    """Two one-sided tests of |mean(a - b)| < delta over paired windows, with the study's paired z
-    statistic (``stats.paired_test``): p_low tests H0 d <= -delta, p_high H0 d >= delta; p is the
-    larger (reject both, at level alpha, and the difference is within +-delta). A zero standard
-    error gives p = 0 when |d| < delta, else 1."""
-    from ghostsearch.stats import inference as stats
-
-    t = stats.paired_test(a, b)
-    if t.se == 0:
-        p_low = p_high = 0.0 if abs(t.estimate) < delta else 1.0
-    else:
-        p_low = float(stats.norm_sf((t.estimate + delta) / t.se))
-        p_high = float(stats.norm_sf((delta - t.estimate) / t.se))
-    return {"estimate": t.estimate, "se": t.se, "p_low": p_low, "p_high": p_high, "p": max(p_low, p_high)}
-
-
 def s1_p(run_dir: Path) -> float:
     """S1's exact permutation p from its run's result.json (``bench/study2.py``'s ``s1_test``)."""
     from study2 import s1_test
@@ -412,15 +396,12 @@ def window_diff(a: list[dict], b: list[dict], left: str, right: str, corpus: str
 
 def tost_t(w: dict, delta: float = DELTA) -> dict:
     """Two one-sided tests of |d| < delta from ``window_diff``'s estimate, s.e. and degrees of
-    freedom (Student t): p_low tests H0 d <= -delta, p_high H0 d >= delta; p is the larger."""
-    from scipy import stats as sps
+    freedom (Student t; ``stats.inference.tost``): p_low tests H0 d <= -delta, p_high H0 d >= delta;
+    p is the larger."""
+    from ghostsearch.stats import inference as stats
 
-    if w["se"] == 0:
-        p_low = p_high = 0.0 if abs(w["estimate"]) < delta else 1.0
-    else:
-        p_low = float(sps.t.sf((w["estimate"] + delta) / w["se"], w["df"]))
-        p_high = float(sps.t.sf((delta - w["estimate"]) / w["se"], w["df"]))
-    return {"p_low": p_low, "p_high": p_high, "p": max(p_low, p_high)}
+    t = stats.tost(w["estimate"], w["se"], delta, df=w["df"])
+    return {"p_low": t.p_low, "p_high": t.p_high, "p": t.p}
 
 
 def log_ppl(rs: list[dict]) -> float:

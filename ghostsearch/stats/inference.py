@@ -2,7 +2,8 @@
 tests, Holm's step-down adjustment, power (minimum detectable difference, items needed) and
 group-sequential boundaries (Lan-DeMets alpha spending) with Holm recycling across looks.
 
-numpy only, vectorised. Conventions used everywhere below:
+numpy only (scipy for Student t's tail in :func:`tost` alone), vectorised. Also two one-sided tests
+of equivalence within a margin (:func:`tost`, :func:`paired_tost`). Conventions used everywhere below:
 
 - **Items and strata.** ``a`` and ``b`` are per-item scores (0/1 correctness, or any number) of two
   models on the SAME items, in the same order (paired). ``strata`` gives each item's task; the
@@ -326,6 +327,55 @@ def paired_test(a, b, strata=None, weights=None) -> Test:
         return Test(est, 0.0, 0.0 if est == 0 else math.copysign(math.inf, est), 1.0 if est == 0 else 0.0)
     z = est / se
     return Test(est, se, z, float(min(1.0, 2 * norm_sf(abs(z)))))
+
+
+# ---------------------------------------------------------------- equivalence (TOST)
+@dataclass(frozen=True)
+class Equivalence:
+    """Two one-sided tests (TOST) of |d| < delta: ``p_low`` tests H0 d <= -delta, ``p_high`` H0
+    d >= delta; ``p`` is the larger (reject both at level alpha, and d is within +-delta). ``df``:
+    the Student t degrees of freedom, None for the normal (z) statistic."""
+
+    estimate: float
+    se: float
+    delta: float
+    p_low: float
+    p_high: float
+    df: float | None = None
+
+    @property
+    def p(self) -> float:
+        return max(self.p_low, self.p_high)
+
+    def within(self, alpha: float = ALPHA) -> bool:
+        """The difference is within +-delta at level ``alpha``."""
+        return self.p <= alpha
+
+
+def tost(estimate: float, se: float, delta: float, df: float | None = None) -> Equivalence:
+    """TOST of |estimate| < delta from an estimate and its standard error: normal (z) tails, or
+    Student t on ``df`` degrees of freedom. A zero standard error gives p = 0 when |estimate| <
+    delta, else 1."""
+    if delta <= 0:
+        raise ValueError(f"an equivalence margin must be positive, got {delta}")
+    if se == 0:
+        p_low = p_high = 0.0 if abs(estimate) < delta else 1.0
+    elif df is None:
+        p_low = float(norm_sf((estimate + delta) / se))
+        p_high = float(norm_sf((delta - estimate) / se))
+    else:
+        from scipy import stats as sps  # Student t's tail: the one use of scipy here
+
+        p_low = float(sps.t.sf((estimate + delta) / se, df))
+        p_high = float(sps.t.sf((delta - estimate) / se, df))
+    return Equivalence(float(estimate), float(se), float(delta), p_low, p_high, df)
+
+
+def paired_tost(a, b, delta: float, strata=None, weights=None) -> Equivalence:
+    """TOST of |mean(a - b)| < delta over paired items with :func:`paired_test`'s z statistic
+    (the stratified mean difference and its item-level standard error)."""
+    t = paired_test(a, b, strata, weights)
+    return tost(t.estimate, t.se, delta)
 
 
 # ---------------------------------------------------------------- permutation tests

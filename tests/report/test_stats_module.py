@@ -131,3 +131,27 @@ def test_spearman_exact_p_matches_the_exact_distribution():
     rng = np.random.default_rng(2)
     x, y = rng.normal(size=30), rng.normal(size=30)
     assert stats.spearman_exact_p(x, y).p == pytest.approx(ss.spearmanr(x, y).pvalue, abs=0.03)
+
+
+def test_paired_tost_within_for_identical_and_not_for_very_different():
+    """Moved from bench/study2_cheap.py's ``tost`` (issue 39 item 5): the paired z TOST."""
+    rng = np.random.default_rng(0)
+    delta = math.log(1.01)
+    a = 3.0 + rng.normal(0, 0.3, 150)
+    assert stats.paired_tost(a, a, delta).p == 0.0  # identical: within at any level
+    near = a + 0.001 + rng.normal(0, 0.002, 150)
+    assert stats.paired_tost(near, a, delta).p < 1e-6  # 0.1% apart, precisely: within
+    far = a + 0.05 + rng.normal(0, 0.002, 150)
+    assert stats.paired_tost(far, a, delta).p > 0.99 and stats.paired_tost(a, far, delta).p > 0.99  # either sign
+    noisy = a + rng.normal(0, 0.2, 150)
+    assert stats.paired_tost(noisy, a, delta).p > 0.05 and not stats.paired_tost(noisy, a, delta).within()
+
+
+def test_tost_tails_match_scipy_and_refuse_a_margin_of_zero():
+    z = stats.tost(0.3, 0.2, 0.5)
+    assert z.p_low == pytest.approx(ss.norm.sf(0.8 / 0.2)) and z.p_high == pytest.approx(ss.norm.sf(0.2 / 0.2))
+    t = stats.tost(0.3, 0.2, 0.5, df=7)
+    assert t.p_low == pytest.approx(ss.t.sf(4.0, 7)) and t.p == pytest.approx(ss.t.sf(1.0, 7)) and t.df == 7
+    assert stats.tost(0.1, 0.0, 0.5).p == 0.0 and stats.tost(0.6, 0.0, 0.5).p == 1.0
+    with pytest.raises(ValueError, match="margin must be positive"):
+        stats.tost(0.1, 0.1, 0.0)

@@ -101,16 +101,13 @@ def test_cluster_interval_covers_at_its_level():
     assert 0.935 <= hits / 4000 <= 0.965, hits / 4000
 
 
-def test_tost_within_for_identical_and_not_for_very_different():
-    rng = np.random.default_rng(0)
-    a = 3.0 + rng.normal(0, 0.3, 150)
-    assert sc.tost(a, a)["p"] == 0.0  # identical: within at any level
-    near = a + 0.001 + rng.normal(0, 0.002, 150)
-    assert sc.tost(near, a)["p"] < 1e-6  # 0.1% apart, precisely: within
-    far = a + 0.05 + rng.normal(0, 0.002, 150)
-    assert sc.tost(far, a)["p"] > 0.99 and sc.tost(a, far)["p"] > 0.99  # 5% apart: not within, either sign
-    noisy = a + rng.normal(0, 0.2, 150)
-    assert sc.tost(noisy, a)["p"] > 0.05  # too noisy to say
+def test_tost_t_is_the_stats_modules_student_t_tost():
+    """The table's TOST is ``stats.inference.tost`` on window_diff's estimate, s.e. and df."""
+    from ghostsearch.stats import inference as stats
+
+    w = {"estimate": 0.004, "se": 0.003, "df": 15}
+    t = stats.tost(0.004, 0.003, sc.DELTA, df=15)
+    assert sc.tost_t(w) == {"p_low": t.p_low, "p_high": t.p_high, "p": t.p}
 
 
 def test_s1_p_is_study2s(monkeypatch):
