@@ -22,12 +22,8 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import benchenv  # noqa: F401  (repository on sys.path, offline HF, ../shared/data)
-
-if TYPE_CHECKING:
-    from ghostsearch.study.claims import ClaimRow
 
 METHODS = [
     ("none", None),
@@ -62,135 +58,14 @@ def share(ops, key: str):
     return sum(vals) / len(vals) if vals else None
 
 
-GHOSTED_PAPER = (
-    "Ghosted > ReplaceMe > LinearPatch in mean accuracy (LLaMA-3.1-8B, 7 blocks removed: 60.01 / 59.68 / 53.27 %)"
-)
-SATURATION_PAPER = "accuracy saturates at 32 calibration sequences"
-DATASET_PAPER = "C4 vs WikiText-2 as calibration: minimal impact"
-ANTISYM_PAPER = "W* = I + M has a substantial antisymmetric part, which symmetric operators (LinearPatch) cannot reach"
-
-
-def label(r: dict) -> str:
-    return r["method"] + (f" {r['variant']}" if r["variant"] and r["variant"] != "dense" else "")
-
-
-def claims(rows: list[dict], matrix) -> tuple[list[ClaimRow], list[str]]:
-    """The Ghosted paper's claims on these finalists: paired accuracy differences (ghostsearch.study.claims
-    verdict rule) and the perplexity / antisymmetric-share lines (one evaluation each, no interval)."""
-    from ghostsearch.study.claims import ClaimRow, claim_row, item_bootstrap, recovery_comparison
-
-    main_rows = [r for r in rows if r["role"] == "main"]
-    by_set: dict = {}
-    for r in main_rows:
-        by_set.setdefault((r["set"], r["k"]), {})[label(r)] = r
-    pairs, lines = [], []
-    for (kind, k), m in sorted(by_set.items()):
-        g = m.get("ghosted")
-        if g is None:
-            continue
-        for other in ("replaceme lstsq", "replaceme cosine", "linearpatch hadamard", "ghosted symmetric", "none"):
-            if other in m:
-                pairs.append((f"ghosted ({kind} k={k})", g["key"], other, m[other]["key"], GHOSTED_PAPER))
-        ppl = {lab: r.get("ppl_wikitext2") for lab, r in m.items()}
-        best = min(ppl, key=lambda x: ppl[x] if ppl[x] is not None else float("inf"))
-        lines.append(
-            f"{kind} k={k} {g['removed']}: WikiText-2 perplexity "
-            + ", ".join(f"{lab} {v:.1f}" for lab, v in sorted(ppl.items(), key=lambda x: x[1] or 0))
-            + f" (lowest: {best}); "
-            f"antisymmetric share of W* {g.get('antisymmetric_share_w') or 0:.2f}, of M "
-            f"{g.get('antisymmetric_share_m') or 0:.2f}"
-        )
-    out = recovery_comparison(matrix, pairs)
-    extra = [r for r in rows if r["role"] == "saturation"]
-    sat = sorted(
-        extra
-        + [
-            r for r in main_rows if extra and r["set"] == "greedy" and r["k"] == extra[0]["k"] and label(r) == "ghosted"
-        ],
-        key=lambda r: r["n_seq"],
-    )
-    if matrix is not None and len(sat) > 1:
-        top = sat[-1]
-        for r in sat[:-1]:
-            if r["n_seq"] >= 32 and r["key"] in matrix and top["key"] in matrix:
-                p, lo, hi = item_bootstrap(
-                    matrix, lambda acc, a=top["key"], b=r["key"]: acc[a] - acc[b], keys=[top["key"], r["key"]]
-                )
-                out.append(
-                    claim_row(
-                        "accuracy gained beyond n sequences is < 0.01",
-                        SATURATION_PAPER,
-                        f"acc({top['n_seq']}) - acc({r['n_seq']}), greedy k={r['k']}",
-                        p,
-                        lo,
-                        hi,
-                        0.01,
-                        "<",
-                    )
-                )
-        lines.append(
-            "saturation (greedy k=%d): " % top["k"]
-            + ", ".join(
-                f"{r['n_seq']} seq: ppl {r.get('ppl_wikitext2', float('nan')):.1f}, acc "
-                f"{r.get('mean_acc', float('nan')):.3f}"
-                for r in sat
-            )
-        )
-    wt = [r for r in rows if r["role"] == "dataset"]
-    for w in wt:
-        c4 = by_set.get(("greedy", w["k"]), {}).get("ghosted")
-        if c4 is not None and matrix is not None and c4["key"] in matrix and w["key"] in matrix:
-            p, lo, hi = item_bootstrap(
-                matrix, lambda acc, a=c4["key"], b=w["key"]: abs(acc[a] - acc[b]), keys=[c4["key"], w["key"]]
-            )
-            out.append(
-                claim_row(
-                    "|acc(C4 calib) - acc(WikiText-2 calib)| < 0.01",
-                    DATASET_PAPER,
-                    f"ghosted, greedy k={w['k']}",
-                    p,
-                    lo,
-                    hi,
-                    0.01,
-                    "<",
-                )
-            )
-            lines.append(
-                f"calibration data (greedy k={w['k']}): C4 ppl {c4.get('ppl_wikitext2', float('nan')):.1f} / "
-                f"acc {c4.get('mean_acc', float('nan')):.3f}; WikiText-2 ppl "
-                f"{w.get('ppl_wikitext2', float('nan')):.1f}"
-                f" / acc {w.get('mean_acc', float('nan')):.3f} (WikiText-2 perplexity is measured on its test "
-                "split, calibration read its validation split)"
-            )
-    shares = [
-        r["antisymmetric_share_w"]
-        for r in main_rows
-        if r["method"] == "ghosted" and r["variant"] == "dense" and r.get("antisymmetric_share_w") is not None
-    ]
-    if shares:
-        out.append(
-            ClaimRow(
-                claim="antisymmetric share of W* = I + M",
-                paper=ANTISYM_PAPER,
-                condition=f"ghosted, {len(shares)} sets",
-                ours=float(sum(shares) / len(shares)),
-                lo=float(min(shares)),
-                hi=float(max(shares)),
-                rule="reported (range over sets)",
-                verdict="reported",
-            )
-        )
-    return out, lines
-
-
 def print_claims(out: Path) -> None:
     import pyarrow.parquet as pq
 
-    from ghostsearch.study.claims import RULE, ItemMatrix, render
+    from ghostsearch.study.claims import RULE, ItemMatrix, ghosted_claims, render
 
     rows = pq.read_table(out.with_suffix(".parquet")).to_pylist()
     matrix = ItemMatrix.read(out.with_name(out.name + "_items.parquet"))
-    cl, lines = claims(rows, matrix)
+    cl, lines = ghosted_claims(rows, matrix)
     print(render(cl))
     print("\n" + "\n".join(f"- {x}" for x in lines))
     print("\n(antisymmetric share row: mean over sets, [min, max]; " + RULE + ")")

@@ -23,17 +23,14 @@ import pyarrow.parquet as pq
 from ghostsearch.core.comparison_row import ComparisonRow, from_arrow
 from ghostsearch.study.claims import (
     RULE,
-    ClaimRow,
     ItemMatrix,
     all_claims,
     family,
     finalists,
     jaccard,
-    recovery_comparison,
+    lorp_claims,
     render,
 )
-
-LORP_PAPER = "LoRP beats ShortGPT / LLM-Streamline without repair (Qwen3-8B, 7 of 36 blocks: 56.65 vs 51.50 % mean acc)"
 
 
 def fmt(v, p=3):
@@ -80,39 +77,6 @@ def tables(rows: list[ComparisonRow]) -> str:
         "data, lower is better)"
     )
     return "\n".join(out)
-
-
-def lorp_claims(rows: list[ComparisonRow], matrix) -> tuple[list[ClaimRow], list[str]]:
-    """LoRP against ShortGPT and Streamline, unrepaired (the LoRP paper's setting), per k, on the
-    perplexity-objective cells of seed 0 (their sets do not depend on the objective's search):
-    paired accuracy differences (claims) and a perplexity line per k (one evaluation, no interval)."""
-    pick = {
-        (r.searcher, r.k): r for r in finalists(rows) if r.rec == "none" and r.objective == "perplexity" and r.seed == 0
-    }
-    pairs, lines = [], []
-    for k in sorted({k for _, k in pick}):
-        lo = pick.get(("lorp", k))
-        if lo is None:
-            continue
-        for other in ("shortgpt", "streamline"):
-            o = pick.get((other, k))
-            if o is not None:
-                pairs.append(
-                    (
-                        f"lorp (k={k}, {list(lo.removed)})",
-                        lo.eval_key,
-                        f"{other} ({list(o.removed)})",
-                        o.eval_key,
-                        LORP_PAPER,
-                    )
-                )
-        ppl = {s: pick[(s, k)].metric("ppl_wikitext2") for s in ("lorp", "shortgpt", "streamline") if (s, k) in pick}
-        lines.append(
-            f"k={k}, unrepaired WikiText-2 perplexity: "
-            + ", ".join(f"{s} {fmt(v, 1)}" for s, v in ppl.items())
-            + (f" (lowest: {min(ppl, key=lambda s: ppl[s] or math.inf)})" if ppl else "")
-        )
-    return recovery_comparison(matrix, pairs), lines
 
 
 def main(run_dir: str):

@@ -637,3 +637,68 @@ def test_cross_fitted_claims_with_one_item_a_task_are_not_computed():
     ):
         tested = [c for c in claims if c.note == NO_SPLIT]
         assert tested and all(c.verdict not in ("holds", "does not hold") for c in claims)
+
+
+# ---------------------------------------------------------------- the papers' claims (moved from bench/)
+def test_lorp_claims_pair_lorp_with_shortgpt_and_streamline_per_k():
+    """claims.lorp_claims (was bench/study_table.py's): unrepaired perplexity cells of seed 0, one
+    paired row per rival and k, LoRP's better items giving 'holds' after the family's adjustment."""
+    from ghostsearch.study.claims import LORP_PAPER, lorp_claims
+
+    rng = np.random.default_rng(3)
+    rows, m = synthetic(
+        lambda obj, s, sd, rec: rng.random(N_ITEMS) < (0.8 if s == "lorp" else 0.3),
+        searchers=("lorp", "shortgpt", "streamline"),
+        seeds=(0, 1),
+        objectives=("perplexity",),
+    )
+    got, lines = lorp_claims(rows, m)
+    assert [r.condition for r in got] == [
+        "lorp (k=4, [0, 40, 80, 120]) - shortgpt ([2, 42, 82, 122])",
+        "lorp (k=4, [0, 40, 80, 120]) - streamline ([4, 44, 84, 124])",
+    ]
+    assert all(r.paper == LORP_PAPER for r in got)
+    assert [r.verdict for r in family(got)] == ["holds", "holds"]
+    assert lines == ["k=4, unrepaired WikiText-2 perplexity: lorp –, shortgpt –, streamline – (lowest: lorp)"]
+    assert [r.verdict for r in lorp_claims(rows, None)[0]] == ["not computed", "not computed"]
+
+
+def test_ghosted_claims_rows_and_lines():
+    """claims.ghosted_claims (was bench/ghosted_study.py's): Ghosted against each other repair of a set,
+    the saturation and calibration-data rows, the antisymmetric share reported over sets."""
+    from ghostsearch.study.claims import ANTISYM_PAPER, ghosted_claims
+
+    def row(role, method, variant, key, n_seq=32, **kw):
+        base = {"role": role, "set": "greedy", "k": 4, "removed": [1, 2, 3, 4], "method": method}
+        return {**base, "variant": variant, "key": key, "n_seq": n_seq, "ppl_wikitext2": 50.0, **kw}
+
+    rows = [
+        row("main", "ghosted", "dense", "g", antisymmetric_share_w=0.2, antisymmetric_share_m=0.6, mean_acc=0.5),
+        row("main", "replaceme", "lstsq", "r"),
+        row("main", "none", None, "n", ppl_wikitext2=90.0),
+        row("saturation", "ghosted", "dense", "g64", n_seq=64, mean_acc=0.5),
+        row("dataset", "ghosted", "dense", "w", mean_acc=0.5),
+    ]
+    keys = ["g", "r", "n", "g64", "w"]
+    items = {"key": [], "task": [], "doc": [], "gold": [], "pred": []}
+    rng = np.random.default_rng(0)
+    for k in keys:
+        c = rng.random(N_ITEMS) < (0.9 if k != "n" else 0.2)
+        items["key"] += [k] * N_ITEMS
+        items["task"] += [t for t in TASKS for _ in range(N_DOC)]
+        items["doc"] += [d for _ in TASKS for d in range(N_DOC)]
+        items["gold"] += [1] * N_ITEMS
+        items["pred"] += c.astype(int).tolist()
+    got, lines = ghosted_claims(rows, ItemMatrix.from_table(pa.table(items)))
+    assert [r.condition for r in got] == [
+        "ghosted (greedy k=4) - replaceme lstsq",
+        "ghosted (greedy k=4) - none",
+        "acc(64) - acc(32), greedy k=4",
+        "ghosted, greedy k=4",
+        "ghosted, 1 sets",
+    ]
+    assert got[-1].paper == ANTISYM_PAPER and got[-1].verdict == "reported" and got[-1].ours == 0.2
+    assert lines[0].startswith("greedy k=4 [1, 2, 3, 4]: WikiText-2 perplexity ghosted 50.0, replaceme lstsq 50.0")
+    assert lines[1].startswith("saturation (greedy k=4): 32 seq") and lines[2].startswith("calibration data")
+    without, more = ghosted_claims(rows, None)  # no items: the pairs not computed, no saturation/data rows
+    assert [r.verdict for r in without] == ["not computed", "not computed", "reported"] and len(more) == 1
