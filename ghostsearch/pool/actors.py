@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import sys
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Generic, TypeVar
@@ -219,7 +220,7 @@ class Broker:
         """The scorer's answer, or STALLED when it has not answered within pool.stall_seconds (a
         stopped or hung process: alive to Ray, so no RayActorError ever comes). A stalled scorer
         gets no new request until its late answer arrives (which is dropped: the re-sent request
-        answers), then takes work again; said in one line (the driver shows the broker's output)."""
+        answers), then takes work again; said in one line on the driver's stderr (Ray forwards the broker's)."""
         limit = getattr(self.cfg.pool, "stall_seconds", None)
         fut = asyncio.ensure_future(ref)  # type: ignore[arg-type]
         if not limit:
@@ -231,6 +232,7 @@ class Broker:
             print(
                 f"ghostsearch: scorer {self.names[i]} has not answered for {limit:g} s (pool.stall_seconds): "
                 "treated as stalled, its request re-sent to another scorer",
+                file=sys.stderr,  # the driver's stderr (Ray forwards it): its stdout is the JSON result
                 flush=True,
             )
             asyncio.get_running_loop().create_task(self._return_when_answered(i, fut))
@@ -244,7 +246,9 @@ class Broker:
             return
         except Exception:  # noqa: BLE001,S110  (its late answer, whatever it is, is dropped)
             pass
-        print(f"ghostsearch: scorer {self.names[i]} answers again; it takes requests again", flush=True)
+        print(
+            f"ghostsearch: scorer {self.names[i]} answers again; it takes requests again", file=sys.stderr, flush=True
+        )
         (await self._idle()).put_nowait(i)
 
     async def _return_when_alive(self, i: int) -> None:
