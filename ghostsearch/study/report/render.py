@@ -11,8 +11,9 @@ from __future__ import annotations
 import html
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -22,7 +23,7 @@ from ghostsearch.core.io import write_text_atomic
 from ghostsearch.stats.looks import ContrastRow
 from ghostsearch.study import claims as claims_mod
 from ghostsearch.study.claims import RULE, ClaimRow, ItemMatrix, all_claims, contrast_claims, family, finalists
-from ghostsearch.study.report.models import comparison_entries, markdown_table, model_rows, read_speed
+from ghostsearch.study.report.models import ModelRow, comparison_entries, markdown_table, model_rows, read_speed
 from ghostsearch.study.report.plots import (
     plot_accuracy,
     plot_convergence,
@@ -31,7 +32,17 @@ from ghostsearch.study.report.plots import (
     plot_patterns,
     plot_similarity,
 )
-from ghostsearch.study.report.summary import best_at_budget, correlations, paired_accuracy, size_note, spread, summary
+from ghostsearch.study.report.summary import (
+    Correlation,
+    PairedAccuracy,
+    Spread,
+    best_at_budget,
+    correlations,
+    paired_accuracy,
+    size_note,
+    spread,
+    summary,
+)
 
 if TYPE_CHECKING:
     from ghostsearch.rundir.dataplan import DataPlan
@@ -128,6 +139,37 @@ def _looks_table(run_dir: Path) -> list[str]:
     return out + [""]
 
 
+@dataclass(frozen=True)
+class ReportSummary:
+    """RUN_DIR/summary.json: the models' table, the pre-registered contrasts, the summary's sentences,
+    every verdict row, the descriptive numbers (``spread``, ``correlations``, ``paired_accuracy``)
+    and the dense model's LoRP view (``lorp``)."""
+
+    models: list[ModelRow]
+    contrasts: list
+    summary: list[str]
+    verdicts: list[ClaimRow]
+    spread: Spread
+    correlations: list[Correlation]
+    paired_accuracy: list[PairedAccuracy]
+    lorp: dict
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "models": [m.to_dict() for m in self.models],
+            "contrasts": [c.__dict__ if hasattr(c, "__dict__") else list(c) for c in self.contrasts],
+            "summary": self.summary,
+            "verdicts": [v.to_dict() for v in self.verdicts],
+            "spread": self.spread.to_dict(),
+            "correlations": [c.to_dict() for c in self.correlations],
+            "paired_accuracy": [p.to_dict() for p in self.paired_accuracy],
+            "lorp": self.lorp,
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, default=_json_default)
+
+
 def write_report(
     run_dir: Path, table: pa.Table, stats: dict, cfg, data_plan: DataPlan | None = None, contrasts=()
 ) -> Path:
@@ -135,10 +177,6 @@ def write_report(
     statistics (``similarity``) and, when present, RUN_DIR/eval_items.parquet (per-item correctness:
     the paired intervals and every tested verdict) and RUN_DIR/looks.json (adaptive evaluation).
     ``contrasts``: the run's resolved compare.contrasts (contrasts.ContrastPair), listed first."""
-    from ghostsearch.config import protected_blocks
-    from ghostsearch.search import Space
-    from ghostsearch.search.common import greedy_cost
-
     run_dir = Path(run_dir)
     plots = run_dir / "plots"
     plots.mkdir(exist_ok=True)
@@ -146,23 +184,55 @@ def write_report(
     rows = finalists(all_rows)
     matrix = ItemMatrix.read(run_dir / "eval_items.parquet")
     contrasts = list(contrasts or [])
-    verdicts = verdict_rows(all_rows, matrix, contrasts, seed=cfg.seed, looks=_looks(run_dir))
+    looks = _looks(run_dir)
+    verdicts = verdict_rows(all_rows, matrix, contrasts, seed=cfg.seed, looks=looks)
     paired = paired_accuracy(matrix, all_rows, seed=cfg.seed)
     n_blocks = len(stats["similarity"])
     first = sorted({r.rec for r in rows})[0] if rows else "none"
     one = [r for r in rows if r.rec == first]  # search plots: one row per cell
-    plot_patterns(one, n_blocks, plots / "patterns.png")
-    plot_convergence(run_dir, one, plots / "convergence.png")
-    view = plot_similarity(stats["similarity"], plots / "similarity.png", seed=cfg.seed)
-    plot_accuracy(rows, plots / "accuracy.png", paired)
-    plot_correlations(rows, plots / "spearman.png")
-    lines = [f"# ghostsearch comparison: {cfg.model}", ""]
+    view = _search_plots(run_dir, rows, one, stats["similarity"], paired, n_blocks, cfg.seed)
     models = model_rows(
         comparison_entries(all_rows, run_dir, _params_of(cfg), read_speed(run_dir)), matrix, seed=cfg.seed
     )
     caption = plot_pareto(models, plots / "pareto.png", n_blocks)
-    measured = (run_dir / "speed.json").exists()
-    lines += [
+    sentences = summary(all_rows, verdicts, matrix)
+    cors = correlations(rows)
+    lines = [f"# ghostsearch comparison: {cfg.model}", ""]
+    lines += _models_section(models, caption, measured=(run_dir / "speed.json").exists())
+    lines += _contrasts_section(contrasts)
+    lines += ["## Summary", ""] + [f"- {s}" for s in sentences]
+    lines += _verdicts_section(verdicts, matrix, contrasts, looks)
+    lines += _looks_table(run_dir)
+    lines += _data_section(data_plan)
+    lines += _cells_section(table.column_names, all_rows)
+    lines += _paired_section(paired)
+    lines += _spearman_section(cors)
+    lines += _budget_section(run_dir, one, cfg, n_blocks)
+    lines += ["", f"LoRP view of the dense model: RLS = {view['rls']:.3f}, clusters = {view['labels']}", ""]
+    lines += _plots_section()
+    md = "\n".join(lines)
+    write_text_atomic(run_dir / "report.md", md)
+    write_text_atomic(run_dir / "report.html", to_html(md))
+    record = ReportSummary(models, contrasts, sentences, verdicts, spread(rows), cors, paired, view)
+    write_text_atomic(run_dir / "summary.json", record.to_json())
+    return run_dir / "report.md"
+
+
+def _search_plots(run_dir: Path, rows, one, similarity, paired, n_blocks: int, seed: int) -> dict:
+    """The search's plots under RUN_DIR/plots (patterns, best so far, similarity, accuracy, Spearman);
+    returns the dense model's LoRP view (plots.plot_similarity)."""
+    plots = run_dir / "plots"
+    plot_patterns(one, n_blocks, plots / "patterns.png")
+    plot_convergence(run_dir, one, plots / "convergence.png")
+    view = plot_similarity(similarity, plots / "similarity.png", seed=seed)
+    plot_accuracy(rows, plots / "accuracy.png", paired)
+    plot_correlations(rows, plots / "spearman.png")
+    return view
+
+
+def _models_section(models: list[ModelRow], caption: str, measured: bool) -> list[str]:
+    """The models' table, where their speed comes from, and the quality against speed-up plot."""
+    return [
         "## Models (one per removed set x repair; the dense model first)",
         "",
         markdown_table(models),
@@ -182,147 +252,161 @@ def write_report(
         f"{caption[0].upper()}{caption[1:]}; one point per model, labelled with its k, repair and removed blocks.",
         "",
     ]
-    if contrasts:
-        lines += [
-            "## Pre-registered contrasts (compare.contrasts, fixed before evaluation)",
-            "",
-            "| contrast | left model | right model |",
-            "|---|---|---|",
-        ]
-        lines += [
-            f"| {_cell(c.name)} | {_cell(getattr(c, 'left', '') or c.left_key)} | "
-            f"{_cell(getattr(c, 'right', '') or c.right_key)} |"
-            for c in contrasts
-        ]
-        lines += [""]
-    lines += ["## Summary", ""]
-    sentences = summary(all_rows, verdicts, matrix)
-    lines += [f"- {s}" for s in sentences]
+
+
+def _contrasts_section(contrasts: list) -> list[str]:
+    """The pre-registered contrasts (compare.contrasts), when there are any."""
+    if not contrasts:
+        return []
+    lines = [
+        "## Pre-registered contrasts (compare.contrasts, fixed before evaluation)",
+        "",
+        "| contrast | left model | right model |",
+        "|---|---|---|",
+    ]
+    lines += [
+        f"| {_cell(c.name)} | {_cell(getattr(c, 'left', '') or c.left_key)} | "
+        f"{_cell(getattr(c, 'right', '') or c.right_key)} |"
+        for c in contrasts
+    ]
+    return lines + [""]
+
+
+def _verdicts_section(
+    verdicts: list[ClaimRow], matrix: ItemMatrix | None, contrasts: list, looks: list[ContrastRow] | None
+) -> list[str]:
+    """The decided verdict rows as a table; the pre-registered contrasts always keep their row, and
+    the paper-claim rows this run cannot decide collapse into one line (:func:`undecided_line`)."""
     title = (
         "## Verdicts (the contrasts: sequential Holm over the looks; the claims: one family, Holm at 0.05)"
-        if _looks(run_dir)
+        if looks
         else "## Verdicts (one family: Holm at 0.05 over every tested row)"
     )
-    # the pre-registered contrasts always keep their row; paper-claim rows this run cannot decide collapse
-    own = {c.name for c in contrasts} | {c.contrast for c in (_looks(run_dir) or [])}
+    own = {c.name for c in contrasts} | {c.contrast for c in (looks or [])}
     decided = [v for v in verdicts if v.verdict not in UNDECIDED or v.claim in own]
     undecided = [v for v in verdicts if v.verdict in UNDECIDED and v.claim not in own]
-    lines += ["", title, ""]
+    lines = ["", title, ""]
     lines += [claims_mod.render(decided)] if decided else ["No claim row is decided by this run."]
     if undecided:
         lines += ["", undecided_line(undecided, matrix, len([v for v in verdicts if v.p is not None]))]
-    lines += ["", RULE, ""]
-    lines += _looks_table(run_dir)
-    if data_plan:
-        lines += ["## Data", "", "| role | asked | used | part | documents/items |", "|---|---|---|---|---|"]
-        lines += [
-            f"| {r.role} | {r.asked} | {r.used}{' (fallback)' if r.fallback else ''} | {r.part} | "
-            f"{r.documents_or_items} |"
-            for r in data_plan.calibration
-        ]
-        lines += [f"| evaluation | | {e.set} | {e.part} | {e.documents_or_items} |" for e in data_plan.evaluation or ()]
-        lines += [""]
-    cols = [
-        c
-        for c in (
-            "cell",
-            "recovery",
-            "removed",
-            "calib_value",
-            "calib_change",
-            "mean_acc",
-            "mean_acc_lo",
-            "mean_acc_hi",
-            "delta_mean_acc",
-            *[x for n in _ppl_columns(table.column_names) for x in (n, f"delta_{n}")],
-            "lambada_acc",
-            "budget_used",
-            "wall_seconds",
-        )
-        if c in table.column_names
-    ]
+    return lines + ["", RULE, ""]
+
+
+def _data_section(data_plan: DataPlan | None) -> list[str]:
+    """Every dataset the run read (the data plan's calibration and evaluation rows)."""
+    if not data_plan:
+        return []
+    lines = ["## Data", "", "| role | asked | used | part | documents/items |", "|---|---|---|---|---|"]
     lines += [
+        f"| {r.role} | {r.asked} | {r.used}{' (fallback)' if r.fallback else ''} | {r.part} | {r.documents_or_items} |"
+        for r in data_plan.calibration
+    ]
+    lines += [f"| evaluation | | {e.set} | {e.part} | {e.documents_or_items} |" for e in data_plan.evaluation or ()]
+    return lines + [""]
+
+
+CELL_COLUMNS = (
+    "cell",
+    "recovery",
+    "removed",
+    "calib_value",
+    "calib_change",
+    "mean_acc",
+    "mean_acc_lo",
+    "mean_acc_hi",
+    "delta_mean_acc",
+)  # then every perplexity with its delta, then CELL_COLUMNS_LAST; each where the table has it
+CELL_COLUMNS_LAST = ("lambada_acc", "budget_used", "wall_seconds")
+
+
+def _cells_section(names: list[str], all_rows: list[ComparisonRow]) -> list[str]:
+    """Every row of comparison.parquet (the dense model first) in the columns it has."""
+    ppl = [x for n in _ppl_columns(names) for x in (n, f"delta_{n}")]
+    cols = [c for c in (*CELL_COLUMNS, *ppl, *CELL_COLUMNS_LAST) if c in names]
+    lines = [
         "## Cells (the dense model first; delta_* = finalist minus dense; mean_acc_lo/hi: binomial, unpaired)",
         "",
         "| " + " | ".join(cols) + " |",
         "|" + "---|" * len(cols),
     ]
-    for r in all_rows:
-        lines.append("| " + " | ".join(_cell(_fmt(r.column(c))) for c in cols) + " |")
-    if paired:
-        lines += [
-            "",
-            "## Accuracy against the dense model (paired bootstrap over items, 95%; descriptive)",
-            "",
-            "| model (searcher, objective, k, recovery) | removed | mean acc [95%] | minus dense [95%] |",
-            "|---|---|---|---|",
-        ]
-        lines += [
-            f"| {p.searcher}, {p.objective}, k={p.k}, {p.recovery} | {p.removed} | "
-            f"{p.acc:.3f} [{p.acc_lo:.3f}, {p.acc_hi:.3f}] | "
-            f"{p.delta:+.3f} [{p.delta_lo:+.3f}, {p.delta_hi:+.3f}] |"
-            for p in paired
-        ]
-    cors = correlations(rows)
-    lines += [
+    return lines + ["| " + " | ".join(_cell(_fmt(r.column(c))) for c in cols) + " |" for r in all_rows]
+
+
+def _paired_section(paired: list[PairedAccuracy]) -> list[str]:
+    """Each model's accuracy and its paired difference from the dense model, when there are items."""
+    if not paired:
+        return []
+    lines = [
+        "",
+        "## Accuracy against the dense model (paired bootstrap over items, 95%; descriptive)",
+        "",
+        "| model (searcher, objective, k, recovery) | removed | mean acc [95%] | minus dense [95%] |",
+        "|---|---|---|---|",
+    ]
+    return lines + [
+        f"| {p.searcher}, {p.objective}, k={p.k}, {p.recovery} | {p.removed} | "
+        f"{p.acc:.3f} [{p.acc_lo:.3f}, {p.acc_hi:.3f}] | "
+        f"{p.delta:+.3f} [{p.delta_lo:+.3f}, {p.delta_hi:+.3f}] |"
+        for p in paired
+    ]
+
+
+def _spearman_section(cors: list[Correlation]) -> list[str]:
+    """Spearman's rho between calibration value and accuracy, per condition."""
+    lines = [
         "",
         "## Spearman (calibration value vs mean accuracy, distinct models; descriptive)",
         "",
         "| objective | k | recovery | n | rho | 95% bootstrap CI | exact permutation p (unadjusted) |",
         "|---|---|---|---|---|---|---|",
     ]
-    lines += [
+    return lines + [
         f"| {c.objective} | {c.k} | {c.recovery} | {c.n} | {_fmt(c.rho)} | "
         f"[{_fmt(c.rho_lo)}, {_fmt(c.rho_hi)}] | {_fmt(c.p)} |"
         for c in cors
     ]
+
+
+def _budget_section(run_dir: Path, one: list[ComparisonRow], cfg, n_blocks: int) -> list[str]:
+    """Each cell's best value within a quarter, a half and all of greedy's cost at its k."""
+    from ghostsearch.config import protected_blocks
+    from ghostsearch.search import Space
+    from ghostsearch.search.common import greedy_cost
+
     ks = sorted({r.k for r in one})
-    if ks:
-        costs = {k: float(greedy_cost(Space(n_blocks, k, protected_blocks(cfg, n_blocks)))) for k in ks}
-        lines += [
-            "",
-            "## Best value at budget B (B in greedy's cost at that k: "
-            + ", ".join(f"k={k}: {c:g}" for k, c in costs.items())
-            + ")",
-            "",
-            "| cell | budget used | B = 1/4 | B = 1/2 | B = 1 |",
-            "|---|---|---|---|---|",
-        ]
-        lines += [
-            f"| {b.cell} | {_fmt(b.budget_used)} | {_fmt(b.best_at[0.25])} | "
-            f"{_fmt(b.best_at[0.5])} | {_fmt(b.best_at[1.0])} |"
-            for b in best_at_budget(run_dir, one, costs)
-        ]
-    lines += ["", f"LoRP view of the dense model: RLS = {view['rls']:.3f}, clusters = {view['labels']}", ""]
-    for name, title in (
-        ("patterns", "Pruning patterns"),
-        ("convergence", "Best so far"),
-        ("similarity", "Block similarity and LoRP clusters"),
-        ("accuracy", "Downstream accuracy"),
-        ("spearman", "Calibration vs accuracy"),
-    ):
+    if not ks:
+        return []
+    costs = {k: float(greedy_cost(Space(n_blocks, k, protected_blocks(cfg, n_blocks)))) for k in ks}
+    lines = [
+        "",
+        "## Best value at budget B (B in greedy's cost at that k: "
+        + ", ".join(f"k={k}: {c:g}" for k, c in costs.items())
+        + ")",
+        "",
+        "| cell | budget used | B = 1/4 | B = 1/2 | B = 1 |",
+        "|---|---|---|---|---|",
+    ]
+    return lines + [
+        f"| {b.cell} | {_fmt(b.budget_used)} | {_fmt(b.best_at[0.25])} | "
+        f"{_fmt(b.best_at[0.5])} | {_fmt(b.best_at[1.0])} |"
+        for b in best_at_budget(run_dir, one, costs)
+    ]
+
+
+PLOTS = (
+    ("patterns", "Pruning patterns"),
+    ("convergence", "Best so far"),
+    ("similarity", "Block similarity and LoRP clusters"),
+    ("accuracy", "Downstream accuracy"),
+    ("spearman", "Calibration vs accuracy"),
+)
+
+
+def _plots_section() -> list[str]:
+    lines: list[str] = []
+    for name, title in PLOTS:
         lines += [f"## {title}", "", f"![{title}](plots/{name}.png)", ""]
-    md = "\n".join(lines)
-    write_text_atomic(run_dir / "report.md", md)
-    write_text_atomic(run_dir / "report.html", to_html(md))
-    write_text_atomic(
-        run_dir / "summary.json",
-        json.dumps(
-            {
-                "models": [m.to_dict() for m in models],
-                "contrasts": [c.__dict__ if hasattr(c, "__dict__") else list(c) for c in contrasts],
-                "summary": sentences,
-                "verdicts": [v.to_dict() for v in verdicts],
-                "spread": spread(rows).to_dict(),
-                "correlations": [c.to_dict() for c in cors],
-                "paired_accuracy": [p.to_dict() for p in paired],
-                "lorp": view,
-            },
-            indent=2,
-            default=_json_default,
-        ),
-    )
-    return run_dir / "report.md"
+    return lines
 
 
 UNDECIDED = ("no verdict", "not computed", "within noise", "reported")
