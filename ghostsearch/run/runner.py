@@ -284,6 +284,20 @@ class Run:
             raise
         return self
 
+    def run_cell(self, cell: CellSpec, progress: bool = True) -> CellResult:
+        """One cell of this run on its pool (:func:`run_cell` with the run's broker, RUN_DIR and model depth)."""
+        return run_cell(
+            self.cfg,
+            self.broker,
+            self.dir,
+            searcher=cell.searcher,
+            objective=cell.objective,
+            k=cell.k,
+            seed=cell.seed,
+            n_blocks=self.n_blocks,
+            progress=progress,
+        )
+
     def result(self, results: list[CellResult], **extra) -> dict:
         """result.json: ``contrasts`` first (compare), ``cells`` by cell name, ``extra``, ``data``."""
         head = {} if self.contrasts is None else {"contrasts": list(self.contrasts)}
@@ -389,16 +403,6 @@ def search(cfg: Config, address: str | None = None, progress: bool = True) -> di
     if done is not None:
         return done
     with Run(cfg, "search", [cell], address=address) as run:
-        res = run_cell(
-            cfg,
-            run.broker,
-            run.dir,
-            searcher=cell.searcher,
-            objective=cell.objective,
-            k=cell.k,
-            seed=cell.seed,
-            n_blocks=run.n_blocks,
-            progress=progress,
-        )
+        res = run.run_cell(cell, progress)
         run.outputs.cell(res.to_dict())  # the trackers take the JSON form
         return run.finish([res])

@@ -148,23 +148,7 @@ def nested_path(run_dir: Path, cell: str, answer: tuple[int, ...]) -> dict[int, 
 
 def search_sets(cfg: Config, run, ks: list[int], progress: bool) -> tuple[dict[int, list[int]], list[CellResult]]:
     """Each k's removed set: greedy's nested path from one cell at max(ks), else one cell per k."""
-    from ghostsearch.run.runner import run_cell
-
-    results = []
-    for c in cells(cfg, ks):
-        results.append(
-            run_cell(
-                cfg,
-                run.broker,
-                run.dir,
-                searcher=c.searcher,
-                objective=c.objective,
-                k=c.k,
-                seed=c.seed,
-                n_blocks=run.n_blocks,
-                progress=progress,
-            )
-        )
+    results = [run.run_cell(c, progress) for c in cells(cfg, ks)]
     if cfg.searcher in NESTED:
         path = nested_path(run.dir, results[0].cell, results[0].removed)
         return {k: path[k] for k in ks}, results
