@@ -15,9 +15,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import sys
-from collections import defaultdict
-from dataclasses import dataclass
-from typing import Generic, TypeVar
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from typing import Any, Generic, TypeVar
 
 import ray
 
@@ -41,6 +41,61 @@ class Served(Generic[S]):
     actor: str
     node: str
     cached: bool = False
+
+
+@dataclass(frozen=True)
+class SearcherCounts:
+    """One searcher's requests to the broker: how many it made, and how many of those were computed
+    for it or answered from the shared cache (or an identical request in flight)."""
+
+    requested: int = 0
+    computed: int = 0
+    cached: int = 0
+
+    def add(self, requested: int = 0, computed: int = 0, cached: int = 0) -> SearcherCounts:
+        return SearcherCounts(self.requested + requested, self.computed + computed, self.cached + cached)
+
+
+@dataclass(frozen=True)
+class CellBest:
+    """A cell as the broker saw it: its searcher, objective and k, and the best (lowest)
+    full-fidelity value of a k-set served to it, with that set."""
+
+    searcher: str
+    objective: str
+    k: int | None
+    best: float | None = None
+    best_removed: list[int] | None = None
+
+
+@dataclass(frozen=True)
+class PoolStatus:
+    """The broker's accounting (``Broker.pool_status``; ``to_dict`` is RUN_DIR/pool.json and what
+    ``ghostsearch pool status`` prints): its scorers, the requests waiting and in flight, the shared
+    cache's size and hit rate, retries and stalls, per searcher its counts, per cell its best."""
+
+    actors: list[str]
+    queue: int
+    inflight: int
+    cache_size: int
+    hit_rate: float
+    retries: int
+    stalls: int
+    searchers: dict[str, SearcherCounts]
+    cells: dict[str, CellBest]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def with_best(self, answers: Iterable[tuple[str, float | None, list[int]]]) -> PoolStatus:
+        """Each (cell, value, removed) of ``answers`` as its cell's best where it is better than the
+        broker's (a resumed cell's answer came from its ledger, not from the broker)."""
+        cells = dict(self.cells)
+        for cell, value, removed in answers:
+            c = cells.get(cell)
+            if c is not None and value is not None and (c.best is None or value < c.best):
+                cells[cell] = dataclasses.replace(c, best=value, best_removed=list(removed))
+        return dataclasses.replace(self, cells=cells)
 
 
 @ray.remote(max_restarts=-1, max_task_retries=0)
@@ -145,8 +200,8 @@ class Broker:
         self.cache: dict[CacheKey, Served] = {}
         self.inflight: dict[CacheKey, asyncio.Future] = {}
         self.statistics: dict[tuple[str, str], object] = {}  # (objective key, name) -> a dense statistic
-        self.stats: defaultdict[str, dict[str, int]] = defaultdict(lambda: {"requested": 0, "computed": 0, "cached": 0})
-        self.cells: dict[str, dict] = {}  # per cell: its searcher, objective, k and best value of a k-set
+        self.stats: dict[str, SearcherCounts] = {}
+        self.cells: dict[str, CellBest] = {}
         self.queue_depth = 0
         self.retries = 0
         self.stalls = 0  # requests re-sent because their scorer did not answer within pool.stall_seconds
@@ -299,8 +354,7 @@ class Broker:
         key = CacheKey.of(self.cfg.model, self.cfg.dtype, spec, blocks, fidelity, rows)
         if rows is not None:
             fidelity = 0.0
-        st = self.stats[searcher]
-        st["requested"] += 1
+        self._tally(searcher, requested=1)
         cached = True
         if key in self.cache:
             r = self.cache[key]
@@ -321,14 +375,13 @@ class Broker:
             finally:
                 self.inflight.pop(key, None)
             self.m_seconds.observe(r.score.seconds, tags={"objective": spec.name})
-        st["cached" if cached else "computed"] += 1
+        self._tally(searcher, computed=int(not cached), cached=int(cached))
         self.m_evals.inc(1, tags={"searcher": searcher, "objective": spec.name, "cached": str(cached)})
         if cell is not None:
-            c = self.cells.setdefault(
-                cell, {"searcher": searcher, "objective": spec.name, "k": k, "best": None, "best_removed": None}
-            )
-            if k is not None and new_best(blocks, fidelity, r.score.value, k, c["best"]):
-                c["best"], c["best_removed"] = r.score.value, list(blocks)  # only sets of the cell's k
+            c = self.cells.setdefault(cell, CellBest(searcher, spec.name, k))
+            if k is not None and new_best(blocks, fidelity, r.score.value, k, c.best):
+                # only sets of the cell's k
+                self.cells[cell] = dataclasses.replace(c, best=r.score.value, best_removed=list(blocks))
                 self.m_best.set(
                     r.score.value, tags={"cell": cell, "searcher": searcher, "objective": spec.name, "k": str(k)}
                 )
@@ -368,13 +421,12 @@ class Broker:
                 self.m_seconds.observe(r.score.seconds, tags={"objective": spec.name})
 
         await asyncio.gather(*[share(part) for part in parts])
-        st, out = self.stats[searcher], []
+        out = []
         for key in keys:
             cached = key not in futs
             r = self.cache[key] if key in self.cache else await asyncio.shield(self.inflight[key])
             futs.pop(key, None)
-            st["requested"] += 1
-            st["cached" if cached else "computed"] += 1
+            self._tally(searcher, requested=1, computed=int(not cached), cached=int(cached))
             self.m_evals.inc(1, tags={"searcher": searcher, "objective": spec.name, "cached": str(cached)})
             out.append(dataclasses.replace(r, cached=cached))
         return out
@@ -410,17 +462,24 @@ class Broker:
         finally:
             idle.put_nowait(i)
 
+    def _tally(self, searcher: str, requested: int = 0, computed: int = 0, cached: int = 0) -> None:
+        self.stats[searcher] = self.stats.get(searcher, SearcherCounts()).add(requested, computed, cached)
+
+    def pool_status(self) -> PoolStatus:
+        total = sum(s.requested for s in self.stats.values())
+        hits = sum(s.cached for s in self.stats.values())
+        return PoolStatus(
+            actors=list(self.names),
+            queue=self.queue_depth,
+            inflight=len(self.inflight),
+            cache_size=len(self.cache) + len(self.statistics),
+            hit_rate=hits / total if total else 0.0,
+            retries=self.retries,
+            stalls=self.stalls,
+            searchers=dict(self.stats),
+            cells=dict(self.cells),
+        )
+
     def status(self) -> dict:
-        total = sum(s["requested"] for s in self.stats.values())
-        hits = sum(s["cached"] for s in self.stats.values())
-        return {
-            "actors": self.names,
-            "queue": self.queue_depth,
-            "inflight": len(self.inflight),
-            "cache_size": len(self.cache) + len(self.statistics),
-            "hit_rate": hits / total if total else 0.0,
-            "retries": self.retries,
-            "stalls": self.stalls,
-            "searchers": {k: dict(v) for k, v in self.stats.items()},
-            "cells": {k: dict(v) for k, v in self.cells.items()},
-        }
+        """:meth:`pool_status` as pool.json writes it (``ghostsearch pool status``, ``stop_pool``)."""
+        return self.pool_status().to_dict()

@@ -308,14 +308,10 @@ class Run:
         cells, so not rewritten when all ``resumed``), the ledger compacted, result.json written."""
         import ray
 
-        status = ray.get(self.broker.status.remote())
-        for r in results:  # a resumed cell's answers came from the ledger, not the broker: its best is the cell's
-            c = status.get("cells", {}).get(r.cell)
-            if c is not None and r.value is not None and (c.get("best") is None or r.value < c["best"]):
-                c["best"], c["best_removed"] = r.value, list(r.removed)
+        status = ray.get(self.broker.pool_status.remote()).with_best((r.cell, r.value, r.removed) for r in results)
         Ledger(self.dir).compact()
         if resumed < len(self.cells) or not (self.dir / "pool.json").exists():
-            write_json_atomic(self.dir / "pool.json", status)
+            write_json_atomic(self.dir / "pool.json", status.to_dict())
         result = self.result(results, **extra)
         write_json_atomic(self.dir / "result.json", result)
         return result

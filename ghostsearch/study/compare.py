@@ -388,7 +388,7 @@ class _Evaluator:
         self.last_items = items
         specs = {k: self.jobs[k] for k in keys}
         if self.broker is not None:
-            n = len(ray.get(self.broker.status.remote())["actors"])
+            n = len(ray.get(self.broker.pool_status.remote()).actors)
             pending = {}
 
             def submit(share, attempt):

@@ -217,3 +217,42 @@ def test_a_resumed_cell_is_answered_from_its_ledger_without_writing_a_row_twice(
         ((1,), 1.0, None),
     ]
     assert seen[2].partial and seen[2].row_losses == losses and seen[2].value == v
+
+
+# ---------------------------------------------------------------- the broker's accounting
+def test_pool_status_writes_pool_json_as_before_and_takes_a_resumed_cells_best():
+    from ghostsearch.pool.actors import CellBest, PoolStatus, SearcherCounts
+
+    counts = SearcherCounts().add(requested=1).add(computed=1).add(requested=1, cached=1)
+    status = PoolStatus(
+        actors=["a-0"],
+        queue=0,
+        inflight=0,
+        cache_size=3,
+        hit_rate=0.5,
+        retries=0,
+        stalls=1,
+        searchers={"greedy": counts},
+        cells={"c": CellBest("greedy", "perplexity", 2, 9.0, [1, 3]), "d": CellBest("bo", "perplexity", 2)},
+    )
+    # pool.json's keys in the order the broker's dicts had them
+    assert status.to_dict() == {
+        "actors": ["a-0"],
+        "queue": 0,
+        "inflight": 0,
+        "cache_size": 3,
+        "hit_rate": 0.5,
+        "retries": 0,
+        "stalls": 1,
+        "searchers": {"greedy": {"requested": 2, "computed": 1, "cached": 1}},
+        "cells": {
+            "c": {"searcher": "greedy", "objective": "perplexity", "k": 2, "best": 9.0, "best_removed": [1, 3]},
+            "d": {"searcher": "bo", "objective": "perplexity", "k": 2, "best": None, "best_removed": None},
+        },
+    }
+    assert list(status.to_dict()) == list(PoolStatus.__dataclass_fields__)
+    assert list(status.to_dict()["cells"]["c"]) == ["searcher", "objective", "k", "best", "best_removed"]
+    better = status.with_best([("c", 8.5, [0, 3]), ("d", None, []), ("gone", 1.0, [5])])
+    assert better.cells["c"].best == 8.5 and better.cells["c"].best_removed == [0, 3]
+    assert better.cells["d"] == status.cells["d"] and "gone" not in better.cells
+    assert status.with_best([("c", 9.5, [0, 1])]) == status  # a worse answer leaves the broker's best
