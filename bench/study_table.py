@@ -28,9 +28,11 @@ from ghostsearch.study.claims import (
     family,
     finalists,
     jaccard,
-    lorp_claims,
+    method_comparison,
     render,
 )
+
+LORP_PAPER = "LoRP beats ShortGPT / LLM-Streamline without repair (Qwen3-8B, 7 of 36 blocks: 56.65 vs 51.50 % mean acc)"
 
 
 def fmt(v, p=3):
@@ -93,7 +95,7 @@ def main(run_dir: str):
     else:
         print(f"({len(matrix.keys)} evaluated models x {matrix.n_items} items on {len(matrix.tasks)} tasks)\n")
     main_rows = all_claims(rows, matrix)
-    lorp, lines = lorp_claims(rows, matrix)
+    lorp, lines = method_comparison(rows, matrix, "lorp", ["shortgpt", "streamline"], LORP_PAPER)  # the LoRP paper's
     decided = family(main_rows + lorp)  # one family: every tested row of the run
     main_rows, lorp = decided[: len(main_rows)], decided[len(main_rows) :]
     n = sum(r.p_adj is not None for r in decided)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from itertools import combinations
@@ -1037,8 +1037,8 @@ def all_claims(
 
 
 # ---------------------------------------------------------------- the papers' own claims
-# bench/study_table.py and bench/ghosted_study.py print these; the rules live here (issue 39 item 5).
-LORP_PAPER = "LoRP beats ShortGPT / LLM-Streamline without repair (Qwen3-8B, 7 of 36 blocks: 56.65 vs 51.50 % mean acc)"
+# bench/study_table.py and bench/ghosted_study.py print these; the rules live here (issue 39 item 5), the
+# methods a paper compares are the caller's (no rule here decides by a searcher's name).
 GHOSTED_PAPER = (
     "Ghosted > ReplaceMe > LinearPatch in mean accuracy (LLaMA-3.1-8B, 7 blocks removed: 60.01 / 59.68 / 53.27 %)"
 )
@@ -1052,32 +1052,35 @@ def _fmt(v, places: int = 3) -> str:
     return "–" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{places}f}"
 
 
-def lorp_claims(rows: list[ComparisonRow], matrix: ItemMatrix | None) -> tuple[list[ClaimRow], list[str]]:
-    """LoRP against ShortGPT and Streamline, unrepaired (the LoRP paper's setting), per k, on the
-    perplexity-objective cells of seed 0 (their sets do not depend on the objective's search):
-    paired accuracy differences (:func:`recovery_comparison`) and a perplexity line per k (one
-    evaluation, no interval)."""
+def method_comparison(
+    rows: list[ComparisonRow], matrix: ItemMatrix | None, subject: str, rivals: Sequence[str], paper: str
+) -> tuple[list[ClaimRow], list[str]]:
+    """A paper's "``subject`` beats ``rivals`` without repair" (e.g. LoRP against ShortGPT and
+    Streamline: bench/study_table.py names them), per k, on the unrepaired perplexity-objective cells of
+    seed 0 (their sets do not depend on the objective's search): paired accuracy differences
+    (:func:`recovery_comparison`) and a perplexity line per k (one evaluation, no interval)."""
+    methods = (subject, *rivals)
     pick = {
         (r.searcher, r.k): r for r in finalists(rows) if r.rec == "none" and r.objective == "perplexity" and r.seed == 0
     }
     pairs, lines = [], []
     for k in sorted({k for _, k in pick}):
-        lo = pick.get(("lorp", k))
+        lo = pick.get((subject, k))
         if lo is None:
             continue
-        for other in ("shortgpt", "streamline"):
+        for other in rivals:
             o = pick.get((other, k))
             if o is not None:
                 pairs.append(
                     (
-                        f"lorp (k={k}, {list(lo.removed)})",
+                        f"{subject} (k={k}, {list(lo.removed)})",
                         lo.eval_key,
                         f"{other} ({list(o.removed)})",
                         o.eval_key,
-                        LORP_PAPER,
+                        paper,
                     )
                 )
-        ppl = {s: pick[(s, k)].metric("ppl_wikitext2") for s in ("lorp", "shortgpt", "streamline") if (s, k) in pick}
+        ppl = {s: pick[(s, k)].metric("ppl_wikitext2") for s in methods if (s, k) in pick}
         lines.append(
             f"k={k}, unrepaired WikiText-2 perplexity: "
             + ", ".join(f"{s} {_fmt(v, 1)}" for s, v in ppl.items())
@@ -1133,7 +1136,7 @@ def _ghosted_saturation(
         + [
             r
             for r in main_rows
-            if extra and r["set"] == "greedy" and r["k"] == extra[0]["k"] and repair_label(r) == "ghosted"
+            if extra and r["set"] == extra[0]["set"] and r["k"] == extra[0]["k"] and repair_label(r) == "ghosted"
         ],
         key=lambda r: r["n_seq"],
     )
@@ -1144,11 +1147,11 @@ def _ghosted_saturation(
     for r in sat[:-1]:
         if r["n_seq"] >= 32 and r["key"] in matrix and top["key"] in matrix:
             p, lo, hi = item_bootstrap(matrix, partial(_acc_gap, top["key"], r["key"]), keys=[top["key"], r["key"]])
-            cond = f"acc({top['n_seq']}) - acc({r['n_seq']}), greedy k={r['k']}"
+            cond = f"acc({top['n_seq']}) - acc({r['n_seq']}), {r['set']} k={r['k']}"
             out.append(
                 claim_row("accuracy gained beyond n sequences is < 0.01", SATURATION_PAPER, cond, p, lo, hi, 0.01, "<")
             )
-    line = "saturation (greedy k=%d): " % top["k"] + ", ".join(
+    line = f"saturation ({top['set']} k={top['k']}): " + ", ".join(
         f"{r['n_seq']} seq: ppl {r.get('ppl_wikitext2', float('nan')):.1f}, acc {r.get('mean_acc', float('nan')):.3f}"
         for r in sat
     )
@@ -1159,16 +1162,16 @@ def _ghosted_dataset(rows: list[dict], by_set: dict, matrix: ItemMatrix | None) 
     """Ghosted calibrated on WikiText-2 instead of C4 (the dataset rows): |accuracy difference| < 0.01."""
     out, lines = [], []
     for w in (r for r in rows if r["role"] == "dataset"):
-        c4 = by_set.get(("greedy", w["k"]), {}).get("ghosted")
+        c4 = by_set.get((w["set"], w["k"]), {}).get("ghosted")  # the same set repaired on C4
         if c4 is None or matrix is None or c4["key"] not in matrix or w["key"] not in matrix:
             continue
         p, lo, hi = item_bootstrap(matrix, partial(_abs_acc_gap, c4["key"], w["key"]), keys=[c4["key"], w["key"]])
-        cond = f"ghosted, greedy k={w['k']}"
+        cond = f"ghosted, {w['set']} k={w['k']}"
         out.append(
             claim_row("|acc(C4 calib) - acc(WikiText-2 calib)| < 0.01", DATASET_PAPER, cond, p, lo, hi, 0.01, "<")
         )
         lines.append(
-            f"calibration data (greedy k={w['k']}): C4 ppl {c4.get('ppl_wikitext2', float('nan')):.1f} / "
+            f"calibration data ({w['set']} k={w['k']}): C4 ppl {c4.get('ppl_wikitext2', float('nan')):.1f} / "
             f"acc {c4.get('mean_acc', float('nan')):.3f}; WikiText-2 ppl "
             f"{w.get('ppl_wikitext2', float('nan')):.1f}"
             f" / acc {w.get('mean_acc', float('nan')):.3f} (WikiText-2 perplexity is measured on its test "

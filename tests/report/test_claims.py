@@ -640,10 +640,16 @@ def test_cross_fitted_claims_with_one_item_a_task_are_not_computed():
 
 
 # ---------------------------------------------------------------- the papers' claims (moved from bench/)
-def test_lorp_claims_pair_lorp_with_shortgpt_and_streamline_per_k():
-    """claims.lorp_claims (was bench/study_table.py's): unrepaired perplexity cells of seed 0, one
-    paired row per rival and k, LoRP's better items giving 'holds' after the family's adjustment."""
-    from ghostsearch.study.claims import LORP_PAPER, lorp_claims
+def test_method_comparison_pairs_a_method_with_its_rivals_per_k():
+    """claims.method_comparison (was bench/study_table.py's lorp_claims, which passes the LoRP paper's
+    names): unrepaired perplexity cells of seed 0, one paired row per rival and k, the better items
+    giving 'holds' after the family's adjustment."""
+    from ghostsearch.study.claims import method_comparison
+
+    paper = "LoRP beats ShortGPT / LLM-Streamline"
+
+    def lorp_claims(rows, m):
+        return method_comparison(rows, m, "lorp", ["shortgpt", "streamline"], paper)
 
     rng = np.random.default_rng(3)
     rows, m = synthetic(
@@ -657,7 +663,7 @@ def test_lorp_claims_pair_lorp_with_shortgpt_and_streamline_per_k():
         "lorp (k=4, [0, 40, 80, 120]) - shortgpt ([2, 42, 82, 122])",
         "lorp (k=4, [0, 40, 80, 120]) - streamline ([4, 44, 84, 124])",
     ]
-    assert all(r.paper == LORP_PAPER for r in got)
+    assert all(r.paper == paper for r in got)
     assert [r.verdict for r in family(got)] == ["holds", "holds"]
     assert lines == ["k=4, unrepaired WikiText-2 perplexity: lorp –, shortgpt –, streamline – (lowest: lorp)"]
     assert [r.verdict for r in lorp_claims(rows, None)[0]] == ["not computed", "not computed"]
