@@ -25,44 +25,24 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 
 import benchenv  # noqa: E402,F401  (the repository on sys.path, offline HF, ../shared/data as the data directory)
 
 from ghostsearch.core.io import write_text_atomic  # noqa: E402
-from ghostsearch.rundir.ledger import read_ledger  # noqa: E402
+from ghostsearch.rundir.curves import Curve, best_so_far  # noqa: E402
 
 SEARCHERS = ["oneshot", "greedy", "beam", "ga", "bo", "cbo", "fastblock", "lorp"]
 
 
-def curves(run_dir, objective: str, k: int) -> dict[str, dict]:
-    """Per searcher (first seed): full-fidelity evaluations used, best value, and evaluations / seconds to
-    each improvement; computed from the ledger rows in time order."""
-    rows = [r for r in read_ledger(run_dir).to_pylist() if r["objective"] == objective]
-    out = {}
-    for cell in sorted({r["cell"] for r in rows}):
-        rs = sorted((r for r in rows if r["cell"] == cell), key=lambda r: r["time"])
-        if not rs or rs[0]["k"] is None or f"-k{k}-" not in cell:
-            continue
-        name = cell.split("-")[0]
-        if name in out:
-            continue
-        t0, used, best, trace = rs[0]["time"], 0.0, math.inf, []
-        for r in rs:
-            used += r["fidelity"]
-            if r["fidelity"] >= 1.0 and len(r["removed"]) == k and r["value"] < best:
-                best = r["value"]
-                trace.append((used, r["time"] - t0, best))
-        out[name] = {"used": used, "best": best, "trace": trace, "seconds": rs[-1]["time"] - t0}
+def curves(run_dir, objective: str, k: int) -> dict[str, Curve]:
+    """Per searcher (its first cell at this k, by name): the cell's best-so-far curve from the ledger
+    (``rundir.curves``, the report's rule: full-fidelity k-sets, a race block charged its own rows)."""
+    out: dict[str, Curve] = {}
+    for cell, c in sorted(best_so_far(run_dir, objective).items()):
+        if c.k == k:
+            out.setdefault(cell.split("-")[0], c)
     return out
-
-
-def evals_to_reach(trace, target, rel=1e-9):
-    for used, sec, best in trace:
-        if best <= target + rel * abs(target):  # lower is better; the margin objective is negative
-            return used, sec
-    return None, None
 
 
 def report(run_dir, objective="perplexity", k=6):
@@ -70,16 +50,16 @@ def report(run_dir, objective="perplexity", k=6):
     if "greedy" not in cs:
         raise SystemExit(f"no greedy cell for {objective} k={k} in {run_dir}")
     g = cs["greedy"]
-    print(f"{objective}, k={k}; greedy best {g['best']:.4f} after {g['used']:.0f} evaluations")
+    print(f"{objective}, k={k}; greedy best {g.final:.4f} after {g.used:.0f} evaluations")
     print(f"{'searcher':10s} {'best':>10s} {'evals used':>10s} {'wall s':>8s} {'evals to greedy':>16s} {'ratio':>7s}")
     for name in SEARCHERS:
         if name not in cs:
             continue
         c = cs[name]
-        used, sec = evals_to_reach(c["trace"], g["best"])
-        ratio = f"{used / g['used']:.2f}x" if used else "-"
+        used = (c.reach(g.final) or (None, None))[0]
+        ratio = f"{used / g.used:.2f}x" if used else "-"
         print(
-            f"{name:10s} {c['best']:10.4f} {c['used']:10.1f} {c['seconds']:8.1f} "
+            f"{name:10s} {c.final:10.4f} {c.used:10.1f} {c.wall:8.1f} "
             f"{(f'{used:.1f}' if used else 'not reached'):>16s} {ratio:>7s}"
         )
 

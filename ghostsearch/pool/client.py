@@ -86,6 +86,7 @@ class PoolClient:
             node=node,
             time=time.time(),
             seed=self.seed,
+            cell_k=self.k,
             **race,
         )
 

@@ -79,6 +79,9 @@ class LedgerRow:
     cost: float | None = _column(pa.float64(), None)
     partial: bool | None = _column(pa.bool_(), None)
     row_losses: list[float] | None = _column(pa.list_(pa.float64()), None)
+    # the k of the row's cell (``k`` above is len(removed): greedy and beam also score smaller sets);
+    # null in a ledger written before the column existed (rundir.curves.cell_k then reads the cell's name)
+    cell_k: int | None = _column(pa.int32(), None)
 
     @classmethod
     def from_dict(cls, row: Mapping[str, Any]) -> LedgerRow:
@@ -228,7 +231,14 @@ def _row_ok(row) -> bool:
         all(isinstance(i, int) and not isinstance(i, bool) for i in row["removed"])
         and math.isfinite(row["fidelity"])
         and math.isfinite(row["value"])
+        and _optional_k(row.get("cell_k"))
     )
+
+
+def _optional_k(v) -> bool:
+    """A cell's k as a row holds it: absent or null (a ledger written before the column), else a
+    positive int."""
+    return v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 1)
 
 
 def _journal_rows(path: Path) -> tuple[list[dict], list[str]]:

@@ -165,6 +165,7 @@ HISTORICAL = [
     ("cost", "double"),
     ("partial", "bool"),
     ("row_losses", "list<item: double>"),
+    ("cell_k", "int32"),  # added by issue 39: a ledger without it reads (test_a_ledger_before_cell_k_reads)
 ]
 
 
@@ -222,3 +223,30 @@ def test_reading_a_row_by_a_name_that_is_no_field_fails():
         row.valeu  # type: ignore[attr-defined]  # noqa: B018  (the attribute access is the check)
     with pytest.raises(dataclasses.FrozenInstanceError):
         row.value = 1.0  # type: ignore[misc]
+
+
+# ---------------------------------------------------------------- the cell's k (issue 39 item 5)
+def test_a_ledger_before_cell_k_reads(tmp_path):
+    """A part and a journal written before the cell_k column: read, cell_k null; compaction keeps them."""
+    import pyarrow as pa
+
+    old_schema = pa.schema([f for f in SCHEMA if f.name != "cell_k"])
+    d = tmp_path / "ledger"
+    (d / "_journal").mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist([{**_row(1), "eval_id": "p1"}], schema=old_schema), d / "part-1-old.parquet")
+    (d / "_journal" / "journal-old-1.jsonl").write_text(json.dumps({**_row(2), "eval_id": "j2", "time": 2.0}) + "\n")
+    rows = read_ledger(tmp_path).to_pylist()
+    assert sorted(r["eval_id"] for r in rows) == ["j2", "p1"] and all(r["cell_k"] is None for r in rows)
+    Ledger(tmp_path).append({**_row(3), "cell_k": 2})
+    compact(tmp_path)
+    got = {r["eval_id"]: r["cell_k"] for r in read_ledger(tmp_path).to_pylist()}
+    assert got["p1"] is None and got["j2"] is None and sorted(got.values(), key=str)[0] == 2
+
+
+def test_a_row_with_a_bad_cell_k_is_left_out_as_the_ledger_reads(tmp_path, caplog):
+    d = tmp_path / "ledger" / "_journal"
+    d.mkdir(parents=True)
+    lines = [{**_row(i), "eval_id": f"r{i}", "cell_k": k} for i, k in enumerate([2, None, 0, "2", True, 2.5])]
+    (d / "journal-x-1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    assert sorted(r["eval_id"] for r in read_ledger(tmp_path).to_pylist()) == ["r0", "r1"]
+    assert "4 malformed row(s)" in caplog.text

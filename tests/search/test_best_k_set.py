@@ -1,13 +1,13 @@
 """ "The best full-fidelity k-set", one rule (search.base.new_best) for the searcher's answer and
 history (which the progress bar shows: runner.run_cell's ``bar.told(s.best_value)``), the broker's
-per-cell best and the report's best-so-far curves. Greedy and beam score smaller sets on the way,
-ga and cbo screen at fidelity < 1: none of those values may ever be shown or reported as the best.
+per-cell best and the report's best-so-far curves (rundir/curves.py, tested in
+tests/rundir/test_curves.py). Greedy and beam score smaller sets on the way, ga and cbo screen at
+fidelity < 1: none of those values may ever be shown or reported as the best.
 (Before the rule was written once, the runner's bar took the best of every row and showed
 best=78.17, a 1-block removal, during a k=3 search.)"""
 
 from __future__ import annotations
 
-import importlib
 import math
 
 import pytest
@@ -57,29 +57,3 @@ def test_the_best_shown_is_always_a_full_fidelity_k_set(name):
         assert len(s.best_removed) == SPACE.k and s.best_value == k_sets[s.best_removed]
     if name in ("greedy", "beam"):  # the case that broke the bar: smaller sets told with lower values
         assert min(v for c, v in told if len(c.removed) < SPACE.k) < s.best_value
-
-
-def test_report_curves_count_only_full_fidelity_k_sets(monkeypatch):
-    summary = importlib.import_module("ghostsearch.study.report.summary")  # the package exports a function 'summary'
-
-    rows = [
-        {"cell": "greedy-ppl-k3-s0", "time": t, "fidelity": f, "cost": None, "removed": r, "value": v}
-        for t, (r, f, v) in enumerate(
-            [
-                ([4], 1.0, 1.0),
-                ([4, 5], 1.0, 2.0),
-                ([4, 5, 6], 1.0, 9.0),
-                ([1, 2, 3], 0.5, 3.0),
-                ([1, 2, 7], 1.0, 8.0),
-                ([4, 5, 8], 1.0, 8.5),
-            ]
-        )
-    ]
-
-    class Table:
-        def to_pylist(self):
-            return rows
-
-    monkeypatch.setattr(summary, "read_ledger", lambda run_dir: Table())
-    curve = summary.best_so_far("RUN")["greedy-ppl-k3-s0"]
-    assert curve.best == [9.0, 9.0, 8.0, 8.0] and curve.evaluations == [3.0, 3.5, 4.5, 5.5]

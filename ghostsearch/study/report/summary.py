@@ -12,8 +12,7 @@ from typing import Any
 import numpy as np
 
 from ghostsearch.core.comparison_row import ComparisonRow
-from ghostsearch.rundir.ledger import read_ledger
-from ghostsearch.search.base import new_best
+from ghostsearch.rundir.curves import best_so_far  # the one best-so-far rule (rundir/curves.py)
 from ghostsearch.stats import inference as stats
 from ghostsearch.stats.inference import spearman, spearman_ci
 from ghostsearch.study.claims import MIN_MODELS, SMALL_GAP, ClaimRow, ItemMatrix, distinct, finalists
@@ -76,16 +75,6 @@ class PairedAccuracy:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-@dataclass(frozen=True)
-class Curve:
-    """A cell's best full-fidelity value so far (``best``) after each evaluation that had one: the
-    budget used by then (``evaluations``) and the seconds since its first (``seconds``)."""
-
-    evaluations: list[float]
-    seconds: list[float]
-    best: list[float]
 
 
 @dataclass(frozen=True)
@@ -274,30 +263,6 @@ def summary(
             )
         )
     return lines
-
-
-def best_so_far(run_dir) -> dict[str, Curve]:
-    """Per cell: best full-fidelity value against evaluations (budget used) and against wall seconds."""
-    rows = read_ledger(run_dir).to_pylist()
-    by = defaultdict(list)
-    for r in rows:
-        by[r["cell"]].append(r)
-    out = {}
-    for cell, rs in by.items():
-        rs.sort(key=lambda r: r["time"])
-        k = max(len(r["removed"]) for r in rs)  # the cell's k (greedy/beam also score partial sets)
-        t0, used, best = rs[0]["time"], 0.0, math.inf
-        ev, sec, val = [], [], []
-        for r in rs:
-            used += r.get("cost") or r["fidelity"]  # a race block (racing) costs its own rows
-            if new_best(r["removed"], r["fidelity"], r["value"], k, best):
-                best = r["value"]
-            if best < math.inf:
-                ev.append(used)
-                sec.append(r["time"] - t0)
-                val.append(best)
-        out[cell] = Curve(evaluations=ev, seconds=sec, best=val)
-    return out
 
 
 def best_at_budget(
