@@ -69,7 +69,7 @@ def main() -> None:
     ppl = {}
     for key, (rec, ops) in fits.items():
         with rec.patches(sc.stack, ops) as patches:
-            ppl[key] = sc.score(wiki, removed, patches=patches)["value"]
+            ppl[key] = sc.score(wiki, removed, patches=patches).value
         base = ppl.get((key[0], "quarot", "mean_ratio"), ppl[key])
         print(
             f"{' '.join(key):30s} wikitext2 ppl {ppl[key]:9.3f} ({ppl[key] / base - 1:+.4%} against the default)",

@@ -181,7 +181,7 @@ class Rows:
         out = []
         for q, r in zip(requests, rs):
             counts = [self.counts[i] for i in q.rows]
-            out.append((r["sums"], counts, self.value_of(q.before[0] + sum(r["sums"]), q.before[1] + sum(counts))))
+            out.append((r.sums, counts, self.value_of(q.before[0] + sum(r.sums), q.before[1] + sum(counts))))
         return out
 
 

@@ -15,7 +15,7 @@ import math
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Callable, ClassVar, Protocol
+from typing import Callable, Protocol
 
 import numpy as np
 import torch
@@ -39,23 +39,8 @@ class PatchProvider(Protocol):
     def patches(self, removed: Removed) -> Patches: ...
 
 
-class ByName:
-    """Read access by field name for callers not yet moved to attributes: ``r["value"]`` is
-    ``r.value``. A name that is not a field raises KeyError at once; there is no ``get`` and no
-    default, so a misspelt field cannot pass as a null."""
-
-    __dataclass_fields__: ClassVar[dict]
-
-    def __getitem__(self, name: str):
-        if name not in self.__dataclass_fields__:
-            raise KeyError(
-                f"{type(self).__name__} has no field {name!r}; its fields: {', '.join(self.__dataclass_fields__)}"
-            )
-        return getattr(self, name)
-
-
 @dataclass(frozen=True)
-class Score(ByName):
+class Score:
     """What ``Scorer.score`` returns: the objective's value of the model with ``removed`` removed
     on the fidelity's rows, the tokens it was computed on, the seconds it took, and the boundary
     the run started from (its cached prefix)."""
@@ -67,7 +52,7 @@ class Score(ByName):
 
 
 @dataclass(frozen=True)
-class RowScore(ByName):
+class RowScore:
     """What ``Scorer.score_rows`` returns (racing): per requested row, in the order asked, its loss
     sum and count; the tokens scored, the seconds it took, and the boundary the run started from."""
 

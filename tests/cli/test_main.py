@@ -85,6 +85,6 @@ def test_score_equals_the_scorer(tiny_model_dir, tmp_path, data_dir, capsys):
     assert row["removed"] == [1, 3] and row["objective"] == "perplexity" and row["tokens"] == 2 * 32
     cfg = load_config(str(cfg_file))
     sc = scorer_from_config(cfg)
-    direct = sc.score(sc.prepare(cfg.objective_spec()), (1, 3))["value"]
+    direct = sc.score(sc.prepare(cfg.objective_spec()), (1, 3)).value
     assert row["value"] == pytest.approx(direct, rel=1e-6)
     torch.set_num_threads(2)

@@ -25,9 +25,9 @@ def test_smollm2_objectives(smollm2, data_dir):
     model, tok = smollm2
     sc = Scorer(Stack(model), tok)
     key = sc.prepare(ObjectiveSpec.make("perplexity", CalibrationSpec(PROSE, 4, 256, 0, data_dir)))
-    dense = sc.score(key, ())["value"]
+    dense = sc.score(key, ()).value
     assert 8 < dense < 60, dense  # plausible for a 135M model on WikiText-2 / LAMBADA
-    pruned = sc.score(key, (10, 11, 12))["value"]
+    pruned = sc.score(key, (10, 11, 12)).value
     assert pruned > dense
     # equivalence on the real model
     ids = sc.prepared[key].batches[0].input_ids
@@ -35,11 +35,11 @@ def test_smollm2_objectives(smollm2, data_dir):
     ref = math.exp(F.cross_entropy(lg[:, :-1].reshape(-1, lg.shape[-1]), ids[:, 1:].reshape(-1)).item())
     assert pruned == pytest.approx(ref, rel=1e-4)
     kl = sc.prepare(ObjectiveSpec.make("kl", CalibrationSpec(PROSE, 2, 128, 0, data_dir)))
-    assert sc.score(kl, ())["value"] == pytest.approx(0.0, abs=1e-6)
-    assert sc.score(kl, (10,))["value"] > 0
+    assert sc.score(kl, ()).value == pytest.approx(0.0, abs=1e-6)
+    assert sc.score(kl, (10,)).value > 0
     mg = sc.prepare(ObjectiveSpec.make("margin", CalibrationSpec("arc_easy", 24, 256, 0, data_dir)))
     # objective = -mean margin (gold minus the best wrong answer): removing six middle blocks hurts it
-    assert sc.score(mg, ())["value"] < sc.score(mg, (10, 11, 12, 13, 14, 15))["value"]
+    assert sc.score(mg, ()).value < sc.score(mg, (10, 11, 12, 13, 14, 15)).value
 
 
 @pytest.mark.slow
@@ -61,9 +61,9 @@ def test_user_objective_from_the_plugin_folder(smollm2, data_dir):
     )
     sc = Scorer(Stack(model), tok)
     key = sc.prepare(cfg.objective_spec())
-    assert sc.score(key, ())["value"] == pytest.approx(0.0, abs=1e-6)
+    assert sc.score(key, ()).value == pytest.approx(0.0, abs=1e-6)
     removed = (10, 11, 12)
-    value = sc.score(key, removed)["value"]
+    value = sc.score(key, removed).value
     ids = torch.cat([b.input_ids for b in sc.prepared[key].batches])
     with torch.no_grad():
         dense = model.model(ids).last_hidden_state.float()

@@ -68,9 +68,9 @@ def test_ghosted_symmetric_ablation_and_shares(tiny):
     assert d["antisymmetric_share"] == pytest.approx(float(((m - m.T) / 2).norm() / m.norm()), rel=1e-5)
     assert 0 < d["antisymmetric_share_w"] < 1 and r["antisymmetric_share_w"] == pytest.approx(0, abs=1e-6)
     with get_recovery("ghosted").patches(sc.stack, dense) as p:
-        v_dense = sc.score(key, REMOVED, patches=p)["value"]
+        v_dense = sc.score(key, REMOVED, patches=p).value
     # the patch is applied (a random tiny model's loss need not fall: alignment is what is fitted)
-    assert v_dense != pytest.approx(sc.score(key, REMOVED)["value"], rel=1e-6)
+    assert v_dense != pytest.approx(sc.score(key, REMOVED).value, rel=1e-6)
 
 
 def test_linearpatch_reports_its_rotation(tiny):

@@ -25,7 +25,7 @@ def wiki_ppl(sc, key, wiki, removed, method, **kw):
     rec = get_recovery(method, **kw)
     ops = rec.fit(sc.stack, removed, Activations.from_scorer(sc, key))
     with rec.patches(sc.stack, ops) as patches:
-        return sc.score(wiki, removed, patches=patches)["value"], ops
+        return sc.score(wiki, removed, patches=patches).value, ops
 
 
 @pytest.mark.parametrize("k", [4, 6, 8])
@@ -72,7 +72,7 @@ def test_aware_score_equals_pruned_repaired_model(aware):
     sc, calib = aware
     removed = window(sc, calib, 4)
     rows = 4
-    aware = sc.score(calib, removed, fidelity=rows / 8)["value"]
+    aware = sc.score(calib, removed, fidelity=rows / 8).value
     ops = get_recovery("ghosted").fit(sc.stack, removed, Activations.from_scorer(sc, calib))
     model = pruned_model(sc.stack.model, ops)
     ids = sc.prepared[calib].batches[0].input_ids[:rows]

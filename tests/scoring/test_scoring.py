@@ -49,12 +49,12 @@ def test_scorer_prefix_runs_equal_fresh(family):
     try:
         key = sc.prepare(ObjectiveSpec.make("_ppl_fixed", CalibrationSpec("c4", 4, 32, 0)))
         for removed, prefix in [((2, 4), (2,)), ((1, 2, 4), (2,)), ((2, 3), None), ((5,), (2,))]:
-            v = sc.score(key, removed, prefix=prefix)["value"]
+            v = sc.score(key, removed, prefix=prefix).value
             lg = _ref_logits(model, removed, ids.to(DEVICE))
             ref = math.exp(F.cross_entropy(lg[:, :-1].reshape(-1, 512), ids[:, 1:].reshape(-1).to(DEVICE)).item())
             assert v == pytest.approx(ref, rel=REL), (removed, prefix)
         assert (2,) in sc.prepared[key].runs
-        assert sc.score(key, (2, 4))["start"] == 4  # served from R=(2,)'s state entering block 4
+        assert sc.score(key, (2, 4)).start == 4  # served from R=(2,)'s state entering block 4
     finally:
         OBJECTIVES.remove(Fixed.name)
 
@@ -68,7 +68,7 @@ def test_margin_packing_equals_separate_sequences(smollm2, data_dir):
     model, tok = smollm2
     sc = Scorer(Stack(model), tok)
     key = sc.prepare(ObjectiveSpec.make("margin", CalibrationSpec("arc_easy", 6, 256, 3, data_dir)))
-    ours = sc.score(key, (7, 20))["value"]
+    ours = sc.score(key, (7, 20)).value
     items = data.sample_items(data.mc_items("arc_easy", data_dir), 6, 3, "arc_easy")
     pm = physically_prune(model, (7, 20))
     ms = []
@@ -113,31 +113,31 @@ def test_row_losses_in_any_order_add_up_to_the_value(objective, dataset, smollm2
     removed, prefix = (1, 3), (1,)
     whole = sc.score_rows(key, removed, [5, 0, 3, 1, 4, 2], prefix=prefix)
     parts = [sc.score_rows(key, removed, rows) for rows in ([2], [4, 1], [0, 3, 5])]
-    by_row = dict(zip([5, 0, 3, 1, 4, 2], whole["sums"]))
+    by_row = dict(zip([5, 0, 3, 1, 4, 2], whole.sums))
     for rows, part in zip(([2], [4, 1], [0, 3, 5]), parts):
-        assert part["sums"] == pytest.approx([by_row[r] for r in rows], rel=REL, abs=1e-6)
-    value = spec.build().value(sum(whole["sums"]), sum(whole["counts"]))  # score_rows: Objective.row_losses
-    assert value == pytest.approx(sc.score(key, removed)["value"], rel=REL / 10, abs=1e-9)  # score: Objective.loss
-    assert len(set(whole["sums"])) == 6  # rows differ: a per-row mix-up could not pass unnoticed
+        assert part.sums == pytest.approx([by_row[r] for r in rows], rel=REL, abs=1e-6)
+    value = spec.build().value(sum(whole.sums), sum(whole.counts))  # score_rows: Objective.row_losses
+    assert value == pytest.approx(sc.score(key, removed).value, rel=REL / 10, abs=1e-9)  # score: Objective.loss
+    assert len(set(whole.sums)) == 6  # rows differ: a per-row mix-up could not pass unnoticed
     if objective == "perplexity":  # each row against the physically pruned model's own next-token NLL
         ids = torch.cat([b.input_ids for b in sc.prepared[key].batches]).to(DEVICE)
         lg = _ref_logits(model, removed, ids)
         nll = F.cross_entropy(lg[:, :-1].transpose(1, 2), ids[:, 1:], reduction="none").sum(1)
         assert by_row == pytest.approx({r: float(nll[r]) for r in range(6)}, rel=REL)
-        assert whole["counts"] == [ids.shape[1] - 1] * 6
+        assert whole.counts == [ids.shape[1] - 1] * 6
 
 
 def test_a_score_is_a_record_whose_misspelt_field_fails():
     from ghostsearch.scoring import RowScore, Score
 
     s = Score(value=2.5, tokens=64, seconds=0.1, start=3)
-    assert s["value"] == s.value == 2.5 and s["start"] == 3
-    with pytest.raises(KeyError, match="valeu"):
-        s["valeu"]
-    with pytest.raises(AttributeError):
-        s.get("value")  # type: ignore[attr-defined]  (no silent default: a record, not a dict)
+    assert s.value == 2.5 and s.start == 3
+    with pytest.raises(AttributeError, match="valeu"):
+        s.valeu  # type: ignore[attr-defined]  # noqa: B018
+    with pytest.raises(TypeError):
+        s["value"]  # type: ignore[index]  (a record, not a dict: no access by name, no silent default)
     with pytest.raises(dataclasses.FrozenInstanceError):
         s.value = 1.0  # type: ignore[misc]  (frozen)
     r = RowScore(sums=[1.0], counts=[2.0], tokens=2, seconds=0.1, start=0)
-    with pytest.raises(KeyError, match="value"):
-        r["value"]  # a row score has no value: the race computes it from the sums
+    with pytest.raises(AttributeError, match="value"):
+        r.value  # type: ignore[attr-defined]  # noqa: B018  (a row score has no value: the race computes it from the sums)

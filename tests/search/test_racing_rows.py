@@ -23,5 +23,5 @@ def test_a_look_for_all_survivors_equals_each_alone(objective, dataset, smollm2_
         many = sc.score_rows_many(key, items, rows)
         alone = [sc.score_rows(key, r, rows, p) for r, p in items]
         for m, a in zip(many, alone):
-            assert m["sums"] == pytest.approx(a["sums"], rel=1e-5, abs=1e-6) and m["counts"] == a["counts"]
-        assert len({tuple(round(s, 4) for s in m["sums"]) for m in many}) == len(items)  # candidates differ
+            assert m.sums == pytest.approx(a.sums, rel=1e-5, abs=1e-6) and m.counts == a.counts
+        assert len({tuple(round(s, 4) for s in m.sums) for m in many}) == len(items)  # candidates differ

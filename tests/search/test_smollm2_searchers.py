@@ -32,7 +32,7 @@ class ScorerEvaluator:
         for c in candidates:
             k = (c.removed, c.fidelity)
             if k not in self.cache:
-                self.cache[k] = self.scorer.score(self.key, c.removed, c.fidelity, c.prefix)["value"]
+                self.cache[k] = self.scorer.score(self.key, c.removed, c.fidelity, c.prefix).value
                 self.computed += 1
             out.append(self.cache[k])
         return out
@@ -49,7 +49,7 @@ class ScorerEvaluator:
         for q in requests:
             r = self.scorer.score_rows(self.key, q.removed, q.rows, q.prefix)
             self.computed += 1
-            out.append((r["sums"], r["counts"], value_of(q.before[0] + sum(r["sums"]), q.before[1] + sum(r["counts"]))))
+            out.append((r.sums, r.counts, value_of(q.before[0] + sum(r.sums), q.before[1] + sum(r.counts))))
         return out
 
 
@@ -78,4 +78,4 @@ def test_every_searcher_answers_with_its_real_value_on_smollm2(smollm2, data_dir
     fkey = fresh.prepare(ObjectiveSpec.make("perplexity", CalibrationSpec(dataset, 2, 64, 0, data_dir)))
     for name, (removed, value) in best.items():
         assert len(removed) == 4 and all(6 <= b < n - 6 for b in removed)
-        assert fresh.score(fkey, tuple(removed), 1.0, None)["value"] == pytest.approx(value, rel=1e-5), name
+        assert fresh.score(fkey, tuple(removed), 1.0, None).value == pytest.approx(value, rel=1e-5), name

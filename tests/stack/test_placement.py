@@ -166,8 +166,8 @@ def test_scorer_on_a_split_model_equals_one_device(offload):
         two = Scorer(s2, None, cache_every=2, offload=offload)
         k1, k2 = one.prepare(spec), two.prepare(spec)
         for removed, prefix in [((2, 4), (2,)), ((1, 2, 4), (2,)), ((3,), None), ((5,), (2,))]:
-            v1 = one.score(k1, removed, prefix=prefix)["value"]
-            v2 = two.score(k2, removed, prefix=prefix)["value"]
+            v1 = one.score(k1, removed, prefix=prefix).value
+            v2 = two.score(k2, removed, prefix=prefix).value
             assert v2 == pytest.approx(v1, rel=1e-5), removed
             lg = physically_prune(model, removed)(ids).logits.float()
             ref = math.exp(F.cross_entropy(lg[:, :-1].reshape(-1, 512), ids[:, 1:].reshape(-1)).item())
