@@ -27,7 +27,7 @@ read that table). Bottom layer: it knows no model and no run.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any
 
 from ghostsearch.core.errors import GhostsearchError
@@ -211,9 +211,6 @@ def _task(task: str, metrics: dict[str, Any]) -> TaskNumbers:
 
 
 # ---------------------------------------------------------------- per-item rows
-ITEM_COLUMNS = ("finalist", "removed", "recovery", "task", "doc", "gold", "pred", "pred_norm", "lls", "key")
-
-
 @dataclass(frozen=True)
 class ItemRow:
     """One finalist's prediction on one document of a zero-shot task: what
@@ -252,7 +249,7 @@ class ItemRow:
     def from_dict(cls, d: Mapping[str, Any]) -> ItemRow:
         """A row of an items.parquet (or ``to_dict``'s form); an unknown or missing column fails in one line."""
         unknown = [k for k in d if k not in ITEM_COLUMNS]
-        missing = [k for k in ITEM_COLUMNS[:-1] if k not in d]
+        missing = [k for k in ITEM_REQUIRED if k not in d]
         if unknown or missing:
             what = f"unknown column '{unknown[0]}'" if unknown else f"no column '{missing[0]}'"
             raise GhostsearchError(f"item row: {what} (the columns are {', '.join(ITEM_COLUMNS)})")
@@ -261,38 +258,35 @@ class ItemRow:
     def to_dict(self) -> dict[str, Any]:
         """The row as a dict, the columns in file order (``removed`` and ``lls`` as lists; no ``key``
         when it has none)."""
-        out: dict[str, Any] = {
-            "finalist": self.finalist,
-            "removed": list(self.removed),
-            "recovery": self.recovery,
-            "task": self.task,
-            "doc": self.doc,
-            "gold": self.gold,
-            "pred": self.pred,
-            "pred_norm": self.pred_norm,
-            "lls": list(self.lls),
-        }
-        if self.key is not None:
-            out["key"] = self.key
+        out: dict[str, Any] = {}
+        for name in ITEM_COLUMNS:
+            v = getattr(self, name)
+            if name not in ITEM_REQUIRED and v is None:
+                continue
+            out[name] = list(v) if isinstance(v, tuple) else v
         return out
 
 
+# the fields in file order; those without a default are required (``key``: compare's rows only)
+ITEM_COLUMNS = tuple(f.name for f in fields(ItemRow))
+ITEM_REQUIRED = tuple(f.name for f in fields(ItemRow) if f.default is MISSING and f.default_factory is MISSING)
+
+
 def item_schema(with_key: bool):
-    """The Parquet schema of item rows: the nine fixed columns, then ``key`` where rows have one."""
+    """The Parquet schema of item rows: a column per field of ItemRow, its type from the field's
+    annotation (``key`` only where rows have one)."""
     import pyarrow as pa
 
-    cols = [
-        ("finalist", pa.int64()),
-        ("removed", pa.list_(pa.int64())),
-        ("recovery", pa.string()),
-        ("task", pa.string()),
-        ("doc", pa.int64()),
-        ("gold", pa.int64()),
-        ("pred", pa.int64()),
-        ("pred_norm", pa.int64()),
-        ("lls", pa.list_(pa.float64())),
-    ]
-    return pa.schema(cols + ([("key", pa.string())] if with_key else []))
+    arrow = {
+        "int": pa.int64(),
+        "int | None": pa.int64(),
+        "str": pa.string(),
+        "str | None": pa.string(),
+        "tuple[int, ...]": pa.list_(pa.int64()),
+        "tuple[float, ...]": pa.list_(pa.float64()),
+    }
+    types = {f.name: arrow[str(f.type)] for f in fields(ItemRow)}
+    return pa.schema([(n, types[n]) for n in ITEM_COLUMNS if with_key or n != "key"])
 
 
 def items_to_arrow(rows: list[ItemRow]):
