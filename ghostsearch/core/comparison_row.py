@@ -22,8 +22,16 @@ from ghostsearch.core.errors import GhostsearchError
 DENSE = "dense"  # the dense model's row: cell and searcher
 
 
+def _search(default: Any = None) -> Any:
+    """A column of the search's numbers: a cell's row has it, the dense row does not."""
+    return field(default=default, metadata={"search": True})
+
+
 @dataclass(frozen=True)
 class ComparisonRow:
+    """One row; the fields are the fixed columns in compare's column order (a field marked
+    ``_search()`` is not in the dense row), ``metrics`` the run-dependent ones."""
+
     cell: str
     searcher: str
     objective: str | None = None
@@ -31,13 +39,13 @@ class ComparisonRow:
     seed: int | None = None
     removed: tuple[int, ...] = ()
     calib_value: float | None = None
-    dense_calib_value: float | None = None
-    calib_change: float | None = None
-    evaluations: int | None = None
-    budget_used: float | None = None
-    budget_mode: str | None = None
-    wall_seconds: float | None = None
-    cache_hits: int | None = None
+    dense_calib_value: float | None = _search()
+    calib_change: float | None = _search()
+    evaluations: int | None = _search()
+    budget_used: float | None = _search()
+    budget_mode: str | None = _search()
+    wall_seconds: float | None = _search()
+    cache_hits: int | None = _search()
     recovery: str | None = "none"
     calibration_data: str | None = None
     held_out: str | None = None
@@ -71,7 +79,7 @@ class ComparisonRow:
     def to_dict(self) -> dict[str, Any]:
         """The row as compare builds it, keys in its column order: the dense row carries no search
         columns (dense_calib_value .. cache_hits)."""
-        keys = DENSE_KEYS if self.is_dense else CELL_KEYS
+        keys = DENSE_KEYS if self.is_dense else FIXED
         return {**{k: self.column(k) for k in keys}, **self.metrics}
 
     @classmethod
@@ -98,39 +106,9 @@ class ComparisonRow:
         return cls(**fixed, metrics=metrics)
 
 
+# The column order compare builds: a cell's row (every fixed column), and the dense row (no search columns).
 FIXED = tuple(f.name for f in fields(ComparisonRow) if f.name != "metrics")
-# The column order compare builds: a cell's row, and the dense row (no search columns).
-CELL_KEYS = (
-    "cell",
-    "searcher",
-    "objective",
-    "k",
-    "seed",
-    "removed",
-    "calib_value",
-    "dense_calib_value",
-    "calib_change",
-    "evaluations",
-    "budget_used",
-    "budget_mode",
-    "wall_seconds",
-    "cache_hits",
-    "recovery",
-    "calibration_data",
-    "held_out",
-    "eval_key",
-)
-SEARCH_KEYS = (
-    "dense_calib_value",
-    "calib_change",
-    "evaluations",
-    "budget_used",
-    "budget_mode",
-    "wall_seconds",
-    "cache_hits",
-)
-DENSE_KEYS = tuple(k for k in CELL_KEYS if k not in SEARCH_KEYS)
-assert sorted(CELL_KEYS) == sorted(FIXED)
+DENSE_KEYS = tuple(f.name for f in fields(ComparisonRow) if f.name in FIXED and not f.metadata.get("search"))
 
 
 def to_arrow(rows: Iterable[ComparisonRow]) -> pa.Table:
