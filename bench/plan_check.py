@@ -43,7 +43,7 @@ def check(command: str, out: Path, env: dict | None = None) -> dict:
     t0 = time.perf_counter()
     p = plan_run(cfg, measure=True, command=command)
     t_plan = time.perf_counter() - t0
-    planned = p["search_wall_s"] if command == "search" else p["compare_wall_s"]
+    planned = p.search_wall_s if command == "search" else p.compare_wall_s
     t0 = time.perf_counter()
     r = subprocess.run(
         [sys.executable, "-m", "ghostsearch", command, path, *over], capture_output=True, text=True, env=env
@@ -88,24 +88,24 @@ def main() -> None:
                 command,
                 planned,
                 measured,
-                p["evaluations"],
+                p.evaluations,
                 c["evaluations"],
-                p["scoring_s"] + p["prepare_s"],
+                p.scoring_s + p.prepare_s,
                 c["cell_seconds"],
             )
         )
         print(
-            f"{command} ({c['path']}): planned {planned:.0f} s = prepare {p['prepare_s']:.0f} + scoring "
-            f"{p['scoring_s']:.0f} + "
-            + " + ".join(f"{n} {v[0]:.0f}" for n, v in p["fixed"].items() if command == "compare" or n != "report")
-            + (f" + evaluation {p['evaluation_s']:.0f}" if command == "compare" else "")
-            + f"; rate {p['rate'] / 1e12:.4f} TFLOP/s per actor, plan --measure took {c['plan_seconds']:.0f} s; "
+            f"{command} ({c['path']}): planned {planned:.0f} s = prepare {p.prepare_s:.0f} + scoring "
+            f"{p.scoring_s:.0f} + "
+            + " + ".join(f"{n} {v.seconds:.0f}" for n, v in p.fixed.items() if command == "compare" or n != "report")
+            + (f" + evaluation {p.evaluation_s:.0f}" if command == "compare" else "")
+            + f"; rate {p.rate / 1e12:.4f} TFLOP/s per actor, plan --measure took {c['plan_seconds']:.0f} s; "
             f"measured {measured:.0f} s; ratio planned / measured {planned / measured:.2f}; load "
             f"{c['load']:.1f}",
             flush=True,
         )
         if command == "compare":
-            print(f"  evaluation: {p['evaluation_note']}", flush=True)
+            print(f"  evaluation: {p.evaluation_note}", flush=True)
     print()
     print(
         "| run | planned s | measured s | ratio | evaluations planned | measured | prepare+scoring planned s | "

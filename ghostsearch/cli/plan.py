@@ -38,9 +38,9 @@ def run(args) -> None:
     cfg = load_config(args.config, args.overrides)
     p = plan_run(cfg, args.model_config, args.measure, command=args.command)
     print(format_plan(cfg, p))
-    if not p["fits"]:
+    if not p.fits:
         from ghostsearch.model.memplan import fixes
 
         raise GhostsearchError(
-            f"this run does not fit: one scorer needs {p['memory'].line()}; fix: {fixes(cfg, p['shape'], p['memory'])}"
+            f"this run does not fit: one scorer needs {p.memory.line()}; fix: {fixes(cfg, p.shape, p.memory)}"
         )

@@ -19,12 +19,14 @@ else a stated default (CPU 0.05, CUDA 200 TFLOP/s: a planning guess, not a measu
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from ghostsearch.core.errors import GhostsearchError
 from ghostsearch.model.memplan import GiB, Shape, plan_memory, read_config, resolve_every, shape_of, shipped_config
+from ghostsearch.model.memplan import Plan as MemoryPlan
 from ghostsearch.rundir.cell import CellSpec, grid_cells
 
 DEFAULT_TFLOPS = {"cpu": 0.05, "cuda": 200.0}
@@ -34,8 +36,11 @@ RAY_START_S = {"cpu": 12.0, "cuda": 20.0}
 LOAD_BYTES_PER_S = 0.5e9
 
 
-@dataclass
+@dataclass(frozen=True)
 class Cell:
+    """One planned cell: its evaluations (``kind``: exact, budget or estimate), calibration tokens,
+    blocks run and FLOPs per evaluation."""
+
     searcher: str
     objective: str
     k: int
@@ -45,6 +50,125 @@ class Cell:
     tokens: int
     blocks_run: float
     flops: float
+
+
+@dataclass(frozen=True)
+class Part:
+    """A fixed cost of a run (start-up, the cells' own cost, ...): seconds, and where the number
+    comes from (measured, stated)."""
+
+    seconds: float
+    note: str
+
+
+@dataclass(frozen=True)
+class TaskItems:
+    """One task's evaluation per model: items, requests, tokens (characters / 4)."""
+
+    items: int
+    requests: int
+    tokens: float
+
+
+@dataclass(frozen=True)
+class EvalProbe:
+    """What probe_evaluation timed: ``items`` of ``of_items`` items and ``windows`` perplexity windows
+    per set; ``dense_s`` a share's dense pass, ``share_s`` the share with ``models`` finalists added."""
+
+    items: int
+    of_items: int
+    windows: int
+    models: int
+    dense_s: float
+    share_s: float
+
+
+@dataclass(frozen=True)
+class RunMeasured:
+    """measure_run's timings of a local run around its scoring: start (Ray, the pool, the identity
+    check), ``probes`` probe cells, compare's evaluation probe, stop (the pool released, Ray down)."""
+
+    start_s: float
+    cells_s: float
+    probes: int
+    stop_s: float
+    evaluation: EvalProbe | None = None
+
+
+@dataclass(frozen=True)
+class EvaluationPlan:
+    """The downstream evaluation one model gets (``tasks``: None for a task whose data is not here;
+    ``perplexity``: per corpus, what is evaluated), how many models (``repaired`` of them repaired),
+    the quick protocol's perplexity tokens, and the seconds at the FLOP rate: task items,
+    perplexity windows, repair fits; ``measured``: the evaluation probe, when --measure ran one."""
+
+    tasks: dict[str, TaskItems | None]
+    perplexity: dict[str, str]
+    models: int
+    repaired: int
+    ppl_tokens: int
+    seconds: float = 0.0
+    ppl_seconds: float = 0.0
+    repair_seconds: float = 0.0
+    measured: EvalProbe | None = None
+
+    @property
+    def item_tokens(self) -> float:
+        """Tokens of one model's task items (tasks with data here)."""
+        return sum(t.tokens for t in self.tasks.values() if t)
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """Everything ``plan`` prints (``format_plan``): the model (``model``: as shown, ``shape``), the
+    cells, memory per actor, the evaluation, the FLOP rate and where it comes from, the fixed costs
+    by part (``fixed``: process, checks, start, cells, stop, report; those not timed in
+    ``not_counted``), and the wall times: scoring (``prepare_s`` + ``scoring_s`` = ``wall_s``), the
+    whole search and the whole compare."""
+
+    model: str
+    shape: Shape
+    cells: list[Cell]
+    memory: MemoryPlan
+    evaluation: EvaluationPlan
+    rate: float
+    rate_note: str
+    total_flops: float
+    command: str
+    fixed: dict[str, Part]
+    not_counted: list[str]
+    startup_measured: bool
+    search_wall_s: float
+    compare_wall_s: float
+    evaluation_s: float
+    evaluation_note: str
+    prepare_s: float
+    scoring_s: float
+    device_hours: float
+    actors: int
+    devices_per_actor: int
+    on_gpu: bool
+
+    @property
+    def fits(self) -> bool:
+        return bool(self.memory.fits)
+
+    @property
+    def evaluations(self) -> float:
+        return sum(c.evaluations for c in self.cells)
+
+    @property
+    def wall_s(self) -> float:
+        """Scoring's wall time: every actor preparing each objective, then the cells' evaluations."""
+        return self.prepare_s + self.scoring_s
+
+    @property
+    def startup_s(self) -> float:
+        return self.fixed["start"].seconds
+
+    @property
+    def load_note(self) -> str:
+        return self.fixed["start"].note
 
 
 def searcher_params(cfg, searcher: str) -> tuple[Any, float | None]:
@@ -151,13 +275,14 @@ def _time_forwards(cfg, config, shape_: Shape, dev: str, dtype, repeats: int) ->
     return flops / dt
 
 
-def evaluation_items(cfg) -> dict:
+def evaluation_items(cfg) -> EvaluationPlan:
     """The downstream evaluation one model gets: items and requests per task (from the data, no
     tokenizer: tokens estimated as characters / 4, the context once per item as the native engine
-    packs it) and the perplexity windows. ``None`` for a task whose data is not here."""
+    packs it) and the perplexity windows. ``None`` for a task whose data is not here. No seconds
+    yet (``evaluation_seconds`` adds them)."""
     from ghostsearch.evaluation.native import task_docs
 
-    tasks: dict[str, dict[str, float] | None] = {}
+    tasks: dict[str, TaskItems | None] = {}
     for t in cfg.eval.tasks:
         try:
             docs = task_docs(t, cfg.data_dir, cfg.eval.limit)
@@ -167,7 +292,7 @@ def evaluation_items(cfg) -> dict:
         if cfg.eval.max_items is not None:
             docs = docs[: max(1, cfg.eval.max_items // max(1, len(cfg.eval.tasks)))]
         chars = sum(len(d.requests[0][0]) + sum(len(c) for _, c in d.requests) for d in docs)
-        tasks[t] = {"items": len(docs), "requests": sum(len(d.requests) for d in docs), "tokens": chars / 4}
+        tasks[t] = TaskItems(items=len(docs), requests=sum(len(d.requests) for d in docs), tokens=chars / 4)
     ppl = {
         c: (
             "the whole test set in 2048-token windows"
@@ -192,7 +317,7 @@ def evaluation_items(cfg) -> dict:
     )
     models = 1 + cells * len(cfg.compare.recovery)
     repaired = cells * len([m for m in cfg.compare.recovery if m != "none"])
-    return {"tasks": tasks, "perplexity": ppl, "models": models, "repaired": repaired, "ppl_tokens": ppl_tokens}
+    return EvaluationPlan(tasks=tasks, perplexity=ppl, models=models, repaired=repaired, ppl_tokens=ppl_tokens)
 
 
 def measure_load_rate(cfg, limit: int = 1 << 30) -> float | None:
@@ -375,7 +500,7 @@ def probe_cells(cfg, broker, root, command: str, n_blocks: int) -> tuple[float, 
     return time.perf_counter() - t0, n
 
 
-def probe_evaluation(cfg, broker, root, held_out, n_blocks: int) -> dict:
+def probe_evaluation(cfg, broker, root, held_out, n_blocks: int) -> EvalProbe:
     """Finalist evaluation on the started pool, for real (``evaluate.evaluate_finalist_specs`` through
     Broker.with_model, as compare runs a share), on the run's item draw: the dense model alone
     (``dense_s``: a share's dense pass, with its first-time costs: task data, corpus, tokenizer), and
@@ -415,7 +540,7 @@ def probe_evaluation(cfg, broker, root, held_out, n_blocks: int) -> dict:
             evaluate_finalist_specs, pcfg, specs, list(held_out), False, draw.first(n), windows > 0
         )
 
-    out: dict = {"items": n, "windows": windows, "models": len(calls["share_s"]) - 1, "of_items": len(draw)}
+    took: dict[str, float] = {}
     if cfg.pool.actors >= 2:
         t0 = time.perf_counter()
         refs = {submit(specs): name for name, specs in calls.items()}
@@ -423,13 +548,20 @@ def probe_evaluation(cfg, broker, root, held_out, n_blocks: int) -> dict:
         while pending:
             ready, pending = ray.wait(pending, num_returns=1)
             ray.get(ready[0])
-            out[refs[ready[0]]] = time.perf_counter() - t0
+            took[refs[ready[0]]] = time.perf_counter() - t0
     else:
         for name, specs in calls.items():
             t0 = time.perf_counter()
             ray.get(submit(specs))
-            out[name] = time.perf_counter() - t0
-    return out
+            took[name] = time.perf_counter() - t0
+    return EvalProbe(
+        items=n,
+        of_items=len(draw),
+        windows=windows,
+        models=len(calls["share_s"]) - 1,
+        dense_s=took["dense_s"],
+        share_s=took["share_s"],
+    )
 
 
 def measure_report(cfg, n_blocks: int, data_plan: Any = None) -> float:
@@ -481,7 +613,7 @@ def measure_report(cfg, n_blocks: int, data_plan: Any = None) -> float:
         return time.perf_counter() - t0
 
 
-def measure_run(cfg, command: str, n_blocks: int, held_out) -> dict | None:
+def measure_run(cfg, command: str, n_blocks: int, held_out) -> RunMeasured | None:
     """What a local run does around its scoring, timed for real in one Ray session, in the run's
     order: ``start_s`` (start Ray and the pool, every actor loading the model; the identity check,
     where the first actor prepares every objective), ``cells_s`` with ``probes`` (probe_cells), for
@@ -497,8 +629,8 @@ def measure_run(cfg, command: str, n_blocks: int, held_out) -> dict | None:
 
     if ray.is_initialized() or cfg.pool.name:
         return None
-    out: dict = {}
     t0 = time.perf_counter()
+    evaluation = None
     import dataclasses
 
     local = dataclasses.replace(cfg, pool=dataclasses.replace(cfg.pool, address=None))  # a local run, as timed
@@ -509,31 +641,30 @@ def measure_run(cfg, command: str, n_blocks: int, held_out) -> dict | None:
             spec = cfg.objective_spec(c.objective, c.seed)
             specs.setdefault(spec.key(), spec)
         session.identity(list(specs.values()))
-        out["start_s"] = time.perf_counter() - t0
+        start_s = time.perf_counter() - t0
         with tempfile.TemporaryDirectory() as d:
-            out["cells_s"], out["probes"] = probe_cells(cfg, broker, Path(d), command, n_blocks)
+            cells_s, probes = probe_cells(cfg, broker, Path(d), command, n_blocks)
             if command == "compare":
-                out["evaluation"] = probe_evaluation(cfg, broker, Path(d), held_out, n_blocks)
+                evaluation = probe_evaluation(cfg, broker, Path(d), held_out, n_blocks)
         t1 = time.perf_counter()
         session.release()
-    out["stop_s"] = time.perf_counter() - t1
-    return out
+    return RunMeasured(start_s, cells_s, probes, time.perf_counter() - t1, evaluation)
 
 
-def plan_run(
-    cfg, model_config: str | None = None, measure: bool = False, time_start: bool = True, command: str | None = None
-) -> dict:
-    """Everything ``plan`` prints, as a dict (cells, totals, memory, assumptions). ``measure``: time
-    the forwards here and, with ``time_start``, what a local run does around them (measure_process,
-    measure_checks, measure_run, and for compare measure_report). ``command``: search or compare
-    (default: command_of the config)."""
-    command = command or command_of(cfg)
-    hub = model_config == "hub"  # ask the hub for cfg.model's config, not the one shipped in configs/models/
+def model_shape(cfg, model_config: str | None) -> tuple[Shape, str]:
+    """The model's shape and how the plan names it: ``model_config`` (a config.json or its directory),
+    or ``hub`` (ask the hub for cfg.model's config, not the one shipped in configs/models/), or None
+    (the shipped config for a hub id that has one, else cfg.model)."""
+    hub = model_config == "hub"
     model_config = None if hub else model_config
     shipped = None if hub or model_config else shipped_config(cfg.model)
     shape = shape_of(read_config(model_config or cfg.model, cfg.trust_remote_code, hub=hub))
     shown = model_config or (f"{cfg.model} (configs/models/{cfg.model})" if shipped else cfg.model)
-    L = shape.n_blocks
+    return shape, shown
+
+
+def gpus_per_actor(cfg) -> tuple[int, bool]:
+    """(whole GPUs per actor, on a GPU), checked against pool.cluster_gpus where the config states it."""
     gpa = cfg.pool.gpus_per_actor
     on_gpu = cfg.resolved_device().startswith("cuda")
     per_actor = int(gpa) if gpa and gpa >= 1 else (1 if on_gpu else 0)
@@ -548,9 +679,12 @@ def plan_run(
             f"{per_actor * cfg.pool.actors} GPUs but pool.cluster_gpus={cfg.pool.cluster_gpus}; "
             "lower pool.actors"
         )
-    mem = resolve_every(cfg, shape)
-    flop_rate, rate_note = rate(cfg, shape, measure)
-    actors = cfg.pool.actors
+    return per_actor, on_gpu
+
+
+def plan_cells(cfg, shape: Shape) -> list[Cell]:
+    """Every cell of the run (objective x searcher x k x seed), with its evaluations and their cost."""
+    L = shape.n_blocks
     cells = []
     for obj in cfg.compare.objectives or [cfg.objective]:
         cal = cfg.calibration.for_objective(obj)
@@ -562,119 +696,158 @@ def plan_run(
                 fl = tokens * (run * flops_per_token_block(shape, cal.seq_len) + 2.0 * shape.head_weight)
                 for seed in cfg.compare.seeds or [cfg.seed]:
                     cells.append(Cell(s, obj, k, seed, n, kind, tokens, run, fl))
-    total_flops = sum(c.evaluations * c.flops for c in cells)
-    # every actor prepares every objective once (one dense forward of its calibration, in parallel)
-    prepare_flops = 0.0
+    return cells
+
+
+def prepare_flops(cfg, shape: Shape) -> float:
+    """FLOPs of every actor preparing every objective once (one dense forward of its calibration)."""
+    out = 0.0
     for obj in cfg.compare.objectives or [cfg.objective]:
         cal = cfg.calibration.for_objective(obj)
-        prepare_flops += (
-            cal.n_seq * cal.seq_len * (L * flops_per_token_block(shape, cal.seq_len) + 2.0 * shape.head_weight)
+        out += (
+            cal.n_seq
+            * cal.seq_len
+            * (shape.n_blocks * flops_per_token_block(shape, cal.seq_len) + 2.0 * shape.head_weight)
         )
-    devices_per_actor = max(1, per_actor)
-    # a split actor runs its blocks one device after another: one device's rate per actor
-    prepare_s, scoring_s = prepare_flops / flop_rate, total_flops / (flop_rate * actors)
-    wall = prepare_s + scoring_s
-    ev = evaluation_items(cfg)
-    ev_tokens = sum(t["tokens"] for t in ev["tasks"].values() if t)
-    # finalists start at their first removed block over the dense model's cached states: half the depth
-    ev["seconds"] = ev["models"] * ev_tokens * (L / 2) * flops_per_token_block(shape, 512) / (flop_rate * actors)
-    # perplexity windows (quick protocol): every token through half the depth and the LM head
+    return out
+
+
+def evaluation_seconds(cfg, shape: Shape, ev: EvaluationPlan, flop_rate: float) -> EvaluationPlan:
+    """``ev`` with its seconds at the pool's FLOP rate (``flop_rate``: all actors): task items (a
+    finalist starts at its first removed block over the dense model's cached states: half the depth),
+    quick-protocol perplexity windows (every token through half the depth and the LM head), and repair
+    fits (Ghosted, LinearPatch, ReplaceMe: one dense forward of their data)."""
+    L = shape.n_blocks
     T = cfg.eval.ppl_seq_len
-    ev["ppl_seconds"] = (
-        ev["models"]
-        * ev["ppl_tokens"]
-        * ((L / 2) * flops_per_token_block(shape, T) + 2.0 * shape.head_weight)
-        / (flop_rate * actors)
-    )
-    # a repair (Ghosted, LinearPatch, ReplaceMe) is fitted from one dense forward of its data
+    ppl = (L / 2) * flops_per_token_block(shape, T) + 2.0 * shape.head_weight
     rep = cfg.recovery.n_seq * cfg.recovery.seq_len * L * flops_per_token_block(shape, cfg.recovery.seq_len)
-    ev["repair_seconds"] = ev["repaired"] * rep / (flop_rate * actors)
-    eval_s = ev["seconds"] + ev["ppl_seconds"] + ev["repair_seconds"]
-    eval_note = "at the FLOP rate (task items, quick-protocol perplexity windows, repair fits)"
-    # fixed costs: measured (plan --measure on a local run), else a local Ray start (stated) and every
-    # actor reading the weights (in parallel); what is neither is listed as not counted
+    return dataclasses.replace(
+        ev,
+        seconds=ev.models * ev.item_tokens * (L / 2) * flops_per_token_block(shape, 512) / flop_rate,
+        ppl_seconds=ev.models * ev.ppl_tokens * ppl / flop_rate,
+        repair_seconds=ev.repaired * rep / flop_rate,
+    )
+
+
+def stated_start(cfg, shape: Shape, mem: MemoryPlan, measure: bool) -> Part:
+    """Start-up when it is not timed: a local Ray start (stated) and every actor reading the weights
+    (in parallel) at the rate measured here (``measure``, local weights) or stated."""
     dev = cfg.resolved_device().split(":")[0]
-    timed = measure and time_start and model_config is None
-    fixed: dict[str, tuple[float, str]] = {}  # part -> (seconds, where the number comes from)
-    run_m = None
+    load_rate = measure_load_rate(cfg) if measure else None
+    weight_bytes = shape.params * mem.parts["bytes_per_param"]
+    startup = RAY_START_S.get(dev, RAY_START_S["cuda"]) + weight_bytes / (load_rate or LOAD_BYTES_PER_S)
+    return Part(
+        startup,
+        "a local Ray start, stated, and the weights read at "
+        + (f"{load_rate / 1e9:.2f} GB/s (measured)" if load_rate else f"{LOAD_BYTES_PER_S / 1e9:g} GB/s (stated)"),
+    )
+
+
+def measured_parts(
+    cfg, shape: Shape, run_m: RunMeasured, n_cells: int, command: str, flop_rate: float
+) -> dict[str, Part]:
+    """start, cells and stop from measure_run's timings. A probe cell's one evaluation is its scoring;
+    the rest is a cell's own cost (process, searcher, client, statistics, dense value), paid once per
+    wave of compare.concurrent cells."""
+    probe_eval = run_m.probes * blocks_run_flops(cfg, shape, PROBE) / (flop_rate * cfg.pool.actors)
+    per_wave = max(0.0, run_m.cells_s - probe_eval)
+    waves = -(-n_cells // max(1, cfg.compare.concurrent)) if command == "compare" else n_cells
+    return {
+        "start": Part(
+            run_m.start_s,
+            "measured: Ray, the pool (every actor loading the weights) and the first actor's prepare, started here",
+        ),
+        "cells": Part(
+            waves * per_wave,
+            f"measured: {run_m.probes} probe cell(s) ({PROBE}, one evaluation) "
+            f"{per_wave:.1f} s less their evaluation, x {waves} wave(s)",
+        ),
+        "stop": Part(run_m.stop_s, "measured: the pool released and Ray shut down here"),
+    }
+
+
+def fixed_costs(
+    cfg, shape: Shape, mem: MemoryPlan, n_cells: int, command: str, measure: bool, timed: bool, flop_rate: float
+) -> tuple[dict[str, Part], RunMeasured | None, Any]:
+    """A run's costs beyond scoring, part by part in the run's order (process, checks, start, cells,
+    stop): measured on a local run when ``timed`` (measure_process, measure_run), else start-up only,
+    stated. Also measure_run's timings (None when not timed) and the data plan (None when not timed)."""
+    fixed: dict[str, Part] = {}
+    run_m, dp = None, None
     if timed:
         process_s, checks_s, dp = measure_process(cfg, command)
-        fixed["process"] = (
-            process_s - checks_s,
-            "measured: a fresh Python starting, importing the command's modules and exiting",
+        fixed["process"] = Part(
+            process_s - checks_s, "measured: a fresh Python starting, importing the command's modules and exiting"
         )
-        fixed["checks"] = (checks_s, "measured: the model config, tasks and data plan, in that fresh Python")
-        run_m = measure_run(cfg, command, L, dp.held_out)
-    load_rate = measure_load_rate(cfg) if measure and run_m is None else None
-    weight_bytes = shape.params * mem.parts["bytes_per_param"]
+        fixed["checks"] = Part(checks_s, "measured: the model config, tasks and data plan, in that fresh Python")
+        run_m = measure_run(cfg, command, shape.n_blocks, dp.held_out)
     if run_m is not None:
-        fixed["start"] = (
-            run_m["start_s"],
-            "measured: Ray, the pool (every actor loading the weights) and the first actor's prepare, started here",
-        )
-        # a probe cell's one evaluation is its scoring; the rest is a cell's own cost (process, searcher,
-        # client, statistics, dense value), paid once per wave of compare.concurrent cells
-        probe_eval = run_m["probes"] * blocks_run_flops(cfg, shape, PROBE) / (flop_rate * actors)
-        per_wave = max(0.0, run_m["cells_s"] - probe_eval)
-        waves = -(-len(cells) // max(1, cfg.compare.concurrent)) if command == "compare" else len(cells)
-        fixed["cells"] = (
-            waves * per_wave,
-            f"measured: {run_m['probes']} probe cell(s) ({PROBE}, one evaluation) "
-            f"{per_wave:.1f} s less their evaluation, x {waves} wave(s)",
-        )
-        fixed["stop"] = (run_m["stop_s"], "measured: the pool released and Ray shut down here")
+        fixed.update(measured_parts(cfg, shape, run_m, n_cells, command, flop_rate))
     else:
-        startup = RAY_START_S.get(dev, RAY_START_S["cuda"]) + weight_bytes / (load_rate or LOAD_BYTES_PER_S)
-        fixed["start"] = (
-            startup,
-            "a local Ray start, stated, and the weights read at "
-            + (f"{load_rate / 1e9:.2f} GB/s (measured)" if load_rate else f"{LOAD_BYTES_PER_S / 1e9:g} GB/s (stated)"),
-        )
-    if run_m is not None and "evaluation" in run_m:
-        eval_s, eval_note = evaluation_from_probe(
-            cfg, shape, ev, run_m["evaluation"], distinct_sets(cfg, grid_cells(cfg))
-        )
-        ev.update(measured=run_m["evaluation"])
+        fixed["start"] = stated_start(cfg, shape, mem, measure)
+    return fixed, run_m, dp
+
+
+def plan_run(
+    cfg, model_config: str | None = None, measure: bool = False, time_start: bool = True, command: str | None = None
+) -> RunPlan:
+    """Everything ``plan`` prints (cells, totals, memory, assumptions). ``measure``: time the forwards
+    here and, with ``time_start``, what a local run does around them (measure_process, measure_checks,
+    measure_run, and for compare measure_report). ``command``: search or compare (default: command_of
+    the config)."""
+    command = command or command_of(cfg)
+    shape, shown = model_shape(cfg, model_config)
+    per_actor, on_gpu = gpus_per_actor(cfg)
+    mem = resolve_every(cfg, shape)
+    flop_rate, rate_note = rate(cfg, shape, measure)
+    actors = cfg.pool.actors
+    cells = plan_cells(cfg, shape)
+    total_flops = sum(c.evaluations * c.flops for c in cells)
+    # a split actor runs its blocks one device after another: one device's rate per actor
+    prepare_s, scoring_s = prepare_flops(cfg, shape) / flop_rate, total_flops / (flop_rate * actors)
+    ev = evaluation_seconds(cfg, shape, evaluation_items(cfg), flop_rate * actors)
+    eval_s = ev.seconds + ev.ppl_seconds + ev.repair_seconds
+    eval_note = "at the FLOP rate (task items, quick-protocol perplexity windows, repair fits)"
+    timed = measure and time_start and model_config is None
+    fixed, run_m, dp = fixed_costs(cfg, shape, mem, len(cells), command, measure, timed, flop_rate)
+    if run_m is not None and run_m.evaluation is not None:
+        eval_s, eval_note = evaluation_from_probe(cfg, shape, ev, run_m.evaluation, distinct_sets(cfg, grid_cells(cfg)))
+        ev = dataclasses.replace(ev, measured=run_m.evaluation)
     if timed and command == "compare":
-        fixed["report"] = (
-            measure_report(cfg, L, dp),
+        fixed["report"] = Part(
+            measure_report(cfg, shape.n_blocks, dp),
             "measured: write_report over a stand-in grid of this size, here (per-item bootstraps not timed)",
         )
+    wall = prepare_s + scoring_s
     search_parts = ("process", "checks", "start", "cells", "stop")
-    search_wall = wall + sum(v[0] for p, v in fixed.items() if p in search_parts)
-    compare_wall = wall + eval_s + sum(v[0] for v in fixed.values())
     not_counted = [p for p in ("process", "checks", "cells", "stop") if p not in fixed]
     if command == "compare" and "report" not in fixed:
         not_counted.append("report")
-    return {
-        "model": shown,
-        "shape": shape,
-        "cells": cells,
-        "memory": mem,
-        "evaluation": ev,
-        "fits": mem.fits,
-        "rate": flop_rate,
-        "rate_note": rate_note,
-        "total_flops": total_flops,
-        "command": command,
-        "fixed": fixed,
-        "not_counted": not_counted,
-        "startup_s": fixed["start"][0],
-        "load_note": fixed["start"][1],
-        "startup_measured": run_m is not None,
-        "search_wall_s": search_wall,
-        "compare_wall_s": compare_wall,
-        "evaluation_s": eval_s,
-        "evaluation_note": eval_note,
-        "evaluations": sum(c.evaluations for c in cells),
-        "wall_s": wall,
-        "prepare_s": prepare_s,
-        "scoring_s": scoring_s,
-        "device_hours": wall * actors * devices_per_actor / 3600 if on_gpu else 0.0,
-        "actors": actors,
-        "devices_per_actor": devices_per_actor,
-        "on_gpu": on_gpu,
-    }
+    devices_per_actor = max(1, per_actor)
+    return RunPlan(
+        model=shown,
+        shape=shape,
+        cells=cells,
+        memory=mem,
+        evaluation=ev,
+        rate=flop_rate,
+        rate_note=rate_note,
+        total_flops=total_flops,
+        command=command,
+        fixed=fixed,
+        not_counted=not_counted,
+        startup_measured=run_m is not None,
+        search_wall_s=wall + sum(v.seconds for p, v in fixed.items() if p in search_parts),
+        compare_wall_s=wall + eval_s + sum(v.seconds for v in fixed.values()),
+        evaluation_s=eval_s,
+        evaluation_note=eval_note,
+        prepare_s=prepare_s,
+        scoring_s=scoring_s,
+        device_hours=wall * actors * devices_per_actor / 3600 if on_gpu else 0.0,
+        actors=actors,
+        devices_per_actor=devices_per_actor,
+        on_gpu=on_gpu,
+    )
 
 
 def blocks_run_flops(cfg, shape: Shape, searcher: str) -> float:
@@ -691,7 +864,7 @@ def blocks_run_flops(cfg, shape: Shape, searcher: str) -> float:
     )
 
 
-def evaluation_from_probe(cfg, shape: Shape, ev: dict, probe: dict, sets: int) -> tuple[float, str]:
+def evaluation_from_probe(cfg, shape: Shape, ev: EvaluationPlan, probe: EvalProbe, sets: int) -> tuple[float, str]:
     """Seconds of compare's finalist evaluation from probe_evaluation's two timings. A share costs
     the dense pass (``dense_s``) and, per finalist model, ``(share_s - dense_s) / models`` (its
     repair fit included); the finalists (``sets`` distinct sets x compare.recovery, and the dense
@@ -700,8 +873,8 @@ def evaluation_from_probe(cfg, shape: Shape, ev: dict, probe: dict, sets: int) -
     windows than the run has, both parts are scaled by their FLOPs at the two sizes."""
     L = shape.n_blocks
     fb, T = flops_per_token_block(shape, 512), cfg.eval.ppl_seq_len
-    item_tokens = sum(t["tokens"] for t in ev["tasks"].values() if t)
-    windows = cfg.eval.ppl_max_seq if probe["windows"] else 0
+    item_tokens = ev.item_tokens
+    windows = cfg.eval.ppl_max_seq if probe.windows else 0
 
     def flops(depth: float, items: float, wins: float) -> float:
         return item_tokens * items * depth * fb + wins * len(cfg.eval.perplexity) * T * (
@@ -709,62 +882,62 @@ def evaluation_from_probe(cfg, shape: Shape, ev: dict, probe: dict, sets: int) -
         )
 
     full_items = 1.0
-    probe_items = probe["items"] / max(1, probe["of_items"])
-    dense = probe["dense_s"] * flops(L, full_items, windows) / max(flops(L, probe_items, probe["windows"]), 1.0)
-    per_model = max(0.0, probe["share_s"] - probe["dense_s"]) / max(1, probe["models"])
-    per_model *= flops(L / 2, full_items, windows) / max(flops(L / 2, probe_items, probe["windows"]), 1.0)
+    probe_items = probe.items / max(1, probe.of_items)
+    dense = probe.dense_s * flops(L, full_items, windows) / max(flops(L, probe_items, probe.windows), 1.0)
+    per_model = max(0.0, probe.share_s - probe.dense_s) / max(1, probe.models)
+    per_model *= flops(L / 2, full_items, windows) / max(flops(L / 2, probe_items, probe.windows), 1.0)
     models = sets * len(cfg.compare.recovery)  # the finalists, less the dense model
     n_shares = min(models + 1, max(cfg.pool.actors, -(-(models + 1) // max(1, cfg.eval.share))))
     waves = -(-n_shares // max(1, cfg.pool.actors))
     per_share = -(-models // n_shares)
     note = (
-        f"measured: a share's dense pass {probe['dense_s']:.1f} s and {per_model:.1f} s per finalist model "
-        f"(evaluate_finalist_specs on the pool, {probe['items']} of {probe['of_items']} items, "
-        f"{probe['windows']} of {windows} windows per set"
-        f"{', scaled by FLOPs' if probe_items < 1 or probe['windows'] < windows else ''}); "
+        f"measured: a share's dense pass {probe.dense_s:.1f} s and {per_model:.1f} s per finalist model "
+        f"(evaluate_finalist_specs on the pool, {probe.items} of {probe.of_items} items, "
+        f"{probe.windows} of {windows} windows per set"
+        f"{', scaled by FLOPs' if probe_items < 1 or probe.windows < windows else ''}); "
         f"{models} finalist models ({sets} distinct sets x {len(cfg.compare.recovery)} repairs) + dense in "
         f"{n_shares} share(s), {waves} wave(s) of {per_share} model(s) after the dense pass"
     )
     return waves * (dense + per_share * per_model), note
 
 
-def format_plan(cfg, p: dict) -> str:
+def format_plan(cfg, p: RunPlan) -> str:
     from ghostsearch.model.memplan import fmt_count
 
-    sh, mem = p["shape"], p["memory"]
+    sh, mem = p.shape, p.memory
     out = [
-        f"model {p['model']}: {sh.n_blocks} blocks, hidden {sh.hidden}, {fmt_count(sh.params)} parameters, "
+        f"model {p.model}: {sh.n_blocks} blocks, hidden {sh.hidden}, {fmt_count(sh.params)} parameters, "
         f"dtype {cfg.dtype}, {mem.parts['bytes_per_param']} bytes/parameter",
         "",
         f"{'searcher':<10} {'objective':<11} {'k':>3} {'seed':>4} {'evaluations':>12} {'kind':<8} "
         f"{'tokens/eval':>11} {'blocks/eval':>11} {'FLOPs/eval':>10} {'hours':>8}",
     ]
-    for c in p["cells"]:
-        hrs = c.evaluations * c.flops / (p["rate"] * p["actors"]) / 3600
+    for c in p.cells:
+        hrs = c.evaluations * c.flops / (p.rate * p.actors) / 3600
         out.append(
             f"{c.searcher:<10} {c.objective:<11} {c.k:>3} {c.seed:>4} {c.evaluations:>12,.0f} {c.kind:<8} "
             f"{c.tokens:>11,} {c.blocks_run:>11.1f} {fmt_count(c.flops):>10} {hrs:>8.2f}"
         )
     out += [
         "",
-        f"total: {p['evaluations']:,.0f} evaluations, {p['total_flops'] / 1e15:,.0f} PFLOP, wall "
-        f"{p['wall_s'] / 3600:.2f} h ({p['wall_s']:.0f} s) on {p['actors']} actor(s) x "
-        f"{p['devices_per_actor']} device(s)" + (f", {p['device_hours']:.1f} GPU-hours" if p["on_gpu"] else ""),
-        f"time: preparing {p['prepare_s']:,.0f} s (every actor, once per objective) + scoring "
-        f"{p['scoring_s']:,.0f} s; "
-        f"rate: {p['rate'] / 1e12:.3g} TFLOP/s per actor ({p['rate_note']})",
+        f"total: {p.evaluations:,.0f} evaluations, {p.total_flops / 1e15:,.0f} PFLOP, wall "
+        f"{p.wall_s / 3600:.2f} h ({p.wall_s:.0f} s) on {p.actors} actor(s) x "
+        f"{p.devices_per_actor} device(s)" + (f", {p.device_hours:.1f} GPU-hours" if p.on_gpu else ""),
+        f"time: preparing {p.prepare_s:,.0f} s (every actor, once per objective) + scoring "
+        f"{p.scoring_s:,.0f} s; "
+        f"rate: {p.rate / 1e12:.3g} TFLOP/s per actor ({p.rate_note})",
         whole_run_line(p),
         f"memory per actor: {mem.line()}; cache.every={mem.every} ({mem.parts['kept_boundaries']} boundaries of "
         f"{mem.parts['state_bytes'] / GiB:.2f} GiB), prefix runs {mem.parts['prefix_run_count']}"
         + (f", host {mem.host / GiB:.1f} GiB (cache.offload)" if mem.host else "")
         + ("" if mem.fits else "  DOES NOT FIT"),
-        evaluation_line(p["evaluation"]),
+        evaluation_line(p.evaluation),
         "kinds: exact (greedy not raced, and the one-shot searchers: oneshot, shortgpt, streamline, lorp, "
         "fastblock); budget = at most that many (raced greedy: race auto from 32 "
         "calibration rows; ga stops when its next generation does not fit what is left); estimate = depends on "
         "the searcher's answers",
         "not counted: the paper protocol's perplexity windows (their token count needs the corpus)"
-        + "".join(f", {PARTS[n]}" for n in p["not_counted"])
+        + "".join(f", {PARTS[n]}" for n in p.not_counted)
         + " (plan --measure times them on a local run)",
     ]
     return "\n".join(out)
@@ -780,30 +953,30 @@ PARTS = {
 }
 
 
-def whole_run_line(p: dict) -> str:
+def whole_run_line(p: RunPlan) -> str:
     """The whole run's wall time, part by part, each with where its number comes from."""
-    parts = [f"{PARTS[n]} {sec:,.0f} s ({note})" for n, (sec, note) in p["fixed"].items() if n != "report"]
-    head = f"whole run: search {p['search_wall_s']:,.0f} s = the wall above + " + " + ".join(parts)
-    rep = p["fixed"].get("report")
+    parts = [f"{PARTS[n]} {v.seconds:,.0f} s ({v.note})" for n, v in p.fixed.items() if n != "report"]
+    head = f"whole run: search {p.search_wall_s:,.0f} s = the wall above + " + " + ".join(parts)
+    rep = p.fixed.get("report")
     return (
-        head + f"; compare {p['compare_wall_s']:,.0f} s = that + finalist evaluation {p['evaluation_s']:,.0f} s "
-        f"({p['evaluation_note']})" + (f" + the report {rep[0]:,.0f} s ({rep[1]})" if rep else "")
+        head + f"; compare {p.compare_wall_s:,.0f} s = that + finalist evaluation {p.evaluation_s:,.0f} s "
+        f"({p.evaluation_note})" + (f" + the report {rep.seconds:,.0f} s ({rep.note})" if rep else "")
     )
 
 
-def evaluation_line(ev: dict) -> str:
+def evaluation_line(ev: EvaluationPlan) -> str:
     parts = [
-        f"{t} {v['items']:,} items ({v['requests']:,} requests, ~{v['tokens'] / 1e6:.2f}M tokens)"
+        f"{t} {v.items:,} items ({v.requests:,} requests, ~{v.tokens / 1e6:.2f}M tokens)"
         if v
         else f"{t} (no data here)"
-        for t, v in ev["tasks"].items()
+        for t, v in ev.tasks.items()
     ]
-    ppl = "; ".join(f"{c}: {w}" for c, w in ev["perplexity"].items())
+    ppl = "; ".join(f"{c}: {w}" for c, w in ev.perplexity.items())
     return (
-        f"evaluation per model: {', '.join(parts) or 'no tasks'}; perplexity {ppl}; up to {ev['models']} models "
-        f"(cells x compare.recovery + dense; a set found twice is evaluated once): ~{ev['seconds'] / 3600:.2f} h "
+        f"evaluation per model: {', '.join(parts) or 'no tasks'}; perplexity {ppl}; up to {ev.models} models "
+        f"(cells x compare.recovery + dense; a set found twice is evaluated once): ~{ev.seconds / 3600:.2f} h "
         "of task items at the rate (tokens ~ characters / 4; perplexity windows not timed)"
     )
 
 
-__all__ = ["plan_run", "format_plan", "evaluations", "blocks_run", "measure_rate", "plan_memory"]
+__all__ = ["RunPlan", "plan_run", "format_plan", "evaluations", "blocks_run", "measure_rate", "plan_memory"]

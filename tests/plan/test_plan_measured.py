@@ -82,8 +82,8 @@ def test_planned_seconds_per_evaluation_within_30_percent(smollm2):
     sc = Scorer(Stack(model), tok)
     key = sc.prepare(cfg.objective_spec())
     p = plan_run(cfg, measure=True, time_start=False)  # the forwards' rate only (no pool started)
-    (cell,) = p["cells"]
-    planned = cell.flops / p["rate"]
+    (cell,) = p.cells
+    planned = cell.flops / p.rate
     import torch
 
     threads = torch.get_num_threads()

@@ -24,5 +24,5 @@ def test_planned_wall_time_within_30_percent(command, tmp_path):
     bench = load_bench("plan_check")
     env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
     c = bench.check(command, tmp_path / command, env)
-    assert c["evaluations"] == c["plan"]["evaluations"]
+    assert c["evaluations"] == c["plan"].evaluations
     assert 0.7 <= c["planned"] / c["measured"] <= 1.3, (c["planned"], c["measured"], c["load"])
