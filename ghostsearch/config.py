@@ -20,6 +20,53 @@ import yaml
 
 from ghostsearch.core.errors import GhostsearchError
 from ghostsearch.core.eval_numbers import COMMONSENSE_TASKS
+from ghostsearch.stats.certify import SPENDINGS
+
+
+@dataclass(frozen=True)
+class Range:
+    """The numbers a key allows: from ``lo`` to ``hi``, each end included unless ``lo_open`` /
+    ``hi_open``. An unset key (None) and a string (cache.every: auto) are not numbers and pass.
+    ``message``: the error line (``{key}``, ``{value}``, and ``{s}``: the key's section), by default
+    ``{key}={value} must be >= {lo}``."""
+
+    lo: float = -math.inf
+    hi: float = math.inf
+    lo_open: bool = False
+    hi_open: bool = False
+    message: str = "{key}={value} must be >= {lo}"
+
+    def holds(self, v: float) -> bool:
+        above = self.lo < v if self.lo_open else self.lo <= v
+        return above and (v < self.hi if self.hi_open else v <= self.hi)
+
+
+@dataclass(frozen=True)
+class Choices:
+    """The words a key allows (None among them: it may be left unset); a number or a list passes
+    (the key's Range or its own check judges those). ``message`` as Range's."""
+
+    values: tuple
+    message: str
+
+
+def _key(default: Any = dataclasses.MISSING, *, factory: Any = dataclasses.MISSING, bounds=None, choices=None) -> Any:
+    """A config field with its own rule: ``bounds`` (a Range), ``choices`` (a Choices); checked by
+    :func:`check_fields`."""
+    meta = {k: v for k, v in (("range", bounds), ("choices", choices)) if v is not None}
+    return field(default=default, default_factory=factory, metadata=meta)
+
+
+_POSITIVE = "{key}={value} must be positive (or left unset)"
+_ACTORS = Range(1, message="pool.actors and pool.threads must be >= 1")
+_SEQUENCES = Range(1, message="{key} must be positive")  # calibration's sizes, per objective
+_SPENDING = "{key}={value!r}; use obrien-fleming or pocock"
+_SHRINK = "{key}={value} needs eval.allocation=neyman and a share in [0, 1]"
+_COSINE = "recovery.steps={s.steps}, recovery.lr={s.lr}; the cosine fit needs steps >= 1 and lr > 0"
+_LINEARPATCH = (
+    "recovery.linearpatch_rotation={s.linearpatch_rotation!r}, recovery.linearpatch_scale="
+    "{s.linearpatch_scale!r}; use quarot or paley, and mean_ratio or pooled"
+)
 
 
 @dataclass
@@ -27,10 +74,10 @@ class Calibration:
     dataset: str | None = None  # None or auto: the objective's default (c4 for perplexity/kl, commonsense for
     #                              margin), falling back (printed, recorded) where it is missing; a named one never
     #                              falls back
-    n_seq: int = 8  # sequences (perplexity, kl) or items (margin)
-    seq_len: int = 256  # tokens per sequence (max prompt tokens for margin)
+    n_seq: int = _key(8, bounds=_SEQUENCES)  # sequences (perplexity, kl) or items (margin)
+    seq_len: int = _key(256, bounds=_SEQUENCES)  # tokens per sequence (max prompt tokens for margin)
     seed: int = 0  # which sequences or items are drawn
-    micro_batch: int = 8  # sequences per forward pass
+    micro_batch: int = _key(8, bounds=_SEQUENCES)  # sequences per forward pass
     # per-objective overrides of the fields above, e.g. {margin: {n_seq: 16}}: perplexity sequences
     # and margin items differ in cost and in how many it takes to be representative
     per_objective: dict = field(default_factory=dict)
@@ -51,36 +98,56 @@ class Calibration:
 
 @dataclass
 class Search:
-    budget: float | None = None  # evaluations (full-fidelity equivalents); None = the searcher's own
-    time_budget: float | None = None  # wall-clock seconds per searcher
+    # evaluations (full-fidelity equivalents); None = the searcher's own
+    budget: float | None = _key(None, bounds=Range(1e-9, message=_POSITIVE))
+    time_budget: float | None = _key(None, bounds=Range(1e-9, message=_POSITIVE))  # wall-clock seconds per searcher
     protected: list[int] = field(default_factory=list)  # blocks never removed; negative counts from the end
     params: dict = field(default_factory=dict)  # per searcher: {beam: {width: 4}, ga: {budget: 60}}
-    recovery_aware: str | None = None  # score candidates AFTER this repair (ghosted), see recovery/aware.py
-    aware_window: int = 12  # recovery-aware: the longest cut (blocks) whose operator is cached
+    recovery_aware: str | None = _key(  # score candidates AFTER this repair (ghosted), see recovery/aware.py
+        None,
+        choices=Choices(
+            (None, "ghosted"), "{key}={value!r}; recovery-aware scoring supports ghosted (or leave it unset)"
+        ),
+    )
+    # recovery-aware: the longest cut (blocks) whose operator is cached
+    aware_window: int = _key(12, bounds=Range(1, message="{key}={value}; use 1 or more"))
 
 
 @dataclass
 class Cache:
-    every: int | str = 1  # keep the dense state entering every j-th block; auto: the densest that fits
-    #                           pool.memory_share of the device (ghostsearch/model/memplan.py)
-    prefix_runs: int = 8  # accepted-set prefix runs kept (LRU)
+    every: int | str = _key(  # keep the dense state entering every j-th block; auto: the densest that fits
+        #                           pool.memory_share of the device (ghostsearch/model/memplan.py)
+        1,
+        bounds=Range(1),
+        choices=Choices(
+            ("auto",),
+            "{key}={value!r}; use a positive integer or auto (the densest cache that fits pool.memory_share of the "
+            "device)",
+        ),
+    )
+    prefix_runs: int = _key(8, bounds=Range(0))  # accepted-set prefix runs kept (LRU)
     offload: bool = False  # keep cached states on the CPU (GPU runs with little memory)
 
 
 @dataclass
 class Pool:
-    actors: int = 1  # scorer actors, one model replica each (one per GPU on a GPU cluster)
-    threads: int = 1  # torch threads per scorer actor (CPU)
-    gpus_per_actor: float | None = None  # None: 1 when the cluster has GPUs, else 0; an integer N > 1 splits
-    #                                       each actor's model by blocks over its N GPUs (model/placement.py)
+    actors: int = _key(1, bounds=_ACTORS)  # scorer actors, one model replica each (one per GPU on a GPU cluster)
+    threads: int = _key(1, bounds=_ACTORS)  # torch threads per scorer actor (CPU)
+    # None: 1 when the cluster has GPUs, else 0; an integer N > 1 splits
+    # each actor's model by blocks over its N GPUs (model/placement.py)
+    gpus_per_actor: float | None = _key(None, bounds=Range(0))
     device_map: list[str] | None = None  # the devices one actor splits its blocks over, e.g. [cuda:0, cpu]
     #                                       (None: cuda:0..N-1 when gpus_per_actor = N > 1, else one device)
-    memory_share: float = 0.9  # share of each device's memory a run may plan to use (memory plan, cache.every: auto)
-    device_memory_gib: float | None = None  # memory of one device (None: the GPU's, or this machine's RAM on CPU)
+    # share of each device's memory a run may plan to use (memory plan, cache.every: auto)
+    memory_share: float = _key(
+        0.9, bounds=Range(0, 1, lo_open=True, message="{key}={value}; use a share in (0, 1], e.g. 0.9")
+    )
+    # memory of one device (None: the GPU's, or this machine's RAM on CPU)
+    device_memory_gib: float | None = _key(None, bounds=Range(0, lo_open=True, message=_POSITIVE))
     # `plan`: the cluster's GPUs (None: the connected Ray cluster's, else this machine's)
-    cluster_gpus: int | None = None
+    cluster_gpus: int | None = _key(None, bounds=Range(0))
     # `plan`: a stated rate per device in TFLOP/s (None: plan --measure, or a default)
-    device_tflops: float | None = None
+    device_tflops: float | None = _key(None, bounds=Range(0, lo_open=True, message=_POSITIVE))
     name: str | None = None  # use (or, with `pool up`, create) a named detached pool
     address: str | None = None  # Ray address; None: $RAY_ADDRESS or a local Ray
     spread: bool = False  # reserve the pool with a SPREAD placement group
@@ -88,7 +155,9 @@ class Pool:
     # a scorer that has not answered one request for this many seconds is treated as stalled (a stopped or hung
     # process, alive to Ray): the request goes to another scorer, the stalled one gets work again once it answers
     # (None or 0: wait for ever). Set it well above one evaluation's time (a large model on CPU: minutes)
-    stall_seconds: float | None = 300.0
+    stall_seconds: float | None = _key(
+        300.0, bounds=Range(0, message="{key}={value} must be >= 0 (0 or null: no limit)")
+    )
 
 
 @dataclass
@@ -96,18 +165,26 @@ class Recovery:
     method: str = "ghosted"  # ghosted | linearpatch | replaceme | none
     # ghosted: dense | sequential | symmetric; linearpatch: hadamard | diagonal; replaceme: lstsq | cosine
     variant: str = "dense"
-    ridge: float = 1e-6  # ridge of the least-squares fits
-    top: int = 3  # finalists `recover` repairs by default
+    ridge: float = _key(1e-6, bounds=Range(0))  # ridge of the least-squares fits
+    top: int = _key(3, bounds=Range(1))  # finalists `recover` repairs by default
     # repair calibration (text); None: c4, or lambada where no data dir nor reachable hub has c4
-    dataset: str | None = None
-    n_seq: int = 32  # a C x C operator needs many more tokens than channels: 32 x 256 = 8192
-    seq_len: int = 256  # tokens per repair calibration sequence
-    steps: int = 300  # replaceme cosine: Adam steps (1,024 tokens each, drawn by calibration.seed)
-    lr: float = 1e-3  # replaceme cosine: Adam learning rate (the official code: 1e-4 over ~10 epochs)
+    dataset: str | None = _key(
+        None,
+        choices=Choices(
+            (None, "auto", "c4", "wikitext2", "lambada"),
+            "{key}={value!r}; repair calibrates on text: c4, wikitext2, lambada or auto",
+        ),
+    )
+    n_seq: int = _key(32, bounds=Range(1))  # a C x C operator needs many more tokens than channels: 32 x 256 = 8192
+    seq_len: int = _key(256, bounds=Range(2))  # tokens per repair calibration sequence
+    # replaceme cosine: Adam steps (1,024 tokens each, drawn by calibration.seed)
+    steps: int = _key(300, bounds=Range(1, message=_COSINE))
+    # replaceme cosine: Adam learning rate (the official code: 1e-4 over ~10 epochs)
+    lr: float = _key(1e-3, bounds=Range(0, lo_open=True, message=_COSINE))
     # linearpatch: the rotation's Hadamard matrix, quarot (the authors' code: QuaRot's had_K x Sylvester) | paley
-    linearpatch_rotation: str = "quarot"
+    linearpatch_rotation: str = _key("quarot", choices=Choices(("quarot", "paley"), _LINEARPATCH))
     # linearpatch: the scale, mean_ratio (the authors' code: per-sequence ratios, averaged) | pooled (one ratio of sums)
-    linearpatch_scale: str = "mean_ratio"
+    linearpatch_scale: str = _key("mean_ratio", choices=Choices(("mean_ratio", "pooled"), _LINEARPATCH))
 
 
 @dataclass
@@ -117,34 +194,70 @@ class Eval:
     #                           default keeps those available here: lambada where no data dir nor reachable hub has
     #                           the others)
     # per task: at most this many items of the draw (eval.sample); LAMBADA: the first N passages (None: all)
-    limit: int | None = None
-    ppl_seq_len: int = 512  # tokens per perplexity window
-    ppl_max_seq: int | None = 64  # perplexity windows per corpus (None: all)
-    protocol: str = "quick"  # quick: ppl_max_seq windows of ppl_seq_len; paper: the whole set in
-    #                              non-overlapping windows of min(2048, the model's context) (SLEB/ShortGPT)
-    batch_size: int = 16  # sequences per forward pass
+    limit: int | None = _key(None, bounds=Range(1))
+    ppl_seq_len: int = _key(512, bounds=Range(2))  # tokens per perplexity window
+    ppl_max_seq: int | None = _key(64, bounds=Range(1))  # perplexity windows per corpus (None: all)
+    protocol: str = _key(  # quick: ppl_max_seq windows of ppl_seq_len; paper: the whole set in
+        #                              non-overlapping windows of min(2048, the model's context) (SLEB/ShortGPT)
+        "quick",
+        choices=Choices(
+            ("quick", "paper"),
+            "{key}={value!r}; use quick (ppl_max_seq windows) or paper "
+            "(the whole set in windows of min(2048, context))",
+        ),
+    )
+    batch_size: int = _key(16, bounds=Range(1))  # sequences per forward pass
     # native: the eight commonsense tasks packed, finalists over a dense prefix cache; lm-eval: HFLM
-    engine: str = "native"
-    share: int = 8  # finalists evaluated together over one dense prefix cache at most; each share's rows are saved
-    #                 when it ends (smaller: a long run killed midway keeps more, for one dense pass per share)
-    cache_gib: float = 4.0  # native: at most this many GiB of cached dense states (chunks of items)
+    engine: str = _key(
+        "native",
+        choices=Choices(("native", "lm-eval"), "{key}={value!r}; use native (packed, prefix-cached) or lm-eval (HFLM)"),
+    )
+    share: int = _key(  # finalists evaluated together over one dense prefix cache at most; each share's rows are saved
+        #                 when it ends (smaller: a long run killed midway keeps more, for one dense pass per share)
+        8,
+        bounds=Range(1, message="{key}={value!r}; give the finalists to evaluate together, 1 or more (default 8)"),
+    )
+    cache_gib: float = _key(  # native: at most this many GiB of cached dense states (chunks of items)
+        4.0, bounds=Range(0, lo_open=True, message="{key}={value}; use a positive size in GiB (default 4)")
+    )
     seed: int = (
         0  # the seeded draw of the eight tasks' items, the same for every model of a run (ghostsearch/model/items.py)
     )
     # random: a seeded random draw of each task's items; first: its first items (lm-eval's limit)
-    sample: str = "random"
+    sample: str = _key(
+        "random",
+        choices=Choices(
+            ("random", "first"), "{key}={value!r}; use random (a seeded draw) or first (lm-eval's first items)"
+        ),
+    )
     # items across tasks under eval.max_items: equal, proportional (to the task's size) or neyman
-    allocation: str = "equal"
-    max_items: int | None = None  # items per model across the eight tasks (None: all; eval.limit still caps each task)
+    allocation: str = _key(
+        "equal",
+        choices=Choices(("equal", "proportional", "neyman"), "{key}={value!r}; use equal, proportional or neyman"),
+    )
+    # items per model across the eight tasks (None: all; eval.limit still caps each task)
+    max_items: int | None = _key(None, bounds=Range(1))
     # allocation neyman: a previous RUN_DIR or per-item Parquet giving per-task variances
     neyman_from: str | None = None
-    neyman_shrink: float = 0.0  # neyman: move each task's variance this share (0-1) of the way to their mean
+    # neyman: move each task's variance this share (0-1) of the way to their mean
+    neyman_shrink: float = _key(0.0, bounds=Range(0, 1, message=_SHRINK))
     exclude_from: str | None = None  # leave out the items of a previous RUN_DIR or per-item Parquet (task, doc)
     # adaptive: items per model at each look, e.g. [600, 1200, 2400] (needs compare.contrasts)
     looks: list[int] | None = None
-    spending: str = "obrien-fleming"  # adaptive: the alpha-spending rule over the looks: obrien-fleming or pocock
-    margin: float | None = None  # adaptive: the smallest difference that matters; a contrast whose repeated interval
-    #                              lies within +-margin is decided "within margin" and stops (None: only "differs")
+    # adaptive: the alpha-spending rule over the looks: obrien-fleming or pocock
+    spending: str = _key("obrien-fleming", choices=Choices(SPENDINGS, _SPENDING))
+    margin: float | None = _key(  # adaptive: the smallest difference that matters; a contrast whose repeated interval
+        #                              lies within +-margin is decided "within margin" and stops (None: only "differs")
+        None,
+        bounds=Range(
+            0,
+            1,
+            lo_open=True,
+            hi_open=True,
+            message="{key}={value!r}; give the smallest difference in mean accuracy that matters, between 0 and 1 "
+            "(e.g. 0.04), or null",
+        ),
+    )
 
 
 @dataclass
@@ -153,8 +266,11 @@ class Compare:  # None: the single value (searcher, objective, k, seed); an expl
     objectives: list[str] | None = None  # the grid's objectives (None: objective)
     ks: list[int] | None = None  # the grid's k values (None: k)
     seeds: list[int] | None = None  # the grid's seeds (None: seed)
-    concurrent: int = 4  # cells run at once
-    budget: str = "matched"  # matched: ga/bo/cbo get exactly greedy's cost at each k; own: each searcher's own
+    concurrent: int = _key(4, bounds=Range(1))  # cells run at once
+    budget: str = _key(  # matched: ga/bo/cbo get exactly greedy's cost at each k; own: each searcher's own
+        "matched",
+        choices=Choices(("matched", "own"), "{key}={value!r}; use matched (ga/bo/cbo get greedy's cost) or own"),
+    )
     recovery: list[str] = field(default_factory=lambda: ["none", "ghosted"])  # finalists evaluated under each
     # pre-registered contrasts, e.g. 'ghosted - none | searcher=greedy, k=8' (docs/compare.md)
     contrasts: list[str] = field(default_factory=list)
@@ -174,15 +290,24 @@ class Quality:
 @dataclass
 class Target:
     quality: Quality = field(default_factory=Quality)  # `ghostsearch target`: the quality to keep (docs/target.md)
-    level: float = 0.95  # P(the certified k's true drop exceeds the target) <= 1 - level
+    level: float = _key(  # P(the certified k's true drop exceeds the target) <= 1 - level
+        0.95,
+        bounds=Range(0.5, 1, lo_open=True, hi_open=True, message="{key}={value}: give a level in (0.5, 1), e.g. 0.95"),
+    )
     recovery: str = "ghosted"  # the repair applied before each k is judged: none | ghosted | linearpatch | replaceme
-    ks: str | list[int] = "auto"  # the ks judged, in increasing order; auto: 1 .. half the blocks
+    ks: str | list[int] = _key(  # the ks judged, in increasing order; auto: 1 .. half the blocks
+        "auto", choices=Choices(("auto",), "{key}={value!r}: give auto or a list of ks, e.g. [1, 2, 3, 4]")
+    )
     # items (perplexity: windows of eval.ppl_seq_len tokens) per model at each look; None: [100, 200, 400]
     looks: list[int] | None = None
-    spending: str = "obrien-fleming"  # the alpha-spending rule over the looks: obrien-fleming or pocock
+    spending: str = _key(  # the alpha-spending rule over the looks: obrien-fleming or pocock
+        "obrien-fleming", choices=Choices(SPENDINGS, "{key}={value!r}: choose obrien-fleming or pocock")
+    )
     # instead of a quality: the parameters to keep, a fraction (< 1) or a count; resolved to the least k that reaches
     # it (exact counting), whose quality is then reported
-    params: float | None = None
+    params: float | None = _key(
+        None, bounds=Range(0, lo_open=True, message="{key}={value}: a fraction (< 1) or a count of parameters to keep")
+    )
     speedup: float | None = None  # instead of a quality: a measured speed-up to reach (not yet: refused)
 
 
@@ -196,7 +321,8 @@ class Config:
     objective: str = "perplexity"  # perplexity, margin, kl, or a plug-in module:Class (lower is better)
     objective_params: dict = field(default_factory=dict)  # parameters passed to the objective
     calibration: Calibration = field(default_factory=Calibration)
-    k: int = 6  # blocks to remove
+    # blocks to remove
+    k: int = _key(6, bounds=Range(1, message="k={value}: must remove at least one block; set k >= 1"))
     searcher: str = "greedy"  # a searcher name (docs/searchers.md) or module:Class
     search: Search = field(default_factory=Search)
     seed: int = 0  # the searcher's seed
@@ -481,25 +607,100 @@ def load_config(path: str | None = None, overrides: list[str] | None = None) -> 
 
 
 def validate(cfg: Config) -> None:
-    """Checks that need no model: names, ranges. Model-dependent checks (k vs depth) come in ``check_space``."""
-    from ghostsearch.model.models import DTYPES
-    from ghostsearch.objectives import OBJECTIVES
-    from ghostsearch.recovery import RECOVERY
-    from ghostsearch.search import SEARCHERS
+    """Checks that need no model. Every key's own rule is declared on its field (a ``Range``, a
+    ``Choices``: :func:`check_fields`); what is checked here by hand joins keys, reads a registry
+    (objectives, searchers, repairs, trackers) or the disk. Model-dependent checks (k vs depth)
+    come in ``check_space``."""
+    from ghostsearch.core.tracking import check_trackers
 
-    if cfg.dtype != "auto" and cfg.dtype not in DTYPES:
-        raise GhostsearchError(f"dtype={cfg.dtype!r}; use auto, bf16, fp16 or fp32")
+    _check_dtype(cfg.dtype)
+    _check_grid(cfg.compare)
+    names = _objectives(cfg)
+    _check_calibration(cfg, names)
+    check_fields(cfg, skip=("calibration",))  # calibration: per objective, in _check_calibration
+    _check_target(cfg.target)
+    _check_searchers(cfg)
+    _check_objective_params(cfg, names)
+    _check_repairs(cfg)
+    _check_items(cfg.eval)
+    _check_placement(cfg)
+    check_trackers(cfg.tracking)
+    if cfg.data_dir is not None and not Path(cfg.data_dir).expanduser().is_dir():
+        raise GhostsearchError(
+            f"data_dir={cfg.data_dir} does not exist; point it at a folder laid out like ../shared/data"
+        )
+
+
+def check_fields(section, prefix: str = "", skip: tuple[str, ...] = ()) -> None:
+    """Every key's own rule, declared on its field: first, no number of the section is NaN or
+    infinite; then each key's ``Range`` (a number) and ``Choices`` (a word), one line naming the
+    key. Sections nest (``skip``: section names left out)."""
+    _check_finite(section, prefix)
+    _check_rules(section, prefix, skip)
+
+
+def _check_rules(section, prefix: str = "", skip: tuple[str, ...] = ()) -> None:
+    for f in dataclasses.fields(section):
+        value = getattr(section, f.name)
+        if dataclasses.is_dataclass(value):
+            if f.name not in skip:
+                _check_rules(value, f"{prefix}{f.name}.")
+            continue
+        key = prefix + f.name
+        bounds, choices = f.metadata.get("range"), f.metadata.get("choices")
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if bounds is not None and number and not bounds.holds(value):
+            raise GhostsearchError(bounds.message.format(key=key, value=value, lo=bounds.lo, s=section))
+        if choices is not None and (value is None or isinstance(value, str)) and value not in choices.values:
+            raise GhostsearchError(choices.message.format(key=key, value=value, s=section))
+
+
+def _check_dtype(dtype: str) -> None:
+    from ghostsearch.model.models import DTYPES
+
+    if dtype != "auto" and dtype not in DTYPES:
+        raise GhostsearchError(f"dtype={dtype!r}; use auto, bf16, fp16 or fp32")
+
+
+def _check_grid(c: Compare) -> None:
+    """compare's grid lists: none empty, every k >= 1, nothing listed twice."""
     for key in ("searchers", "objectives", "ks", "seeds"):
-        if getattr(cfg.compare, key) == []:
+        if getattr(c, key) == []:
             raise GhostsearchError(
                 f"compare.{key} is empty, so the comparison grid is empty; list at least one "
                 f"(or leave compare.{key} out to use the single value)"
             )
+    bad_k = [k for k in c.ks or [] if k <= 0]
+    if bad_k:
+        raise GhostsearchError(f"compare.ks has {bad_k[0]}: every k must be >= 1")
+    for key in ("searchers", "objectives", "ks", "seeds", "recovery"):
+        values = getattr(c, key) or []
+        twice = next((v for i, v in enumerate(values) if v in values[:i]), None)
+        if twice is not None:
+            raise GhostsearchError(
+                f"compare.{key} lists {twice!r} more than once (a cell would run twice and be "
+                f"compared with itself); list each once"
+            )
+
+
+def _objectives(cfg: Config) -> list[str]:
+    """Every objective the run names (the run's, the grid's, calibration.per_objective's), each
+    known to OBJECTIVES."""
+    from ghostsearch.objectives import OBJECTIVES
+
     names = list(
         dict.fromkeys([cfg.objective] + list(cfg.compare.objectives or []) + list(cfg.calibration.per_objective))
     )
     for name in names:
         OBJECTIVES.get(name)
+    return names
+
+
+def _check_calibration(cfg: Config, names: list[str]) -> None:
+    """calibration.per_objective's entries (mappings of calibration keys), and each objective's
+    resolved calibration: a dataset that suits it, and its fields' rules."""
+    from ghostsearch.objectives import OBJECTIVES
+
     for name, over in cfg.calibration.per_objective.items():
         if not isinstance(over, dict):
             raise GhostsearchError(f"calibration.per_objective.{name} must be a mapping, e.g. {{n_seq: 16}}")
@@ -514,27 +715,14 @@ def validate(cfg: Config) -> None:
             raise GhostsearchError(
                 f"{where}dataset={c.dataset!r} does not suit objective {name!r}; choose one of: {', '.join(datasets)}"
             )
-        for key in ("n_seq", "seq_len", "micro_batch"):
-            if getattr(c, key) <= 0:
-                raise GhostsearchError(f"{where}{key} must be positive")
-    if cfg.k <= 0:
-        raise GhostsearchError(f"k={cfg.k}: must remove at least one block; set k >= 1")
-    bad_k = [k for k in cfg.compare.ks or [] if k <= 0]
-    if bad_k:
-        raise GhostsearchError(f"compare.ks has {bad_k[0]}: every k must be >= 1")
-    for key in ("searchers", "objectives", "ks", "seeds", "recovery"):
-        values = getattr(cfg.compare, key) or []
-        twice = next((v for i, v in enumerate(values) if v in values[:i]), None)
-        if twice is not None:
-            raise GhostsearchError(
-                f"compare.{key} lists {twice!r} more than once (a cell would run twice and be "
-                f"compared with itself); list each once"
-            )
-    if cfg.pool.actors < 1 or cfg.pool.threads < 1:
-        raise GhostsearchError("pool.actors and pool.threads must be >= 1")
-    if cfg.pool.stall_seconds is not None and not cfg.pool.stall_seconds >= 0:
-        raise GhostsearchError(f"pool.stall_seconds={cfg.pool.stall_seconds} must be >= 0 (0 or null: no limit)")
-    _check_target(cfg.target)
+        _check_rules(c, where)
+
+
+def _check_searchers(cfg: Config) -> None:
+    """Every searcher named is registered; search.params: a mapping per searcher, its parameters
+    as the searcher's Params declares them, and a positive budget."""
+    from ghostsearch.search import SEARCHERS
+
     for s in [cfg.searcher] + list(cfg.compare.searchers or []):
         SEARCHERS.get(s)
     for s, params in cfg.search.params.items():
@@ -549,33 +737,16 @@ def validate(cfg: Config) -> None:
             raise GhostsearchError(
                 f"search.params.{s}.budget={short(budget)} must be a positive number of evaluations (or left unset)"
             )
-    _check_objective_params(cfg, names)
+
+
+def _check_repairs(cfg: Config) -> None:
+    """The repairs named (recovery.method, compare.recovery) are registered; compare.contrasts name
+    models of the grid."""
+    from ghostsearch.recovery import RECOVERY
+    from ghostsearch.stats.contrasts import parse_all
+
     if cfg.recovery.method not in RECOVERY:
         raise GhostsearchError(f"recovery.method={cfg.recovery.method!r}; use one of: {', '.join(RECOVERY.names())}")
-    if "recovery" in cfg.objective_params:
-        raise GhostsearchError(
-            "objective_params.recovery is not a setting; recovery-aware scoring is "
-            "search.recovery_aware=ghosted (and search.aware_window)"
-        )
-    if cfg.search.recovery_aware not in (None, "ghosted"):
-        raise GhostsearchError(
-            f"search.recovery_aware={cfg.search.recovery_aware!r}; recovery-aware scoring "
-            "supports ghosted (or leave it unset)"
-        )
-    if cfg.eval.engine not in ("native", "lm-eval"):
-        raise GhostsearchError(f"eval.engine={cfg.eval.engine!r}; use native (packed, prefix-cached) or lm-eval (HFLM)")
-    if not cfg.eval.cache_gib > 0:
-        raise GhostsearchError(f"eval.cache_gib={cfg.eval.cache_gib}; use a positive size in GiB (default 4)")
-    if cfg.eval.protocol not in ("quick", "paper"):
-        raise GhostsearchError(
-            f"eval.protocol={cfg.eval.protocol!r}; use quick (ppl_max_seq windows) or paper "
-            "(the whole set in windows of min(2048, context))"
-        )
-    _check_items(cfg.eval)
-    if cfg.compare.budget not in ("matched", "own"):
-        raise GhostsearchError(
-            f"compare.budget={cfg.compare.budget!r}; use matched (ga/bo/cbo get greedy's cost) or own"
-        )
     if not cfg.compare.recovery:
         raise GhostsearchError(
             "compare.recovery is empty; list the repairs finalists are evaluated under, e.g. [none, ghosted]"
@@ -583,66 +754,23 @@ def validate(cfg: Config) -> None:
     for m in cfg.compare.recovery:
         if m not in RECOVERY:
             raise GhostsearchError(f"compare.recovery has {m!r}; use any of: {', '.join(RECOVERY.names())}")
-    from ghostsearch.stats.contrasts import parse_all
-
     parse_all(cfg.compare.contrasts, cfg)  # every contrast names models of the grid, before any model work
-    if cfg.recovery.dataset not in (None, "auto") and cfg.recovery.dataset not in ("c4", "wikitext2", "lambada"):
-        raise GhostsearchError(
-            f"recovery.dataset={cfg.recovery.dataset!r}; repair calibrates on text: c4, wikitext2, lambada or auto"
-        )
-    if cfg.search.aware_window < 1:
-        raise GhostsearchError(f"search.aware_window={cfg.search.aware_window}; use 1 or more")
-    if cfg.recovery.linearpatch_rotation not in ("quarot", "paley") or cfg.recovery.linearpatch_scale not in (
-        "mean_ratio",
-        "pooled",
-    ):
-        raise GhostsearchError(
-            f"recovery.linearpatch_rotation={cfg.recovery.linearpatch_rotation!r}, recovery.linearpatch_scale="
-            f"{cfg.recovery.linearpatch_scale!r}; use quarot or paley, and mean_ratio or pooled"
-        )
-    if cfg.recovery.steps < 1 or cfg.recovery.lr <= 0:
-        raise GhostsearchError(
-            f"recovery.steps={cfg.recovery.steps}, recovery.lr={cfg.recovery.lr}; "
-            "the cosine fit needs steps >= 1 and lr > 0"
-        )
-    _check_ranges(cfg)
-    _check_placement(cfg)
-    from ghostsearch.core.tracking import check_trackers
-
-    check_trackers(cfg.tracking)
-    if cfg.data_dir is not None and not Path(cfg.data_dir).expanduser().is_dir():
-        raise GhostsearchError(
-            f"data_dir={cfg.data_dir} does not exist; point it at a folder laid out like ../shared/data"
-        )
 
 
 def _check_target(t: Target) -> None:
-    """The target block's own checks (the metric against its max_drop/max_ratio when target runs)."""
+    """The target block's checks that its fields do not declare (the metric against its
+    max_drop/max_ratio comes when target runs)."""
     from ghostsearch.recovery import RECOVERY
 
     RECOVERY.get(t.recovery)
-    if not 0.5 < t.level < 1:
-        raise GhostsearchError(f"target.level={t.level}: give a level in (0.5, 1), e.g. 0.95")
-    if t.spending not in ("obrien-fleming", "pocock"):
-        raise GhostsearchError(f"target.spending={t.spending!r}: choose obrien-fleming or pocock")
-    if isinstance(t.ks, str) and t.ks != "auto":
-        raise GhostsearchError(f"target.ks={t.ks!r}: give auto or a list of ks, e.g. [1, 2, 3, 4]")
     if isinstance(t.ks, list) and (not t.ks or t.ks != sorted(set(t.ks)) or t.ks[0] < 1):
         raise GhostsearchError(f"target.ks={t.ks}: give distinct ks >= 1 in increasing order")
     if t.looks is not None and (not t.looks or t.looks[0] < 2 or t.looks != sorted(set(t.looks))):
         raise GhostsearchError(f"target.looks={t.looks}: give increasing item counts, the first >= 2")
-    if t.params is not None and t.params <= 0:
-        raise GhostsearchError(f"target.params={t.params}: a fraction (< 1) or a count of parameters to keep")
 
 
 def _check_items(ev: Eval) -> None:
-    """The item draw's keys (ghostsearch/model/items.py), one line each."""
-    if ev.sample not in ("random", "first"):
-        raise GhostsearchError(
-            f"eval.sample={ev.sample!r}; use random (a seeded draw) or first (lm-eval's first items)"
-        )
-    if ev.allocation not in ("equal", "proportional", "neyman"):
-        raise GhostsearchError(f"eval.allocation={ev.allocation!r}; use equal, proportional or neyman")
+    """The item draw's keys that depend on each other or on the disk (ghostsearch/model/items.py)."""
     if ev.allocation == "neyman" and not ev.neyman_from:
         raise GhostsearchError(
             "eval.allocation=neyman needs eval.neyman_from: a previous run directory or its "
@@ -654,10 +782,8 @@ def _check_items(ev: Eval) -> None:
             "eval.allocation=neyman "
             "or drop eval.neyman_from"
         )
-    if not 0.0 <= ev.neyman_shrink <= 1.0 or (ev.neyman_shrink and ev.allocation != "neyman"):
-        raise GhostsearchError(
-            f"eval.neyman_shrink={ev.neyman_shrink} needs eval.allocation=neyman and a share in [0, 1]"
-        )
+    if ev.neyman_shrink and ev.allocation != "neyman":
+        raise GhostsearchError(_SHRINK.format(key="eval.neyman_shrink", value=ev.neyman_shrink))
     for key in ("neyman_from", "exclude_from"):
         p = getattr(ev, key)
         where = Path(p).expanduser() if p else None
@@ -676,17 +802,6 @@ def _check_items(ev: Eval) -> None:
                 f"eval.looks ends at {ev.looks[-1]} items, over eval.max_items={ev.max_items}; "
                 "end the looks at eval.max_items or raise it"
             )
-    if ev.spending not in ("obrien-fleming", "pocock"):
-        raise GhostsearchError(f"eval.spending={ev.spending!r}; use obrien-fleming or pocock")
-    if not isinstance(ev.share, int) or ev.share < 1:
-        raise GhostsearchError(
-            f"eval.share={ev.share!r}; give the finalists to evaluate together, 1 or more (default 8)"
-        )
-    if ev.margin is not None and not (isinstance(ev.margin, (int, float)) and 0 < ev.margin < 1):
-        raise GhostsearchError(
-            f"eval.margin={ev.margin!r}; give the smallest difference in mean accuracy that "
-            "matters, between 0 and 1 (e.g. 0.04), or null"
-        )
 
 
 # the built-in objectives' parameters (objective_params): name -> (type, lowest value or None)
@@ -725,6 +840,11 @@ def _check_objective_params(cfg: Config, objectives: list[str]) -> None:
                 f"objective_params.{key}={short(value)} must be "
                 f"{'an integer >= ' + str(low) if tp is int else 'a string'}"
             )
+    if "recovery" in cfg.objective_params:
+        raise GhostsearchError(
+            "objective_params.recovery is not a setting; recovery-aware scoring is "
+            "search.recovery_aware=ghosted (and search.aware_window)"
+        )
 
 
 def _check_finite(cfg, prefix: str = "") -> None:
@@ -741,12 +861,7 @@ def _check_finite(cfg, prefix: str = "") -> None:
 
 
 def _check_placement(cfg: Config) -> None:
-    """The cache and pool keys of placement and the memory plan (ghostsearch/model/placement.py, memplan.py)."""
-    if isinstance(cfg.cache.every, str) and cfg.cache.every != "auto":
-        raise GhostsearchError(
-            f"cache.every={cfg.cache.every!r}; use a positive integer or auto (the densest "
-            "cache that fits pool.memory_share of the device)"
-        )
+    """The pool keys of placement that depend on each other (ghostsearch/model/placement.py)."""
     g = cfg.pool.gpus_per_actor
     if g is not None and g > 1 and g != int(g):
         raise GhostsearchError(
@@ -762,44 +877,6 @@ def _check_placement(cfg: Config) -> None:
             f"pool.device_map names {len(cfg.pool.device_map)} devices but pool.gpus_per_actor="
             f"{g:g}; make them agree or drop one"
         )
-    if not 0 < cfg.pool.memory_share <= 1:
-        raise GhostsearchError(f"pool.memory_share={cfg.pool.memory_share}; use a share in (0, 1], e.g. 0.9")
-    for key in ("device_memory_gib", "device_tflops"):
-        v = getattr(cfg.pool, key)
-        if v is not None and not v > 0:
-            raise GhostsearchError(f"pool.{key}={v} must be positive (or left unset)")
-    if cfg.pool.cluster_gpus is not None and cfg.pool.cluster_gpus < 0:
-        raise GhostsearchError(f"pool.cluster_gpus={cfg.pool.cluster_gpus} must be >= 0")
-
-
-# (key, lowest allowed value): a value below it is one line naming the key
-_MINIMUM = {
-    "cache.every": 1,
-    "cache.prefix_runs": 0,
-    "search.budget": 1e-9,
-    "search.time_budget": 1e-9,
-    "eval.limit": 1,
-    "eval.max_items": 1,
-    "eval.ppl_seq_len": 2,
-    "eval.ppl_max_seq": 1,
-    "eval.batch_size": 1,
-    "recovery.ridge": 0,
-    "recovery.top": 1,
-    "recovery.n_seq": 1,
-    "recovery.seq_len": 2,
-    "compare.concurrent": 1,
-    "pool.gpus_per_actor": 0,
-}
-
-
-def _check_ranges(cfg: Config) -> None:
-    _check_finite(cfg)
-    for key, low in _MINIMUM.items():
-        section, name = key.split(".")
-        value = getattr(getattr(cfg, section), name)
-        if isinstance(value, (int, float)) and value < low:  # cache.every may be auto
-            bound = "positive" if low == 1e-9 else f">= {low}"
-            raise GhostsearchError(f"{key}={value} must be {bound}" + ("" if low != 1e-9 else " (or left unset)"))
 
 
 def check_model_fit(cfg: Config) -> int:
