@@ -211,88 +211,126 @@ def evaluate_finalists(
     model) is evaluated and tested, e.g. to commit a long run's data as it goes; ``on_share(keys)``:
     called after each share's rows and numbers are saved."""
     from ghostsearch.model import items as item_draw
-    from ghostsearch.stats.looks import Design, as_contrast
+    from ghostsearch.stats.looks import Design
 
-    out_dir = run_dir / "evals"
-    out_dir.mkdir(exist_ok=True)
+    (run_dir / "evals").mkdir(exist_ok=True)
     draw = item_draw.run_draw(cfg.eval, run_dir, cfg.eval.tasks, cfg.data_dir, held_out)
-    jobs_by_key: dict[str, tuple[list[int], str]] = {}
-    for removed, method in jobs:
-        jobs_by_key.setdefault(eval_key(removed, method, cfg, held_out), (list(removed), method))
+    jobs_by_key = _jobs_by_key(cfg, jobs, held_out)
     keys = list(jobs_by_key)
-    contrasts = [as_contrast(c) for c in contrasts or [] if not getattr(c, "same", False)]  # same model: not tested
-    missing = sorted({k for c in contrasts for k in (c.left_key, c.right_key)} - set(keys))
-    if missing:
-        raise GhostsearchError(
-            f"compare.contrasts name models that are not evaluated ({missing}); contrast finalists of this run"
-        )
-    planned = cfg.eval.looks if contrasts else None  # eval.looks, when there are contrasts to test
+    tested = _tested_contrasts(contrasts, keys)
+    planned = _planned_looks(cfg, tested, len(draw))
     adaptive = planned is not None
-    if planned is not None:
-        from ghostsearch.evaluation.native import NATIVE_TASKS
-
-        if cfg.eval.engine != "native" or any(t not in NATIVE_TASKS for t in cfg.eval.tasks):
-            raise GhostsearchError(
-                "eval.looks needs per-item rows of every task: eval.engine=native and only the "
-                "eight commonsense tasks in eval.tasks"
-            )
-        if planned[-1] > len(draw):
-            raise GhostsearchError(
-                f"eval.looks ends at {planned[-1]} items but the draw has {len(draw)}; "
-                "set eval.max_items to the last look"
-            )
     looks = list(planned) if planned is not None else [len(draw)]
-    design = Design(looks, contrasts, spending=cfg.eval.spending, margin=cfg.eval.margin) if adaptive else None
+    design = Design(looks, tested, spending=cfg.eval.spending, margin=cfg.eval.margin) if adaptive else None
     run = _Evaluator(cfg, run_dir, jobs_by_key, held_out, progress, broker, draw, on_share, perplexity_last=adaptive)
-
-    def record(looks_run: int) -> None:  # RUN_DIR/looks.json (and result.json's "adaptive") after each look
-        assert design is not None
-        used = {k: run.items_used(k) for k in keys}
-        summary = {
-            "looks": looks,
-            "looks_run": looks_run,
-            "spending": cfg.eval.spending,
-            "alpha": design.alpha,
-            "margin": design.margin,
-            "fixed_items_per_model": looks[-1],
-            "items_per_model": used,
-            "items_total": sum(used.values()),
-            "fixed_items_total": looks[-1] * len(keys),
-            "contrasts": [r.to_dict() for r in design.table(used, looks_run)],
-        }
-        write_json_atomic(run_dir / "looks.json", summary)
-        res_path = run_dir / "result.json"
-        if res_path.exists():
-            write_json_atomic(res_path, {**json.loads(res_path.read_text()), "adaptive": summary})
-
-    # a resumed run replays the looks it recorded before (the decisions are a function of the rows):
-    # those are neither recorded again nor reported, so looks.json never steps back to an earlier look
-    recorded = 0
-    if design is not None and (run_dir / "looks.json").exists():
-        before = json.loads((run_dir / "looks.json").read_text())
-        same = (before.get("looks"), before.get("spending"), before.get("margin")) == (
-            looks,
-            cfg.eval.spending,
-            design.margin,
-        ) and [c.get("contrast") for c in before.get("contrasts", [])] == [c.name for c in contrasts]
-        recorded = before.get("looks_run", 0) if same else 0
-    for j, n in enumerate(looks):
-        todo = keys if j == 0 or design is None else sorted(design.open_keys())
-        run.extend(todo, n)
-        if design is not None:
-            design.test(j, {k: run.correct(k) for k in design.open_keys()}, draw.order[:n])
-            if j + 1 >= recorded:
-                record(j + 1)  # before on_look, so that a commit of the look holds its decisions
-        if on_look is not None and j + 1 >= recorded:
-            on_look(j, n)
-        if design is not None and design.finished():
-            break
-    if design is not None and j + 1 < recorded:  # cannot happen with the same rows; never leave it stale
-        record(j + 1)
+    if design is None:
+        run.extend(keys, looks[0])
+        if on_look is not None:
+            on_look(0, looks[0])
+    else:
+        _adaptive_looks(cfg, run_dir, run, design, keys, draw, on_look)
     run.perplexities(keys)  # adaptive runs: after the looks (the verdicts need only the items)
     run.close()
     _collect_items(run_dir, keys)
     return {k: run.numbers[k] for k in keys}
+
+
+def _jobs_by_key(cfg: Config, jobs: list[tuple[list[int], str]], held_out) -> dict[str, tuple[list[int], str]]:
+    """Each distinct job by its eval key (the first of jobs that share one), in the jobs' order."""
+    out: dict[str, tuple[list[int], str]] = {}
+    for removed, method in jobs:
+        out.setdefault(eval_key(removed, method, cfg, held_out), (list(removed), method))
+    return out
+
+
+def _tested_contrasts(contrasts, keys: list[str]) -> list:
+    """The contrasts to test (a pair of one model with itself is not), each naming evaluated models."""
+    from ghostsearch.stats.looks import as_contrast
+
+    tested = [as_contrast(c) for c in contrasts or [] if not getattr(c, "same", False)]
+    missing = sorted({k for c in tested for k in (c.left_key, c.right_key)} - set(keys))
+    if missing:
+        raise GhostsearchError(
+            f"compare.contrasts name models that are not evaluated ({missing}); contrast finalists of this run"
+        )
+    return tested
+
+
+def _planned_looks(cfg: Config, contrasts: list, n_draw: int) -> list[int] | None:
+    """eval.looks when there are contrasts to test (adaptive evaluation), checked against the engine,
+    the tasks and the draw's size; None for a fixed evaluation."""
+    planned = cfg.eval.looks if contrasts else None
+    if planned is None:
+        return None
+    from ghostsearch.evaluation.native import NATIVE_TASKS
+
+    if cfg.eval.engine != "native" or any(t not in NATIVE_TASKS for t in cfg.eval.tasks):
+        raise GhostsearchError(
+            "eval.looks needs per-item rows of every task: eval.engine=native and only the "
+            "eight commonsense tasks in eval.tasks"
+        )
+    if planned[-1] > n_draw:
+        raise GhostsearchError(
+            f"eval.looks ends at {planned[-1]} items but the draw has {n_draw}; set eval.max_items to the last look"
+        )
+    return planned
+
+
+def _adaptive_looks(cfg: Config, run_dir: Path, run: _Evaluator, design, keys: list[str], draw, on_look) -> None:
+    """Look by look: the models of open contrasts get the look's items, the contrasts are tested, and
+    the decisions recorded (:func:`_record_looks`) before ``on_look``; stops when every contrast is
+    decided. A resumed run replays the looks it recorded before (the decisions are a function of the
+    rows): those are neither recorded again nor reported, so looks.json never steps back."""
+    recorded = _looks_recorded(run_dir, cfg, design)
+    looks = design.looks
+    for j, n in enumerate(looks):
+        run.extend(keys if j == 0 else sorted(design.open_keys()), n)
+        design.test(j, {k: run.correct(k) for k in design.open_keys()}, draw.order[:n])
+        if j + 1 >= recorded:
+            _record_looks(run_dir, cfg, design, run, keys, j + 1)  # before on_look: a commit of the look holds it
+            if on_look is not None:
+                on_look(j, n)
+        if design.finished():
+            break
+    if j + 1 < recorded:  # cannot happen with the same rows; never leave it stale
+        _record_looks(run_dir, cfg, design, run, keys, j + 1)
+
+
+def _looks_recorded(run_dir: Path, cfg: Config, design) -> int:
+    """How many looks RUN_DIR/looks.json holds for this design (the same looks, spending, margin and
+    contrasts; else 0)."""
+    f = run_dir / "looks.json"
+    if not f.exists():
+        return 0
+    before = json.loads(f.read_text())
+    same = (before.get("looks"), before.get("spending"), before.get("margin")) == (
+        design.looks,
+        cfg.eval.spending,
+        design.margin,
+    ) and [c.get("contrast") for c in before.get("contrasts", [])] == [c.name for c in design.contrasts]
+    return before.get("looks_run", 0) if same else 0
+
+
+def _record_looks(run_dir: Path, cfg: Config, design, run: _Evaluator, keys: list[str], looks_run: int) -> None:
+    """RUN_DIR/looks.json, and result.json's ``adaptive`` where result.json exists, after a look."""
+    looks = design.looks
+    used = {k: run.items_used(k) for k in keys}
+    summary = {
+        "looks": looks,
+        "looks_run": looks_run,
+        "spending": cfg.eval.spending,
+        "alpha": design.alpha,
+        "margin": design.margin,
+        "fixed_items_per_model": looks[-1],
+        "items_per_model": used,
+        "items_total": sum(used.values()),
+        "fixed_items_total": looks[-1] * len(keys),
+        "contrasts": [r.to_dict() for r in design.table(used, looks_run)],
+    }
+    write_json_atomic(run_dir / "looks.json", summary)
+    res_path = run_dir / "result.json"
+    if res_path.exists():
+        write_json_atomic(res_path, {**json.loads(res_path.read_text()), "adaptive": summary})
 
 
 class _Evaluator:
