@@ -19,6 +19,7 @@ import argparse
 import json
 import math
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import benchenv  # noqa: F401  (repository on sys.path, offline HF, ../shared/data)
@@ -47,6 +48,29 @@ CONTRASTS: list[tuple[str, str, str, str]] = [
     ("C6", "LoRP - Streamline, unrepaired", "M7", "M9"),
     ("C7", "greedy: perplexity set - margin set, Ghosted", "M2", "M10"),
 ]
+
+
+@dataclass(frozen=True)
+class Study:
+    """A pre-registered study of fixed models (this file's study 2, bench/study3.py's study 3): its
+    models (id -> (label, removed blocks, repair)), its contrasts (id, question, left model, right
+    model: left - right in mean accuracy), where it was pre-registered, and the label of its commits.
+    ``mark_dropped``: study.json says of each contrast whether it was dropped (its two models are
+    one)."""
+
+    label: str
+    preregistered: str
+    models: dict[str, tuple[str, list[int], str]]
+    contrasts: list[tuple[str, str, str, str]]
+    mark_dropped: bool = False
+
+    def tested(self, keys: dict[str, str]) -> list[tuple[str, str, str, str]]:
+        """The contrasts between two different models (by eval key)."""
+        return [c for c in self.contrasts if keys[c[2]] != keys[c[3]]]
+
+
+STUDY2 = Study("study 2 (issue 24)", "docs/results.md, 'Pre-registration: study 2' (2026-12-01)", MODELS, CONTRASTS)
+NUMBERS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
 
 
 # ---------------------------------------------------------------- perplexity over windows
@@ -122,14 +146,70 @@ def ppl_contrast(numbers: dict, left: str, right: str, redo: Path | None = None)
     return {**cluster_diff(sl, sr, nl), "kind": "windows" if set(nl) == {1} else "clusters"}
 
 
-def design(cfg, held_out) -> tuple[dict[str, str], list[tuple[list[int], str]], list[tuple[str, str, str]]]:
-    """({model id: eval key}, jobs (removed, method), contrast pairs (name, left key, right key))."""
+def design(
+    cfg, held_out, study: Study = STUDY2
+) -> tuple[dict[str, str], list[tuple[list[int], str]], list[tuple[str, str, str]]]:
+    """({model id: eval key}, jobs (removed, method; each once), contrast pairs (name, left key, right
+    key)); a contrast between two models that are one (the same eval key) is dropped."""
     from ghostsearch.study.compare import eval_key
 
-    keys = {m: eval_key(removed, method, cfg, held_out) for m, (_, removed, method) in MODELS.items()}
-    jobs = [(removed, method) for _, removed, method in MODELS.values()]
-    pairs = [(f"{cid} {question}", keys[left], keys[right]) for cid, question, left, right in CONTRASTS]
+    keys = {m: eval_key(removed, method, cfg, held_out) for m, (_, removed, method) in study.models.items()}
+    jobs: list[tuple[list[int], str]] = []
+    for _, removed, method in study.models.values():
+        if (removed, method) not in jobs:
+            jobs.append((removed, method))
+    pairs = [(f"{cid} {q}", keys[left], keys[right]) for cid, q, left, right in study.tested(keys)]
     return keys, jobs, pairs
+
+
+def run_study(cfg, study: Study, keys, jobs, pairs, data_plan, commit: bool = False, extra: dict | None = None) -> None:
+    """A study's run: RUN_DIR (``out``) gets config.yaml and study.json (the pre-registration,
+    ``extra``, the models with their eval keys, the contrasts, the data plan), then the models are
+    evaluated look by look (compare.evaluate_finalists with the contrasts); ``commit``: RUN_DIR is
+    committed after every share of models and every look."""
+    from ghostsearch.config import save_config
+    from ghostsearch.core.io import write_json_atomic
+    from ghostsearch.study.compare import evaluate_finalists
+
+    run_dir = Path(cfg.out)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    save_config(cfg, run_dir / "config.yaml")
+    contrasts = []
+    for cid, q, lft, rgt in study.contrasts:
+        c = {"id": cid, "question": q, "left": lft, "right": rgt}
+        contrasts.append({**c, "dropped": keys[lft] == keys[rgt]} if study.mark_dropped else c)
+    write_json_atomic(
+        run_dir / "study.json",
+        {
+            "preregistered": study.preregistered,
+            **(extra or {}),
+            "models": {
+                m: {"label": lab, "removed": rem, "recovery": rep, "eval_key": keys[m]}
+                for m, (lab, rem, rep) in study.models.items()
+            },
+            "contrasts": contrasts,
+            "data": data_plan,
+        },
+    )
+    t0 = time.monotonic()
+    names = {v: m for m, v in keys.items()}
+
+    def on_look(j: int, n: int) -> None:
+        print(f"look {j + 1} done: {n} items per model, {time.monotonic() - t0:.0f} s", flush=True)
+        if commit:
+            benchenv.commit_dir(
+                run_dir, f"{study.label}: look {j + 1} ({n} items per model) evaluated; data under {run_dir}"
+            )
+
+    def on_share(share: list[str]) -> None:
+        done = ", ".join(names.get(k, k) for k in share)
+        print(f"saved: {done}, {time.monotonic() - t0:.0f} s", flush=True)
+        if commit:
+            benchenv.commit_dir(run_dir, f"{study.label}: {done} evaluated (rows saved); data under {run_dir}")
+
+    evaluate_finalists(
+        cfg, run_dir, jobs, data_plan.held_out, progress=True, contrasts=pairs, on_look=on_look, on_share=on_share
+    )
 
 
 def repeated_p(z_by_look, fractions, kind: str = "obrien-fleming") -> float:
@@ -190,11 +270,13 @@ def contrast_numbers(looks: dict) -> dict[str, dict]:
     return out
 
 
-def report(run_dir: Path, keys: dict[str, str]) -> str:
+def report(run_dir: Path, keys: dict[str, str], study: Study = STUDY2) -> str:
     """The contrasts' table from the run's looks.json: each contrast's estimate at the look it was
     decided (or the last look run), its standard error, its repeated confidence interval (valid after
-    the early stop the rule allows), its repeated p and that p Holm-adjusted over C1-C7, the verdict,
-    the items used; and the WikiText-2 perplexities with their paired intervals over windows."""
+    the early stop the rule allows), its repeated p and that p Holm-adjusted over the study's tested
+    contrasts, the verdict, the items used; and the WikiText-2 perplexities with their paired
+    intervals over windows."""
+    tested = study.tested(keys)
     looks = json.loads((run_dir / "looks.json").read_text())
     by_name = {c["contrast"]: c for c in looks["contrasts"]}
     label = {k: m for m, k in keys.items()}
@@ -205,11 +287,11 @@ def report(run_dir: Path, keys: dict[str, str]) -> str:
     }
     extra = contrast_numbers(looks)
     rci_levels = {c.get("rci_level") for c in looks["contrasts"] if c.get("rci_level")}
-    rci_level = f"{rci_levels.pop():.4f}" if len(rci_levels) == 1 else "alpha / 7"
+    rci_level = f"{rci_levels.pop():.4f}" if len(rci_levels) == 1 else f"alpha / {len(tested)}"
     lines = [
         f"Looks run: {looks['looks_run']} of {len(looks['looks'])} ({', '.join(map(str, looks['looks']))} items "
         f"per model); items evaluated in all: {looks['items_total']:,} of the fixed design's "
-        f"{looks['fixed_items_total']:,}; rule: Holm at {looks['alpha']} over the seven contrasts, "
+        f"{looks['fixed_items_total']:,}; rule: Holm at {looks['alpha']} over the {NUMBERS[len(tested)]} contrasts, "
         f"{looks['spending']} spending.",
         "",
         "| contrast | left - right | estimate | s.e. | z | repeated CI "
@@ -217,7 +299,7 @@ def report(run_dir: Path, keys: dict[str, str]) -> str:
         "WikiText-2 ppl (left / right; log ratio, 95% interval over windows) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for cid, question, left, right in CONTRASTS:
+    for cid, question, left, right in tested:
         c = by_name.get(f"{cid} {question}")
         if c is None:
             continue
@@ -252,7 +334,7 @@ def report(run_dir: Path, keys: dict[str, str]) -> str:
             f"{c['decided_at_look'] or looks['looks_run']} | {n} | {verdict} | {ppl} |"
         )
     open_ = [
-        f"{cid} {q}" for cid, q, _, _ in CONTRASTS if f"{cid} {q}" in by_name and not by_name[f"{cid} {q}"]["decided"]
+        f"{cid} {q}" for cid, q, _, _ in tested if f"{cid} {q}" in by_name and not by_name[f"{cid} {q}"]["decided"]
     ]
     lines += [
         "",
@@ -260,7 +342,7 @@ def report(run_dir: Path, keys: dict[str, str]) -> str:
         "level): "
         + ", ".join(
             f"{cid} {extra[f'{cid} {q}']['power_003']:.2f} (s.e. {by_name[f'{cid} {q}']['se']:.4f})"
-            for cid, q, _, _ in CONTRASTS
+            for cid, q, _, _ in tested
             if f"{cid} {q}" in by_name
         )
         + ".",
@@ -276,7 +358,7 @@ def report(run_dir: Path, keys: dict[str, str]) -> str:
         + ".",
         "",
         "Models: "
-        + "; ".join(f"{m} {lab} {rem or ''} {rep}".replace("  ", " ") for m, (lab, rem, rep) in MODELS.items())
+        + "; ".join(f"{m} {lab} {rem or ''} {rep}".replace("  ", " ") for m, (lab, rem, rep) in study.models.items())
         + ".",
         "Items used per model: "
         + ", ".join(f"{label[k]} {n}" for k, n in looks["items_per_model"].items() if k in label)
@@ -356,56 +438,20 @@ def main() -> None:
 
     import torch
 
-    from ghostsearch.config import load_config, save_config
-    from ghostsearch.core.io import write_json_atomic
+    from ghostsearch.config import load_config
     from ghostsearch.rundir.dataplan import announce, plan
-    from ghostsearch.study.compare import evaluate_finalists
 
     cfg = load_config(args.config, args.overrides)
     torch.set_num_threads(max(1, cfg.pool.threads))
     run_dir = Path(cfg.out)
     data_plan = plan(cfg, ["perplexity"], evaluate=True, repair=True)
     announce(data_plan)
-    held_out = data_plan.held_out
-    keys, jobs, pairs = design(cfg, held_out)
+    keys, jobs, pairs = design(cfg, data_plan.held_out)
     if args.report_only:
         if not (run_dir / "study.json").exists():
             raise SystemExit(f"study2: {run_dir} holds no study yet: run it without --report-only first")
     else:  # a report changes nothing it reads: config.yaml records the settings of the last real run
-        run_dir.mkdir(parents=True, exist_ok=True)
-        save_config(cfg, run_dir / "config.yaml")
-        write_json_atomic(
-            run_dir / "study.json",
-            {
-                "preregistered": "docs/results.md, 'Pre-registration: study 2' (2026-12-01)",
-                "models": {
-                    m: {"label": lab, "removed": rem, "recovery": rep, "eval_key": keys[m]}
-                    for m, (lab, rem, rep) in MODELS.items()
-                },
-                "contrasts": [{"id": cid, "question": q, "left": lft, "right": rgt} for cid, q, lft, rgt in CONTRASTS],
-                "data": data_plan,
-            },
-        )
-        t0 = time.monotonic()
-
-        def on_look(j: int, n: int) -> None:
-            print(f"look {j + 1} done: {n} items per model, {time.monotonic() - t0:.0f} s", flush=True)
-            if args.commit:
-                benchenv.commit_dir(
-                    run_dir, f"study 2 (issue 24): look {j + 1} ({n} items per model) evaluated; data under {run_dir}"
-                )
-
-        names = {v: m for m, v in keys.items()}
-
-        def on_share(share: list[str]) -> None:
-            done = ", ".join(names.get(k, k) for k in share)
-            print(f"saved: {done}, {time.monotonic() - t0:.0f} s", flush=True)
-            if args.commit:
-                benchenv.commit_dir(run_dir, f"study 2 (issue 24): {done} evaluated (rows saved); data under {run_dir}")
-
-        evaluate_finalists(
-            cfg, run_dir, jobs, held_out, progress=True, contrasts=pairs, on_look=on_look, on_share=on_share
-        )
+        run_study(cfg, STUDY2, keys, jobs, pairs, data_plan, args.commit)
     text = report(run_dir, keys)
     (run_dir / "study2.md").write_text(text)
     print(text)

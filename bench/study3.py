@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import time
 from pathlib import Path
 
 import benchenv  # noqa: F401  (repository on sys.path, offline HF, ../shared/data)
@@ -76,18 +75,17 @@ def models(sets: dict[str, list[int]]) -> dict[str, tuple[str, list[int], str]]:
     return {m: (lab, sets[s] if s else [], rep) for m, (lab, s, rep) in MODELS.items()}
 
 
-def design(cfg, held_out, sets):
-    """({model id: eval key}, jobs, contrast pairs); a contrast between identical models is dropped."""
-    from ghostsearch.study.compare import eval_key
+def study(sets: dict[str, list[int]]):
+    """Study 3 as bench/study2.py runs and reports a study: the models with the pilot's sets."""
+    from study2 import Study
 
-    ms = models(sets)
-    keys = {m: eval_key(removed, method, cfg, held_out) for m, (_, removed, method) in ms.items()}
-    jobs: list[tuple[list[int], str]] = []
-    for _, removed, method in ms.values():
-        if (removed, method) not in jobs:
-            jobs.append((removed, method))
-    pairs = [(f"{cid} {q}", keys[left], keys[right]) for cid, q, left, right in CONTRASTS if keys[left] != keys[right]]
-    return keys, jobs, pairs
+    return Study(
+        "study 3 (issue 37)",
+        "docs/results.md, 'Pre-registration: study 3' (2026-12-03)",
+        models(sets),
+        CONTRASTS,
+        mark_dropped=True,
+    )
 
 
 def main() -> None:
@@ -101,7 +99,7 @@ def main() -> None:
     ap.add_argument("overrides", nargs="*", help="key=value config overrides")
     args = ap.parse_args()
 
-    from ghostsearch.config import load_config, save_config
+    from ghostsearch.config import load_config
     from ghostsearch.rundir.dataplan import announce, plan
 
     items = str(PILOT / "eval_items.parquet")  # the pilot's per-item rows: Neyman SDs, and left out
@@ -121,62 +119,20 @@ def main() -> None:
     if args.plan:
         return
 
-    import study2  # the report's table, shared with study 2
+    import study2  # study 2's machinery: the run, the report
     import torch
-
-    from ghostsearch.core.io import write_json_atomic
-    from ghostsearch.study.compare import evaluate_finalists
 
     torch.set_num_threads(max(1, cfg.pool.threads))
     run_dir = Path(cfg.out)
     data_plan = plan(cfg, ["perplexity"], evaluate=True, repair=True)
     announce(data_plan)
-    held_out = data_plan.held_out
-    keys, jobs, pairs = design(cfg, held_out, sets)
+    s3 = study(sets)
+    keys, jobs, pairs = study2.design(cfg, data_plan.held_out, s3)
     if not args.report_only:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        save_config(cfg, run_dir / "config.yaml")
-        write_json_atomic(
-            run_dir / "study.json",
-            {
-                "preregistered": "docs/results.md, 'Pre-registration: study 3' (2026-12-03)",
-                "n": n,
-                "looks": cfg.eval.looks,
-                "planned_se": se,
-                "shrunk_sds": sds,
-                "models": {
-                    m: {"label": lab, "removed": rem, "recovery": rep, "eval_key": keys[m]}
-                    for m, (lab, rem, rep) in ms.items()
-                },
-                "contrasts": [
-                    {"id": cid, "question": q, "left": lft, "right": rgt, "dropped": keys[lft] == keys[rgt]}
-                    for cid, q, lft, rgt in CONTRASTS
-                ],
-                "data": data_plan,
-            },
-        )
-        t0 = time.monotonic()
-        names = {v: m for m, v in keys.items()}
-
-        def on_look(j: int, n_items: int) -> None:
-            print(f"look {j + 1} done: {n_items} items per model, {time.monotonic() - t0:.0f} s", flush=True)
-            if args.commit:
-                benchenv.commit_dir(run_dir, f"study 3 (issue 37): look {j + 1} ({n_items} items per model) evaluated")
-
-        def on_share(share: list[str]) -> None:
-            done = ", ".join(names.get(k, k) for k in share)
-            print(f"saved: {done}, {time.monotonic() - t0:.0f} s", flush=True)
-            if args.commit:
-                benchenv.commit_dir(run_dir, f"study 3 (issue 37): {done} evaluated (rows saved)")
-
-        evaluate_finalists(
-            cfg, run_dir, jobs, held_out, progress=True, contrasts=pairs, on_look=on_look, on_share=on_share
-        )
+        extra = {"n": n, "looks": cfg.eval.looks, "planned_se": se, "shrunk_sds": sds}
+        study2.run_study(cfg, s3, keys, jobs, pairs, data_plan, args.commit, extra)
     if (run_dir / "looks.json").exists():
-        study2.MODELS, study2.CONTRASTS = ms, [c for c in CONTRASTS if keys[c[2]] != keys[c[3]]]
-        n_c = len(study2.CONTRASTS)
-        text = study2.report(run_dir, keys).replace("over the seven contrasts", f"over the {n_c} contrasts")
-        text = text.replace("alpha / 7", f"alpha / {n_c}")
+        text = study2.report(run_dir, keys, s3)
         (run_dir / "study3.md").write_text(text)
         print(text)
         if args.commit:
