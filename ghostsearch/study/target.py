@@ -294,7 +294,7 @@ class Values:
         self.ensure([0, k], n)
         dense, pruned = np.array(self.values[0][:n]), np.array(self.values[k][:n])
         diff = pruned - dense if self.p.perplexity else dense - pruned
-        return cert.Sample(diff, self.strata(n))
+        return cert.Sample(diff, self.strata(n), binary=not self.p.perplexity)
 
 
 # ---------------------------------------------------------------- outputs

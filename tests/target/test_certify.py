@@ -149,3 +149,77 @@ def test_metric_mapping():
         metric_delta("ppl_lambada", max_drop=0.02)
     with pytest.raises(GhostsearchError, match="max_drop"):
         metric_delta("mean_acc", max_ratio=1.2)
+
+
+# ---------------------------------------------------------------- 0/1 items (an accuracy)
+def binary_draws(p_worse, reps: int, seed: int, tasks: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """(reps, LOOKS[-1]) differences of 0/1 items where the pruned model is only ever worse (d = 1)
+    and rarely: item i of task t is 1 with probability p_worse[t], else 0; tasks drawn per item."""
+    rng = np.random.default_rng(seed)
+    strata = rng.integers(0, tasks, size=(reps, LOOKS[-1]))
+    d = (rng.random(size=strata.shape) < np.asarray(p_worse)[strata]).astype(float)
+    return d, strata
+
+
+@pytest.mark.parametrize(
+    "p_worse, tasks",
+    [([0.02], 1), ([0.08, 0.0, 0.0, 0.0], 4)],  # macro drop 0.02 = delta: one task, or all of it in one of four
+    ids=["one-task", "four-tasks-one-carries-it"],
+)
+def test_0_1_items_that_rarely_disagree_at_the_target_are_certified_at_most_alpha(p_worse, tasks):
+    """(e) An accuracy (0/1 items) where the pruned model is worse on a few items and never better, its
+    true drop exactly the target delta = 0.02 (mean_acc max_drop 0.02, the default looks): the sample
+    variance is near 0 and the Wald z test certifies it 20.9% of the time (one task; 20.0% with four,
+    seed 5); with the se floored at the null's least (certify.null_se) 3.85% (4.3%). 4000 replications
+    each, checked at alpha + 3 MC SE; the Wald rate checked above 0.15 (the test can fail)."""
+    delta = 0.02
+    d, strata = binary_draws(p_worse, REPS, seed=5, tasks=tasks)
+    s = None if tasks == 1 else strata
+
+    def rate(binary: bool) -> float:
+        return float(
+            np.mean(
+                [
+                    certify_matrix(
+                        d[r][None], LOOKS, delta, LEVEL, strata=None if s is None else s[r], binary=binary
+                    ).certified_k
+                    == 1
+                    for r in range(REPS)
+                ]
+            )
+        )
+
+    assert rate(binary=True) <= CAP
+    assert rate(binary=False) > 0.15
+
+
+def test_null_se_is_the_least_se_of_every_null_configuration():
+    """null_se against a brute force over H0 configurations at the boundary: every task's mean m_t on a
+    fine grid in [-1, 1] with the macro mean exactly delta; the least of sum w^2 |m|(1-|m|) / n_t."""
+    from ghostsearch.stats.certify import null_se
+
+    assert null_se(0.02, [100]) == pytest.approx(math.sqrt(0.02 * 0.98 / 100))
+    assert null_se(0.5, [8, 8]) == 0.0  # one task of weight 0.5 flipped entirely: no variance needed
+    grid = np.linspace(-1, 1, 401)
+    for delta, counts in [(0.02, [50, 70]), (0.3, [30, 20]), (0.1, [40, 40, 40]), (0.6, [10, 30])]:
+        w = 1 / len(counts)
+        best = math.inf
+        for head in np.array(np.meshgrid(*[grid] * (len(counts) - 1))).reshape(len(counts) - 1, -1).T:
+            last = (delta - w * head.sum()) / w
+            if abs(last) > 1:
+                continue
+            m = np.append(head, last)
+            best = min(best, float((w**2 * np.abs(m) * (1 - np.abs(m)) / np.array(counts)).sum()))
+        assert null_se(delta, counts) ** 2 <= best + 1e-12, (delta, counts)
+        assert null_se(delta, counts) ** 2 == pytest.approx(best, abs=2e-5), (delta, counts)
+
+
+def test_0_1_items_never_disagreeing_are_certified_and_bad_values_refused():
+    """Identical answers on every item: certified (the floor does not forbid a real zero drop, it needs
+    enough items); a binary sample whose differences are not -1, 0, 1 is an error."""
+    zeros = np.zeros((1, LOOKS[-1]))
+    c = certify_matrix(zeros, LOOKS, 0.02, LEVEL, binary=True)
+    assert c.certified_k == 1 and c.upper is not None and 0 < c.upper < 0.02
+    assert certify_matrix(zeros[:, :64], [16, 32, 64], 0.02, LEVEL, binary=True).certified_k == 0  # too few
+    with pytest.raises(ValueError, match="-1, 0 or 1"):
+        certify_matrix(zeros + 0.5, LOOKS, 0.02, LEVEL, binary=True)

@@ -39,7 +39,7 @@ PPL = ["target.quality.max_ratio=1.5"]
 ACC = [
     "target.quality.metric=mean_acc",
     "target.quality.max_ratio=null",
-    "target.quality.max_drop=0.5",
+    "target.quality.max_drop=0.3",
     "eval.tasks=[arc_easy,piqa]",
 ]
 
@@ -89,8 +89,10 @@ def test_target_quick_certifies_and_resumes(tiny_model_dir, home, tmp_path):
 
 
 def test_target_on_an_accuracy_certifies_with_items_used(tiny_model_dir, home, tmp_path):
-    """mean_acc with max_drop (issue 36): a random tiny model answers at chance with or without a block,
-    so a drop of 0.5 is certified at k >= 1 on 16 items of two tasks."""
+    """mean_acc with max_drop (issue 36): a random tiny model answers at chance with or without a block
+    (on 8 items its answers did not change at all), so a drop of 0.3 is certified at k >= 1 on 8 or 16
+    items of two tasks, with a positive upper bound even when no answer changed (certify.null_se: a
+    drop of 0.3 would need disagreements, and so variance)."""
     out = tmp_path / "run"
     p = target(home, out, tiny_model_dir, ACC)
     last = p.stdout.strip().splitlines()[-1]
@@ -98,8 +100,8 @@ def test_target_on_an_accuracy_certifies_with_items_used(tiny_model_dir, home, t
     k = block["certified_k"]
     assert k >= 1, last
     assert last.startswith(f"Certified: remove k={k} blocks {block['removed']} with ghosted; mean_acc drop "), last
-    assert block["metric"] == "mean_acc" and block["target"] == {"max_drop": 0.5} and block["delta"] == 0.5
-    assert block["upper"] < 0.5 and block["items_used"] > 0 and block["items_computed_now"] > 0
+    assert block["metric"] == "mean_acc" and block["target"] == {"max_drop": 0.3} and block["delta"] == 0.3
+    assert 0 < block["upper"] < 0.3 and block["items_used"] in (8, 16) and block["items_computed_now"] > 0
     values = sorted((out / "target" / "values" / "mean_acc").glob("*.json"))
     assert len(values) >= 2  # the dense model and every k judged
     for f in values:
