@@ -105,18 +105,6 @@ class LedgerRow:
         """The row as the journal writes it: every column, in SCHEMA's order."""
         return asdict(self)
 
-    def __getitem__(self, name: str) -> Any:
-        """``row["value"]`` is ``row.value``, for readers by name (runner's progress bar); a name
-        that is not a field is a KeyError at once, never a null."""
-        if name not in self.__dataclass_fields__:
-            raise KeyError(f"a ledger row has no field {name!r}; its fields: {', '.join(SCHEMA.names)}")
-        return getattr(self, name)
-
-    def get(self, name: str, default: Any = None) -> Any:
-        """``row[name]``, or ``default`` where the field is null; a name that is not a field is a KeyError."""
-        v = self[name]
-        return default if v is None else v
-
 
 SCHEMA = pa.schema([(f.name, f.metadata["arrow"]) for f in fields(LedgerRow)])
 JOURNALS, QUARANTINE = "_journal", "_quarantine"

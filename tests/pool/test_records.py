@@ -210,7 +210,7 @@ def test_a_resumed_cell_is_answered_from_its_ledger_without_writing_a_row_twice(
     new = [r for r in read_ledger(tmp_path).to_pylist() if r["cached"]]
     assert len(new) == 1 and new[0]["removed"] == [1] and new[0]["value"] == 10.0 and new[0]["cell"] == "greedy"
     assert client.evaluations == 4 and client.cache_hits == 4
-    assert [(tuple(r["removed"]), r["fidelity"], r.get("cost")) for r in seen] == [
+    assert [(tuple(r.removed), r.fidelity, r.cost) for r in seen] == [
         ((1,), 1.0, None),
         ((2,), 1.0, None),
         ((1, 2), 0.5, 0.5),
