@@ -46,9 +46,10 @@ from ghostsearch.core.io import fsync_dir, write_parquet_atomic
 log = logging.getLogger("ghostsearch.ledger")
 
 
-def _column(arrow: pa.DataType, default: Any = MISSING) -> Any:
-    """A LedgerRow field and its Parquet column type (SCHEMA is built from these)."""
-    return field(default=default, metadata={"arrow": arrow})
+def _column(arrow: pa.DataType, default: Any = MISSING, read: bool = False) -> Any:
+    """A LedgerRow field and its Parquet column type (SCHEMA is built from these); ``read``: a row
+    read back must hold it, of its type, to be used (``READ_REQUIRED``)."""
+    return field(default=default, metadata={"arrow": arrow, "read": read})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,18 +58,18 @@ class LedgerRow:
     fields, in this order. Fields without a default are required; the others are null when not given
     (``eval_id`` and ``time`` are filled in by ``Ledger.append``)."""
 
-    eval_id: str | None = _column(pa.string(), None)  # unique; duplicates left by a crash are dropped
-    cell: str = _column(pa.string())
+    eval_id: str | None = _column(pa.string(), None, read=True)  # unique; duplicates left by a crash are dropped
+    cell: str = _column(pa.string(), read=True)
     searcher: str = _column(pa.string())
     objective: str = _column(pa.string())  # the objective's name
-    objective_key: str = _column(pa.string())  # ObjectiveSpec.key(): what the value depends on
-    removed: list[int] = _column(pa.list_(pa.int32()))
+    objective_key: str = _column(pa.string(), read=True)  # ObjectiveSpec.key(): what the value depends on
+    removed: list[int] = _column(pa.list_(pa.int32()), read=True)
     k: int = _column(pa.int32())
-    fidelity: float = _column(pa.float64())
-    value: float = _column(pa.float64())
+    fidelity: float = _column(pa.float64(), read=True)
+    value: float = _column(pa.float64(), read=True)
     tokens: int | None = _column(pa.int64(), None)
     seconds: float | None = _column(pa.float64(), None)
-    cached: bool = _column(pa.bool_())  # answered from a cache or the ledger, not computed
+    cached: bool = _column(pa.bool_(), read=True)  # answered from a cache or the ledger, not computed
     actor: str | None = _column(pa.string(), None)
     node: str | None = _column(pa.string(), None)
     time: float | None = _column(pa.float64(), None)
@@ -194,22 +195,32 @@ def _files(d: Path) -> tuple[list[Path], list[Path]]:
     return sorted(d.glob("part-*.parquet")), journals
 
 
-# what a row read back must hold to be used (a row of another shape is quarantined, not read)
-_REQUIRED: dict[str, type | tuple[type, ...]] = {
-    "eval_id": str,
-    "cell": str,
-    "objective_key": str,
-    "removed": list,
-    "fidelity": (int, float),
-    "value": (int, float),
-    "cached": bool,
+def _python_type(arrow: pa.DataType) -> type | tuple[type, ...]:
+    """What a JSON journal line holds for a column of this Parquet type."""
+    if pa.types.is_string(arrow):
+        return str
+    if pa.types.is_list(arrow):
+        return list
+    if pa.types.is_boolean(arrow):
+        return bool
+    if pa.types.is_floating(arrow):
+        return (int, float)
+    if pa.types.is_integer(arrow):
+        return int
+    raise TypeError(f"no Python type for the ledger column type {arrow}")
+
+
+# what a row read back must hold to be used (a row of another shape is quarantined, not read): the
+# LedgerRow fields marked read=True, each of its column's type
+READ_REQUIRED: dict[str, type | tuple[type, ...]] = {
+    f.name: _python_type(f.metadata["arrow"]) for f in fields(LedgerRow) if f.metadata["read"]
 }
 
 
 def _row_ok(row) -> bool:
     if not isinstance(row, dict):
         return False
-    for key, tp in _REQUIRED.items():
+    for key, tp in READ_REQUIRED.items():
         v = row.get(key)
         if not isinstance(v, tp) or (tp is not bool and isinstance(v, bool)):
             return False
@@ -278,7 +289,7 @@ def _part(p: Path) -> tuple[pa.Table | None, list[str]]:
     the ledger's) and its bad rows (as JSON lines), each row validated like a journal line."""
     try:
         names = pq.read_schema(p).names
-        if [n for n in _REQUIRED if n not in names] or [n for n in names if n not in SCHEMA.names]:
+        if [n for n in READ_REQUIRED if n not in names] or [n for n in names if n not in SCHEMA.names]:
             return None, []  # a Parquet file of another schema: not read as all-null rows
         table = pq.read_table(p, schema=SCHEMA)
     except FileNotFoundError:
