@@ -14,7 +14,9 @@ Parts of a search's wall time (one scorer: nothing overlaps, so the parts add up
   searcher   the rest: the searcher's ask/tell and the loop
 ``--sim``: the same race driven by a stand-in scorer (no model) whose cost is ``call_ms`` per scorer
 call plus ``row_ms`` per row per candidate (a batched look of m survivors x n rows costs call_ms +
-m * n * row_ms, an exact candidate call_ms + N * row_ms), answering with the per-row losses exact
+m * n * row_ms + ``look_ms``, an exact candidate call_ms + N * row_ms; ``look_ms`` is a look's latency
+that the exact path's concurrent requests would overlap, e.g. a remote pool's round trip), answering
+with the per-row losses exact
 greedy's path really has at C4 64 x 64 (docs/results/bench-race-64/step<t>.parquet, SmolLM2, fp32):
 every race drops what the live race dropped. ``--real``: SmolLM2 in that dtype (``bf16`` needs a
 CPU with native bf16 to be fast), ``--k`` greedy steps on C4 ``--n-seq`` x ``--seq-len``.
@@ -58,7 +60,7 @@ def stored_path(k: int) -> dict:
     return table
 
 
-def sim_class(table: dict, row_ms: float, call_ms: float):
+def sim_class(table: dict, row_ms: float, call_ms: float, look_ms: float = 0.0):
     """A stand-in ScorerActor: the stored per-row losses, at a set cost (sleeps: no CPU)."""
 
     class SimScorer:
@@ -86,7 +88,7 @@ def sim_class(table: dict, row_ms: float, call_ms: float):
             from ghostsearch.scoring import RowScore
 
             t0 = time.perf_counter()
-            time.sleep((call_ms + len(items) * len(rows) * row_ms) / 1000)
+            time.sleep((call_ms + look_ms + len(items) * len(rows) * row_ms) / 1000)
             out = []
             for removed, _ in items:
                 _, sums, counts = table[tuple(sorted(removed))]
@@ -153,7 +155,9 @@ def instrumented(tm: Timers):
             setattr(obj, name, fn)
 
 
-def one_search(session: PoolSession, cfg, k: int, raced: bool, actor_class=None, race: dict | None = None) -> dict:
+def one_search(
+    session: PoolSession, cfg, k: int, raced: bool, actor_class=None, race: dict | str | None = None
+) -> dict:
     """A fresh pool (warmed: objective prepared, row counts known), then greedy (exact or raced)
     timed part by part."""
     broker = session.start(cfg, actor_class=actor_class) if actor_class else session.start(cfg)
@@ -173,7 +177,9 @@ def one_search(session: PoolSession, cfg, k: int, raced: bool, actor_class=None,
         client.n_rows()  # warm: the objective prepared on the scorer, the row counts known
         client.evaluate([], "warm")
         ray.get(broker.evaluate.remote(cfg.objective_spec(), [], 1.0, None, "warm"))
-        searcher = make_searcher("greedy", space, params={"race": dict(race or {}) if raced else False})
+        client.look_costs = racing.LookCosts()  # type: ignore[attr-defined]  # race "auto": its estimate, reported
+        setting = (race if isinstance(race, str) else dict(race or {})) if raced else False
+        searcher = make_searcher("greedy", space, params={"race": setting})
         tm = Timers()
         inner_rows = PoolClient.rows
 
@@ -215,6 +221,7 @@ def one_search(session: PoolSession, cfg, k: int, raced: bool, actor_class=None,
         "value": searcher.result()[1],
         "parts": parts,
         "looks": len(looks),
+        "look_costs": client.look_costs.frozen,  # type: ignore[attr-defined]
         "rows_scored": sum(m * n for m, n in looks),
         "broker_calls": tm.n["wait"],
         "round_trip_s": t_trip,
@@ -245,12 +252,15 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sim", default="", help="comma list of ms per row (stand-in scorer), e.g. 20,2,0.2,0.05")
     ap.add_argument("--call-ms", type=float, default=2.0, help="--sim: fixed ms per scorer call (one forward)")
+    ap.add_argument("--look-ms", type=float, default=0.0, help="--sim: ms more per look (rows) call only")
     ap.add_argument("--real", default="", help="comma list of dtypes for SmolLM2: fp32,bf16")
     ap.add_argument("--k", type=int, default=6)
     ap.add_argument("--n-seq", type=int, default=64)
     ap.add_argument("--seq-len", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=1, help="exact/raced pairs per configuration (alternating)")
-    ap.add_argument("--race", default="{}", help="race parameters (JSON) of the raced search; several separated by ';'")
+    ap.add_argument(
+        "--race", default="{}", help="the raced search's race (JSON: {} defaults, '\"auto\"' auto); several by ';'"
+    )
     ap.add_argument("--json", default=None, help="append every search's numbers to this JSONL file")
     args = ap.parse_args()
     base = [
@@ -268,12 +278,14 @@ def main():
         if args.sim:
             table = stored_path(args.k)
             for ms in args.sim.split(","):
-                configs.append((f"sim {ms} ms/row + {args.call_ms:g} ms/call", ["dtype=fp32"], float(ms), table))
+                label = f"sim {ms} ms/row + {args.call_ms:g} ms/call"
+                label += f" + {args.look_ms:g} ms/look" if args.look_ms else ""
+                configs.append((label, ["dtype=fp32"], float(ms), table))
         for dt in filter(None, args.real.split(",")):
             configs.append((f"SmolLM2 {dt}", [f"dtype={dt}"], None, None))
         for label, extra, row_ms, table in configs:
             cfg = load_config(None, base + extra)
-            cls = sim_class(table, row_ms, args.call_ms) if table is not None else None
+            cls = sim_class(table, row_ms, args.call_ms, args.look_ms) if table is not None else None
             for rep in range(args.repeats):
                 exact = one_search(session, cfg, args.k, False, cls)
                 raced = [one_search(session, cfg, args.k, True, cls, json.loads(r)) for r in args.race.split(";")]

@@ -8,7 +8,7 @@ from typing import Callable, Protocol, Sequence, cast
 
 from ghostsearch.core.errors import GhostsearchError
 from ghostsearch.search.base import Candidate, Oracle, Removed, Searcher
-from ghostsearch.search.racing import Outcome, Race, RowRequest, run_race
+from ghostsearch.search.racing import LookCosts, Outcome, Race, RowRequest, no_look_pays, run_race
 
 
 class Evaluator(Protocol):
@@ -51,13 +51,13 @@ class FunctionEvaluator:
         return self.statistics[name]
 
 
-def race(r: Race, evaluator, searcher: str) -> Outcome:
+def race(r: Race, evaluator, searcher: str, costs: LookCosts | None = None) -> Outcome:
     if not hasattr(evaluator, "rows"):
         raise GhostsearchError(
             f"searcher '{searcher}' races its candidates, which this evaluator cannot "
             "(no per-row losses); set race: false"
         )
-    return run_race(r, evaluator, searcher)
+    return run_race(r, evaluator, searcher, costs)
 
 
 def run(
@@ -71,8 +71,12 @@ def run(
 ) -> Searcher:
     """Drive a searcher to completion: ask, evaluate (or race), tell, until done or out of time.
     After each tell: ``on_told(candidates)`` with the candidates told, in the order they were added
-    to ``searcher.history`` (one entry each), then ``on_tell(searcher)``."""
+    to ``searcher.history`` (one entry each), then ``on_tell(searcher)``. Races share one
+    ``racing.LookCosts`` (the evaluator's ``look_costs`` if it has one, else a new one): what a look
+    costs, measured on the search's first looks, prices the looks of ``race: auto``; a race none
+    of whose looks would pay is scored exactly (``racing.no_look_pays``)."""
     t0 = time.monotonic()
+    costs = getattr(evaluator, "look_costs", None) or LookCosts()
     if getattr(getattr(searcher, "params", None), "race", False) not in (False, None) and hasattr(evaluator, "n_rows"):
         searcher.rows = int(evaluator.n_rows())  # race: auto decides on it
     if oracle is None and getattr(evaluator, "statistic", None) is not None:
@@ -99,8 +103,10 @@ def run(
             raise RuntimeError(
                 f"searcher {searcher.name} asked {cost:g} evaluations with {searcher.budget_left:g} left"
             )
+        if raced is not None and no_look_pays(raced, int(evaluator.n_rows()), costs):
+            raced = None  # race: auto where a look costs more than any rows it could save: exact scoring
         if raced is not None:
-            out = race(raced, evaluator, searcher.name)
+            out = race(raced, evaluator, searcher.name, costs)
             searcher.race_cut += len(out.cut)
             told = list(out.told)
             searcher.tell(told, out.values)

@@ -48,8 +48,9 @@ candidate's last row is written; a marker row would be charged as budget by the 
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
 from scipy import stats
@@ -58,6 +59,8 @@ from ghostsearch.core.errors import GhostsearchError
 from ghostsearch.search.base import Candidate, Removed
 
 AUTO_ROWS = 32  # race: auto races when the calibration has at least this many rows, else scores exactly
+LOOK_FLOOR_S = 1e-3  # look_rows 'auto': a measured look overhead below this is no cost (timing noise)
+MIN_LOOKS = 4  # look_rows 'auto': looks timed (probe and rest) before the estimate is made and frozen
 BOUNDS = ("t", "serfling")
 KAPPA = 7.0 / 3.0 + 3.0 / math.sqrt(2.0)  # the empirical-Bernstein-Serfling constant (Bardenet & Maillard 2015)
 
@@ -74,11 +77,16 @@ class RaceParams:
     bound:    't' (Student-t, an approximation) or 'serfling' (distribution-free given ``range``).
     range:    serfling: the width of an interval every per-row loss difference lies in.
     look_rows: a look's fixed cost (broker round trip, scheduling, a forward's launch) in rows of one
-              candidate (default 0: every look is taken). A look before the last is skipped, its rows
-              scored with the next look's, when the rows it could save, (survivors - keep) x the next
-              look's new rows, are fewer than ``look_rows`` (issue 40: on a fast scorer a look costs
-              more than the rows it can save). Skipping a look only removes comparisons, so the
-              bound's guarantee (alpha split over the schedule's looks) holds as it is."""
+              candidate (default 0: every look is taken), or 'auto' (``race: auto``'s): measured
+              (``LookCosts``: every look taken until MIN_LOOKS looks are timed, each as a
+              one-survivor probe and the rest, then a look's fixed cost over a row's, frozen for
+              the search). A look before the last is
+              skipped, its rows scored with the next look's, when the rows it could save,
+              (survivors - keep) x the next look's new rows, are fewer than ``look_rows`` (issue 40:
+              on a fast scorer a look costs more than the rows it can save). With every look but
+              the last skipped a race is exact scoring (one call, every candidate on every row): not
+              racing. Skipping a look only removes comparisons, so the bound's guarantee (alpha
+              split over the schedule's looks) holds as it is."""
 
     delta: float = 0.05
     min_rows: int = 4
@@ -86,7 +94,7 @@ class RaceParams:
     order_seed: int = 0
     bound: str = "t"
     range: float | None = None
-    look_rows: float = 0.0
+    look_rows: float | str = 0.0
 
     def __post_init__(self):
         if not 0 < self.delta < 1:
@@ -97,8 +105,10 @@ class RaceParams:
             raise ValueError("race.growth must be > 1")
         if self.bound not in BOUNDS:
             raise ValueError(f"race.bound must be one of {', '.join(BOUNDS)}")
-        if not self.look_rows >= 0:
-            raise ValueError("race.look_rows must be >= 0 (a look's fixed cost in rows of one candidate)")
+        if self.look_rows != "auto" and not (
+            isinstance(self.look_rows, (int, float)) and not isinstance(self.look_rows, bool) and self.look_rows >= 0
+        ):
+            raise ValueError("race.look_rows must be 'auto' or >= 0 (a look's fixed cost in rows of one candidate)")
         if self.bound == "serfling" and not (self.range is not None and self.range > 0):
             raise ValueError("race.bound 'serfling' needs race.range > 0 (the width of the per-row loss differences)")
 
@@ -113,22 +123,81 @@ class RaceParams:
     def order(self, n_rows: int) -> np.ndarray:
         return np.random.default_rng([self.order_seed, n_rows]).permutation(n_rows)
 
-    def take(self, looks: Sequence[int], j: int, alive: int, keep: int) -> bool:
+    def take(self, looks: Sequence[int], j: int, alive: int, keep: int, measured: float | None = None) -> bool:
         """Whether the look at ``looks[j]`` is taken with ``alive`` survivors: always the last, and
-        a look before it when the rows it could save pay for it (``look_rows``)."""
-        if j + 1 >= len(looks) or self.look_rows <= 0:
+        a look before it when the rows it could save pay for it (``look_rows``; 'auto': ``measured``,
+        LookCosts.look_rows(), every look while there is none)."""
+        cost = (measured or 0.0) if self.look_rows == "auto" else float(self.look_rows)
+        if j + 1 >= len(looks) or cost <= 0:
             return True
-        return (alive - keep) * (looks[j + 1] - looks[j]) >= self.look_rows
+        return (alive - keep) * (looks[j + 1] - looks[j]) >= cost
+
+
+@dataclass
+class LookCosts:
+    """What a look costs, measured on one search's first races (``look_rows: auto``): until the
+    estimate is made, every look of 3 or more survivors is scored in two evaluator calls, one
+    survivor (the probe: x = its new rows) and the rest (x = the others' rows), each timed with
+    ``clock``; a call answered in part from a cache (the evaluator's ``cache_hits`` counter moved: a
+    resumed run's ledger, the pool's shared cache) is not timed. Each pair solves seconds =
+    look_s + row_s * x for one look; once MIN_LOOKS pairs are in, the estimate is their medians
+    (robust to a call slowed by the machine), frozen for the search. The fixed cost is priced at
+    its lower bound, ``low`` = look_s less twice its standard error (from the pairs' spread): where
+    ``low`` is at least LOOK_FLOOR_S and one row's cost, ``look_rows() = low / row_s``; else 0 (every
+    look taken, as with no estimate and as ``race: true``: a CPU scorer's races take the same looks,
+    so a resumed run replays them). Rows that cost nothing measurable (``row_s`` <= 0) with a fixed cost that stands
+    out: infinite (every look but the last skipped: no racing). Splitting a look changes no ledger
+    row (each candidate's block is the same) and no decision.
+    A run that resumes re-measures on its first computed looks (``frozen`` is not kept in the run
+    directory), so where looks are priced (a fast scorer) its races may take other looks than the
+    interrupted run's: rows it lacks are scored, the bound's guarantee is unchanged. A caller may
+    pass a LookCosts with ``frozen`` set (the evaluator's ``look_costs``) to replay an estimate."""
+
+    clock: Callable[[], float] = time.perf_counter
+    look_s: list[float] = field(default_factory=list)  # per timed pair
+    row_s: list[float] = field(default_factory=list)
+    frozen: dict | None = None  # the estimate, once made: look_s, row_s, looks, look_rows
+
+    @property
+    def measuring(self) -> bool:
+        return self.frozen is None
+
+    def add(self, x_probe: float, s_probe: float, x_rest: float, s_rest: float) -> None:
+        """One look's pair of calls: sizes (survivors x new rows) and seconds."""
+        if self.frozen is not None or x_rest <= x_probe:
+            return
+        row_s = (s_rest - s_probe) / (x_rest - x_probe)
+        self.row_s.append(row_s)
+        self.look_s.append(s_probe - row_s * x_probe)
+        if len(self.look_s) >= MIN_LOOKS:
+            self.frozen = self.fit()
+
+    def fit(self) -> dict:
+        b, c = np.array(self.look_s), np.array(self.row_s)
+        look_s, row_s = float(np.median(b)), float(np.median(c))
+        sd = 1.4826 * float(np.median(np.abs(b - look_s)))  # the pairs' spread (MAD)
+        low = look_s - 2 * 1.2533 * sd / math.sqrt(len(b))  # the median's lower bound (2 standard errors)
+        if low < max(LOOK_FLOOR_S, row_s):  # not a cost that stands out, or under one row: every look
+            rows = 0.0
+        else:
+            rows = low / row_s if row_s > 0 else math.inf
+        return {"look_s": look_s, "row_s": row_s, "looks": len(b), "look_rows": rows}
+
+    def look_rows(self) -> float | None:
+        """A look's fixed cost in rows of one candidate, once estimated (None before)."""
+        return None if self.frozen is None else float(self.frozen["look_rows"])
 
 
 def race_params(value: Any, n_rows: int | None = None) -> RaceParams | None:
     """A searcher's ``race`` parameter: False/None (off), True (defaults), a dict of RaceParams, or
-    'auto': on (defaults) when the calibration has at least AUTO_ROWS rows (``n_rows``), else off
-    (and off when the evaluator gives no per-row losses: ``n_rows`` None)."""
+    'auto': on when the calibration has at least AUTO_ROWS rows (``n_rows``), else off (and off when
+    the evaluator gives no per-row losses: ``n_rows`` None); on, its looks are priced by measurement
+    (``look_rows: auto``): where a look costs more than the rows it could save, it is not taken, and
+    where that holds for every look (a scorer whose per-look overhead dominates) nothing is raced."""
     if value is None or value is False:
         return None
     if value == "auto":
-        return RaceParams() if n_rows is not None and n_rows >= AUTO_ROWS else None
+        return RaceParams(look_rows="auto") if n_rows is not None and n_rows >= AUTO_ROWS else None
     if value is True:
         return RaceParams()
     if isinstance(value, RaceParams):
@@ -204,6 +273,18 @@ class Outcome:
     cut: list[Candidate] = field(default_factory=list)
 
 
+def no_look_pays(race: Race, n_rows: int, costs: LookCosts | None) -> bool:
+    """A ``look_rows: auto`` race whose measured look cost is above what any look before the last
+    could save, even with every candidate alive: no look would be taken, so the race is exact
+    scoring (the loop scores its candidates exactly instead: ``auto`` does not race there)."""
+    measured = costs.look_rows() if costs is not None else None
+    if race.params.look_rows != "auto" or measured is None or race.cut is not None:
+        return False
+    looks = race.params.schedule(n_rows)
+    keep = max(1, min(race.keep, len(race.candidates)))
+    return not any(race.params.take(looks, j, len(race.candidates), keep, measured) for j in range(len(looks) - 1))
+
+
 def race_alpha(delta: float, keep: int, m: int, n_looks: int) -> float:
     """Per comparison: delta split over the winners, their m - 1 rivals and the looks before the last."""
     return delta / (keep * max(1, m - 1) * max(1, n_looks - 1))
@@ -261,8 +342,19 @@ def simulate(
     return alive, cost
 
 
-def run_race(race: Race, evaluator: RowEvaluator, searcher: str) -> Outcome:
-    """Race ``race.candidates`` through ``evaluator`` (deterministic: ties go to the smaller set)."""
+def timed_rows(evaluator: RowEvaluator, reqs: list[RowRequest], searcher: str, clock: Callable[[], float]):
+    """``evaluator.rows(reqs)`` and its seconds (None when the evaluator's ``cache_hits`` moved: some
+    answer came from a cache, not computed)."""
+    hits = getattr(evaluator, "cache_hits", None)
+    t0 = clock()
+    out = evaluator.rows(reqs, searcher)
+    return out, (clock() - t0 if getattr(evaluator, "cache_hits", None) == hits else None)
+
+
+def run_race(race: Race, evaluator: RowEvaluator, searcher: str, costs: LookCosts | None = None) -> Outcome:
+    """Race ``race.candidates`` through ``evaluator`` (deterministic: ties go to the smaller set).
+    ``costs``: the search's LookCosts, which times the first looks of races with ``look_rows: auto``
+    and then prices their looks (without it 'auto' takes every look)."""
     N = int(evaluator.n_rows())
     p, cands = race.params, list(race.candidates)
     if N < 2:
@@ -279,7 +371,7 @@ def run_race(race: Race, evaluator: RowEvaluator, searcher: str) -> Outcome:
     cut: list[int] = []
     left, n = race.cost, 0
     for j, nxt in enumerate(looks):
-        if not p.take(looks, j, len(alive), keep):
+        if not p.take(looks, j, len(alive), keep, costs.look_rows() if costs is not None else None):
             continue  # its rows go with the next look's
         if race.cut is not None:  # the heuristic: afford this look and leave enough for `keep` to finish
             fit = max(1, int((left - keep * (N - nxt) / N) / ((nxt - n) / N) + 1e-9))
@@ -289,7 +381,15 @@ def run_race(race: Race, evaluator: RowEvaluator, searcher: str) -> Outcome:
                 alive = sorted(ranked[:fit])
         block = tuple(int(r) for r in order[n:nxt])
         reqs = [RowRequest(cands[i].removed, cands[i].prefix, block, n, seen[i]) for i in alive]
-        for i, (sums, counts, v) in zip(alive, evaluator.rows(reqs, searcher)):
+        if costs is not None and p.look_rows == "auto" and costs.measuring and len(alive) >= 3:
+            probe, s_probe = timed_rows(evaluator, reqs[:1], searcher, costs.clock)
+            rest, s_rest = timed_rows(evaluator, reqs[1:], searcher, costs.clock)
+            answers = probe + rest
+            if s_probe is not None and s_rest is not None:
+                costs.add(nxt - n, s_probe, (len(alive) - 1) * (nxt - n), s_rest)
+        else:
+            answers = evaluator.rows(reqs, searcher)
+        for i, (sums, counts, v) in zip(alive, answers):
             rows[i] += list(sums)
             seen[i] = (seen[i][0] + float(np.sum(sums)), seen[i][1] + float(np.sum(counts)))
             value[i] = float(v)

@@ -120,8 +120,8 @@ def test_searchers_ask_races_they_can_afford(name, monkeypatch):
 
     syn, races = Synthetic.random(12, seed=3), []
 
-    def spy(r, evaluator, searcher):
-        out = run_race(r, evaluator, searcher)
+    def spy(r, evaluator, searcher, costs=None):
+        out = run_race(r, evaluator, searcher, costs)
         races.append((r, out))
         return out
 
