@@ -8,7 +8,7 @@ from typing import Callable, Protocol, Sequence, cast
 
 from ghostsearch.core.errors import GhostsearchError
 from ghostsearch.search.base import Candidate, Oracle, Removed, Searcher
-from ghostsearch.search.racing import LookCosts, Outcome, Race, RowRequest, no_look_pays, run_race
+from ghostsearch.search.racing import LookCosts, Outcome, Race, RowEvaluator, RowRequest, no_look_pays, run_race
 
 
 class Evaluator(Protocol):
@@ -103,7 +103,11 @@ def run(
             raise RuntimeError(
                 f"searcher {searcher.name} asked {cost:g} evaluations with {searcher.budget_left:g} left"
             )
-        if raced is not None and no_look_pays(raced, int(evaluator.n_rows()), costs):
+        if (
+            raced is not None
+            and hasattr(evaluator, "n_rows")
+            and no_look_pays(raced, int(cast(RowEvaluator, evaluator).n_rows()), costs)
+        ):
             raced = None  # race: auto where a look costs more than any rows it could save: exact scoring
         if raced is not None:
             out = race(raced, evaluator, searcher.name, costs)
