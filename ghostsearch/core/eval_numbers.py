@@ -27,10 +27,11 @@ read that table). Bottom layer: it knows no model and no run.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import MISSING, dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from ghostsearch.core.errors import GhostsearchError
+from ghostsearch.core.records import required_fields
 
 COMMONSENSE_TASKS = (
     "boolq",
@@ -269,7 +270,7 @@ class ItemRow:
 
 # the fields in file order; those without a default are required (``key``: compare's rows only)
 ITEM_COLUMNS = tuple(f.name for f in fields(ItemRow))
-ITEM_REQUIRED = tuple(f.name for f in fields(ItemRow) if f.default is MISSING and f.default_factory is MISSING)
+ITEM_REQUIRED = required_fields(ItemRow)
 
 
 def item_schema(with_key: bool):

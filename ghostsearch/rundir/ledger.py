@@ -42,6 +42,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ghostsearch.core.io import fsync_dir, write_parquet_atomic
+from ghostsearch.core.records import required_fields
 
 log = logging.getLogger("ghostsearch.ledger")
 
@@ -90,7 +91,7 @@ class LedgerRow:
         naming every unknown and every missing required field."""
         names = {f.name for f in fields(cls)}
         unknown = sorted(set(row) - names)
-        missing = [f.name for f in fields(cls) if f.default is MISSING and f.name not in row]
+        missing = [name for name in required_fields(cls) if name not in row]
         if unknown or missing:
             raise ValueError(
                 "ledger row: "

@@ -55,6 +55,7 @@ from typing import Any
 import numpy as np
 
 from ghostsearch.core.errors import GhostsearchError
+from ghostsearch.core.records import required_fields
 from ghostsearch.stats import inference as stats
 
 SPENDINGS = ("obrien-fleming", "pocock")
@@ -183,10 +184,8 @@ class Certification:
 
 
 def _check_keys(cls, d: Mapping[str, Any], what: str) -> None:
-    from dataclasses import MISSING
-
     names = [f.name for f in fields(cls)]
-    required = [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING]
+    required = required_fields(cls)
     unknown = [k for k in d if k not in names]
     missing = [k for k in required if k not in d]
     if unknown or missing:
