@@ -24,7 +24,7 @@ import yaml
 
 from ghostsearch.core.errors import GhostsearchError
 from ghostsearch.core.eval_numbers import FinalistNumbers, ItemRow
-from ghostsearch.evaluation.native import encode_pair  # noqa: F401 (lm-eval's tokenisation; re-exported)
+from ghostsearch.evaluation.native import encode_pair
 from ghostsearch.model import data
 from ghostsearch.model.stack import Stack
 from ghostsearch.stats.inference import z_of_level
