@@ -11,8 +11,9 @@ from ghostsearch.core.comparison_row import ComparisonRow
 from ghostsearch.core.eval_numbers import FinalistNumbers
 from ghostsearch.evaluation.evaluate import binomial_stderr
 from ghostsearch.rundir.cell import CellResult
+from ghostsearch.stats.inference import rank, spearman, spearman_ci
 from ghostsearch.study.claims import ClaimRow, Hypothesis, family
-from ghostsearch.study.report import comparison_table, correlations, rank, spearman, spearman_ci, spread, summary
+from ghostsearch.study.report import comparison_table, correlations, spread, summary
 
 
 @pytest.mark.parametrize("seed", range(5))

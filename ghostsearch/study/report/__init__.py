@@ -3,8 +3,6 @@
 ``plots`` (PNG), ``render`` (report.md / report.html / summary.json). The statistics themselves live
 in :mod:`ghostsearch.stats.inference`, the verdicts in :mod:`ghostsearch.study.claims`."""
 
-from ghostsearch.stats.inference import rank, spearman, spearman_ci
-from ghostsearch.study.claims import distinct
 from ghostsearch.study.report.plots import (
     lorp_view,
     plot_accuracy,
@@ -31,7 +29,6 @@ __all__ = [
     "best_so_far",
     "comparison_table",
     "correlations",
-    "distinct",
     "lorp_view",
     "paired_accuracy",
     "plot_accuracy",
@@ -39,10 +36,7 @@ __all__ = [
     "plot_correlations",
     "plot_patterns",
     "plot_similarity",
-    "rank",
     "size_note",
-    "spearman",
-    "spearman_ci",
     "spread",
     "summary",
     "to_html",
