@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import textwrap
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
@@ -106,28 +106,41 @@ def plot_convergence(run_dir, rows, path):
     plt.close(fig)
 
 
-def lorp_view(similarity: np.ndarray, seed: int = 0) -> dict:
+@dataclass(frozen=True)
+class LorpView:
+    """The dense model's blocks as LoRP sees them (summary.json's ``lorp``): the redundancy score
+    RLS of the block-input similarity, the number of clusters it implies, each block's cluster."""
+
+    rls: float
+    n_clusters: int
+    labels: list[int]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def lorp_view(similarity: np.ndarray, seed: int = 0) -> LorpView:
     from ghostsearch.search.lorp import cluster, n_clusters_for, rls
 
     S = np.asarray(similarity)
     r = rls(S)
     n = n_clusters_for(r)
-    return {"rls": r, "n_clusters": n, "labels": [int(x) for x in cluster(S, n, seed)]}
+    return LorpView(r, n, [int(x) for x in cluster(S, n, seed)])
 
 
-def plot_similarity(similarity, path, seed=0):
+def plot_similarity(similarity, path, seed=0) -> LorpView:
     plt = _plt()
     view = lorp_view(similarity, seed)
     S = np.asarray(similarity)
     fig, ax = plt.subplots(figsize=(6.5, 5.5))
     im = ax.imshow(S, cmap="viridis")
     fig.colorbar(im, ax=ax, label="mean cosine of block inputs")
-    labels = view["labels"]
+    labels = view.labels
     for i in range(1, len(labels)):
         if labels[i] != labels[i - 1]:
             ax.axvline(i - 0.5, color="w", lw=0.8)
             ax.axhline(i - 0.5, color="w", lw=0.8)
-    _title(ax, f"block-input similarity; LoRP: RLS={view['rls']:.3f}, {view['n_clusters']} clusters")
+    _title(ax, f"block-input similarity; LoRP: RLS={view.rls:.3f}, {view.n_clusters} clusters")
     ax.set_xlabel("block")
     ax.set_ylabel("block")
     fig.tight_layout()

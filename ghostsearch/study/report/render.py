@@ -25,6 +25,7 @@ from ghostsearch.study import claims as claims_mod
 from ghostsearch.study.claims import RULE, ClaimRow, ItemMatrix, all_claims, contrast_claims, family, finalists
 from ghostsearch.study.report.models import ModelRow, comparison_entries, markdown_table, model_rows, read_speed
 from ghostsearch.study.report.plots import (
+    LorpView,
     plot_accuracy,
     plot_convergence,
     plot_correlations,
@@ -152,7 +153,7 @@ class ReportSummary:
     spread: Spread
     correlations: list[Correlation]
     paired_accuracy: list[PairedAccuracy]
-    lorp: dict
+    lorp: LorpView
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -163,7 +164,7 @@ class ReportSummary:
             "spread": self.spread.to_dict(),
             "correlations": [c.to_dict() for c in self.correlations],
             "paired_accuracy": [p.to_dict() for p in self.paired_accuracy],
-            "lorp": self.lorp,
+            "lorp": self.lorp.to_dict(),
         }
 
     def to_json(self) -> str:
@@ -208,7 +209,7 @@ def write_report(
     lines += _paired_section(paired)
     lines += _spearman_section(cors)
     lines += _budget_section(run_dir, one, cfg, n_blocks)
-    lines += ["", f"LoRP view of the dense model: RLS = {view['rls']:.3f}, clusters = {view['labels']}", ""]
+    lines += ["", f"LoRP view of the dense model: RLS = {view.rls:.3f}, clusters = {view.labels}", ""]
     lines += _plots_section()
     md = "\n".join(lines)
     write_text_atomic(run_dir / "report.md", md)
@@ -218,7 +219,7 @@ def write_report(
     return run_dir / "report.md"
 
 
-def _search_plots(run_dir: Path, rows, one, similarity, paired, n_blocks: int, seed: int) -> dict:
+def _search_plots(run_dir: Path, rows, one, similarity, paired, n_blocks: int, seed: int) -> LorpView:
     """The search's plots under RUN_DIR/plots (patterns, best so far, similarity, accuracy, Spearman);
     returns the dense model's LoRP view (plots.plot_similarity)."""
     plots = run_dir / "plots"
