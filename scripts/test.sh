@@ -7,6 +7,11 @@
 #   scripts/test.sh tests/report -x      only the paths given (any pytest arguments; --fast combines with them)
 # Each run prints its 25 slowest tests (pytest --durations); TEST_JUNIT=FILE also writes every test's
 # duration as JUnit XML there (.ci/run does).
+# Tests run in TEST_JOBS parallel processes (pytest-xdist; default 2, one per core here; TEST_JOBS=0:
+# one process, e.g. for --pdb). A module's tests stay in one process (--dist loadfile: its fixtures
+# load once), and OpenMP threads sleep instead of spinning while they wait (OMP_WAIT_POLICY=PASSIVE:
+# two processes' torch threads on two cores otherwise spin against each other, 10-100x slower).
+# Every test has a time limit (pytest-timeout, pyproject.toml): a hang fails that test, not CI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false RAY_USAGE_STATS_ENABLED=0
@@ -19,6 +24,12 @@ for a in "$@"; do
   esac
 done
 for a in "$@"; do case "$a" in tests|tests/*|./tests/*) paths=(); break;; esac; done
+jobs=${TEST_JOBS:-2}
+par=()
+if [ "$jobs" != 0 ]; then
+  par=(-n "$jobs" --dist loadfile)
+  export OMP_WAIT_POLICY=PASSIVE
+fi
 report=()
 [ -n "${TEST_JUNIT:-}" ] && report=(--junitxml "$TEST_JUNIT")
-exec .venv/bin/python -m pytest "${paths[@]}" -q --durations=25 "${report[@]}" "${args[@]}"
+exec .venv/bin/python -m pytest "${paths[@]}" -q --durations=25 "${par[@]}" "${report[@]}" "${args[@]}"
