@@ -16,11 +16,12 @@ import asyncio
 import dataclasses
 import sys
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
-from typing import Any, Generic, TypeVar
+from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 import ray
 
+from ghostsearch.core.records import Record
 from ghostsearch.objectives import ObjectiveSpec
 from ghostsearch.pool.keys import CacheKey
 from ghostsearch.scoring import RowScore, Score
@@ -69,7 +70,7 @@ class CellBest:
 
 
 @dataclass(frozen=True)
-class PoolStatus:
+class PoolStatus(Record):
     """The broker's accounting (``Broker.pool_status``; ``to_dict`` is RUN_DIR/pool.json and what
     ``ghostsearch pool status`` prints): its scorers, the requests waiting and in flight, the shared
     cache's size and hit rate, retries and stalls, per searcher its counts, per cell its best."""
@@ -83,9 +84,6 @@ class PoolStatus:
     stalls: int
     searchers: dict[str, SearcherCounts]
     cells: dict[str, CellBest]
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
     def with_best(self, answers: Iterable[tuple[str, float | None, list[int]]]) -> PoolStatus:
         """Each (cell, value, removed) of ``answers`` as its cell's best where it is better than the

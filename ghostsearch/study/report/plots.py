@@ -7,11 +7,12 @@ from __future__ import annotations
 import math
 import textwrap
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
 from ghostsearch.core.comparison_row import ComparisonRow
+from ghostsearch.core.records import Record
 from ghostsearch.study.report.summary import PairedAccuracy, best_so_far, correlations
 
 
@@ -107,16 +108,13 @@ def plot_convergence(run_dir, rows, path):
 
 
 @dataclass(frozen=True)
-class LorpView:
+class LorpView(Record):
     """The dense model's blocks as LoRP sees them (summary.json's ``lorp``): the redundancy score
     RLS of the block-input similarity, the number of clusters it implies, each block's cluster."""
 
     rls: float
     n_clusters: int
     labels: list[int]
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def lorp_view(similarity: np.ndarray, seed: int = 0) -> LorpView:

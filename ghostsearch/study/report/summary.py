@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 
 from ghostsearch.core.comparison_row import ComparisonRow
+from ghostsearch.core.records import Record
 from ghostsearch.rundir.curves import best_so_far  # the one best-so-far rule (rundir/curves.py)
 from ghostsearch.stats import inference as stats
 from ghostsearch.stats.inference import spearman, spearman_ci
@@ -21,7 +21,7 @@ VAR_DIFF_PILOT = 0.163  # variance of a paired per-item accuracy difference in t
 
 
 @dataclass(frozen=True)
-class Correlation:
+class Correlation(Record):
     """Spearman's rho between calibration value and accuracy in one condition (objective, k,
     recovery) over ``n`` distinct models, its bootstrap interval, the exact permutation p (NaN under
     claims.MIN_MODELS models) and the rows ``dropped`` for a missing accuracy (summary.json's
@@ -37,12 +37,9 @@ class Correlation:
     p: float
     dropped: int
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
-class Spread:
+class Spread(Record):
     """summary.json's ``spread``: per objective the mean (over k) range of accuracy across its
     distinct models; the mean range between the objectives' mean accuracies (NaN with one
     objective); each objective's mean accuracy."""
@@ -51,12 +48,9 @@ class Spread:
     between: float
     mean_by_objective: dict[str | None, float]
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
-class PairedAccuracy:
+class PairedAccuracy(Record):
     """One distinct evaluated model's mean accuracy (``acc``, bootstrap interval) and its difference
     from the dense model (``delta``, paired bootstrap interval): summary.json's ``paired_accuracy``."""
 
@@ -72,9 +66,6 @@ class PairedAccuracy:
     delta: float
     delta_lo: float
     delta_hi: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass(frozen=True)
