@@ -177,7 +177,7 @@ def one_search(
         client.n_rows()  # warm: the objective prepared on the scorer, the row counts known
         client.evaluate([], "warm")
         ray.get(broker.evaluate.remote(cfg.objective_spec(), [], 1.0, None, "warm"))
-        client.look_costs = racing.LookCosts()  # type: ignore[attr-defined]  # race "auto": its estimate, reported
+        client.look_costs = racing.LookCosts()  # race "auto": its estimate, reported
         setting = (race if isinstance(race, str) else dict(race or {})) if raced else False
         searcher = make_searcher("greedy", space, params={"race": setting})
         tm = Timers()
@@ -221,7 +221,7 @@ def one_search(
         "value": searcher.result()[1],
         "parts": parts,
         "looks": len(looks),
-        "look_costs": client.look_costs.frozen,  # type: ignore[attr-defined]
+        "look_costs": client.look_costs.frozen,
         "rows_scored": sum(m * n for m, n in looks),
         "broker_calls": tm.n["wait"],
         "round_trip_s": t_trip,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import ray
@@ -21,7 +22,9 @@ from ghostsearch.pool.blocks import RaceBlocks
 from ghostsearch.pool.resume import Entry, Resume, entry_of
 from ghostsearch.rundir.ledger import Ledger, LedgerRow
 from ghostsearch.search import Candidate
-from ghostsearch.search.racing import RowRequest
+from ghostsearch.search.racing import LookCosts, RowRequest
+
+LOOKS = "looks"  # RUN_DIR/looks/<cell>.json: race: auto's look-cost estimate per cell
 
 
 @dataclass
@@ -44,12 +47,17 @@ class PoolClient:
     sources: dict = field(default_factory=dict)  # objective name -> CalibrationSpec statistics may come from
     resume: Resume = field(init=False)
     blocks: RaceBlocks | None = field(default=None, init=False)  # racing: known once n_rows is asked
+    look_costs: LookCosts | None = None  # race: auto's look costs (search.run's); kept in RUN_DIR (load_known)
 
     def __post_init__(self) -> None:
         self.resume = Resume(self.spec.key(), self.cell)
 
     def load_known(self, run_dir) -> int:
-        """Resume: every value this run's ledger holds for the cell's objective (see Resume)."""
+        """Resume: every value this run's ledger holds for the cell's objective (see Resume); and
+        ``race: auto``'s look-cost estimate, kept in RUN_DIR/looks/<cell>.json once the search makes
+        it and read back from there, so that a resumed cell takes the looks the interrupted one took
+        (racing.LookCosts.kept)."""
+        self.look_costs = LookCosts.kept(Path(run_dir) / LOOKS / f"{self.cell}.json")
         return self.resume.load(run_dir)
 
     def _append_new(self, key: Entry, row: LedgerRow) -> None:

@@ -301,6 +301,9 @@ class Searcher:
         self.oracle: Oracle | None = None
         self.rows: int | None = None  # the evaluator's calibration rows (set by search.run; race: auto)
         self.race_cut = 0  # candidates the race's ``cut`` heuristic dropped on partial means (no bound)
+        self.race_count = 0  # races asked (set by search.run)
+        self.race_exact = 0  # of them, scored exactly because no look could pay (race: auto; search.run)
+        self.look_costs: dict | None = None  # race: auto's frozen look-cost estimate (racing.LookCosts.frozen)
         self.told_keys: set[tuple[Removed, float]] = set()  # (set, fidelity) of every value told
 
     # ---------- parameters ----------
@@ -402,19 +405,27 @@ class Searcher:
         return self.best_removed, self.best_value
 
     def race_report(self) -> dict | None:
-        """Which scoring a searcher with a ``race`` parameter used: ``raced`` or ``exact`` (``auto``
-        races from 32 calibration rows), the rows, and how many candidates the ``cut`` heuristic
-        dropped without the bound (0 unless a searcher asks for it). None without a race parameter."""
+        """Which scoring a searcher with a ``race`` parameter used, for the cell's result: ``used``
+        ``raced`` or ``exact`` (``auto`` races from 32 calibration rows, and scores a race exactly
+        where no look of it could pay: ``exact`` when it did so for every race), the rows, how many
+        candidates the ``cut`` heuristic dropped without the bound (0 unless a searcher asks for
+        it), the bound; ``races``: races asked, ``exact_races``: those scored exactly because no look
+        could pay, ``look_costs``: ``auto``'s measured look cost (racing.LookCosts.frozen: look_s,
+        row_s, look_rows, looks timed, ...; None when not measured). None without a race parameter."""
         racing = getattr(self, "racing", None)
         if racing is None or not hasattr(self.params, "race"):
             return None
         rp = racing()
+        every_race_exact = self.race_count > 0 and self.race_exact == self.race_count
         return {
             "setting": self.params.race if isinstance(self.params.race, (bool, str)) else "custom",
-            "used": "raced" if rp else "exact",
+            "used": "raced" if rp and not every_race_exact else "exact",
             "rows": self.rows,
             "cut": self.race_cut,
             "bound": rp.bound if rp else None,
+            "races": self.race_count,
+            "exact_races": self.race_exact,
+            "look_costs": self.look_costs,
         }
 
 

@@ -47,9 +47,11 @@ candidate's last row is written; a marker row would be charged as budget by the 
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
@@ -61,6 +63,7 @@ from ghostsearch.search.base import Candidate, Removed
 AUTO_ROWS = 32  # race: auto races when the calibration has at least this many rows, else scores exactly
 LOOK_FLOOR_S = 1e-3  # look_rows 'auto': a measured look overhead below this is no cost (timing noise)
 MIN_LOOKS = 4  # look_rows 'auto': looks timed (probe and rest) before the estimate is made and frozen
+EARLY_LOOKS = 2  # look_rows 'auto': looks timed before the estimate may freeze early (no look of the race can pay)
 BOUNDS = ("t", "serfling")
 KAPPA = 7.0 / 3.0 + 3.0 / math.sqrt(2.0)  # the empirical-Bernstein-Serfling constant (Bardenet & Maillard 2015)
 
@@ -148,44 +151,82 @@ class LookCosts:
     so a resumed run replays them). Rows that cost nothing measurable (``row_s`` <= 0) with a fixed cost that stands
     out: infinite (every look but the last skipped: no racing). Splitting a look changes no ledger
     row (each candidate's block is the same) and no decision.
-    A run that resumes re-measures on its first computed looks (``frozen`` is not kept in the run
-    directory), so where looks are priced (a fast scorer) its races may take other looks than the
-    interrupted run's: rows it lacks are scored, the bound's guarantee is unchanged. A caller may
-    pass a LookCosts with ``frozen`` set (the evaluator's ``look_costs``) to replay an estimate."""
+
+    Stopping early: from EARLY_LOOKS pairs on, when even the bounds least favourable to that
+    conclusion (the fixed cost's lower bound over the row cost's upper bound, each two standard
+    errors from its median) price a look above ``most``, the most rows any look of the race being
+    measured could save (all its candidates alive), no look of that race can pay: the estimate is
+    frozen there (``early``), not after MIN_LOOKS pairs, so a scorer whose looks cannot pay spends
+    two timed looks, not four, before it stops racing. Not early when the row cost's upper bound is
+    not positive (a probe call slowed by the machine makes a pair's row cost negative): two such
+    pairs are no evidence, so the measurement goes on to MIN_LOOKS pairs.
+
+    ``taken`` counts the looks taken by ``look_rows: auto`` races; the estimate is in force from the
+    look after the one that froze it (``frozen['after']``), so a run that replays it takes every
+    look before that point, as the measuring run did. ``path`` (``LookCosts.kept``: the run
+    directory's ``looks/<cell>.json``): where the estimate is written once frozen and read back
+    when the run resumes, so that a resumed run takes the interrupted run's looks instead of
+    measuring again (it times nothing then)."""
 
     clock: Callable[[], float] = time.perf_counter
     look_s: list[float] = field(default_factory=list)  # per timed pair
     row_s: list[float] = field(default_factory=list)
-    frozen: dict | None = None  # the estimate, once made: look_s, row_s, looks, look_rows
+    frozen: dict | None = None  # the estimate, once made: look_s, row_s, looks, look_rows, after, early
+    taken: int = 0  # looks taken so far by look_rows: auto races
+    path: Path | None = None  # where the estimate is kept (written once frozen)
+
+    @classmethod
+    def kept(cls, path: str | Path, **kw) -> LookCosts:
+        """A LookCosts kept at ``path``: the estimate read back from it when a run made one there."""
+        path = Path(path)
+        frozen = json.loads(path.read_text()) if path.exists() else None
+        return cls(frozen=frozen, path=path, **kw)
 
     @property
     def measuring(self) -> bool:
         return self.frozen is None
 
-    def add(self, x_probe: float, s_probe: float, x_rest: float, s_rest: float) -> None:
-        """One look's pair of calls: sizes (survivors x new rows) and seconds."""
+    def add(self, x_probe: float, s_probe: float, x_rest: float, s_rest: float, most: float | None = None) -> None:
+        """One look's pair of calls: sizes (survivors x new rows) and seconds; ``most``: the most rows
+        a look of this race could save (stopping early; None: never)."""
         if self.frozen is not None or x_rest <= x_probe:
             return
         row_s = (s_rest - s_probe) / (x_rest - x_probe)
         self.row_s.append(row_s)
         self.look_s.append(s_probe - row_s * x_probe)
+        est = self.fit()
         if len(self.look_s) >= MIN_LOOKS:
-            self.frozen = self.fit()
+            self.freeze(est)
+        elif most and len(self.look_s) >= EARLY_LOOKS and est["low_s"] >= LOOK_FLOOR_S and est["row_hi_s"] > 0:
+            if est["low_s"] / est["row_hi_s"] > most:  # no look of this race can pay, even at these bounds
+                self.freeze(est, early=True)
+
+    def freeze(self, est: dict, early: bool = False) -> None:
+        """Make ``est`` the search's estimate, in force from the next look; written to ``path``."""
+        self.frozen = {**est, "after": self.taken + 1, "early": early}
+        if self.path is not None:
+            from ghostsearch.core.io import write_json_atomic
+
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            write_json_atomic(self.path, self.frozen)
 
     def fit(self) -> dict:
         b, c = np.array(self.look_s), np.array(self.row_s)
         look_s, row_s = float(np.median(b)), float(np.median(c))
-        sd = 1.4826 * float(np.median(np.abs(b - look_s)))  # the pairs' spread (MAD)
-        low = look_s - 2 * 1.2533 * sd / math.sqrt(len(b))  # the median's lower bound (2 standard errors)
+        se = 2 * 1.2533 * 1.4826 / math.sqrt(len(b))  # two standard errors of a median, per unit of MAD
+        low = look_s - se * float(np.median(np.abs(b - look_s)))  # the fixed cost's lower bound
+        row_hi = row_s + se * float(np.median(np.abs(c - row_s)))  # the row cost's upper bound
         if low < max(LOOK_FLOOR_S, row_s):  # not a cost that stands out, or under one row: every look
             rows = 0.0
         else:
             rows = low / row_s if row_s > 0 else math.inf
-        return {"look_s": look_s, "row_s": row_s, "looks": len(b), "look_rows": rows}
+        return {"look_s": look_s, "row_s": row_s, "looks": len(b), "look_rows": rows, "low_s": low, "row_hi_s": row_hi}
 
     def look_rows(self) -> float | None:
-        """A look's fixed cost in rows of one candidate, once estimated (None before)."""
-        return None if self.frozen is None else float(self.frozen["look_rows"])
+        """A look's fixed cost in rows of one candidate, once estimated and in force (None before)."""
+        if self.frozen is None or self.taken < int(self.frozen.get("after", 0)):
+            return None
+        return float(self.frozen["look_rows"])
 
 
 def race_params(value: Any, n_rows: int | None = None) -> RaceParams | None:
@@ -351,6 +392,25 @@ def timed_rows(evaluator: RowEvaluator, reqs: list[RowRequest], searcher: str, c
     return out, (clock() - t0 if getattr(evaluator, "cache_hits", None) == hits else None)
 
 
+def score_look(evaluator: RowEvaluator, reqs: list[RowRequest], searcher: str, timing: LookCosts | None, most: int):
+    """One look's answers; with ``timing`` (a ``look_rows: auto`` race's LookCosts) the look is
+    counted, and while it measures, a look of 3 or more survivors is timed as a probe and the rest
+    (``most``: the most rows a look of this race could save, for stopping early)."""
+    if timing is None:
+        return evaluator.rows(reqs, searcher)
+    if timing.measuring and len(reqs) >= 3:
+        probe, s_probe = timed_rows(evaluator, reqs[:1], searcher, timing.clock)
+        rest, s_rest = timed_rows(evaluator, reqs[1:], searcher, timing.clock)
+        answers = probe + rest
+        if s_probe is not None and s_rest is not None:
+            new = len(reqs[0].rows)
+            timing.add(new, s_probe, (len(reqs) - 1) * new, s_rest, most=most)
+    else:
+        answers = evaluator.rows(reqs, searcher)
+    timing.taken += 1  # the estimate comes in force by this count (frozen['after'])
+    return answers
+
+
 def run_race(race: Race, evaluator: RowEvaluator, searcher: str, costs: LookCosts | None = None) -> Outcome:
     """Race ``race.candidates`` through ``evaluator`` (deterministic: ties go to the smaller set).
     ``costs``: the search's LookCosts, which times the first looks of races with ``look_rows: auto``
@@ -365,6 +425,8 @@ def run_race(race: Race, evaluator: RowEvaluator, searcher: str, costs: LookCost
         raise RuntimeError(f"{searcher}: a race keeping {keep} needs a cut of at least {keep}, got {race.cost:g}")
     alpha = race_alpha(p.delta, keep, len(cands), len(looks))
     alive = list(range(len(cands)))
+    timing = costs if p.look_rows == "auto" else None  # the search's LookCosts, counting and timing this race's looks
+    most = (len(cands) - keep) * max((b - a for a, b in zip(looks, looks[1:])), default=0)  # rows a look may save
     rows: list[list[float]] = [[] for _ in cands]
     seen = [(0.0, 0.0)] * len(cands)  # per candidate: (loss sum, count) over its rows so far
     value = [math.nan] * len(cands)
@@ -381,14 +443,7 @@ def run_race(race: Race, evaluator: RowEvaluator, searcher: str, costs: LookCost
                 alive = sorted(ranked[:fit])
         block = tuple(int(r) for r in order[n:nxt])
         reqs = [RowRequest(cands[i].removed, cands[i].prefix, block, n, seen[i]) for i in alive]
-        if costs is not None and p.look_rows == "auto" and costs.measuring and len(alive) >= 3:
-            probe, s_probe = timed_rows(evaluator, reqs[:1], searcher, costs.clock)
-            rest, s_rest = timed_rows(evaluator, reqs[1:], searcher, costs.clock)
-            answers = probe + rest
-            if s_probe is not None and s_rest is not None:
-                costs.add(nxt - n, s_probe, (len(alive) - 1) * (nxt - n), s_rest)
-        else:
-            answers = evaluator.rows(reqs, searcher)
+        answers = score_look(evaluator, reqs, searcher, timing, most)
         for i, (sums, counts, v) in zip(alive, answers):
             rows[i] += list(sums)
             seen[i] = (seen[i][0] + float(np.sum(sums)), seen[i][1] + float(np.sum(counts)))

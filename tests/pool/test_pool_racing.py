@@ -4,6 +4,8 @@ whose per-row losses equal scoring each candidate alone; the raced answer is exa
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from ghostsearch.config import load_config
@@ -45,7 +47,19 @@ def test_race_auto_through_the_pool(tiny_model_dir, tmp_path, ray_local):
     raced = run_cell(
         cfg, broker, run_dir, searcher="greedy", objective="perplexity", k=2, seed=0, n_blocks=n, progress=False
     )
-    assert raced.race == {"setting": "auto", "used": "raced", "rows": 32, "cut": 0, "bound": "t"}
+    rep = raced.race
+    assert rep is not None and {k: rep[k] for k in ("setting", "used", "rows", "cut", "bound")} == {
+        "setting": "auto",
+        "used": "raced",
+        "rows": 32,
+        "cut": 0,
+        "bound": "t",
+    }
+    assert rep["races"] == 2 and rep["exact_races"] in (0, 1)  # the first race measures the looks: raced
+    kept = run_dir / "looks" / f"{raced.cell}.json"  # race: auto's estimate, kept for a resume once made
+    assert kept.exists() == (rep["look_costs"] is not None)
+    if kept.exists():
+        assert json.loads(kept.read_text()) == rep["look_costs"]
     rows = [r for r in read_ledger(run_dir).to_pylist() if r["cell"] == raced.cell]
     assert any(r["partial"] for r in rows) and all(len(r["row_losses"]) for r in rows)
     # a look's block, scored by the broker for many candidates at once, equals each candidate alone

@@ -16,7 +16,7 @@ from search_synthetic import Synthetic
 
 from ghostsearch.search import Space, make_searcher, run
 from ghostsearch.search.loop import FunctionEvaluator
-from ghostsearch.search.racing import MIN_LOOKS, LookCosts, RaceParams, race_params
+from ghostsearch.search.racing import EARLY_LOOKS, MIN_LOOKS, LookCosts, RaceParams, race_params
 
 ROWS = 64
 
@@ -89,21 +89,88 @@ def test_auto_races_like_race_true_on_a_slow_scorer():
 
 
 def test_auto_stops_racing_where_a_look_costs_more_than_its_rows():
-    """A scorer whose per-look overhead dominates (50 ms a look, 10 us a row: 5000 rows): once the
-    first race's first MIN_LOOKS looks are timed, the rest of that race is one look on all the
-    rows left, and every later race is scored exactly (no look could pay), the answer exact
-    greedy's."""
+    """A scorer whose per-look overhead dominates (50 ms a look, 10 us a row: 5000 rows): the first
+    race's first EARLY_LOOKS timed looks already show that no look of it can pay (5000 rows against
+    the 13 x 32 = 416 its largest look could save), so the estimate freezes there (early), the rest
+    of that race is one look on all the rows left, and every later race is scored exactly (no look
+    could pay), the answer exact greedy's; result.json says so."""
     ev = Timed(synthetic(), 0.05, 1e-5)
     s = greedy(ev)
     exact = greedy(synthetic(), race=False)
     assert ev.look_costs.look_rows() == pytest.approx(5000, rel=1e-6)
+    assert ev.look_costs.frozen["early"] and ev.look_costs.frozen["looks"] == EARLY_LOOKS
     sched = RaceParams().schedule(ROWS)
-    assert [n for _, n in ev.looks] == [sched[0]] + [b - a for a, b in zip(sched, sched[1:MIN_LOOKS])] + [
-        ROWS - sched[MIN_LOOKS - 1]
-    ]  # the first race: MIN_LOOKS timed looks, then the rest in one; no race after it
+    assert [n for _, n in ev.looks] == [sched[0]] + [b - a for a, b in zip(sched, sched[1:EARLY_LOOKS])] + [
+        ROWS - sched[EARLY_LOOKS - 1]
+    ]  # the first race: EARLY_LOOKS timed looks, then the rest in one; no race after it
     assert ev.calls == 13 + 12 + 11  # greedy's steps 2-4, every candidate scored exactly
     assert s.result() == exact.result()
     assert all(f == 1.0 for f in (b - a for (a, _), (b, _) in zip(s.history[13:], s.history[14:])))
+    rep = s.race_report()
+    assert rep["used"] == "raced" and rep["races"] == 4 and rep["exact_races"] == 3  # the first race was raced
+    assert rep["look_costs"] == ev.look_costs.frozen
+
+
+def test_where_every_race_is_scored_exactly_the_report_says_exact():
+    """A search whose every race auto scores exactly (its estimate, replayed from a kept file, in
+    force from the first look): result.json's race says used: exact, with the races and the estimate."""
+    first = Timed(synthetic(), 0.05, 1e-5)
+    greedy(first)
+    costs = LookCosts(frozen={**first.look_costs.frozen, "after": 0})
+    ev = Timed(synthetic(), 0.05, 1e-5)
+    ev.look_costs = costs
+    s = greedy(ev)
+    rep = s.race_report()
+    assert ev.row_calls == [] and rep["races"] == rep["exact_races"] == 4
+    assert rep["used"] == "exact" and rep["setting"] == "auto" and rep["look_costs"]["look_rows"] == pytest.approx(5000)
+    assert s.result() == greedy(synthetic(), race=False).result()
+
+
+def test_the_estimate_freezes_early_only_when_no_look_of_the_race_can_pay():
+    """Stopping early (EARLY_LOOKS pairs) needs the bounds least favourable to it to price a look
+    above the most rows a look of the race could save: 5000 rows against 416 stops; 200 rows
+    (2 ms a look, 10 us a row) against 416 does not (measured to MIN_LOOKS, priced, raced); a noisy
+    pair whose bounds overlap the threshold does not."""
+    stop = LookCosts()
+    stop.add(4, 0.05 + 4e-5, 52, 0.05 + 52e-5, most=416)
+    assert stop.frozen is None  # one pair: no spread, no decision
+    stop.add(4, 0.05 + 4e-5, 52, 0.05 + 52e-5, most=416)
+    assert stop.frozen is not None and stop.frozen["early"] and stop.frozen["looks"] == EARLY_LOOKS
+    pays = LookCosts()
+    for _ in range(EARLY_LOOKS + 1):
+        pays.add(4, 2e-3 + 4e-5, 52, 2e-3 + 52e-5, most=416)
+    assert pays.frozen is None
+    pays.add(4, 2e-3 + 4e-5, 52, 2e-3 + 52e-5, most=416)
+    assert pays.frozen is not None and not pays.frozen["early"] and pays.frozen["look_rows"] == pytest.approx(200)
+    noisy = LookCosts()  # fixed cost 20 or 80 ms at 10 us a row: the lower bound is under 416 rows
+    noisy.add(4, 0.02 + 4e-5, 52, 0.02 + 52e-5, most=416)
+    noisy.add(4, 0.08 + 4e-5, 52, 0.08 + 52e-5, most=416)
+    assert noisy.frozen is None
+    slowed = LookCosts()  # both probes slowed by 10 ms (the machine), the rest not: row costs negative
+    for _ in range(EARLY_LOOKS):
+        slowed.add(4, 0.01 + 2e-5, 52, 1e-4, most=416)
+    assert slowed.frozen is None  # no evidence: measured on to MIN_LOOKS
+
+
+def test_a_resumed_run_reuses_the_kept_estimate_and_takes_the_same_looks(tmp_path):
+    """The estimate is written to its file (LookCosts.kept: RUN_DIR/looks/<cell>.json) once frozen;
+    a run that resumes reads it back and takes the interrupted run's looks, look for look, without
+    timing anything, even on a scorer whose timings would now give another estimate."""
+    path = tmp_path / "looks" / "greedy-perplexity-k4-s0.json"
+    first = Timed(synthetic(), 2e-3, 1e-5)  # 200 rows: looks priced, some taken, some skipped
+    first.look_costs = LookCosts.kept(path, clock=first.clock)
+    a = greedy(first)
+    assert path.exists() and first.look_costs.frozen["look_rows"] == pytest.approx(200)
+    again = Timed(synthetic(), 0.05, 1e-5)  # now 5000 rows a look: measuring again would stop racing
+    again.look_costs = LookCosts.kept(path, clock=again.clock)
+    assert again.look_costs.frozen == first.look_costs.frozen
+    b = greedy(again)
+    assert again.looks == first.looks and again.row_calls != first.row_calls  # the same looks, none split
+    assert a.result() == b.result() and a.used == b.used and a.race_report() == b.race_report()
+    assert again.look_costs.look_s == []  # nothing timed
+    fresh = Timed(synthetic(), 0.05, 1e-5)  # without the file: measured again, other looks
+    greedy(fresh)
+    assert fresh.looks != first.looks
 
 
 def test_race_true_takes_every_look_whatever_the_costs():
@@ -116,10 +183,10 @@ def test_race_true_takes_every_look_whatever_the_costs():
 
 def test_cached_looks_are_not_timed():
     """Looks answered from a cache (a resumed run's ledger) are not measured: the estimate comes
-    from the first MIN_LOOKS computed looks."""
+    from the first computed looks (here EARLY_LOOKS: they already show no look can pay)."""
     ev = Timed(synthetic(), 0.05, 1e-5, cached=3)
     greedy(ev)
-    assert ev.look_costs.frozen is not None and ev.look_costs.frozen["looks"] == MIN_LOOKS
+    assert ev.look_costs.frozen is not None and ev.look_costs.frozen["looks"] == EARLY_LOOKS  # early: 5000 > 416
     assert ev.look_costs.look_rows() == pytest.approx(5000, rel=1e-6)
 
 
@@ -134,6 +201,7 @@ def pairs(look_s: float, row_s: float, slow: dict | None = None, noise: float = 
             secs.append((look_s + row_s * x) * (slow or {}).get(k, 1.0) * (1 + noise * rng.standard_normal()))
             k += 1
         costs.add(n, secs[0], (m - 1) * n, secs[1])
+        costs.taken += 1  # the look counted, as run_race counts it (the estimate is in force from the next)
     return costs
 
 
