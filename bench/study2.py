@@ -444,13 +444,15 @@ def main() -> None:
     cfg = load_config(args.config, args.overrides)
     torch.set_num_threads(max(1, cfg.pool.threads))
     run_dir = Path(cfg.out)
-    data_plan = plan(cfg, ["perplexity"], evaluate=True, repair=True)
-    announce(data_plan)
-    keys, jobs, pairs = design(cfg, data_plan.held_out)
-    if args.report_only:
+    if args.report_only:  # reads only the run directory: no data is needed (a clone without ../shared reports too)
         if not (run_dir / "study.json").exists():
             raise SystemExit(f"study2: {run_dir} holds no study yet: run it without --report-only first")
+        models = json.loads((run_dir / "study.json").read_text())["models"]
+        keys = {m: spec["eval_key"] for m, spec in models.items()}
     else:  # a report changes nothing it reads: config.yaml records the settings of the last real run
+        data_plan = plan(cfg, ["perplexity"], evaluate=True, repair=True)
+        announce(data_plan)
+        keys, jobs, pairs = design(cfg, data_plan.held_out)
         run_study(cfg, STUDY2, keys, jobs, pairs, data_plan, args.commit)
     text = report(run_dir, keys)
     (run_dir / "study2.md").write_text(text)
