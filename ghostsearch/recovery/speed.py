@@ -31,6 +31,7 @@ small batch where the head's vocab matmul weighs most).
 from __future__ import annotations
 
 import dataclasses
+import math
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -486,3 +487,66 @@ def speed_table(report: SpeedReport) -> str:
         f"{report.peak_batch}: {report.peak_method})"
     )
     return "\n".join(out)
+
+
+def speedup_k(
+    model: Any,
+    asked: float,
+    free: Sequence[int],
+    batch: int = 1,
+    seq_len: int = 128,
+    decode_tokens: int = 16,
+    repeats: int = 3,
+    extra: int = 3,
+    progress=None,
+    measure=None,
+) -> tuple[int, SpeedReport]:
+    """A speed-up target resolved to a k (``target.speedup``, as ``target.params`` resolves a parameter
+    count): the least k whose measured speed-up over the dense model, the lesser of prefill's and
+    decode's at ``batch`` (median over interleaved rounds), is at least ``asked``.
+
+    No k below k0 = ceil(L (1 - 1/asked)) can reach it: removing blocks is all that is removed, so
+    L / (L - k) bounds the speed-up. So k0 .. k0 + ``extra`` (at most the ``free`` blocks' count) are
+    timed together beside the dense model (``measure_speed``), each on a stand-in set, the last k free
+    blocks: which blocks go does not change a model's cost when its blocks are alike (a hybrid model's
+    sliding and full attention blocks differ a little; the searched set's own speed is measured and
+    reported after the search). One line, before any timing, when even every free block's removal
+    cannot reach it; one line naming every measured speed-up when none of the timed ks does.
+    ``measure``: measure_speed's stand-in (tests); returns (k, the report)."""
+    if not asked > 1:
+        raise GhostsearchError(f"target.speedup={asked}: a speed-up over the dense model is above 1 (e.g. 1.25)")
+    free = sorted(int(b) for b in free)
+    L = Stack(model).n_blocks
+    k0 = max(1, math.ceil(L * (1 - 1 / asked) - 1e-9))
+    if k0 > len(free):
+        raise GhostsearchError(
+            f"target.speedup={asked}: needs at least {k0} of {L} blocks removed (the ideal speed-up L/(L-k) "
+            f"bounds it) but only {len(free)} may be removed (search.protected); ask for less"
+        )
+    ks = list(range(k0, min(len(free), k0 + extra) + 1))
+    sets = {k: free[len(free) - k :] for k in ks}
+    rep = (measure or measure_speed)(
+        model,
+        [sets[k] for k in ks],
+        batches=(batch,),
+        seq_len=seq_len,
+        decode_tokens=decode_tokens,
+        repeats=repeats,
+        peak=False,
+        progress=progress,
+    )
+    seen = []
+    for k in ks:
+        row = rep.row(sets[k])
+        pre, dec = (row.at(ph, batch) if row is not None else None for ph in ("prefill", "decode"))
+        if pre is None or dec is None:
+            raise GhostsearchError(f"speed: k={k} was not measured at batch {batch}")
+        s = min(pre.speedup, dec.speedup)
+        seen.append(f"k={k} {s:.2f}x")
+        if s >= asked:
+            return k, rep
+    raise GhostsearchError(
+        f"target.speedup={asked}: no k timed reached it at batch {batch} on this machine ({', '.join(seen)}; "
+        f"the lesser of prefill and decode, median of {repeats} rounds); ask for less, or time it with "
+        "`ghostsearch speed CONFIG --remove ...`"
+    )
