@@ -16,7 +16,9 @@ Resumable: the search replays from the ledger; every model's per-item values are
 RUN_DIR/target/values/<metric>/<eval_key>.json (the first n items of the draw, extended as the
 looks need more), so a rerun recomputes nothing it has; RUN_DIR/target/looks.json holds the
 certification after every k. The model is loaded (and the repairs fitted) only when a value is
-missing.
+missing. A rerun of a finished target that RUN_DIR fully answers (``answered``: the search's
+answer as ``runner.answered`` checks it, result.json's target block written by this config, every
+value it used kept, the speed measured) returns that block without starting Ray or loading the model.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from ghostsearch.stats import certify as cert
 log = logging.getLogger(__name__)
 
 DEFAULT_LOOKS = (100, 200, 400)
+CHUNK = 200  # items (windows) computed and kept at a time: what an interrupted look loses at most
 NESTED = ("greedy",)  # searchers whose one run at k gives a nested path of every smaller k
 
 
@@ -236,18 +239,32 @@ class Values:
             log.info("target: %s fitted for k = %s in %.1f s", self.p.method, todo, time.monotonic() - t0)
 
     def ensure(self, ks: list[int], n: int) -> None:
-        """Brings the models ``ks`` (0: dense) to the first n items, computing the missing ones together."""
-        todo = [k for k in ks if len(self.values[k]) < n]
-        if not todo:
-            return
-        self._load()
-        lo = min(len(self.values[k]) for k in todo)
-        new = self._compute(todo, lo, n)
-        for k, vals in zip(todo, new):
-            have = len(self.values[k])
-            self.values[k] = self.values[k] + vals[have - lo :]
-            write_json_atomic(self.dir / f"{self.keys[k]}.json", {"values": self.values[k]})
-        self.computed += sum(n - lo for _ in todo)
+        """Brings the models ``ks`` (0: dense) to the first n items, computing the missing ones together,
+        ``CHUNK`` items at a time, each chunk kept as it ends (an interrupted look resumes from there)."""
+        while True:
+            todo = [k for k in ks if len(self.values[k]) < n]
+            if not todo:
+                return
+            self._load()
+            lo = min(len(self.values[k]) for k in todo)
+            hi = min(n, lo + CHUNK)
+            todo = [k for k in todo if len(self.values[k]) < hi]
+            t0 = time.monotonic()
+            new = self._compute(todo, lo, hi)
+            for k, vals in zip(todo, new):
+                have = len(self.values[k])
+                self.values[k] = self.values[k] + vals[have - lo :]
+                write_json_atomic(self.dir / f"{self.keys[k]}.json", {"values": self.values[k]})
+            self.computed += sum(hi - lo for _ in todo)
+            log.info(
+                "target: %s %d..%d of %d for %s in %.1f s",
+                "windows" if self.p.perplexity else "items",
+                lo,
+                hi,
+                n,
+                ", ".join("dense" if k == 0 else f"k={k}" for k in todo),
+                time.monotonic() - t0,
+            )
 
     def _compute(self, ks: list[int], lo: int, n: int) -> list[list[float]]:
         finalists = [((), None) if k == 0 else (tuple(self.removed[k]), self.ops[k]) for k in ks]
@@ -399,9 +416,60 @@ def measure(model_ops, removed: list[int], method: str) -> dict | str:
     return rep.to_dict()
 
 
+# ---------------------------------------------------------------- a finished run
+def config_key(cfg: Config) -> str:
+    """What a target block depends on: the whole config but ``out`` (the search, its calibration,
+    the repair, the evaluation, the target, the pool's threads), hashed."""
+    import hashlib
+
+    d = cfg.to_dict()
+    d.pop("out", None)
+    return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def answered(cfg: Config, ecfg: Config, p: Plan) -> dict | None:
+    """result.json's target block when RUN_DIR answers this rerun without any work: every search
+    cell answered as ``runner.answered`` checks a search (same search config, the answer in
+    result.json and in the ledger, the same model content, dtype and threads), the block written by
+    this config (``config_key``), every value file it read holding at least the items it used, and
+    the speed measured (or nothing certified). None otherwise: the usual path (Ray, the ledger's
+    replay, the kept values) then runs and says what is wrong, if anything is."""
+    from ghostsearch.run.runner import answered as search_answered
+    from ghostsearch.rundir.cell import cell_name
+
+    out = Path(cfg.out).expanduser()
+    if "://" in str(cfg.out) or cfg.pool.name or not (out / "result.json").is_file():
+        return None
+    try:
+        block = json.loads((out / "result.json").read_text()).get("target")
+        if not isinstance(block, dict) or block.get("config_key") != config_key(cfg):
+            return None
+        for c in cells(ecfg, p.ks):
+            if search_answered(ecfg, cell_name(c.searcher, c.objective, c.k, c.seed)) is None:
+                return None
+        keys, need = block["values"], {"0": block["items_used"]}
+        need.update({str(v["k"]): v["items"] for v in block["ks"] if v["items"]})
+        for k, n in need.items():
+            f = out / "target" / "values" / p.metric / f"{keys[k]}.json"
+            if len(json.loads(f.read_text())["values"]) < n:
+                return None
+        best = block["certified_k"] if p.params_k is None else p.params_k
+        if best and not isinstance(block.get("speed"), dict):
+            return None  # measured again by the usual path
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    log.info(
+        "%s already holds this target's answer and every value it used; returned without starting Ray or "
+        "loading the model (delete its result.json to rerun it)",
+        out,
+    )
+    return block
+
+
 # ---------------------------------------------------------------- the command
 def target(cfg: Config, address: str | None = None, progress: bool = True) -> dict:
-    """`ghostsearch target`: search, repair, certify; returns result.json's ``target`` block."""
+    """`ghostsearch target`: search, repair, certify; returns result.json's ``target`` block. A rerun
+    that RUN_DIR fully answers returns its block at once (``answered``)."""
     from ghostsearch.config import check_model_fit
     from ghostsearch.run.runner import Run
 
@@ -412,6 +480,9 @@ def target(cfg: Config, address: str | None = None, progress: bool = True) -> di
         kept_k, total = params_k(cfg, cfg.target.params, n_blocks)
         p = replace(p, ks=[kept_k], params_k=kept_k)
     ecfg = eval_cfg(cfg, p)
+    done = answered(cfg, ecfg, p)
+    if done is not None:
+        return done
     t0 = time.monotonic()
     run = Run(ecfg, "target", cells(ecfg, p.ks), address=address, evaluate=True, repair=p.method != "none")
     with run:
@@ -487,6 +558,8 @@ def target(cfg: Config, address: str | None = None, progress: bool = True) -> di
             "items_computed_now": values.computed,
             "wall_seconds": round(time.monotonic() - t0, 1),
             "speed": speed,
+            "config_key": config_key(cfg),  # what a rerun is answered for (``answered``)
+            "values": {str(k): key for k, key in values.keys.items()},  # RUN_DIR/target/values/<metric>/<key>.json
         }
         if p.params_k is not None:
             block["params"] = {"asked": cfg.target.params, "k": p.params_k, "total": total}

@@ -7,7 +7,9 @@ local Ray (greedy's nested path), the repair fitted, the looks certified, the sp
 
 Perplexity: the last line names the certified k, result.json's target block records it with its
 bound, level and items; a rerun resumes (the search from the ledger, every window's NLL from
-RUN_DIR/target/values) and computes nothing again. Accuracy (mean_acc, max_drop): the same recipe on
+RUN_DIR/target/values) and computes nothing again; a rerun of the finished run is answered from
+RUN_DIR without Ray (its environment names an unreachable Ray, which any ray.init would refuse) and
+returns the same block. Accuracy (mean_acc, max_drop): the same recipe on
 0/1 items of two tasks, the tasks as strata."""
 
 from __future__ import annotations
@@ -44,12 +46,15 @@ ACC = [
 ]
 
 
-def target(home: Path, out: Path, model: str, over: list[str]) -> subprocess.CompletedProcess:
+NO_RAY = {"RAY_ADDRESS": "127.0.0.1:9"}  # nothing listens there: connecting to Ray fails at once
+
+
+def target(home: Path, out: Path, model: str, over: list[str], env: dict | None = None) -> subprocess.CompletedProcess:
     p = subprocess.run(
         [sys.executable, "-m", "ghostsearch", "target", str(QUICK), f"model={model}", f"out={out}", *SMALL, *over]
         + ["--no-progress"],
         cwd=home,
-        env=fresh_env(),
+        env={**fresh_env(), **(env or {})},
         capture_output=True,
         text=True,
         timeout=600,
@@ -80,10 +85,30 @@ def test_target_quick_certifies_and_resumes(tiny_model_dir, home, tmp_path):
     assert isinstance(block["speed"], dict) and block["speed"]["rows"], block["speed"]  # measured
     assert "# ghostsearch target" in (out / "report.md").read_text()
     assert block["items_computed_now"] > 0
-    # the rerun: nothing evaluated again, the same answer
+    # the rerun of the finished run: answered from RUN_DIR, no Ray (an unreachable RAY_ADDRESS would fail
+    # any connection), no model; the same block, result.json untouched
+    before = (out / "result.json").read_bytes()
+    p1 = target(home, out, tiny_model_dir, PPL, env=NO_RAY)
+    assert "already holds this target's answer" in p1.stderr, p1.stderr[-2000:]
+    assert p1.stdout.strip().splitlines()[-1] == last and (out / "result.json").read_bytes() == before
+    # without Ray it cannot run otherwise: a run directory that does not answer it goes the usual way, and fails
+    res = json.loads(before)
+    del res["target"]["config_key"]  # as a run of an older version wrote it
+    (out / "result.json").write_text(json.dumps(res))
+    p_no = subprocess.run(
+        [sys.executable, "-m", "ghostsearch", "target", str(QUICK), f"model={tiny_model_dir}", f"out={out}"]
+        + [*SMALL, *PPL, "--no-progress"],
+        cwd=home,
+        env={**fresh_env(), **NO_RAY},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert p_no.returncode != 0 and "127.0.0.1:9" in p_no.stderr, p_no.stderr[-2000:]
+    # the usual rerun (with Ray): the search from the ledger, nothing evaluated again, the same answer
     p2 = target(home, out, tiny_model_dir, PPL)
     again = json.loads((out / "result.json").read_text())["target"]
-    assert again["items_computed_now"] == 0
+    assert again["items_computed_now"] == 0 and again["config_key"] == block["config_key"]
     assert (again["certified_k"], again["estimate"]) == (k, block["estimate"])
     assert p2.stdout.strip().splitlines()[-1] == last
 

@@ -79,3 +79,35 @@ def test_accuracy_items_are_paired_0_1_with_their_tasks(tiny_model_dir, tmp_path
     again = Values(eval_cfg(cfg, p), p, tmp_path, {1: [2]}, held_out=(), progress=False)
     again.ensure([0, 1], 8)
     assert again.computed == 0 and again.values == v.values
+
+
+def test_values_are_kept_chunk_by_chunk_and_an_interrupted_look_resumes(tiny_model_dir, tmp_path, monkeypatch):
+    """ensure computes CHUNK items at a time and keeps each chunk as it ends: a look interrupted in its
+    third chunk keeps the first two, and the rerun computes only the rest, to the same values as one
+    uninterrupted pass."""
+    from ghostsearch.study import target as t
+
+    whole = values(tiny_model_dir, tmp_path / "whole", batch=2)
+    whole.ensure([0, 1], 7)
+    monkeypatch.setattr(t, "CHUNK", 3)
+    v = values(tiny_model_dir, tmp_path / "cut", batch=2)
+    real, calls = v._compute, []
+
+    def compute(ks, lo, hi):
+        calls.append((lo, hi))
+        if len(calls) == 3:
+            raise KeyboardInterrupt  # a SIGTERM in the middle of the look
+        return real(ks, lo, hi)
+
+    monkeypatch.setattr(v, "_compute", compute)
+    try:
+        v.ensure([0, 1], 7)
+    except KeyboardInterrupt:
+        pass
+    assert calls == [(0, 3), (3, 6), (6, 7)]
+    again = values(tiny_model_dir, tmp_path / "cut", batch=2)
+    assert len(again.values[0]) == len(again.values[1]) == 6  # two chunks kept
+    again.ensure([0, 1], 7)
+    assert again.computed == 2  # one window for each of the two models
+    np.testing.assert_allclose(again.values[0], whole.values[0], atol=1e-5)
+    np.testing.assert_allclose(again.values[1], whole.values[1], atol=1e-5)
