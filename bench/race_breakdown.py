@@ -222,6 +222,7 @@ def one_search(
         "parts": parts,
         "looks": len(looks),
         "look_costs": client.look_costs.frozen,
+        "race": searcher.race_report(),  # races, exact_races (auto: no look could pay), used
         "rows_scored": sum(m * n for m, n in looks),
         "broker_calls": tm.n["wait"],
         "round_trip_s": t_trip,

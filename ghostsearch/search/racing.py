@@ -152,14 +152,14 @@ class LookCosts:
     out: infinite (every look but the last skipped: no racing). Splitting a look changes no ledger
     row (each candidate's block is the same) and no decision.
 
-    Stopping early: from EARLY_LOOKS pairs on, when even the bounds least favourable to that
-    conclusion (the fixed cost's lower bound over the row cost's upper bound, each two standard
-    errors from its median) price a look above ``most``, the most rows any look of the race being
-    measured could save (all its candidates alive), no look of that race can pay: the estimate is
-    frozen there (``early``), not after MIN_LOOKS pairs, so a scorer whose looks cannot pay spends
-    two timed looks, not four, before it stops racing. Not early when the row cost's upper bound is
-    not positive (a probe call slowed by the machine makes a pair's row cost negative): two such
-    pairs are no evidence, so the measurement goes on to MIN_LOOKS pairs.
+    Stopping early: from EARLY_LOOKS pairs on, when the estimate so far (the fixed cost at its lower
+    bound over the median row cost) prices a look above ``most``, the most rows any later look of
+    the race being measured could save (its survivors before this look's drops, times the largest
+    block of new rows still to come), no later look of that race can pay: the estimate is frozen
+    there (``early``), not after MIN_LOOKS pairs, so a scorer whose looks cannot pay spends two timed
+    looks, not four, before it stops taking them. Not early on an infinite estimate (median row cost
+    not positive: probe calls the machine slowed make a pair's row cost negative; measured on). Later
+    races are priced by that estimate as by any (``no_look_pays``: with their own candidates).
 
     ``taken`` counts the looks taken by ``look_rows: auto`` races; the estimate is in force from the
     look after the one that froze it (``frozen['after']``), so a run that replays it takes every
@@ -188,7 +188,7 @@ class LookCosts:
 
     def add(self, x_probe: float, s_probe: float, x_rest: float, s_rest: float, most: float | None = None) -> None:
         """One look's pair of calls: sizes (survivors x new rows) and seconds; ``most``: the most rows
-        a look of this race could save (stopping early; None: never)."""
+        a later look of this race could save (stopping early; None: never)."""
         if self.frozen is not None or x_rest <= x_probe:
             return
         row_s = (s_rest - s_probe) / (x_rest - x_probe)
@@ -197,13 +197,13 @@ class LookCosts:
         est = self.fit()
         if len(self.look_s) >= MIN_LOOKS:
             self.freeze(est)
-        elif most and len(self.look_s) >= EARLY_LOOKS and est["low_s"] >= LOOK_FLOOR_S and est["row_hi_s"] > 0:
-            if est["low_s"] / est["row_hi_s"] > most:  # no look of this race can pay, even at these bounds
-                self.freeze(est, early=True)
+        elif most and len(self.look_s) >= EARLY_LOOKS and most < est["look_rows"] < math.inf:
+            self.freeze(est, early=True)  # no later look of this race can pay
 
     def freeze(self, est: dict, early: bool = False) -> None:
         """Make ``est`` the search's estimate, in force from the next look; written to ``path``."""
-        self.frozen = {**est, "after": self.taken + 1, "early": early}
+        pairs = [[b, r] for b, r in zip(self.look_s, self.row_s)]
+        self.frozen = {**est, "after": self.taken + 1, "early": early, "pairs": pairs}
         if self.path is not None:
             from ghostsearch.core.io import write_json_atomic
 
@@ -213,14 +213,13 @@ class LookCosts:
     def fit(self) -> dict:
         b, c = np.array(self.look_s), np.array(self.row_s)
         look_s, row_s = float(np.median(b)), float(np.median(c))
-        se = 2 * 1.2533 * 1.4826 / math.sqrt(len(b))  # two standard errors of a median, per unit of MAD
-        low = look_s - se * float(np.median(np.abs(b - look_s)))  # the fixed cost's lower bound
-        row_hi = row_s + se * float(np.median(np.abs(c - row_s)))  # the row cost's upper bound
+        sd = 1.4826 * float(np.median(np.abs(b - look_s)))  # the pairs' spread (MAD)
+        low = look_s - 2 * 1.2533 * sd / math.sqrt(len(b))  # the median's lower bound (2 standard errors)
         if low < max(LOOK_FLOOR_S, row_s):  # not a cost that stands out, or under one row: every look
             rows = 0.0
         else:
             rows = low / row_s if row_s > 0 else math.inf
-        return {"look_s": look_s, "row_s": row_s, "looks": len(b), "look_rows": rows, "low_s": low, "row_hi_s": row_hi}
+        return {"look_s": look_s, "row_s": row_s, "looks": len(b), "look_rows": rows, "low_s": low}
 
     def look_rows(self) -> float | None:
         """A look's fixed cost in rows of one candidate, once estimated and in force (None before)."""
@@ -395,7 +394,7 @@ def timed_rows(evaluator: RowEvaluator, reqs: list[RowRequest], searcher: str, c
 def score_look(evaluator: RowEvaluator, reqs: list[RowRequest], searcher: str, timing: LookCosts | None, most: int):
     """One look's answers; with ``timing`` (a ``look_rows: auto`` race's LookCosts) the look is
     counted, and while it measures, a look of 3 or more survivors is timed as a probe and the rest
-    (``most``: the most rows a look of this race could save, for stopping early)."""
+    (``most``: the most rows a later look of this race could save, for stopping early)."""
     if timing is None:
         return evaluator.rows(reqs, searcher)
     if timing.measuring and len(reqs) >= 3:
@@ -426,7 +425,6 @@ def run_race(race: Race, evaluator: RowEvaluator, searcher: str, costs: LookCost
     alpha = race_alpha(p.delta, keep, len(cands), len(looks))
     alive = list(range(len(cands)))
     timing = costs if p.look_rows == "auto" else None  # the search's LookCosts, counting and timing this race's looks
-    most = (len(cands) - keep) * max((b - a for a, b in zip(looks, looks[1:])), default=0)  # rows a look may save
     rows: list[list[float]] = [[] for _ in cands]
     seen = [(0.0, 0.0)] * len(cands)  # per candidate: (loss sum, count) over its rows so far
     value = [math.nan] * len(cands)
@@ -443,7 +441,8 @@ def run_race(race: Race, evaluator: RowEvaluator, searcher: str, costs: LookCost
                 alive = sorted(ranked[:fit])
         block = tuple(int(r) for r in order[n:nxt])
         reqs = [RowRequest(cands[i].removed, cands[i].prefix, block, n, seen[i]) for i in alive]
-        answers = score_look(evaluator, reqs, searcher, timing, most)
+        gaps = [looks[i + 1] - looks[i] for i in range(j + 1, len(looks) - 1)]  # later looks' new rows, skippable
+        answers = score_look(evaluator, reqs, searcher, timing, (len(alive) - keep) * max(gaps, default=0))
         for i, (sums, counts, v) in zip(alive, answers):
             rows[i] += list(sums)
             seen[i] = (seen[i][0] + float(np.sum(sums)), seen[i][1] + float(np.sum(counts)))

@@ -91,7 +91,7 @@ def test_auto_races_like_race_true_on_a_slow_scorer():
 def test_auto_stops_racing_where_a_look_costs_more_than_its_rows():
     """A scorer whose per-look overhead dominates (50 ms a look, 10 us a row: 5000 rows): the first
     race's first EARLY_LOOKS timed looks already show that no look of it can pay (5000 rows against
-    the 13 x 32 = 416 its largest look could save), so the estimate freezes there (early), the rest
+    the at most 13 x 32 = 416 a later look could save), so the estimate freezes there (early), the rest
     of that race is one look on all the rows left, and every later race is scored exactly (no look
     could pay), the answer exact greedy's; result.json says so."""
     ev = Timed(synthetic(), 0.05, 1e-5)
@@ -127,10 +127,11 @@ def test_where_every_race_is_scored_exactly_the_report_says_exact():
 
 
 def test_the_estimate_freezes_early_only_when_no_look_of_the_race_can_pay():
-    """Stopping early (EARLY_LOOKS pairs) needs the bounds least favourable to it to price a look
-    above the most rows a look of the race could save: 5000 rows against 416 stops; 200 rows
-    (2 ms a look, 10 us a row) against 416 does not (measured to MIN_LOOKS, priced, raced); a noisy
-    pair whose bounds overlap the threshold does not."""
+    """Stopping early (EARLY_LOOKS pairs) needs the estimate (the fixed cost's lower bound over the
+    median row cost) to price a look above the most rows a later look of the race could save: 5000
+    rows against 416 stops; 200 rows (2 ms a look, 10 us a row) against 416 does not (measured to
+    MIN_LOOKS, priced, raced); nor a fixed cost whose lower bound is within its noise, nor a median
+    row cost that puts a look under 416 rows, nor probes the machine slowed (row costs negative)."""
     stop = LookCosts()
     stop.add(4, 0.05 + 4e-5, 52, 0.05 + 52e-5, most=416)
     assert stop.frozen is None  # one pair: no spread, no decision
@@ -146,6 +147,10 @@ def test_the_estimate_freezes_early_only_when_no_look_of_the_race_can_pay():
     noisy.add(4, 0.02 + 4e-5, 52, 0.02 + 52e-5, most=416)
     noisy.add(4, 0.08 + 4e-5, 52, 0.08 + 52e-5, most=416)
     assert noisy.frozen is None
+    split = LookCosts()  # 5000 rows, then 167 (a row 30x dearer in the second pair): 0.05 / 155 us = 322 rows
+    split.add(4, 0.05 + 4e-5, 52, 0.05 + 52e-5, most=416)
+    split.add(4, 0.05 + 12e-4, 52, 0.05 + 52 * 3e-4, most=416)
+    assert split.frozen is None
     slowed = LookCosts()  # both probes slowed by 10 ms (the machine), the rest not: row costs negative
     for _ in range(EARLY_LOOKS):
         slowed.add(4, 0.01 + 2e-5, 52, 1e-4, most=416)
@@ -183,10 +188,11 @@ def test_race_true_takes_every_look_whatever_the_costs():
 
 def test_cached_looks_are_not_timed():
     """Looks answered from a cache (a resumed run's ledger) are not measured: the estimate comes
-    from the first computed looks (here EARLY_LOOKS: they already show no look can pay)."""
+    from the first MIN_LOOKS computed looks (the first race's computed looks come last, the one
+    after them is its last look, which no estimate skips: nothing to stop early for)."""
     ev = Timed(synthetic(), 0.05, 1e-5, cached=3)
     greedy(ev)
-    assert ev.look_costs.frozen is not None and ev.look_costs.frozen["looks"] == EARLY_LOOKS  # early: 5000 > 416
+    assert ev.look_costs.frozen is not None and ev.look_costs.frozen["looks"] == MIN_LOOKS
     assert ev.look_costs.look_rows() == pytest.approx(5000, rel=1e-6)
 
 
