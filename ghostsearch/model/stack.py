@@ -80,6 +80,48 @@ def _slice_rows(x: Any, rows: slice | torch.Tensor, b: int) -> Any:
     return x
 
 
+class _Recorder:
+    """What one dense forward of ``Stack.capture`` records: the hooks it registers and the
+    pass-through forward of the blocks it does not compute."""
+
+    def __init__(self, n_blocks: int):
+        self.L = n_blocks
+        self.args: list[Any] = [None] * n_blocks
+        self.kwargs: list[Any] = [None] * n_blocks
+        self.states: list[Any] = [None] * (n_blocks + 1)
+        self.tuple: bool | None = None  # what a block returns in this family (the last block computed)
+
+    def pre(self, i: int):
+        def hook(module, a, kw):
+            if a:
+                self.states[i], self.args[i], self.kwargs[i] = a[0], tuple(a[1:]), dict(kw)
+            else:
+                kw = dict(kw)
+                self.states[i], self.args[i], self.kwargs[i] = kw.pop("hidden_states"), (), kw
+
+        return hook
+
+    def post(self, module, a, kw, out) -> None:
+        self.states[self.L] = out[0] if isinstance(out, tuple) else out
+
+    def seen(self, module, a, kw, out) -> None:
+        self.tuple = isinstance(out, tuple)
+
+    def passthrough(self, *a, **kw):
+        h = a[0] if a else kw["hidden_states"]
+        return (h,) if self.tuple else h
+
+
+def _drop_caches(kwargs: list[Any]) -> None:
+    """A captured block's keyword arguments without a KV cache (scoring runs blocks without one)."""
+    for kw in kwargs:
+        for key in ("past_key_values", "cache", "past_key_value"):
+            if key in kw:
+                kw[key] = None
+        if "use_cache" in kw:
+            kw["use_cache"] = False
+
+
 class Stack:
     """The model view. ``run(h, cap, start, removed)`` runs blocks start..L-1 except ``removed``."""
 
@@ -140,42 +182,16 @@ class Stack:
         without computing them (their call arguments, which do not depend on the hidden states, are
         still recorded), and states[i > upto] are None."""
         L = self.n_blocks
-        args: list[Any] = [None] * L
-        kwargs: list[Any] = [None] * L
-        states: list[Any] = [None] * (L + 1)
-        hooks = []
         skip_from = L if upto is None or upto >= L else max(int(upto), 1)  # block 0 runs: its output's shape
-        shape: dict[str, bool] = {}
-
-        def pre(i):
-            def hook(module, a, kw):
-                if a:
-                    states[i], args[i], kwargs[i] = a[0], tuple(a[1:]), dict(kw)
-                else:
-                    kw = dict(kw)
-                    states[i], args[i], kwargs[i] = kw.pop("hidden_states"), (), kw
-
-            return hook
-
-        def post(module, a, kw, out):
-            states[L] = out[0] if isinstance(out, tuple) else out
-
-        def seen(module, a, kw, out):  # the last block computed: what a block returns in this family
-            shape["tuple"] = isinstance(out, tuple)
-
-        def passthrough(*a, **kw):
-            h = a[0] if a else kw["hidden_states"]
-            return (h,) if shape.get("tuple") else h
-
-        for i, blk in enumerate(self.blocks):
-            hooks.append(blk.register_forward_pre_hook(pre(i), with_kwargs=True))
+        rec = _Recorder(L)
+        hooks = [blk.register_forward_pre_hook(rec.pre(i), with_kwargs=True) for i, blk in enumerate(self.blocks)]
         if skip_from < L:
-            hooks.append(self.blocks[skip_from - 1].register_forward_hook(seen, with_kwargs=True))
+            hooks.append(self.blocks[skip_from - 1].register_forward_hook(rec.seen, with_kwargs=True))
         else:
-            hooks.append(self.blocks[-1].register_forward_hook(post, with_kwargs=True))
+            hooks.append(self.blocks[-1].register_forward_hook(rec.post, with_kwargs=True))
         own = {i: self.blocks[i].__dict__.get("forward") for i in range(skip_from, L)}
         for i in own:
-            self.blocks[i].forward = passthrough  # type: ignore[method-assign]
+            self.blocks[i].forward = rec.passthrough  # type: ignore[method-assign]
         try:
             dev = self.device
             self.inner(
@@ -187,20 +203,19 @@ class Stack:
         finally:
             for h in hooks:
                 h.remove()
-            for i, fwd in own.items():
-                if fwd is None:
-                    del self.blocks[i].forward
-                else:
-                    self.blocks[i].forward = fwd
+            self._restore_forwards(own)
         for i in range(skip_from + 1, L + 1):
-            states[i] = None  # passed through, not computed
-        for kw in kwargs:
-            for key in ("past_key_values", "cache", "past_key_value"):
-                if key in kw:
-                    kw[key] = None
-            if "use_cache" in kw:
-                kw["use_cache"] = False
-        return Captured(block_args=args, block_kwargs=kwargs, states=states)
+            rec.states[i] = None  # passed through, not computed
+        _drop_caches(rec.kwargs)
+        return Captured(block_args=rec.args, block_kwargs=rec.kwargs, states=rec.states)
+
+    def _restore_forwards(self, own: dict[int, Any]) -> None:
+        """Each block's own ``forward`` back where capture replaced it (None: it had none of its own)."""
+        for i, fwd in own.items():
+            if fwd is None:
+                del self.blocks[i].forward
+            else:
+                self.blocks[i].forward = fwd
 
     @staticmethod
     def slice(cap: Captured, rows: slice | torch.Tensor, b: int) -> Captured:

@@ -204,6 +204,18 @@ def check_ray_cluster_spec(where: str, spec: dict) -> list[str]:
     head = spec.get("headGroupSpec") or {}
     groups = spec.get("workerGroupSpecs") or []
     all_containers = _containers(head.get("template")) + [c for g in groups for c in _containers(g.get("template"))]
+    problems += _check_auth(where, spec, all_containers)
+    problems += _check_gpu_groups(where, groups)
+    if not spec.get("enableInTreeAutoscaling"):
+        problems.append(f"{where}: enableInTreeAutoscaling is not true")
+    problems += _check_pods(where, [head] + groups, all_containers)
+    return problems
+
+
+def _check_auth(where: str, spec: dict, all_containers: list[dict]) -> list[str]:
+    """Token auth on: authOptions.mode, or RAY_AUTH_MODE=token on every container; no container
+    setting RAY_AUTH_MODE to anything else."""
+    problems = []
     token_by_env = all_containers and all(
         any(e.get("name") == "RAY_AUTH_MODE" and e.get("value") == "token" for e in c.get("env") or [])
         for c in all_containers
@@ -216,6 +228,12 @@ def check_ray_cluster_spec(where: str, spec: dict) -> list[str]:
         for e in c.get("env") or []:
             if e.get("name") == "RAY_AUTH_MODE" and e.get("value") != "token":
                 problems.append(f"{where}: container {c.get('name')} sets RAY_AUTH_MODE={e.get('value')}")
+    return problems
+
+
+def _check_gpu_groups(where: str, groups: list[dict]) -> list[str]:
+    """A worker group requests a GPU in its limits, and every such group can autoscale."""
+    problems = []
     gpu_groups = []
     for g in groups:
         for c in _containers(g.get("template")):
@@ -228,9 +246,13 @@ def check_ray_cluster_spec(where: str, spec: dict) -> list[str]:
     for g in gpu_groups:
         if not int(g.get("maxReplicas", 0) or 0) > int(g.get("minReplicas", 0) or 0):
             problems.append(f"{where}: GPU group {g.get('groupName')} cannot autoscale (maxReplicas <= minReplicas)")
-    if not spec.get("enableInTreeAutoscaling"):
-        problems.append(f"{where}: enableInTreeAutoscaling is not true")
-    for part in [head] + groups:
+    return problems
+
+
+def _check_pods(where: str, parts: list[dict], all_containers: list[dict]) -> list[str]:
+    """Every pod runs as non-root; every container's image is pinned to a tag other than latest."""
+    problems = []
+    for part in parts:
         sc = ((part.get("template") or {}).get("spec") or {}).get("securityContext") or {}
         if not sc.get("runAsNonRoot"):
             problems.append(f"{where}: pod of {part.get('groupName', 'head')} lacks runAsNonRoot")
