@@ -82,8 +82,9 @@ class RaceParams:
     look_rows: a look's fixed cost (broker round trip, scheduling, a forward's launch) in rows of one
               candidate (default 0: every look is taken), or 'auto' (``race: auto``'s): measured
               (``LookCosts``: every look taken until MIN_LOOKS looks are timed, each as a
-              one-survivor probe and the rest, then a look's fixed cost over a row's, frozen for
-              the search). A look before the last is
+              one-survivor probe and the rest, or EARLY_LOOKS when they show that no later look of
+              the race can pay; then a look's fixed cost over a row's, frozen for the search and
+              kept in the run directory for a resume). A look before the last is
               skipped, its rows scored with the next look's, when the rows it could save,
               (survivors - keep) x the next look's new rows, are fewer than ``look_rows`` (issue 40:
               on a fast scorer a look costs more than the rows it can save). With every look but
