@@ -308,7 +308,12 @@ class Target:
     params: float | None = _key(
         None, bounds=Range(0, lo_open=True, message="{key}={value}: a fraction (< 1) or a count of parameters to keep")
     )
-    speedup: float | None = None  # instead of a quality: a measured speed-up to reach (not yet: refused)
+    # instead of a quality: a speed-up over the dense model to reach, measured here (the lesser of prefill and decode
+    # at batch 1); resolved to the least k that reaches it, whose quality is then reported
+    speedup: float | None = _key(
+        None,
+        bounds=Range(1, lo_open=True, message="{key}={value}: a speed-up over the dense model, above 1 (e.g. 1.25)"),
+    )
 
 
 @dataclass

@@ -57,7 +57,7 @@ class Plan:
     method: str  # the repair
     perplexity: str | None  # the corpus of a ppl_<set> metric, else None
     tasks: list[str]  # the accuracy's tasks (empty for a perplexity)
-    params_k: int | None = None  # target.params resolved to this k (the quality is then only reported)
+    params_k: int | None = None  # target.params or target.speedup resolved to this k (the quality only reported)
 
 
 def acc_tasks(cfg: Config, metric: str) -> list[str]:
@@ -77,14 +77,11 @@ def plan(cfg: Config, n_blocks: int) -> Plan:
     from ghostsearch.evaluation.native import NATIVE_TASKS
 
     t = cfg.target
-    if t.speedup is not None:
-        raise GhostsearchError(
-            "target.speedup is not supported yet (a measured speed-up does not resolve to one k before the "
-            "models are timed); use target.params or a quality target, and `ghostsearch speed` for the speed-up"
-        )
+    if t.speedup is not None and t.params is not None:
+        raise GhostsearchError("target.params and target.speedup both set: each resolves to a k; keep one")
     q = t.quality
     metric = q.metric
-    if t.params is None:
+    if t.params is None and t.speedup is None:
         delta = cert.metric_delta(metric, q.max_drop, q.max_ratio)
     else:  # the quality is reported, not targeted: -inf never certifies, so every look runs
         delta = cert.metric_delta(metric, q.max_drop, q.max_ratio) if (q.max_drop or q.max_ratio) else -math.inf
@@ -359,6 +356,16 @@ def params_sentence(p: Plan, c: cert.Certification, kept: int, total: int) -> st
     )
 
 
+def speedup_sentence(p: Plan, c: cert.Certification, timed: dict) -> str:
+    v = c.ks[0]
+    what = f"{p.metric} ratio" if p.perplexity else f"{p.metric} drop"
+    return (
+        f"Speed-up: remove k={v.k} blocks {v.removed} with {p.method} for {timed['measured'][str(v.k)]:.2f}x "
+        f">= {timed['asked']:g}x measured (the lesser of prefill and decode at batch {timed['batch']}); {what} "
+        f"{shown(p, v.estimate)} ({c.level:g} upper bound {shown(p, v.upper)}) on {v.items} items."
+    )
+
+
 def report_md(cfg: Config, p: Plan, block: dict) -> str:
     lines = [
         "# ghostsearch target",
@@ -479,6 +486,10 @@ def target(cfg: Config, address: str | None = None, progress: bool = True) -> di
     if cfg.target.params is not None:
         kept_k, total = params_k(cfg, cfg.target.params, n_blocks)
         p = replace(p, ks=[kept_k], params_k=kept_k)
+    timed = None
+    if cfg.target.speedup is not None:
+        timed = speedup_resolved(cfg, n_blocks)
+        p = replace(p, ks=[timed["k"]], params_k=timed["k"])
     ecfg = eval_cfg(cfg, p)
     done = answered(cfg, ecfg, p)
     if done is not None:
@@ -506,7 +517,9 @@ def target(cfg: Config, address: str | None = None, progress: bool = True) -> di
             futility=p.params_k is None,
         )
         write_json_atomic(looks_file, c.to_dict())
-        if p.params_k is not None:
+        if timed is not None:
+            statement = speedup_sentence(p, c, timed)
+        elif p.params_k is not None:
             values._load([p.params_k])
             total, kept = count_params(values.model[0], removed[p.params_k])
             statement = params_sentence(p, c, kept, total)
@@ -561,7 +574,9 @@ def target(cfg: Config, address: str | None = None, progress: bool = True) -> di
             "config_key": config_key(cfg),  # what a rerun is answered for (``answered``)
             "values": {str(k): key for k, key in values.keys.items()},  # RUN_DIR/target/values/<metric>/<key>.json
         }
-        if p.params_k is not None:
+        if timed is not None:
+            block["speedup"] = timed
+        elif p.params_k is not None:
             block["params"] = {"asked": cfg.target.params, "k": p.params_k, "total": total}
         write_json_atomic(res_path, {**json.loads(res_path.read_text()), "target": block})
         write_text_atomic(run.dir / "report.md", report_md(cfg, p, block))
@@ -575,6 +590,37 @@ def count_params(model, removed: list[int]) -> tuple[int, int]:
     stack = Stack(model)
     total = sum(p.numel() for p in model.parameters())
     return total, total - sum(p.numel() for i in removed for p in stack.blocks[i].parameters())
+
+
+def speedup_resolved(cfg: Config, n_blocks: int) -> dict:
+    """target.speedup -> the least k whose measured speed-up reaches it (``speed.speedup_k``: dense and
+    stand-in pruned models timed together in this process, before the search), as a record for
+    result.json's ``speedup``: asked, k, batch, each timed k's speed-up (the lesser of prefill and
+    decode) and the timing report. A rerun of the same config reads the record back from result.json
+    (the timing is noisy: a second timing could resolve another k for the same run)."""
+    from ghostsearch.config import protected_blocks
+    from ghostsearch.model.models import load_configured
+    from ghostsearch.recovery import speed
+
+    res = Path(cfg.out).expanduser() / "result.json"
+    try:
+        kept = json.loads(res.read_text()).get("target") or {}
+        if kept.get("config_key") == config_key(cfg) and isinstance(kept.get("speedup"), dict):
+            return kept["speedup"]
+    except (OSError, ValueError, AttributeError):
+        pass
+    model, _ = load_configured(cfg)
+    free = sorted(set(range(n_blocks)) - set(protected_blocks(cfg, n_blocks)))
+    asked = float(cfg.target.speedup)  # type: ignore[arg-type]
+    log.info("target: timing the dense model beside pruned ones to resolve target.speedup=%g", asked)
+    k, rep = speed.speedup_k(model, asked, free, batch=1, progress=log.info)
+    measured = {}
+    for r in rep.rows[1:]:
+        pre, dec = r.at("prefill", 1), r.at("decode", 1)
+        if pre is not None and dec is not None:
+            measured[str(r.k)] = min(pre.speedup, dec.speedup)
+    log.info("target: speed-up %gx first reached at k=%d (%s)", asked, k, speed.speed_table(rep))
+    return {"asked": asked, "k": k, "batch": 1, "measured": measured, "timing": rep.to_dict()}
 
 
 def params_k(cfg: Config, asked: float, n_blocks: int) -> tuple[int, int]:

@@ -111,6 +111,17 @@ def test_target_quick_certifies_and_resumes(tiny_model_dir, home, tmp_path):
     assert again["items_computed_now"] == 0 and again["config_key"] == block["config_key"]
     assert (again["certified_k"], again["estimate"]) == (k, block["estimate"])
     assert p2.stdout.strip().splitlines()[-1] == last
+    # a speed-up instead of a quality (target.speedup): timed here, resolved to the least k that reaches it,
+    # searched along the same ledger, its quality reported; its rerun reads the k back, without Ray
+    p3 = target(home, out, tiny_model_dir, [*PPL, "target.speedup=1.1"])
+    fast = json.loads((out / "result.json").read_text())["target"]
+    ks = fast["speedup"]
+    assert [v["k"] for v in fast["ks"]] == [ks["k"]] and len(fast["removed"]) == ks["k"]
+    assert ks["measured"][str(ks["k"])] >= 1.1 > max([ks["measured"][str(j)] for j in range(1, ks["k"])] or [0])
+    last3 = p3.stdout.strip().splitlines()[-1]
+    assert last3.startswith(f"Speed-up: remove k={ks['k']} blocks {fast['removed']} with ghosted for "), last3
+    p4 = target(home, out, tiny_model_dir, [*PPL, "target.speedup=1.1"], env=NO_RAY)
+    assert p4.stdout.strip().splitlines()[-1] == last3
 
 
 def test_target_on_an_accuracy_certifies_with_items_used(tiny_model_dir, home, tmp_path):

@@ -31,7 +31,7 @@ def test_plan_resolves_and_refuses_in_one_line():
     assert p.delta == pytest.approx(math.log(1.25))
     assert plan(cfg(), 30).ks == list(range(1, 16))  # auto: 1 .. half the blocks
     for over, msg in [
-        (["target.speedup=1.5"], "target.speedup is not supported yet"),
+        (["target.speedup=1.5", "target.params=0.8"], "target.params and target.speedup both set"),
         (["eval.perplexity=[c4]"], "needs lambada in eval.perplexity"),
         (["target.quality.metric=mean_acc"], "takes max_drop"),
         (
@@ -50,6 +50,25 @@ def test_plan_resolves_and_refuses_in_one_line():
         assert "\n" not in str(e.value)
     with pytest.raises(GhostsearchError, match="target.ks"):
         cfg("target.ks=[2,1]")
+    with pytest.raises(GhostsearchError, match=r"target.speedup=0.9: a speed-up over the dense model, above 1"):
+        cfg("target.speedup=0.9")
+    assert plan(cfg("target.speedup=1.3"), 30).delta == pytest.approx(math.log(1.25))  # the quality still judged
+
+
+def test_a_speedup_resolved_before_is_read_back_not_timed_again(tmp_path):
+    """target.speedup's k comes from timing, which is noisy: a rerun of the same config takes the k its
+    result.json recorded (no model is loaded: the model named here does not exist), another config times."""
+    import json
+
+    from ghostsearch.study.target import config_key, speedup_resolved
+
+    c = cfg("target.speedup=1.3", f"out={tmp_path}", "model=/nonexistent/model")
+    rec = {"asked": 1.3, "k": 7, "batch": 1, "measured": {"7": 1.31}, "timing": {}}
+    (tmp_path / "result.json").write_text(json.dumps({"target": {"config_key": config_key(c), "speedup": rec}}))
+    assert speedup_resolved(c, 30) == rec
+    other = cfg("target.speedup=1.4", f"out={tmp_path}", "model=/nonexistent/model")
+    with pytest.raises(GhostsearchError):  # not answered by the record: it would time, and the model is absent
+        speedup_resolved(other, 30)
 
 
 def test_nested_path_from_the_ledger(tmp_path):
