@@ -518,45 +518,35 @@ def test_weights_that_cannot_be_mapped_are_one_line(run, tmp_path, monkeypatch, 
 
 
 @pytest.mark.slow
-def test_pool_json_best_after_a_resume_counts_the_ledgers_values(tiny_model_dir, tmp_path):
+def test_pool_json_best_after_a_resume_counts_the_ledgers_values(tiny_model_dir, tmp_path, ray_local):
     """Before: after a resume, pool.json's per-cell ``best`` counted only the values that invocation
     computed (63.32 instead of 62.19). A real search (Ray, tiny model), then a resume that replays the
-    best pair from the ledger and computes one worse pair again: pool.json's best is the run's best."""
-    import subprocess
-    import sys
-
-    import pyarrow.parquet as pq
-
-    from tests.cli.test_faults import _config, _env
+    best pair from the ledger and computes one worse pair again: pool.json's best is the run's best.
+    Both searches run in this process on one local Ray (each starts and ends its own pool on it)."""
+    from ghostsearch.config import load_config
+    from ghostsearch.run.runner import search
+    from tests.cli.test_faults import _config
 
     out = tmp_path / "run"
-    cfg = _config(tmp_path / "c.yaml", tiny_model_dir, out, k=2, searcher="greedy")
-
-    def search() -> dict:
-        p = subprocess.run(
-            [sys.executable, "-m", "ghostsearch", "search", str(cfg), "--no-progress"],
-            env=_env(),
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert p.returncode == 0, p.stderr[-2000:]
-        return json.loads(p.stdout.splitlines()[-1])
-
-    first = search()
+    cfg = load_config(str(_config(tmp_path / "c.yaml", tiny_model_dir, out, k=2, searcher="greedy")))
     cell = "greedy-perplexity-k2-s0"
-    assert json.loads((out / "pool.json").read_text())["cells"][cell]["best"] == first["value"]
+
+    def answer() -> tuple[list[int], float]:
+        c = search(cfg, progress=False)["cells"][cell]
+        return list(c["removed"]), c["value"]
+
+    first = answer()
+    assert json.loads((out / "pool.json").read_text())["cells"][cell]["best"] == first[1]
     rows = read_ledger(out).to_pylist()
     pairs = sorted((r["value"], r["removed"]) for r in rows if r["k"] == 2)
     worse = pairs[-1][1]  # a pair the resume computes again: the broker's own best would be its value
-    assert pairs[0] == (first["value"], first["removed"]) and pairs[-1][0] > first["value"]
+    assert pairs[0] == (first[1], first[0]) and pairs[-1][0] > first[1]
     (part,) = (out / "ledger").glob("part-*.parquet")  # compacted at the end of the search
     kept = [r for r in rows if r["removed"] != worse]
     pq.write_table(pa.Table.from_pylist(kept, schema=SCHEMA), part)
     (out / "result.json").unlink()  # the run resumes from its ledger
 
-    again = search()
-    assert (again["removed"], again["value"]) == (first["removed"], first["value"])
+    assert answer() == first
     pool = json.loads((out / "pool.json").read_text())
     assert pool["searchers"]["greedy"]["computed"] == 1  # only the removed pair was computed again
-    assert (pool["cells"][cell]["best"], pool["cells"][cell]["best_removed"]) == (first["value"], first["removed"])
+    assert (pool["cells"][cell]["best"], pool["cells"][cell]["best_removed"]) == (first[1], first[0])

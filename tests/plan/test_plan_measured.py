@@ -2,7 +2,10 @@
 spends (a tiny random Llama of 12 blocks, one actor on a local Ray): greedy's and the one-shot
 searchers' (oneshot, shortgpt, streamline, lorp, fastblock) exactly; a budget
 (ga, bo, cbo) at most, and within 10% (ga stops when its next screen-and-promote generation does
-not fit what is left: 45 of 46 here)."""
+not fit what is left: 45 of 46 here). The nine searches share one named pool (one scorer started
+once); each draws its own calibration sequences (calibration.seed), so no search finds another's
+values in the pool's shared cache or warm-starts from them: each spends its evaluations as on a
+pool of its own."""
 
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from tests.plan import timing
 def test_planned_evaluations_equal_measured(smollm2_tokenizer_dir, ray_local, tmp_path):
     from transformers import AutoTokenizer
 
+    from ghostsearch.pool.pool import start_pool, stop_pool
     from ghostsearch.run.runner import search
     from tests.conftest import tiny_model
 
@@ -45,9 +49,19 @@ def test_planned_evaluations_equal_measured(smollm2_tokenizer_dir, ray_local, tm
         ("lorp", {}, "exact"),
         ("fastblock", {}, "exact"),
     ]
-    for searcher, extra, kind in cases:
-        items = {**base, **extra, "searcher": searcher, "out": str(tmp_path / searcher)}
+    start_pool(load_config(None, [f"{k}={v}" for k, v in base.items()]), name="planned")
+    keys = set()  # the key of the pool's shared cache: one of its own per search
+    for seed, (searcher, extra, kind) in enumerate(cases):
+        items = {
+            **base,
+            **extra,
+            "searcher": searcher,
+            "out": str(tmp_path / searcher),
+            "pool.name": "planned",
+            "calibration.seed": seed,
+        }
         cfg = load_config(None, [f"{k}={v}" for k, v in items.items()])
+        keys.add(cfg.objective_spec().key())
         planned, planned_kind = evaluations(cfg, searcher, 2, 12)
         result = search(cfg, progress=False)
         (cell,) = result["cells"].values()
@@ -59,6 +73,8 @@ def test_planned_evaluations_equal_measured(smollm2_tokenizer_dir, ray_local, tm
             assert used == planned == {"oneshot": 13, "fastblock": 4}.get(searcher, 1), (searcher, used, planned)
         else:  # a budget is spent up to what its last generation / batch can afford, never over
             assert 0.9 * planned <= used <= planned + 1e-9, (searcher, used, planned)
+    assert len(keys) == len(cases)
+    stop_pool("planned")
 
 
 @timing
