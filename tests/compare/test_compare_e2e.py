@@ -1,6 +1,8 @@
-"""End to end on SmolLM2: 2 searchers x 2 objectives x 1 k x 1 seed on one pool, few tokens,
---limit; comparison.parquet has the documented schema; the report and its plots exist; a rerun
-resumes (finished cells skipped, nothing recomputed)."""
+"""End to end: configs/compare-quick.yaml (2 searchers x 2 objectives x 1 k x 1 seed on one pool, few
+tokens, --limit) on a tiny random Llama of SmolLM2's depth (30 blocks, SmolLM2's tokenizer): nothing
+checked here depends on the model's weights, and compare-quick on SmolLM2 itself is
+tests/cli/test_first_hour.py's step 5. comparison.parquet has the documented schema; the report and
+its plots exist; a rerun resumes (finished cells skipped, nothing recomputed)."""
 
 import json
 import subprocess
@@ -17,7 +19,20 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
-def test_compare_end_to_end(tmp_path):
+@pytest.fixture(scope="module")
+def model30(tmp_path_factory, smollm2_tokenizer_dir) -> str:
+    """A tiny random Llama with SmolLM2's 30 blocks (compare-quick protects blocks 0 and 29)."""
+    from transformers import AutoTokenizer
+
+    from tests.conftest import tiny_model
+
+    d = tmp_path_factory.mktemp("tiny-llama-30")
+    tiny_model("llama", 30).save_pretrained(d, safe_serialization=True)
+    AutoTokenizer.from_pretrained(smollm2_tokenizer_dir).save_pretrained(d)
+    return str(d)
+
+
+def test_compare_end_to_end(tmp_path, model30):
     out = tmp_path / "cmp"
     cmd = [
         sys.executable,
@@ -26,6 +41,7 @@ def test_compare_end_to_end(tmp_path):
         "compare",
         str(ROOT / "configs" / "compare-quick.yaml"),
         f"out={out}",
+        f"model={model30}",
         "--limit",
         "8",
         "--no-progress",
