@@ -75,7 +75,7 @@ def main() -> None:
     t = step(f"ray.init (a local Ray; {attempt + 1} attempt(s))", t)
     with session:
         broker = session.start()
-        ray.get(broker.status.remote())
+        ray.get(broker.pool_status.remote())
         t = step(f"start the pool ({cfg.pool.actors} actors: load the model, each)", t)
         spec = cfg.objective_spec()
         session.identity([spec])

@@ -49,4 +49,4 @@ def run(args) -> None:
     if args.action == "down":
         print_json({"pool": name, "removed": stop_pool(name)})
     else:
-        print_json(ray.get(find_pool(name).status.remote()))
+        print_json(ray.get(find_pool(name).pool_status.remote()).to_dict())

@@ -477,7 +477,3 @@ class Broker:
             searchers=dict(self.stats),
             cells=dict(self.cells),
         )
-
-    def status(self) -> dict:
-        """:meth:`pool_status` as pool.json writes it (``ghostsearch pool status``, ``stop_pool``)."""
-        return self.pool_status().to_dict()

@@ -162,7 +162,7 @@ def find_pool(name: str):
 
 def stop_pool(name: str) -> list[str]:
     broker = find_pool(name)
-    names = ray.get(broker.status.remote())["actors"]
+    names = ray.get(broker.pool_status.remote()).actors
     killed = []
     for n in names:
         try:

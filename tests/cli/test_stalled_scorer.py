@@ -12,32 +12,18 @@ the stall limit the search would wait for it for ever (the test's timeout)."""
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import psutil
 import pytest
 
-from tests.cli.test_faults import _config, _env, deep_model_dir  # noqa: F401  (deep_model_dir: a fixture)
+from tests.cli.test_faults import _config, deep_model_dir  # noqa: F401  (deep_model_dir: a fixture)
+from tests.processes import descendants, search_process
 
-CMD = [sys.executable, "-m", "ghostsearch"]
 LIMIT = 3.0  # pool.stall_seconds of the test
 LINE = "treated as stalled, its request re-sent to another scorer"
-
-
-def _scorers(pid: int) -> list[psutil.Process]:
-    out = []
-    for q in psutil.Process(pid).children(recursive=True):
-        try:
-            if "ScorerActor" in " ".join(q.cmdline()):
-                out.append(q)
-        except psutil.Error:  # a worker that ended meanwhile
-            pass
-    return out
 
 
 def _journal_rows(run_dir: Path) -> int:
@@ -76,43 +62,33 @@ def test_a_stopped_scorer_is_treated_as_dead_and_the_answer_is_unchanged(deep_mo
         searcher="greedy",
         pool={"actors": 2, "dashboard": False, "stall_seconds": LIMIT},
     )
-    p = subprocess.Popen(
-        [*CMD, "search", str(cfg), "--no-progress"],
-        env=_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
     stopped = None
-    try:
-        deadline = time.monotonic() + 240
-        scorers: list[psutil.Process] = []
-        while len(scorers) < 2:  # the pool's two scorers, known before the search's first evaluation
-            assert p.poll() is None, p.communicate()[1][-2000:]
-            assert time.monotonic() < deadline, "the pool's two scorers did not start"
-            scorers = _scorers(p.pid)
-            time.sleep(0.05)
-        assert len(scorers) == 2, [q.cmdline()[:2] for q in scorers]
-        while _journal_rows(out) < 1:
-            assert p.poll() is None, p.communicate()[1][-2000:]
-            assert time.monotonic() < deadline, "no evaluation finished"
-            time.sleep(0.01)
-        stopped = scorers[1]
-        stopped.send_signal(signal.SIGSTOP)
-        t0 = time.monotonic()
-        rows_at_stop = _journal_rows(out)
-        stdout, err = p.communicate(timeout=180)
-        took = time.monotonic() - t0
-    finally:
-        if stopped is not None:
-            try:
-                stopped.send_signal(signal.SIGCONT)
-            except psutil.NoSuchProcess:  # the run ended and took its scorers with it
-                pass
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.wait()
+    with search_process(cfg) as p:  # on leaving: SIGCONT to the stopped scorer first, then the group killed
+        try:
+            deadline = time.monotonic() + 240
+            scorers: list[psutil.Process] = []
+            while len(scorers) < 2:  # the pool's two scorers, known before the search's first evaluation
+                assert p.poll() is None, p.communicate()[1][-2000:]
+                assert time.monotonic() < deadline, "the pool's two scorers did not start"
+                scorers = descendants(p.pid, "ScorerActor")
+                time.sleep(0.05)
+            assert len(scorers) == 2, [q.cmdline()[:2] for q in scorers]
+            while _journal_rows(out) < 1:
+                assert p.poll() is None, p.communicate()[1][-2000:]
+                assert time.monotonic() < deadline, "no evaluation finished"
+                time.sleep(0.01)
+            stopped = scorers[1]
+            stopped.send_signal(signal.SIGSTOP)
+            t0 = time.monotonic()
+            rows_at_stop = _journal_rows(out)
+            stdout, err = p.communicate(timeout=180)
+            took = time.monotonic() - t0
+        finally:
+            if stopped is not None:
+                try:
+                    stopped.send_signal(signal.SIGCONT)
+                except psutil.NoSuchProcess:  # the run ended and took its scorers with it
+                    pass
     assert p.returncode == 0, err[-2000:]
     assert rows_at_stop < 24 + 23 - 2, f"the stop came too late to test anything ({rows_at_stop} rows)"
     answer = json.loads(stdout.splitlines()[-1])

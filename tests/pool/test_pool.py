@@ -17,7 +17,9 @@ from pathlib import Path
 import pytest
 
 from ghostsearch.config import load_config
+from ghostsearch.pool.actors import PoolStatus
 from ghostsearch.rundir.ledger import read_ledger
+from tests import processes
 
 pytestmark = pytest.mark.slow
 
@@ -103,15 +105,15 @@ def reference(tiny_model_dir, tmp_path_factory):
     return out, res
 
 
-def _stalled(ray, broker, quiet: float = 2.0, timeout: float = 300) -> dict:
+def _stalled(ray, broker, quiet: float = 2.0, timeout: float = 300) -> PoolStatus:
     """The broker's status once it has a request in flight and has answered none for ``quiet`` s."""
     t0, last, since = time.time(), None, time.time()
     while time.time() - t0 < timeout:
-        st = ray.get(broker.status.remote())
-        answered = sum(s["computed"] + s["cached"] for s in st["searchers"].values())
+        st = ray.get(broker.pool_status.remote())
+        answered = sum(s.computed + s.cached for s in st.searchers.values())
         if answered != last:
             last, since = answered, time.time()
-        elif st["inflight"] >= 1 and time.time() - since >= quiet:
+        elif st.inflight >= 1 and time.time() - since >= quiet:
             return st
         time.sleep(0.1)
     raise TimeoutError(f"the search did not stall on the stopped scorer within {timeout}s")
@@ -145,12 +147,12 @@ def test_actor_killed_by_pid_mid_search(tiny_model_dir, tmp_path, reference, ray
         _wait_rows(cfg.out, 1)  # past the identity check (which asks every scorer)
         os.kill(victim["pid"], signal.SIGSTOP)
         before = _stalled(ray_local, broker)
-        assert th.is_alive() and before["retries"] == 0
+        assert th.is_alive() and before.retries == 0
     finally:
         os.kill(victim["pid"], signal.SIGKILL)
     th.join(600)
     assert "error" not in box, box.get("error")
-    assert ray_local.get(broker.status.remote())["retries"] >= 1  # the held request was given to another scorer
+    assert ray_local.get(broker.pool_status.remote()).retries >= 1  # the held request was given to another scorer
     after = _ready(ray_local, broker)  # the killed scorer was restarted (a new process), not lost
     assert len(after) == 2 and victim["pid"] not in {a["pid"] for a in after}
     assert after[1]["name"] == victim["name"]
@@ -191,14 +193,10 @@ def test_resume_after_sigkill(tiny_model_dir, tmp_path, reference):
         f"n_seq: 16, seq_len: 128}}\nk: 3\nsearcher: greedy\nout: {out}\n"
         "pool: {actors: 2, threads: 1, dashboard: false}\n"
     )
-    cmd = [sys.executable, "-m", "ghostsearch", "search", str(cfg_file), "--no-progress"]
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
-    p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        _wait_rows(out, 5)
-    finally:
-        os.killpg(p.pid, signal.SIGKILL)  # the driver and the local Ray it started
-        p.wait()
+    cmd = [*processes.CMD, "search", str(cfg_file), "--no-progress"]
+    env = processes.env()
+    with processes.search_process(cfg_file, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL):
+        _wait_rows(out, 5)  # then the driver and the local Ray it started are killed (SIGKILL, its group)
     n_before = len(read_ledger(out))
     assert not (out / "result.json").exists()
     # ... then a compaction killed -9 between its new part and the unlinks, a 0-byte part (power
@@ -270,10 +268,10 @@ def test_two_searchers_share_computation(tiny_model_dir, tmp_path, ray_local):
     ts = [threading.Thread(target=go, args=(n, c)) for n, c in (("A", a), ("B", b))]
     [t.start() for t in ts]
     [t.join() for t in ts]
-    st = ray_local.get(broker.status.remote())
+    st = ray_local.get(broker.pool_status.remote())
     unique = {c.removed for c in a + b}
-    assert sum(s["computed"] for s in st["searchers"].values()) == len(unique)
-    assert st["searchers"]["A"]["requested"] == len(a) and st["searchers"]["B"]["requested"] == len(b)
+    assert sum(s.computed for s in st.searchers.values()) == len(unique)
+    assert st.searchers["A"].requested == len(a) and st.searchers["B"].requested == len(b)
     va = dict(zip([c.removed for c in a], results["A"]))
     assert all(va[c.removed] == v for c, v in zip(b, results["B"]))
     rows = read_ledger(tmp_path / "run").to_pylist()

@@ -125,5 +125,5 @@ def test_a_real_session_releases_its_pool_and_its_ray(tmp_path):
     cfg = load_config(None, ["pool.actors=1", "pool.threads=1", "pool.dashboard=false"])
     with PoolSession(cfg, num_cpus=1) as s:
         broker = s.start(actor_class=Noop)
-        assert s.started_ray and ray.get(broker.status.remote())["actors"]
+        assert s.started_ray and ray.get(broker.pool_status.remote()).actors
     assert not ray.is_initialized()
