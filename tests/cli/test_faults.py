@@ -13,7 +13,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -22,9 +21,8 @@ import yaml
 
 from ghostsearch.cli.main import main
 from ghostsearch.rundir.ledger import read_ledger
-
-ROOT = Path(__file__).resolve().parents[2]
-CMD = [sys.executable, "-m", "ghostsearch"]
+from tests.processes import CMD, descendants, run_search, search_process
+from tests.processes import env as _env
 
 
 @pytest.fixture(scope="module")
@@ -57,10 +55,6 @@ def _config(path: Path, model: str, out: Path, **over) -> Path:
     return path
 
 
-def _env() -> dict:
-    return dict(os.environ, PYTHONPATH=str(ROOT))
-
-
 def _wait_rows(run_dir: Path, n: int, proc, timeout: float = 240) -> None:
     t0 = time.time()
     while time.time() - t0 < timeout:
@@ -86,17 +80,9 @@ def test_sigterm_and_sighup_end_a_search_like_ctrl_c(sig, deep_model_dir, tmp_pa
     cfg = _config(
         tmp_path / "c.yaml", deep_model_dir, out, k=8, searcher="ga", search={"budget": 100000, "time_budget": 300}
     )
-    p = subprocess.Popen(
-        [*CMD, "search", str(cfg), "--no-progress"],
-        env=_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
+    with search_process(cfg) as p:
         _wait_rows(out, 3, p)
-        ray_processes = psutil.Process(p.pid).children(recursive=True)  # the local Ray this driver started
+        ray_processes = descendants(p.pid)  # the local Ray this driver started
         assert ray_processes
         # a local Ray listens on loopback only (GCS, raylet, workers, agents; before: all interfaces)
         pids = {p.pid} | {q.pid for q in ray_processes}
@@ -108,10 +94,6 @@ def test_sigterm_and_sighup_end_a_search_like_ctrl_c(sig, deep_model_dir, tmp_pa
         assert len(listening) >= 3 and all(ip in ("127.0.0.1", "::ffff:127.0.0.1") for ip, _ in listening), listening
         p.send_signal(sig)
         _, err = p.communicate(timeout=120)
-    finally:
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.wait()
     if sig == signal.SIGKILL:  # nothing of the driver's runs: its local Ray (agents included) ends anyway
         assert p.returncode == -sig
         _, alive = psutil.wait_procs(ray_processes, timeout=10)
@@ -140,16 +122,17 @@ def test_sigterm_and_sighup_end_a_search_like_ctrl_c(sig, deep_model_dir, tmp_pa
 @pytest.mark.slow
 def test_rerun_of_a_finished_search_adds_no_ledger_rows(tiny_model_dir, tmp_path):
     """Before: every rerun appended a cached row per replayed evaluation (136 rows for 106 sets
-    after one resume). The answer comes from the ledger, identical."""
+    after one resume). The answer comes from the ledger, identical. The rerun has another
+    pool.threads: fp32 values do not move with the thread count, so an fp32 run records none and
+    resumes with any (the bf16 case, refused, is the next test)."""
     out = tmp_path / "run"
     cfg = _config(tmp_path / "c.yaml", tiny_model_dir, out)
     runs = []
-    for _ in range(2):
-        r = subprocess.run(
-            [*CMD, "search", str(cfg), "--no-progress"], env=_env(), capture_output=True, text=True, timeout=600
-        )
+    for threads in (1, 2):
+        r = run_search(cfg, f"pool.threads={threads}")
         assert r.returncode == 0, r.stderr[-2000:]
         runs.append((len(read_ledger(out)), json.loads(r.stdout.splitlines()[-1])))
+        assert "cpu_threads" not in json.loads((out / "identity.json").read_text())
     (n1, first), (n2, second) = runs
     assert n1 == 11  # greedy k=2 of 6 blocks: 6 + 5 evaluations, each ledgered once
     assert n2 == n1
@@ -160,33 +143,24 @@ def test_rerun_of_a_finished_search_adds_no_ledger_rows(tiny_model_dir, tmp_path
 def test_resume_with_another_thread_count_is_refused_in_bf16_only(tiny_model_dir, tmp_path):
     """A bf16 value on a CPU moves with the thread count (bench/dtype.py: up to 1.3% on SmolLM2), so
     a bf16 run directory resumed by scorers with another pool.threads would mix values: refused in
-    one line, nothing written. fp32 values do not move, so an fp32 run resumes with any count."""
-    for dtype, refused in (("bf16", True), ("fp32", False)):
-        out = tmp_path / dtype
-        rows, outputs = [], []
-        for threads in (1, 2):
-            cfg = _config(tmp_path / f"{dtype}-{threads}.yaml", tiny_model_dir, out, dtype=dtype)
-            r = subprocess.run(
-                [*CMD, "search", str(cfg), "--no-progress", f"pool.threads={threads}"],
-                env=_env(),
-                capture_output=True,
-                text=True,
-                timeout=600,
-            )
-            rows.append(len(read_ledger(out)))
-            outputs.append(r)
-        first, second = outputs
-        assert first.returncode == 0, first.stderr[-2000:]
-        identity = json.loads((out / "identity.json").read_text())
-        assert identity.get("cpu_threads") == (1 if refused else None)
-        if refused:
-            errors = [line for line in second.stderr.splitlines() if line.startswith("ghostsearch: error: ")]
-            assert second.returncode == 2 and len(errors) == 1 and "Traceback" not in second.stderr, second.stderr
-            assert "1-thread CPU scorers" in errors[0] and "pool.threads=1" in errors[0]
-            assert json.loads((out / "identity.json").read_text()) == identity
-        else:
-            assert second.returncode == 0, second.stderr[-2000:]
-        assert rows == [11, 11]
+    one line, nothing written. fp32 values do not move, so an fp32 run resumes with any count: the
+    rerun in the test above has another pool.threads than its first run."""
+    out = tmp_path / "bf16"
+    rows, outputs = [], []
+    for threads in (1, 2):
+        cfg = _config(tmp_path / f"bf16-{threads}.yaml", tiny_model_dir, out, dtype="bf16")
+        r = run_search(cfg, f"pool.threads={threads}")
+        rows.append(len(read_ledger(out)))
+        outputs.append(r)
+    first, second = outputs
+    assert first.returncode == 0, first.stderr[-2000:]
+    identity = json.loads((out / "identity.json").read_text())
+    assert identity.get("cpu_threads") == 1
+    errors = [line for line in second.stderr.splitlines() if line.startswith("ghostsearch: error: ")]
+    assert second.returncode == 2 and len(errors) == 1 and "Traceback" not in second.stderr, second.stderr
+    assert "1-thread CPU scorers" in errors[0] and "pool.threads=1" in errors[0]
+    assert json.loads((out / "identity.json").read_text()) == identity
+    assert rows == [11, 11]
 
 
 @pytest.mark.slow
@@ -202,9 +176,7 @@ def test_auto_dtype_resumes_in_the_dtype_the_run_was_computed_in(tiny_model_dir,
     cfg = _config(tmp_path / "c.yaml", tiny_model_dir, out, dtype="auto")
     runs = []
     for _ in range(2):
-        r = subprocess.run(
-            [*CMD, "search", str(cfg), "--no-progress"], env=_env(), capture_output=True, text=True, timeout=600
-        )
+        r = run_search(cfg)
         assert r.returncode == 0, r.stderr[-2000:]
         runs.append((r, len(read_ledger(out))))
         if len(runs) == 1:
