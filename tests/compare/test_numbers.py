@@ -16,6 +16,7 @@ import pytest
 from ghostsearch.core.errors import GhostsearchError
 from ghostsearch.core.eval_numbers import FinalistNumbers, TaskNumbers
 from ghostsearch.core.io import write_json_atomic
+from ghostsearch.stats.certify import Certification
 from ghostsearch.stats.looks import ContrastRow
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,11 +28,14 @@ def committed(pattern: str) -> list[Path]:
 
 
 EVALS = committed("docs/results/**/evals/*.json")
-LOOKS = committed("docs/results/**/looks.json")
+# compare's looks files (contrast rows); a target run's RUN_DIR/target/looks.json is a Certification
+LOOKS = [p for p in committed("docs/results/**/looks.json") if p.parent.name != "target"]
+TARGET_LOOKS = committed("docs/results/**/target/looks.json")
 
 
 def test_the_committed_data_is_there():
     assert len(EVALS) >= 15 and len(LOOKS) >= 3  # both write paths: fresh (study-cpu-2) and merged looks
+    assert len(TARGET_LOOKS) >= 1  # the SmolLM2 target benchmark (docs/results/bench-target)
 
 
 @pytest.mark.parametrize("path", EVALS, ids=lambda p: str(p.relative_to(ROOT / "docs" / "results")))
@@ -146,6 +150,15 @@ def test_every_committed_looks_file_round_trips_byte_for_byte(path, tmp_path):
     rows = [ContrastRow.from_dict(r) for r in data["contrasts"]]
     assert all(r.verdict in ("differs", "within margin", "open") for r in rows)
     write_json_atomic(tmp_path / "looks.json", {**data, "contrasts": [r.to_dict() for r in rows]})
+    assert (tmp_path / "looks.json").read_text() == text
+
+
+@pytest.mark.parametrize("path", TARGET_LOOKS, ids=lambda p: str(p.relative_to(ROOT / "docs" / "results")))
+def test_every_committed_target_looks_file_round_trips_byte_for_byte(path, tmp_path):
+    text = path.read_text()
+    c = Certification.from_dict(json.loads(text))
+    assert all(v.k >= 1 and v.stop in ("certified", "futility", "last look", "not tested") for v in c.ks)
+    write_json_atomic(tmp_path / "looks.json", c.to_dict())
     assert (tmp_path / "looks.json").read_text() == text
 
 
