@@ -5,6 +5,7 @@ EventAccumulator, W&B's offline run log); the curves equal result.json's labelle
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -77,5 +78,9 @@ def test_search_tracked_by_mlflow_tensorboard_wandb(tiny_model_dir, tmp_path, ra
     # the cell's series and the removed set, ready for `wandb sync`
     (log,) = (out / "wandb").glob("offline-run-*/run-*.wandb")
     blob = log.read_bytes()
+    deadline = time.monotonic() + 60  # wandb's writer process may still be flushing after finish()
+    while f"{cell}/best_value".encode() not in blob and time.monotonic() < deadline:
+        time.sleep(1)
+        blob = log.read_bytes()
     assert f"{cell}/best_value".encode() in blob and f"{cell}/step".encode() in blob
     assert json.dumps(",".join(map(str, res["removed"]))).encode() in blob

@@ -131,7 +131,9 @@ def test_run_dir_table_dense_none_and_recovered_repair(tmp_path, tiny_model_dir)
     assert "(ghosted" not in lines[2] and "(repair)" in lines[3]
     # the repair's own effect, against the same set without repair: in the repaired row only, for the
     # perplexity and the mean accuracy (paired over the same items: an interval, or "within noise")
-    assert "repair:" not in lines[2] and lines[3].count("; repair: ") == 2
+    # one "; repair: " per perplexity column the table shows (one or two: which perplexities an eval
+    # reports depends on the data it finds) and one for the mean accuracy
+    assert "repair:" not in lines[2] and lines[3].count("; repair: ") >= 2
     acc = lines[3][lines[0].index("mean acc") :]
     assert "; repair: " in acc and "[" in acc.split("; repair: ")[1]
     assert lines[-1].startswith("(perplexity:")
