@@ -131,9 +131,10 @@ def test_run_dir_table_dense_none_and_recovered_repair(tmp_path, tiny_model_dir)
     assert "(ghosted" not in lines[2] and "(repair)" in lines[3]
     # the repair's own effect, against the same set without repair: in the repaired row only, for the
     # perplexity and the mean accuracy (paired over the same items: an interval, or "within noise")
-    # one "; repair: " per perplexity column the table shows (one or two: which perplexities an eval
+    # one "; repair: " per perplexity column the table shows ("ppl <set>": which perplexities an eval
     # reports depends on the data it finds) and one for the mean accuracy
-    assert "repair:" not in lines[2] and lines[3].count("; repair: ") >= 2
+    n_ppl = lines[0].split().count("ppl")
+    assert n_ppl >= 1 and "repair:" not in lines[2] and lines[3].count("; repair: ") == n_ppl + 1
     acc = lines[3][lines[0].index("mean acc") :]
     assert "; repair: " in acc and "[" in acc.split("; repair: ")[1]
     assert lines[-1].startswith("(perplexity:")
