@@ -47,6 +47,8 @@ TERMINAL_JOB_STATES = {"SUCCEEDED", "FAILED", "STOPPED"}
 
 # Fast failure detection and metrics export, so a test sees a dead node and a
 # custom metric within seconds instead of the production defaults (~30 s / 10 s).
+START_ATTEMPTS = 3  # of a worker node whose `ray start` timed out waiting for the GCS
+
 FAST_RAY_ENV = {
     "RAY_health_check_initial_delay_ms": "1000",
     "RAY_health_check_period_ms": "1000",
@@ -258,10 +260,31 @@ class LocalCluster:
         head = Node("head", HEAD_NODE_IP, self.root / "h", self.marker + "-head", free_port(HEAD_NODE_IP))
         self._start_node(head, head=True, num_cpus=num_cpus)
         self.wait_dashboard(timeout_s)
-        worker = Node("worker", WORKER_IP, self.root / "w", self.marker + "-worker", free_port(WORKER_IP))
-        self._start_node(worker, head=False, num_cpus=num_cpus)
-        self.wait_nodes(2, timeout_s)
+        # `ray start` of a worker gives up when the GCS does not answer within its fixed 30 s
+        # (ray/_private/node.py: "timed out during startup"); on a loaded 2-core CI machine that
+        # happens now and then. Such a worker never joined: end its processes and start it again.
+        for attempt in range(1, START_ATTEMPTS + 1):
+            worker = Node("worker", WORKER_IP, self.root / f"w{attempt}", self.marker + "-worker", free_port(WORKER_IP))
+            self._start_node(worker, head=False, num_cpus=num_cpus)
+            try:
+                self.wait_nodes(2, timeout_s)
+                return self
+            except RuntimeError:
+                if attempt == START_ATTEMPTS or not self._timed_out_at_start(worker):
+                    raise
+                print(f"worker `ray start` timed out at startup (attempt {attempt}); again", file=sys.stderr)
+                kill_pids(marked_pids(worker.marker))
+                self._wait_alive_at_most(1, timeout_s)  # its raylet, if it had registered, is seen dead
+                self.nodes.remove(worker)
+                assert worker.log is not None
+                worker.log.rename(worker.log.with_name(f"worker-attempt{attempt}.log"))
         return self
+
+    @staticmethod
+    def _timed_out_at_start(node: "Node") -> bool:
+        exited = node.proc is not None and node.proc.poll() is not None
+        text = node.log.read_text(errors="replace") if node.log and node.log.exists() else ""
+        return exited and "timed out during startup" in text
 
     def stop(self) -> None:
         """Stop exactly what this cluster started, by pid, then remove its dir."""
@@ -359,6 +382,17 @@ class LocalCluster:
                 pass
             time.sleep(0.5)
         raise TimeoutError(f"{len(alive)} of {n} nodes alive\n{self.logs_tail()}")
+
+    def _wait_alive_at_most(self, n: int, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                if len(self.alive_nodes()) <= n:
+                    return
+            except Exception:  # noqa: BLE001 - retry until the deadline
+                pass
+            time.sleep(0.5)
+        raise TimeoutError(f"more than {n} nodes still alive\n{self.logs_tail()}")
 
     def list_actors(self, namespace: str | None = None) -> list[dict]:
         data = self.http_get(f"{self.dashboard_url}/api/v0/actors?limit=1000&detail=1")
