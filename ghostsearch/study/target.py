@@ -484,7 +484,7 @@ def target(cfg: Config, address: str | None = None, progress: bool = True) -> di
     p = plan(cfg, n_blocks)
     total = None
     if cfg.target.params is not None:
-        kept_k, total = params_k(cfg, cfg.target.params, n_blocks)
+        kept_k, total = params_resolved(cfg, n_blocks)
         p = replace(p, ks=[kept_k], params_k=kept_k)
     timed = None
     if cfg.target.speedup is not None:
@@ -602,13 +602,9 @@ def speedup_resolved(cfg: Config, n_blocks: int) -> dict:
     from ghostsearch.model.models import load_configured
     from ghostsearch.recovery import speed
 
-    res = Path(cfg.out).expanduser() / "result.json"
-    try:
-        kept = json.loads(res.read_text()).get("target") or {}
-        if kept.get("config_key") == config_key(cfg) and isinstance(kept.get("speedup"), dict):
-            return kept["speedup"]
-    except (OSError, ValueError, AttributeError):
-        pass
+    kept = recorded(cfg, "speedup")
+    if kept is not None:
+        return kept
     model, _ = load_configured(cfg)
     free = sorted(set(range(n_blocks)) - set(protected_blocks(cfg, n_blocks)))
     asked = float(cfg.target.speedup)  # type: ignore[arg-type]
@@ -621,6 +617,28 @@ def speedup_resolved(cfg: Config, n_blocks: int) -> dict:
             measured[str(r.k)] = min(pre.speedup, dec.speedup)
     log.info("target: speed-up %gx first reached at k=%d (%s)", asked, k, speed.speed_table(rep))
     return {"asked": asked, "k": k, "batch": 1, "measured": measured, "timing": rep.to_dict()}
+
+
+def recorded(cfg: Config, key: str) -> dict | None:
+    """result.json's ``target.<key>`` record (``speedup`` or ``params``) when this config wrote it
+    (``config_key``), else None: what a rerun reads back instead of timing or counting again."""
+    try:
+        kept = json.loads((Path(cfg.out).expanduser() / "result.json").read_text()).get("target") or {}
+        if kept.get("config_key") == config_key(cfg) and isinstance(kept.get(key), dict):
+            return kept[key]
+    except (OSError, ValueError, AttributeError):
+        pass
+    return None
+
+
+def params_resolved(cfg: Config, n_blocks: int) -> tuple[int, int]:
+    """target.params -> (k, the dense total): read back from result.json when this config resolved it
+    before (so a rerun that RUN_DIR answers loads no model), else counted (``params_k``)."""
+    kept = recorded(cfg, "params")
+    if kept is not None and isinstance(kept.get("k"), int) and isinstance(kept.get("total"), int):
+        return kept["k"], kept["total"]
+    assert cfg.target.params is not None, "params_resolved is for a config with target.params"
+    return params_k(cfg, cfg.target.params, n_blocks)
 
 
 def params_k(cfg: Config, asked: float, n_blocks: int) -> tuple[int, int]:

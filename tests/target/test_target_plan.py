@@ -71,6 +71,23 @@ def test_a_speedup_resolved_before_is_read_back_not_timed_again(tmp_path):
         speedup_resolved(other, 30)
 
 
+def test_a_params_target_resolved_before_is_read_back_not_counted_again(tmp_path):
+    """target.params's k needs the model's parameter counts: a rerun of the same config takes the k and
+    total its result.json recorded (no model is loaded: the model named here does not exist), another
+    config counts (and so loads the model)."""
+    import json
+
+    from ghostsearch.study.target import config_key, params_resolved
+
+    c = cfg("target.params=0.8", f"out={tmp_path}", "model=/nonexistent/model")
+    rec = {"asked": 0.8, "k": 6, "total": 134515008}
+    (tmp_path / "result.json").write_text(json.dumps({"target": {"config_key": config_key(c), "params": rec}}))
+    assert params_resolved(c, 30) == (6, 134515008)
+    other = cfg("target.params=0.7", f"out={tmp_path}", "model=/nonexistent/model")
+    with pytest.raises(GhostsearchError):  # not answered by the record: it would count, and the model is absent
+        params_resolved(other, 30)
+
+
 def test_nested_path_from_the_ledger(tmp_path):
     """Greedy's step t+1 asks every free j added to the step-t answer: their intersection is it."""
     ledger = Ledger(tmp_path)
