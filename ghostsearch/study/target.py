@@ -233,7 +233,8 @@ class Values:
         if todo:
             fitted = fit_finalists(model, tok, self.cfg, [(self.removed[k], self.p.method) for k in todo])
             self.ops.update({k: ops for k, (_, ops) in zip(todo, fitted)})
-            log.info("target: %s fitted for k = %s in %.1f s", self.p.method, todo, time.monotonic() - t0)
+            if self.p.method != "none":  # fit_all fits nothing (no calibration pass) for ``none``
+                log.info("target: %s fitted for k = %s in %.1f s", self.p.method, todo, time.monotonic() - t0)
 
     def ensure(self, ks: list[int], n: int) -> None:
         """Brings the models ``ks`` (0: dense) to the first n items, computing the missing ones together,
