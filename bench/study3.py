@@ -1,8 +1,9 @@
 """Study 3 of docs/results.md ("Pre-registration: study 3", 2026-12-03): Gemma-3-270M (Q4_K_M GGUF,
 de-quantised to fp32 on load) at k = 5 of 18, ten models whose removed sets are the pilot's k = 5
 finalists (docs/results/study-3/pilot, configs/study3-gemma3-pilot.yaml), six contrasts numbered as
-study 2's, Holm at 0.05 with O'Brien-Fleming looks at N/4, N/2, N items per model, N sized from the
-pilot by the pre-registered rule (:func:`planned_n`).
+study 2's (G6 and C4 dropped before look 1: docs/results.md, note of 2026-12-05), Holm at 0.05
+with O'Brien-Fleming looks at N/4, N/2, N items per model, N sized from the pilot by the
+pre-registered rule (:func:`planned_n`).
 
   python bench/study3.py [--config configs/study3-gemma3.yaml] [--commit] [--report-only] [--plan] [key=value ...]
 
@@ -30,7 +31,8 @@ MODELS: dict[str, tuple[str, str | None, str]] = {
     "G3": ("fastblock", "fastblock", "none"),
     "G4": ("fastblock", "fastblock", "ghosted"),
     "G5": ("fastblock", "fastblock", "linearpatch"),
-    "G6": ("fastblock", "fastblock", "replaceme"),
+    # G6 (fastblock + ReplaceMe) was dropped before look 1 (docs/results.md, note of 2026-12-05): ReplaceMe
+    # folds into mlp.down_proj, and Gemma-3's MLP output passes post_feedforward_layernorm first
     "G7": ("lorp", "lorp", "none"),
     "G8": ("shortgpt", "shortgpt", "none"),
     "G9": ("streamline", "streamline", "none"),
@@ -39,7 +41,7 @@ CONTRASTS: list[tuple[str, str, str, str]] = [
     ("C1", "Ghosted - none, greedy-perplexity set", "G2", "G1"),
     ("C2", "Ghosted - none, fastblock set", "G4", "G3"),
     ("C3", "Ghosted - LinearPatch, fastblock set", "G4", "G5"),
-    ("C4", "Ghosted - ReplaceMe, fastblock set", "G4", "G6"),
+    # C4 (Ghosted - ReplaceMe) dropped with G6: the Holm family is C1-C3, C5, C6
     ("C5", "LoRP - ShortGPT, unrepaired", "G7", "G8"),
     ("C6", "LoRP - Streamline, unrepaired", "G7", "G9"),
 ]
