@@ -901,6 +901,31 @@ def check_model_fit(cfg: Config) -> int:
     return n_blocks
 
 
+def check_repairs(cfg: Config, setting: str, methods) -> None:
+    """Each repair in ``methods`` (named by ``setting`` in the message) can repair this model's
+    blocks, judged from its structure on the meta device (no weights read): one line before any
+    search or evaluation, not at the first fit hours later (ReplaceMe on Gemma-3's normed MLP)."""
+    from ghostsearch.recovery import RECOVERY
+    from ghostsearch.recovery.base import Recovery
+
+    names = [m for m in dict.fromkeys(methods) if m not in (None, "none")]
+
+    def own(cls) -> bool:  # the method has a structural requirement of its own
+        return next(c for c in cls.__mro__ if "unsupported" in vars(c)) is not Recovery
+
+    if not any(own(RECOVERY.get(m)) for m in names):
+        return  # no method with a structural requirement: the model is not built
+    from ghostsearch.model.models import model_skeleton
+    from ghostsearch.model.stack import Stack
+
+    stack = Stack(model_skeleton(cfg.model, cfg.trust_remote_code))
+    for m in names:
+        why = RECOVERY.get(m).unsupported(stack)
+        if why is not None:
+            others = ", ".join(n for n in RECOVERY.names() if n not in (m, "none"))
+            raise GhostsearchError(f"{setting} has {m!r}, which cannot repair {cfg.model}: {why}; use {others}")
+
+
 def protected_blocks(cfg: Config, n_blocks: int) -> frozenset[int]:
     out = set()
     for p in cfg.search.protected:

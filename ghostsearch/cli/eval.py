@@ -143,6 +143,10 @@ def run(args) -> None:
     from ghostsearch.rundir.dataplan import announce, export_plan, plan
 
     repairs = repairs_of(args, jobs)
+    if args.recovery != "none" and jobs is not None:
+        from ghostsearch.config import check_repairs
+
+        check_repairs(cfg, "--recovery", [args.recovery])  # before the data and the model
     if jobs is not None:  # a run's (or config's) calibration data is held out of what is evaluated
         data_plan = plan(cfg, [cfg.objective], evaluate=True, repair=bool(repairs))
     else:  # an export: the data its recovery.json says the repair (and the search) read

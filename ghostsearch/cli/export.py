@@ -53,9 +53,10 @@ def run(args) -> Path:
             )
         cfg, removed = load_config(str(src), args.overrides), parse_remove(args.remove)
         objectives = []
-    from ghostsearch.config import check_model_fit
+    from ghostsearch.config import check_model_fit, check_repairs
 
     check_removed(removed, check_model_fit(cfg))  # a repeated or out-of-range block: before the data and the model
+    check_repairs(cfg, "--method", [args.method])
     from ghostsearch.rundir.dataplan import announce, plan
 
     announce(plan(cfg, objectives, evaluate=False, repair=args.method != "none"))  # missing data: one line, now

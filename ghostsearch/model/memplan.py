@@ -103,12 +103,10 @@ def read_config(spec: str, trust_remote_code: bool = False, hub: bool = False):
 
 def shape_of(config) -> Shape:
     """Sizes from the config; parameter counts from the model built on the meta device."""
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(config)
+    from ghostsearch.model.models import on_meta
     from ghostsearch.model.stack import Stack
+
+    model = on_meta(config)
 
     stack = Stack(model)
     c = getattr(config, "text_config", None) or config

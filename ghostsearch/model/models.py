@@ -295,6 +295,22 @@ def model_info(spec: str, trust_remote_code: bool = False) -> tuple[int, int | N
     return int(c.num_hidden_layers), int(context) if context else None
 
 
+def on_meta(config, trust_remote_code: bool = False):
+    """The model of ``config`` built on the meta device: its modules and shapes, no weights, no memory."""
+    from transformers import AutoModelForCausalLM
+
+    with torch.device("meta"):
+        return AutoModelForCausalLM.from_config(config, trust_remote_code=trust_remote_code)
+
+
+def model_skeleton(spec: str, trust_remote_code: bool = False):
+    """``spec``'s model built on the meta device from its config (no weights read)."""
+    from transformers import AutoConfig
+
+    path, _ = model_path(spec)
+    return on_meta(AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code), trust_remote_code)
+
+
 def model_depth(spec: str, trust_remote_code: bool = False) -> int:
     """Number of decoder blocks, from the model's config only (no weights loaded)."""
     return model_info(spec, trust_remote_code)[0]

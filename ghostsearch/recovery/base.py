@@ -156,6 +156,13 @@ class Recovery:
             )
         self.variant, self.ridge, self.solver = variant, float(ridge), solver
 
+    @classmethod
+    def unsupported(cls, stack: Stack) -> str | None:
+        """Why this method cannot repair ``stack``'s blocks (None: it can), judged from the blocks'
+        structure alone, so a model built on the meta device answers it (``config.check_repairs``:
+        before any search or evaluation)."""
+        return None
+
     def fit(self, stack: Stack, removed: Sequence[int], data: Activations) -> Operators:
         raise NotImplementedError
 

@@ -17,7 +17,8 @@ attention; X_b is the dense state entering block b. Variants:
   calibration rows in memory (tokens x C x 2 fp32). The report adds the mean cosine distance
   before (T = I) and after.
 Folding: down_proj(z) T = z (T^T W_down)^T + bias T. Needs a block before the cut (a >= 1) whose
-MLP output is added straight to the residual stream (Llama, Mistral, Qwen, Phi3, OLMo2 ...).
+MLP output is added straight to the residual stream (Llama, Mistral, Qwen, Phi3 ...; not Gemma-2/3
+or OLMo2, whose MLP output passes a norm first: ``unsupported`` says so before any work).
 """
 
 from __future__ import annotations
@@ -32,16 +33,27 @@ from ghostsearch.recovery.base import Activations, Recovery, cuts, new_index
 from ghostsearch.recovery.ghosted import CutStats, cut_report
 from ghostsearch.recovery.gram import finite_rows
 
+POST_MLP_NORMS = ("post_feedforward_layernorm", "post_mlp_layernorm")
+
+
+def no_fold(block) -> str | None:
+    """Why ReplaceMe cannot fold into ``block`` (None: it can): it needs an ``mlp.down_proj`` whose
+    output is added straight to the residual stream, with no norm after the MLP (Gemma-2/3 have one)."""
+    if getattr(getattr(block, "mlp", None), "down_proj", None) is None:
+        return f"{type(block).__name__} has no mlp.down_proj"
+    norm = next((n for n in POST_MLP_NORMS if hasattr(block, n)), None)
+    if norm is not None:
+        return f"{type(block).__name__}'s MLP output passes {norm} before the residual stream"
+    return None
+
 
 def down_proj(block) -> torch.nn.Linear:
-    mlp = getattr(block, "mlp", None)
-    proj = getattr(mlp, "down_proj", None)
-    if proj is None or any(hasattr(block, n) for n in ("post_feedforward_layernorm", "post_mlp_layernorm")):
+    why = no_fold(block)
+    if why is not None:
         raise GhostsearchError(
-            f"replaceme folds into mlp.down_proj added straight to the residual stream; "
-            f"{type(block).__name__} has no such MLP; use --method ghosted"
+            f"replaceme folds into mlp.down_proj added straight to the residual stream; {why}; use --method ghosted"
         )
-    return proj
+    return block.mlp.down_proj
 
 
 @contextlib.contextmanager
@@ -112,6 +124,11 @@ class ReplaceMe(Recovery):
                 "use steps >= 1, lr > 0 and batch_tokens >= 1"
             )
         self.steps, self.lr, self.batch_tokens, self.seed = int(steps), float(lr), int(batch_tokens), int(seed)
+
+    @classmethod
+    def unsupported(cls, stack) -> str | None:
+        why = next((w for w in map(no_fold, stack.blocks) if w is not None), None)
+        return None if why is None else f"it folds into mlp.down_proj, and {why}"
 
     @torch.no_grad()
     def fit(self, stack, removed, data: Activations):

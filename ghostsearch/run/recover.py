@@ -54,7 +54,10 @@ def recover(
     todo = finalists(run_dir)[:top]
     old_rows(run_dir / "recovery.parquet")  # a damaged file moved aside now, not after all the work
     rec = recovery_from_config(cfg, method)
+    from ghostsearch.config import check_repairs
     from ghostsearch.rundir.dataplan import announce, plan
+
+    check_repairs(cfg, "--method" if method else "recovery.method", [rec.name])  # before the model loads
 
     announce(plan(cfg, [cfg.objective], evaluate=False, repair=not rec.identity))  # FALLBACK lines, as export
     # the search's dtype and thread count: value_before reproduces the search's value

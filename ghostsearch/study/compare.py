@@ -18,7 +18,7 @@ from pathlib import Path
 
 import ray
 
-from ghostsearch.config import Config
+from ghostsearch.config import Config, check_repairs
 from ghostsearch.core import lmeval_results
 from ghostsearch.core.errors import GhostsearchError
 from ghostsearch.core.eval_numbers import FinalistNumbers, ItemRow, read_item_rows
@@ -519,11 +519,18 @@ def _collect_items(run_dir: Path, keys: list[str]) -> None:
         write_parquet_atomic(run_dir / "eval_items.parquet", pa.concat_tables(tables, promote_options="default"))
 
 
+def checks(cfg: Config) -> None:
+    """compare's own checks before any Ray work: every repair fits the model's blocks, every task is there."""
+    from ghostsearch.evaluation.evaluate import check_tasks
+
+    check_repairs(cfg, "compare.recovery", cfg.compare.recovery)
+    check_tasks(cfg.eval.tasks, cfg.data_dir)
+
+
 def compare(cfg: Config, address: str | None = None, progress: bool = True) -> Path:
     """`ghostsearch compare`: the grid's cells on one pool (``runner.Run``: checks, data plan, RUN_DIR,
     pool, identity, result.json, cleanup), then the finalists evaluated on the pool's scorers, then
     comparison.parquet and the report."""
-    from ghostsearch.evaluation.evaluate import check_tasks
     from ghostsearch.stats.contrasts import resolve_contrasts
     from ghostsearch.study.report import comparison_table, write_report
 
@@ -538,7 +545,7 @@ def compare(cfg: Config, address: str | None = None, progress: bool = True) -> P
         matched=cfg.compare.budget == "matched",
         evaluate=True,
         repair=any(m != "none" for m in cfg.compare.recovery),
-        check=lambda: check_tasks(cfg.eval.tasks, cfg.data_dir),
+        check=lambda: checks(cfg),
         contrasts=list(cfg.compare.contrasts),
     )
     data_plan = run.data_plan

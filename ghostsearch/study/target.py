@@ -478,11 +478,12 @@ def answered(cfg: Config, ecfg: Config, p: Plan) -> dict | None:
 def target(cfg: Config, address: str | None = None, progress: bool = True) -> dict:
     """`ghostsearch target`: search, repair, certify; returns result.json's ``target`` block. A rerun
     that RUN_DIR fully answers returns its block at once (``answered``)."""
-    from ghostsearch.config import check_model_fit
+    from ghostsearch.config import check_model_fit, check_repairs
     from ghostsearch.run.runner import Run
 
     n_blocks = check_model_fit(cfg)
     p = plan(cfg, n_blocks)
+    check_repairs(cfg, "target.recovery", [p.method])  # before the parameter count or the speed is measured
     total = None
     if cfg.target.params is not None:
         kept_k, total = params_resolved(cfg, n_blocks)

@@ -157,6 +157,37 @@ CASES = [
     ("long-list-one-bad-value", ["search", C, "compare.ks=[" + "1," * 999 + "x]"], "has 'x' at position 999 (of 1000)"),
     ("long-override-not-key-value", ["search", C, "x" * 3000], "chars) is not key=value"),
     ("closed-ray-address", ["search", C, "--address", "127.0.0.1:1"], "cannot reach the Ray cluster at 127.0.0.1:1"),
+    # a repair the model's blocks cannot take (ReplaceMe on Gemma-3's normed MLP output): refused before any
+    # search, data or weights, not at the fit (study 3 met it there, after hours of evaluation)
+    (
+        "compare-replaceme-gemma3",
+        ["compare", C, f"model={W}/gemma3", "compare.ks=[2]", "compare.recovery=[none,ghosted,replaceme]"],
+        "compare.recovery has 'replaceme', which cannot repair",
+    ),
+    (
+        "target-replaceme-gemma3",
+        [
+            "target",
+            C,
+            f"model={W}/gemma3",
+            "target.recovery=replaceme",
+            "target.quality.max_drop=null",
+            "target.quality.max_ratio=1.25",
+            "target.ks=[1,2]",
+        ],
+        "target.recovery has 'replaceme', which cannot repair",
+    ),
+    (
+        "export-replaceme-gemma3",
+        ["export", C, f"model={W}/gemma3", "--remove", "2", "--method", "replaceme", "--out", f"{W}/new"],
+        "--method has 'replaceme', which cannot repair",
+    ),
+    (
+        "eval-replaceme-gemma3",
+        ["eval", C, f"model={W}/gemma3", "--remove", "2", "--recovery", "replaceme", "--tasks", ""],
+        "--recovery has 'replaceme', which cannot repair",
+    ),
+    ("recover-replaceme-gemma3", ["recover", f"{W}/run-gemma3", "--method", "replaceme"], "post_feedforward_layernorm"),
     ("pool-status-closed-address", ["pool", "status", "--address", "127.0.0.1:1"], "cannot reach the Ray cluster"),
 ]
 
@@ -198,6 +229,13 @@ def work(tmp_path, tiny_model_dir, monkeypatch):
     (run / "result.json").write_text(
         json.dumps({"searchers": {"oneshot-perplexity-k2-s0": {"removed": [1, 2], "value": 9.0}}})
     )
+    from tests.conftest import tiny_model
+
+    tiny_model("gemma3", 6, vocab=49152).save_pretrained(w / "gemma3", safe_serialization=True)
+    run3 = w / "run-gemma3"
+    (run3 / "ledger").mkdir(parents=True)
+    save_config(load_config(str(w / "c.yaml"), [f"out={run3}", f"model={w / 'gemma3'}"]), run3 / "config.yaml")
+    (run3 / "result.json").write_text((run / "result.json").read_text())
     (w / "export").mkdir()
     (w / "export" / ".ghostsearch-export").write_text("{}")
     (w / "export" / "config.json").write_text("{}")

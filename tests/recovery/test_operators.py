@@ -80,3 +80,20 @@ def test_linearpatch_reports_its_rotation(tiny):
     assert (
         get_recovery("linearpatch", variant="diagonal").fit(sc.stack, REMOVED, data).report[0]["rotation"] == "identity"
     )
+
+
+@pytest.mark.parametrize("family", ["llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "olmo2", "phi3"])
+def test_replaceme_says_before_any_work_which_families_it_cannot_fold_into(family):
+    """``unsupported`` answers from the structure alone: the model built on the meta device gives the
+    same answer as the real one, and only the families whose MLP output passes a norm before the
+    residual stream are refused (there the fold into mlp.down_proj would sit under that norm)."""
+    from ghostsearch.model.models import on_meta
+    from ghostsearch.model.stack import Stack
+    from ghostsearch.recovery import RECOVERY
+
+    real = tiny_model(family, 6)
+    why = RECOVERY.get("replaceme").unsupported(Stack(real))
+    assert why == RECOVERY.get("replaceme").unsupported(Stack(on_meta(real.config)))
+    assert (why is not None) == (family in ("gemma2", "gemma3", "olmo2")), why
+    for other in ("ghosted", "linearpatch", "none"):
+        assert RECOVERY.get(other).unsupported(Stack(on_meta(real.config))) is None
