@@ -385,6 +385,21 @@ class Broker:
                 )
         return dataclasses.replace(r, cached=cached)
 
+    async def remember(self, spec: ObjectiveSpec, known: list[tuple]) -> int:
+        """Put a resumed run's ledgered values into the shared cache: ``known`` holds (removed,
+        fidelity, value, tokens, seconds, actor, node) of values computed earlier on the same model,
+        dtype and calibration (the run directory's identity matched this pool's). Another run
+        directory on this pool is then answered from them instead of computing them again. A key
+        the cache holds keeps its value; nothing is counted as requested. Returns how many were added."""
+        added = 0
+        for removed, fidelity, value, tokens, seconds, actor, node in known:
+            key = CacheKey.of(self.cfg.model, self.cfg.dtype, spec, removed, fidelity)
+            if key not in self.cache and key not in self.inflight:
+                score = Score(float(value), int(tokens or 0), float(seconds or 0.0), 0)
+                self.cache[key] = Served(score, actor or "ledger", node or "")
+                added += 1
+        return added
+
     async def rows(self, spec: ObjectiveSpec, items: list, rows: tuple, searcher: str) -> list[Served[RowScore]]:
         """One look of a race in one call: per-row loss sums of ``rows`` for every (removed, prefix) of
         ``items``. Answered from the shared cache and in-flight requests where it can; the rest is

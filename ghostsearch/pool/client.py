@@ -60,6 +60,17 @@ class PoolClient:
         self.look_costs = LookCosts.kept(Path(run_dir) / LOOKS / f"{self.cell}.json")
         return self.resume.load(run_dir)
 
+    def share_known(self) -> int:
+        """Put the values ``load_known`` read (not race blocks) into the pool's shared cache
+        (``Broker.remember``), as if this pool had computed them: another run directory on the same
+        pool is answered from them instead of computing them again. Returns how many were new there."""
+        known = [
+            (list(r.removed), r.fidelity, r.value, r.tokens, r.seconds, r.actor, r.node)
+            for r in self.resume.known.values()
+            if r.row_losses is None and r.removed
+        ]
+        return int(ray.get(self.broker.remember.remote(self.spec, known))) if known else 0
+
     def _append_new(self, key: Entry, row: LedgerRow) -> None:
         """Ledger a resumed cell's answer unless the ledger already has this cell's row for it."""
         if self.resume.is_new(key):

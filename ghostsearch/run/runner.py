@@ -145,6 +145,7 @@ def run_cell(
         sources={"perplexity": cfg.calibration_spec("perplexity")},
     )  # text statistics (lorp)
     client.load_known(run_dir)
+    client.share_known()  # a resumed cell's values serve other run directories on this pool too
     if getattr(s.params, "warm_start", False):
         s.warm = warm_start(run_dir, cell, client, s.params.warm_n)
     bar = Progress(s.budget.evaluations, cell, enabled=progress)

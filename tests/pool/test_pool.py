@@ -283,6 +283,40 @@ def test_two_searchers_share_computation(tiny_model_dir, tmp_path, ray_local):
     assert PoolClient(broker, cfg.objective_spec(), ledger, "C", 0, cfg.model, cfg.dtype, k=3).best_known(3) == []
 
 
+def test_a_resumed_cells_values_serve_another_run_directory_on_the_pool(tiny_model_dir, tmp_path, ray_local):
+    """Before: a cell resumed from its own ledger answered itself from it, but the pool's shared cache
+    never saw those values, so another run directory on the same pool computed them all again
+    (ga+endgame k8 s2 at 12-05: 2,762 s). Run A computes on one pool; on a fresh pool A resumes
+    (load_known + share_known) and run B, its own ledger, asks the same sets: nothing is computed,
+    and B gets A's values exactly."""
+    from ghostsearch.pool.client import PoolClient
+    from ghostsearch.pool.pool import release_pool, start_pool
+    from ghostsearch.rundir.ledger import Ledger
+    from ghostsearch.search.base import Candidate
+
+    cfg = _cfg(tiny_model_dir, tmp_path / "a", **{"pool.actors": 1})
+    cands = [Candidate((i, j)) for i in range(3) for j in range(i + 1, 5)]
+    first = start_pool(cfg)
+    ledger_a = Ledger(tmp_path / "a")
+    values = PoolClient(first, cfg.objective_spec(), ledger_a, "A", 0, cfg.model, cfg.dtype).evaluate(cands, "A")
+    ledger_a.close()
+    release_pool(first)
+
+    broker = start_pool(cfg)  # a fresh pool: an empty shared cache
+    resumed = PoolClient(broker, cfg.objective_spec(), Ledger(tmp_path / "a"), "A", 0, cfg.model, cfg.dtype)
+    assert resumed.load_known(tmp_path / "a") == len(cands)
+    assert resumed.share_known() == len(cands)
+    assert resumed.share_known() == 0  # already there: nothing replaced
+    ledger_b = Ledger(tmp_path / "b")
+    other = PoolClient(broker, cfg.objective_spec(), ledger_b, "B", 0, cfg.model, cfg.dtype)
+    assert other.evaluate(cands, "B") == values
+    ledger_b.close()
+    st = ray_local.get(broker.pool_status.remote())
+    assert st.searchers["B"].computed == 0 and st.searchers["B"].cached == len(cands)
+    assert other.cache_hits == len(cands)
+    release_pool(broker)
+
+
 def test_warm_start_begins_with_the_cache_and_is_replayed(tiny_model_dir, tmp_path, ray_local):
     """bo with warm_start after greedy on one pool: its first k-sets are greedy's best ones (asked
     and charged), recorded in RUN_DIR/warm/<cell>.json; a rerun of the cell, with more in the cache,
