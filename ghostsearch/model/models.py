@@ -174,6 +174,20 @@ def check_weights(directory: Path) -> None:
             raise GhostsearchError(f"{f} is truncated ({size} of {8 + n + end} bytes); copy the model again")
 
 
+TOKENIZER_FILES = ("tokenizer.json", "*.model", "vocab.json", "vocab.txt", "*.tiktoken")
+
+
+def check_tokenizer(directory: Path) -> None:
+    """A model directory holds a tokenizer (tokenizer.json, a sentencepiece or tiktoken file, or a
+    vocabulary): a model saved without one (``model.save_pretrained`` alone) is one line, before
+    any Ray or model work, not transformers' traceback at load."""
+    if not any(next(directory.glob(pattern), None) for pattern in TOKENIZER_FILES):
+        raise GhostsearchError(
+            f"model directory {directory} has no tokenizer (tokenizer.json, tokenizer.model or vocab.json); "
+            "save it beside the weights: tokenizer.save_pretrained(that directory)"
+        )
+
+
 def model_path(spec: str) -> tuple[str, dict]:
     """Resolve a model spec to something ``from_pretrained`` takes, plus extra kwargs."""
     if spec in BUILTIN:
@@ -206,6 +220,7 @@ def model_path(spec: str) -> tuple[str, dict]:
                 "instead, and load the export with ghostsearch.load_pruned or evaluate it with `ghostsearch eval DIR`"
             )
         check_weights(p)
+        check_tokenizer(p)
         return str(p), {}
     if spec.startswith((".", "/", "~")):
         raise GhostsearchError(f"model path {spec} does not exist; check model=")
@@ -250,7 +265,13 @@ def load_model(
         Stack(model.eval()).place(device_map)
     else:
         model.eval().to(device)
-    tok = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code, **extra)
+    try:
+        tok = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code, **extra)
+    except (OSError, ValueError) as e:  # files it cannot read, or a tokenizer it cannot build
+        raise GhostsearchError(
+            f"cannot load the tokenizer of {spec!r}: {str(e).strip().splitlines()[0][:200]}; "
+            "save the model's tokenizer beside it (tokenizer.save_pretrained)"
+        ) from None
     return model, tok
 
 

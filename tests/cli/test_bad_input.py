@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 import yaml
@@ -74,6 +75,8 @@ CASES = [
     ("gguf-random-bytes", ["search", C, f"model={W}/random.gguf"], "is not a GGUF file"),
     ("gguf-truncated", ["search", C, f"model={W}/truncated.gguf"], "damaged or truncated"),
     ("gguf-missing", ["search", C, f"model={W}/missing.gguf"], "does not exist"),
+    ("model-dir-no-tokenizer", ["search", C, f"model={W}/notokenizer"], "has no tokenizer"),
+    ("model-dir-no-tokenizer-score", ["score", C, f"model={W}/notokenizer", "--remove", "1"], "has no tokenizer"),
     ("seq-len-beyond-context", ["search", C, "calibration.seq_len=4096"], "longer than the model's context"),
     ("k-all-blocks", ["search", C, "k=6"], "would remove all 6 blocks"),
     ("protected-out-of-range", ["search", C, "search.protected=[10]"], "out of range"),
@@ -232,6 +235,10 @@ def work(tmp_path, tiny_model_dir, monkeypatch):
     from tests.conftest import tiny_model
 
     tiny_model("gemma3", 6, vocab=49152).save_pretrained(w / "gemma3", safe_serialization=True)
+    for f in Path(tiny_model_dir).glob("*"):  # SmolLM2's tokenizer, as the tiny Llama has
+        if f.name.startswith(("tokenizer", "special_tokens", "vocab", "merges")):
+            (w / "gemma3" / f.name).write_bytes(f.read_bytes())
+    tiny_model("llama", 4).save_pretrained(w / "notokenizer", safe_serialization=True)
     run3 = w / "run-gemma3"
     (run3 / "ledger").mkdir(parents=True)
     save_config(load_config(str(w / "c.yaml"), [f"out={run3}", f"model={w / 'gemma3'}"]), run3 / "config.yaml")
