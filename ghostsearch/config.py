@@ -918,7 +918,10 @@ def check_repairs(cfg: Config, setting: str, methods) -> None:
     from ghostsearch.model.models import model_skeleton
     from ghostsearch.model.stack import Stack
 
-    stack = Stack(model_skeleton(cfg.model, cfg.trust_remote_code))
+    try:
+        stack = Stack(model_skeleton(cfg.model, cfg.trust_remote_code))
+    except Exception:  # noqa: BLE001  (a family the meta device cannot build: the fit itself says it later)
+        return
     for m in names:
         why = RECOVERY.get(m).unsupported(stack)
         if why is not None:
