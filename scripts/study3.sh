@@ -60,7 +60,13 @@ fi
 renice -n 19 -p $(ray_pids) > /dev/null 2>&1 || true
 ( while sleep 60; do renice -n 19 -p $(ray_pids) > /dev/null 2>&1 || true; done ) &
 renicer=$!
-ray_down() { kill $renicer 2>/dev/null || true; pids=$(ray_pids); [ -n "$pids" ] && kill $pids 2>/dev/null || true; }
+ray_down() {  # SIGTERM to the head's processes, then SIGKILL to what is left after 15 s (its gcs_server can ignore TERM)
+  kill $renicer 2>/dev/null || true
+  local pids i
+  pids=$(ray_pids); [ -n "$pids" ] && kill $pids 2>/dev/null || true
+  for i in $(seq 1 15); do pids=$(ray_pids); [ -z "$pids" ] && return 0; sleep 1; done
+  kill -9 $pids 2>/dev/null || true
+}
 trap ray_down EXIT
 
 if [ ! -f "$out/pilot/comparison.parquet" ]; then
