@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 
 import pytest
 import yaml
@@ -235,9 +234,9 @@ def work(tmp_path, tiny_model_dir, monkeypatch):
     from tests.conftest import tiny_model
 
     tiny_model("gemma3", 6, vocab=49152).save_pretrained(w / "gemma3", safe_serialization=True)
-    for f in Path(tiny_model_dir).glob("*"):  # SmolLM2's tokenizer, as the tiny Llama has
-        if f.name.startswith(("tokenizer", "special_tokens", "vocab", "merges")):
-            (w / "gemma3" / f.name).write_bytes(f.read_bytes())
+    from transformers import AutoTokenizer
+
+    AutoTokenizer.from_pretrained(tiny_model_dir).save_pretrained(w / "gemma3")  # SmolLM2's, as the tiny Llama's
     tiny_model("llama", 4).save_pretrained(w / "notokenizer", safe_serialization=True)
     run3 = w / "run-gemma3"
     (run3 / "ledger").mkdir(parents=True)
