@@ -8,7 +8,7 @@
 #      ratio, and a raced greedy step against the exact one);
 #   3. a 2-actor search on SmolLM2 with device=cuda;
 #   4. placement (issue 25): the split exactness tests over cuda:0 and the CPU, and over cuda:0,cuda:1
-#      when two GPUs are visible (tests/stack/test_placement.py with GHOSTSEARCH_TEST_DEVICE_MAP);
+#      when two GPUs are visible (tests/model/test_placement.py with GHOSTSEARCH_TEST_DEVICE_MAP);
 #   5. plan --measure against a measured run: the planned wall time of a 1-actor greedy search on
 #      SmolLM2 (k=2, 16 x 256) next to the measured one (a ratio).
 #   6. what pruning buys (issue 36): bench/speed.py on CUDA, SmolLM2 in bf16, prefill and decode speed-up
@@ -44,11 +44,11 @@ step bench-scoring 150 "$PY" bench/scoring.py --device cuda --dtype bf16 --model
 step search-2actors 90 "$PY" -m ghostsearch search configs/smollm2-quick.yaml device=cuda pool.actors=2 \
     pool.gpus_per_actor=0.5 out="$OUT/search" search.params.greedy.race=true searcher=greedy
 
-step split-cuda-cpu 90 env GHOSTSEARCH_TEST_DEVICE_MAP=cuda:0,cpu "$PY" -m pytest tests/stack/test_placement.py -q -x \
+step split-cuda-cpu 90 env GHOSTSEARCH_TEST_DEVICE_MAP=cuda:0,cpu "$PY" -m pytest tests/model/test_placement.py -q -x \
     -k "values_of_one_device or split_model"
 NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
 if [ "$NGPU" -ge 2 ]; then
-    step split-2gpus 90 env GHOSTSEARCH_TEST_DEVICE_MAP=cuda:0,cuda:1 "$PY" -m pytest tests/stack/test_placement.py -q -x \
+    step split-2gpus 90 env GHOSTSEARCH_TEST_DEVICE_MAP=cuda:0,cuda:1 "$PY" -m pytest tests/model/test_placement.py -q -x \
         -k "values_of_one_device or split_model"
 fi
 PLAN_ARGS="configs/smollm2-quick.yaml device=cuda dtype=bf16 pool.actors=1 pool.gpus_per_actor=1 searcher=greedy k=2 calibration.n_seq=16 calibration.seq_len=256 compare.searchers=null"

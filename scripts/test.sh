@@ -4,7 +4,7 @@
 #   scripts/test.sh --fast               the fast lane: every module's unit behaviour, nothing that loads
 #                                        SmolLM2, starts Ray or a cluster (-m "not slow and not multinode");
 #                                        run it on every change (README.md, "Tests")
-#   scripts/test.sh tests/report -x      only the paths given (any pytest arguments; --fast combines with them)
+#   scripts/test.sh tests/stats -x       only the paths given (any pytest arguments; --fast combines with them)
 # Each run prints its 25 slowest tests (pytest --durations); TEST_JUNIT=FILE also writes every test's
 # duration as JUnit XML there (.ci/run does).
 # Tests run in TEST_JOBS parallel processes (pytest-xdist; default 2, one per core here; TEST_JOBS=0:

@@ -5,7 +5,7 @@
   last-word perplexity as lm-eval's ``lambada_openai`` computes them (greedy match of every token
   of the final word; exp of minus the mean per-passage log-likelihood).
 * ``zero_shot``: lm-eval 0.4.x through ``HFLM(pretrained=<model>)``. With a data directory, or
-  offline, the tasks are the YAMLs of ``objectives/tasks`` (lm-eval's prompts and metrics over the
+  offline, the tasks are the YAMLs of ``evaluation/tasks`` (lm-eval's prompts and metrics over the
   local JSONL files of ``data.task_file``); online without one, lm-eval's standard tasks.
 * ``evaluate_model``: both, from a config's ``eval`` section. Every result is an
   ``eval_numbers.FinalistNumbers`` (its ``to_dict`` is the flat dict of evals/<key>.json).

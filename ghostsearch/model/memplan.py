@@ -13,7 +13,7 @@ exact for any family, no weights) and the run's config, the peak memory per acto
   attention scores where the attention kernel materialises them: on CPU, not on CUDA);
 - the LM-head chunk: ``objective_params.head_chunk`` tokens x vocabulary fp32 logits, x2.5: the
   logits, their log-softmax, and what the allocator still holds between chunks (fitted to the
-  measured peaks of SmolLM2 and of Gemma-3-270M's shape on CPU, tests/plan/test_memplan.py).
+  measured peaks of SmolLM2 and of Gemma-3-270M's shape on CPU, tests/model/test_memplan.py).
 
 ``check_fit`` fails in one line, before loading, when the peak is above ``pool.memory_share`` of
 a device, naming the numbers and the fixes; it resolves ``cache.every: auto`` to the densest cache

@@ -15,7 +15,7 @@ of equivalence within a margin (:func:`tost`, :func:`paired_tost`). Conventions 
   contributes n - 1 draws (the rescaled bootstrap of McCarthy & Snowden 1985 / Rao & Wu 1988): the
   bootstrap variance of a stratified mean is then exactly its unbiased variance, sum_t w_t^2 s_t^2 /
   n_t, where n draws underestimate it by (n - 1) / n (at 10 items a task a 95% percentile interval
-  covered 91.8% of 500 simulated studies with n draws, 93.6% with n - 1: tests/report/test_stats_simulation.py).
+  covered 91.8% of 500 simulated studies with n draws, 93.6% with n - 1: tests/stats/test_stats_simulation.py).
   ``method="percentile"`` (the default) takes the (1-level)/2 and 1-(1-level)/2 quantiles of the
   resampled estimates; ``method="bca"`` corrects them for bias and skew (Efron's BCa, acceleration
   from the item jackknife).

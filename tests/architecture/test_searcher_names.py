@@ -25,7 +25,7 @@ SUITES = [
     "tests/search/test_search_conformance.py",
     "tests/search/test_smollm2_searchers.py",
     "tests/search/test_racing_bound.py",
-    "tests/compare/test_budgets.py",
+    "tests/study/test_budgets.py",
 ]
 
 

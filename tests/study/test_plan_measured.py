@@ -13,7 +13,7 @@ import pytest
 
 from ghostsearch.config import load_config
 from ghostsearch.study.plan import evaluations
-from tests.plan import timing
+from tests.study.timing import timing
 
 
 @pytest.mark.slow

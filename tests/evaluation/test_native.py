@@ -44,7 +44,7 @@ def tiny(smollm2_tokenizer_dir):
 
 def eval_cfg(limit, tasks=TASKS, **kw):
     """The first ``limit`` documents of each task (eval.sample=first: lm-eval's ``limit``, which the
-    parity tests compare against; the default random draw is tests/evaluate/test_items.py's)."""
+    parity tests compare against; the default random draw is tests/model/test_items.py's)."""
     cfg = Config()
     cfg.eval.tasks, cfg.eval.limit, cfg.eval.batch_size, cfg.eval.sample = list(tasks), limit, 4, "first"
     for k, v in kw.items():

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from tests.plan import timing
+from tests.study.timing import timing
 
 
 @timing

@@ -1,4 +1,4 @@
-"""Tests of `ghostsearch plan`.
+"""The ``timing`` mark of the tests of `ghostsearch plan` (tests/study/test_plan*.py).
 
 ``timing``: a test that asserts a wall-clock ratio (plan against a run) runs only with
 GHOSTSEARCH_TIMING_TESTS=1, on a machine whose load the two measurements share: on a loaded shared

@@ -114,7 +114,7 @@ def test_bad_keys_are_one_line(over, line):
 def _measured_vs_planned(config: str, over: list[str]):
     env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     out = subprocess.run(
-        [sys.executable, "-m", "tests.plan.peak", config, *over],
+        [sys.executable, "-m", "tests.model.peak", config, *over],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -133,7 +133,7 @@ SMALL = ["dtype=fp32", "device=cpu", "calibration.micro_batch=4", "pool.threads=
 @pytest.mark.slow
 def test_smollm2_peak_within_20_percent_of_measured():
     """A fresh process measures its peak RSS growth while loading SmolLM2, preparing perplexity and
-    scoring three sets (tests/plan/peak.py); the plan predicts it within 20%."""
+    scoring three sets (tests/model/peak.py); the plan predicts it within 20%."""
     measured, p = _measured_vs_planned(
         "configs/smollm2-quick.yaml", SMALL + ["calibration.n_seq=8", "calibration.seq_len=256"]
     )

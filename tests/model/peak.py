@@ -3,7 +3,7 @@
 read) while the model is loaded, the objective prepared and a few removed sets scored. The
 weights count as the pages they occupy (safetensors maps the file; pages fault in when used).
 
-    python -m tests.plan.peak CONFIG [key=value ...]   -> one JSON line {"weights": B, "peak": B}
+    python -m tests.model.peak CONFIG [key=value ...]   -> one JSON line {"weights": B, "peak": B}
 """
 
 from __future__ import annotations
