@@ -1,0 +1,150 @@
+"""Answer bias and the floor where accuracy is reported (issue 47): compare's report, ``eval``'s
+table and the study pages (bench/study2.py, bench/study3.py) print these lines from the per-item
+rows (``eval_numbers.ItemRow``: gold and predicted option of every item). The numbers are
+``stats.answers``'s: descriptive, beside the pre-registered rule, never a second test."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+from ghostsearch.core.eval_numbers import ItemRow
+from ghostsearch.stats import answers
+from ghostsearch.stats.looks import ContrastRow
+
+# the options' names where a task's choices are the same for every item (else the option's index)
+OPTION_NAMES: dict[str, tuple[str, ...]] = {"boolq": ("no", "yes")}
+
+
+def option_name(task: str, option: int) -> str:
+    names = OPTION_NAMES.get(task)
+    return names[option] if names and 0 <= option < len(names) else f"#{option}"
+
+
+def answers_of(rows_by_model: Mapping[str, Sequence[ItemRow]]) -> tuple[dict, dict]:
+    """({(task, doc): gold} over every model's items, {model: {(task, doc): predicted option}})."""
+    gold: dict[answers.Item, int] = {}
+    preds: dict[str, dict[answers.Item, int]] = {}
+    for m, rows in rows_by_model.items():
+        preds[m] = {}
+        for r in rows:
+            gold[r.item] = int(r.gold)
+            preds[m][r.item] = int(r.pred)
+    return gold, preds
+
+
+def floor_of(
+    rows_by_model: Mapping[str, Sequence[ItemRow]], dense: str | None = None, tasks: Sequence[str] | None = None
+) -> answers.Floor:
+    """The floor (:func:`stats.answers.floor`) of models' per-item rows ({name: rows}); the constant
+    answers over every item any of them evaluated."""
+    gold, preds = answers_of(rows_by_model)
+    return answers.floor(gold, preds, tasks, dense)
+
+
+def sensitivities(
+    rows_by_key: Mapping[str, Sequence[ItemRow]], looks: Sequence[ContrastRow], order: Sequence | None = None
+) -> dict[str, answers.Sensitivity]:
+    """Each contrast of ``looks`` (RUN_DIR/looks.json's rows) per task and without each task, on the
+    items it was decided on: the first ``look_items`` of the draw's ``order`` (RUN_DIR/items.parquet)
+    that both models have (without ``order``: every item both have), read with the row's bound and,
+    for the margin rule, its margin and repeated-interval bound."""
+    out = {}
+    for c in looks:
+        if c.left_key not in rows_by_key or c.right_key not in rows_by_key:
+            continue
+        left = {r.item: float(r.correct) for r in rows_by_key[c.left_key]}
+        right = {r.item: float(r.correct) for r in rows_by_key[c.right_key]}
+        pool = list(order)[: c.look_items] if order is not None else sorted(left)
+        items = [tuple(it) for it in pool if tuple(it) in left and tuple(it) in right]
+        if not items or not math.isfinite(c.se) or c.se <= 0:
+            continue
+        rci = None
+        if c.margin is not None and c.rci and all(map(math.isfinite, c.rci)):
+            rci = (c.rci[1] - c.estimate) / c.se
+        bound = c.bound if math.isfinite(c.bound) else math.inf
+        out[c.contrast] = answers.sensitivity(left, right, items, bound, c.margin, rci)
+    return out
+
+
+def floor_lines(fl: answers.Floor, names: Mapping[str, str] | None = None, n_items: int | None = None) -> list[str]:
+    """Markdown: the constant answers, each model's macro accuracy over the floor and its accuracy and
+    majority answer per task, and the flags."""
+    name = (lambda m: names.get(m, m)) if names else (lambda m: m)
+    ts = fl.tasks
+    what = f"the {n_items:,} items evaluated" if n_items else "the items evaluated"
+    lines = [
+        "Answer bias and the floor (descriptive, beside the rule; issue 47). Constant answer: each task's most "
+        f"common gold option over {what}, and its accuracy: "
+        + ", ".join(f"{t} {option_name(t, fl.constant[t].option)} {fl.constant[t].share:.3f}" for t in ts)
+        + f"; macro {fl.macro_floor:.3f}.",
+        "",
+        "| model | macro acc | - floor | " + " | ".join(f"{t}: acc (majority answer, share)" for t in ts) + " |",
+        "|---|---|---|" + "---|" * len(ts),
+    ]
+    for m, a in fl.models.items():
+        cells = [
+            f"{a.acc[t]:.3f} ({option_name(t, a.majority[t].option)}, {a.majority[t].share:.2f})"
+            + (" ONE ANSWER" if a.majority[t].share >= 1.0 else "")
+            for t in ts
+        ]
+        flag = " AT/BELOW FLOOR" if a.at_floor else ""
+        lines.append(f"| {name(m)} | {a.macro_acc:.3f} | {a.macro_margin:+.3f}{flag} | " + " | ".join(cells) + " |")
+    beat = fl.constant_beats_dense
+    lines += [""]
+    if fl.dense is not None and fl.dense in fl.models:
+        d = fl.models[fl.dense]
+        lines.append(
+            "A constant answer beats the dense model on: "
+            + (", ".join(f"{t} ({fl.constant[t].share:.3f} vs {d.acc[t]:.3f})" for t in beat) if beat else "no task")
+            + f". Dense model's margin over the floor: {d.macro_margin:+.3f} macro."
+        )
+    lines.append("Models at or below the floor (macro): " + (", ".join(name(m) for m in fl.at_floor) or "none") + ".")
+    one = [
+        f"{name(m)} {t} ({option_name(t, a.majority[t].option)})" for m, a in fl.models.items() for t in a.one_answer()
+    ]
+    lines.append("One answer to every item of a task: " + ("; ".join(one) or "none") + ".")
+    return lines
+
+
+def _verdict(v: str, margin: float | None) -> str:
+    return f"within +-{margin:g}" if v == "within margin" and margin is not None else v
+
+
+def sensitivity_lines(
+    sens: Mapping[str, answers.Sensitivity], verdicts: Mapping[str, str] | None = None, margin: float | None = None
+) -> list[str]:
+    """Markdown: per contrast each task's contribution to the macro difference and the contrast
+    without each task; a verdict that changes without one task is named with it. ``verdicts``: the
+    rule's printed verdict per contrast (else the one recomputed from its bound)."""
+    if not sens:
+        return []
+    ts = list(dict.fromkeys(t for s in sens.values() for t in s.by_task))
+    lines = [
+        "Each task's contribution to a contrast (its difference / tasks) and the contrast without each task "
+        "(macro over the others, the same bound; descriptive, the rule's verdict stands):",
+        "",
+        "| contrast | estimate | " + " | ".join(ts) + " | verdict changes without |",
+        "|---|---|" + "---|" * len(ts) + "---|",
+    ]
+    for c, s in sens.items():
+        cid = c.split()[0]
+        changes = ", ".join(f"{t} ({_verdict(s.left_out[t].verdict, margin)})" for t in s.changes)
+        lines.append(
+            f"| {cid} | {s.estimate:+.3f} | "
+            + " | ".join(f"{s.contribution[t]:+.3f}" if t in s.contribution else "-" for t in ts)
+            + f" | {changes or 'none'} |"
+        )
+    for c, s in sens.items():
+        if s.changes:
+            shown = (verdicts or {}).get(c, s.verdict)
+            lines.append(
+                f"- {c.split()[0]} ({shown} with every task): "
+                + "; ".join(
+                    f"without {t} {_verdict(s.left_out[t].verdict, margin)} "
+                    f"({s.left_out[t].estimate:+.3f}, z {s.left_out[t].z:+.2f})"
+                    for t in s.changes
+                )
+                + "."
+            )
+    return lines
