@@ -5,11 +5,23 @@ study 2's (G6 and C4 dropped before look 1: docs/results.md, note of 2026-12-05)
 with O'Brien-Fleming looks at N/4, N/2, N items per model, N sized from the pilot by the
 pre-registered rule (:func:`planned_n`).
 
-  python bench/study3.py [--config configs/study3-gemma3.yaml] [--commit] [--report-only] [--plan] [key=value ...]
+  python bench/study3.py [--config configs/study3-gemma3.yaml] [--commit] [--report-only] [--plan]
+                         [--perplexity [--max-windows W] [--models G1,G2] [--ppl-out DIR]] [key=value ...]
 
 Resumable as bench/study2.py is (it reuses its machinery: compare.evaluate_finalists with
 contrasts); ``--commit`` commits docs/results/study-3 after every share of models and every look.
+Once every look is recorded (looks.json), the accuracy stage is not started again.
 ``--plan`` prints the models, N and the allocation from the pilot and exits (no model runs).
+
+``--perplexity`` (issue 47): the WikiText-2 perplexity stage, model by model, in this process (no
+Ray): each distinct model (by eval key; G3 is G9) is repaired as the study fitted it and scored on
+every 2048-token window of WikiText-2 test (the paper protocol) one window at a time; its per-window
+mean NLL (full float precision) goes to docs/results/study-3/ppl/<eval_key>.json when the model is
+done, and ``--commit`` commits that one file at once (``git commit -- FILE``). A rerun skips the
+models whose file is there; a model stopped midway resumes from its windows so far, kept in the same
+directory's <eval_key>.partial.jsonl (committed alone every 10 windows with ``--commit``, removed in
+the commit that adds the model's file). The order puts the models of the contrasts that were decided
+first (C1, C6), then C2, C3, C5, then the dense model.
 """
 
 from __future__ import annotations
@@ -17,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import time
 from pathlib import Path
 
 import benchenv  # noqa: F401  (repository on sys.path, offline HF, ../shared/data)
@@ -45,6 +58,8 @@ CONTRASTS: list[tuple[str, str, str, str]] = [
     ("C5", "LoRP - ShortGPT, unrepaired", "G7", "G8"),
     ("C6", "LoRP - Streamline, unrepaired", "G7", "G9"),
 ]
+PPL_ORDER = ("G1", "G2", "G7", "G9", "G4", "G5", "G8", "G0")  # G3 is G9 (one eval key)
+PPL_DIR = Path("docs/results/study-3/ppl")
 
 
 def pilot_sets(pilot: Path = PILOT, k: int = 5) -> dict[str, list[int]]:
@@ -90,6 +105,118 @@ def study(sets: dict[str, list[int]]):
     )
 
 
+def looks_finished(run_dir: Path) -> bool:
+    """Whether looks.json records the study's last look or every contrast decided: nothing of the
+    accuracy stage is left to run."""
+    f = run_dir / "looks.json"
+    if not f.exists():
+        return False
+    lk = json.loads(f.read_text())
+    return lk["looks_run"] >= len(lk["looks"]) or all(c["decided"] for c in lk["contrasts"])
+
+
+def commit_paths(paths: list[Path], message: str) -> bool:
+    """``git add`` and ``git commit -- PATHS`` of these paths alone (a removed file: its removal),
+    retried while another git command holds the index lock."""
+    import subprocess
+
+    def tracked(p: Path) -> bool:
+        return subprocess.run(["git", "ls-files", "--error-unmatch", "--", str(p)], capture_output=True).returncode == 0
+
+    names = [str(p) for p in paths if p.exists() or tracked(p)]
+    for attempt in range(8):
+        a = subprocess.run(["git", "add", "-A", "--", *names], capture_output=True, text=True)
+        r = subprocess.run(["git", "commit", "-q", "-m", message, "--", *names], capture_output=True, text=True)
+        if "index.lock" not in a.stderr + r.stderr + r.stdout:
+            break
+        time.sleep(5 * (attempt + 1))
+    why = (a.stderr + r.stderr + r.stdout).strip().splitlines()
+    print("committed:" if r.returncode == 0 else f"not committed ({why[-1] if why else 'nothing new'}):", message)
+    return r.returncode == 0
+
+
+def perplexity_stage(cfg, keys: dict[str, str], held_out, out: Path, commit: bool, order, max_windows=None) -> None:
+    """WikiText-2 (paper protocol) per-window mean NLL of each distinct model of ``order`` (ids of
+    MODELS, eval keys ``keys``), one model at a time: out/<eval_key>.json when its every window is
+    done (committed alone with ``commit``); skipped when that file is there. ``max_windows``: the
+    first W windows only (a check of the stage; such a file says so and is never committed)."""
+    import torch
+
+    from ghostsearch.evaluation.evaluate import corpus, eval_windows, protocol_windows
+    from ghostsearch.evaluation.native import GIB, fit_finalists, loglikelihoods_finalists, plans, window_items
+    from ghostsearch.model.models import load_configured
+    from ghostsearch.model.stack import Stack
+
+    spec = json.loads((Path(cfg.out) / "study.json").read_text())["models"]
+    todo: list[str] = []
+    for m in order:
+        if keys[m] not in {keys[t] for t in todo} and not (out / f"{keys[m]}.json").exists():
+            todo.append(m)
+    if not todo:
+        print("perplexity stage: every model is done", flush=True)
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    model, tok = load_configured(cfg)
+    stack, cap = Stack(model), cfg.eval.cache_gib * GIB
+    seq_len, cap_w = protocol_windows(model, "paper", 0, None)
+    _, ids = corpus(tok, "wikitext2", cfg.data_dir, held_out)
+    windows = eval_windows(ids, seq_len, cap_w)
+    n = len(windows) if max_windows is None else min(max_windows, len(windows))
+    for m in todo:
+        key = keys[m]
+        if spec[m]["eval_key"] != key:
+            raise SystemExit(f"study3: {m}'s eval key {key} is not study.json's {spec[m]['eval_key']}")
+        same = sorted(t for t in MODELS if keys[t] == key)
+        t0, c0 = time.monotonic(), time.process_time()
+        print(f"perplexity {'/'.join(same)} ({key}): fitting {MODELS[m][2]} on {spec[m]['removed']}", flush=True)
+        fin = fit_finalists(model, tok, cfg, [(spec[m]["removed"], spec[m]["recovery"])])
+        finals = plans(stack, fin)
+        pf = out / f"{key}.partial.jsonl"
+        rows = [json.loads(x) for x in pf.read_text().splitlines() if x.strip()] if pf.exists() else []
+        nll = {r["window"]: r["nll"] for r in rows if r.get("tokens") == seq_len - 1}
+        for i in range(n):
+            if i in nll:
+                continue
+            w0 = time.monotonic()
+            with torch.no_grad():
+                lls, _ = loglikelihoods_finalists(stack, [window_items(windows[i : i + 1], first=0)], 1, finals, cap)
+            nll[i] = -float(lls[0, 0]) / (seq_len - 1)
+            with open(pf, "a") as fh:
+                fh.write(json.dumps({"window": i, "tokens": seq_len - 1, "nll": nll[i]}) + "\n")
+            print(f"  {m} window {i + 1}/{n}: nll {nll[i]:.4f}, {time.monotonic() - w0:.1f} s", flush=True)
+            if commit and max_windows is None and len(nll) % 10 == 0 and len(nll) < n:
+                commit_paths([pf], f"study 3 (issue 47): WikiText-2 of {'/'.join(same)}, {len(nll)} windows so far")
+        values = [nll[i] for i in range(n)]
+        doc = {
+            "issue": 47,
+            "models": same,
+            "eval_key": key,
+            "removed": spec[m]["removed"],
+            "recovery": spec[m]["recovery"],
+            "corpus": "wikitext2",
+            "protocol": f"paper: WikiText-2 test, every non-overlapping {seq_len}-token window, one window at a time",
+            "windows": n,
+            "all_windows": n == len(windows),
+            "tokens_per_window": seq_len - 1,
+            "ppl": math.exp(sum(values) / n),
+            "window_nll": values,
+            "nll": "each window's mean NLL per predicted token, float64 of fp32 log-probabilities",
+            "cpu_s_this_run": round(time.process_time() - c0, 1),
+            "wall_s_this_run": round(time.monotonic() - t0, 1),
+            "threads": torch.get_num_threads(),
+            "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        f = out / f"{key}.json"
+        f.write_text(json.dumps(doc, indent=1) + "\n")
+        pf.unlink()
+        print(
+            f"perplexity {'/'.join(same)}: {doc['ppl']:.3f} over {n} windows, {doc['cpu_s_this_run']:.0f} CPU-s",
+            flush=True,
+        )
+        if commit and doc["all_windows"]:
+            commit_paths([f, pf], f"study 3 (issue 47): WikiText-2 perplexity of {'/'.join(same)} per window ({f})")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--config", default="configs/study3-gemma3.yaml")
@@ -98,6 +225,10 @@ def main() -> None:
     ap.add_argument(
         "--plan", action="store_true", help="print the models, N and allocation from the pilot; run nothing"
     )
+    ap.add_argument("--perplexity", action="store_true", help="the WikiText-2 stage, model by model (no Ray)")
+    ap.add_argument("--max-windows", type=int, help="--perplexity on the first W windows only (a check)")
+    ap.add_argument("--models", help="--perplexity for these models only, e.g. G1,G2 (default: all, in PPL_ORDER)")
+    ap.add_argument("--ppl-out", default=str(PPL_DIR), help="--perplexity's directory")
     ap.add_argument("overrides", nargs="*", help="key=value config overrides")
     args = ap.parse_args()
 
@@ -130,15 +261,21 @@ def main() -> None:
     announce(data_plan)
     s3 = study(sets)
     keys, jobs, pairs = study2.design(cfg, data_plan.held_out, s3)
-    if not args.report_only:
+    if args.perplexity:
+        order = args.models.split(",") if args.models else PPL_ORDER
+        perplexity_stage(cfg, keys, data_plan.held_out, Path(args.ppl_out), args.commit, order, args.max_windows)
+        return
+    if looks_finished(run_dir) and not args.report_only:
+        print(f"study 3: every look is recorded in {run_dir}/looks.json; the accuracy stage has nothing to run")
+    elif not args.report_only:
         extra = {"n": n, "looks": cfg.eval.looks, "planned_se": se, "shrunk_sds": sds}
         study2.run_study(cfg, s3, keys, jobs, pairs, data_plan, args.commit, extra)
     if (run_dir / "looks.json").exists():
         text = study2.report(run_dir, keys, s3)
         (run_dir / "study3.md").write_text(text)
         print(text)
-        if args.commit:
-            benchenv.commit_dir(run_dir, f"study 3 (issue 37): report {run_dir}/study3.md")
+        if args.commit:  # the report alone: others' files in the directory are never swept in
+            benchenv.commit_dir(run_dir / "study3.md", f"study 3 (issue 37): report {run_dir}/study3.md")
 
 
 if __name__ == "__main__":
