@@ -74,6 +74,17 @@ def write_parquet_atomic(path: str | Path, table, fsync: bool = False) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def set_aside(path: Path) -> Path:
+    """A damaged file ghostsearch wrote, renamed beside itself (``NAME.damaged-N``, the first free N),
+    never deleted: what a rerun recomputes in its place, kept for a person to look at. Returns the new
+    name."""
+    n = 1
+    while (aside := path.with_name(f"{path.name}.damaged-{n}")).exists():
+        n += 1
+    os.replace(path, aside)
+    return aside
+
+
 def check_writable(path: str | Path, what: str, fix: str = "choose another location") -> Path:
     """Before any expensive work: ``path`` (a directory, or the nearest existing one above it,
     where it would be created) must be writable and its disk not full. One GhostsearchError line

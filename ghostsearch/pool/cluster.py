@@ -121,6 +121,17 @@ def connect(address: str | None = None, dashboard: bool = True, num_cpus: int | 
     return True
 
 
+def shutdown() -> None:
+    """``ray.shutdown()``, then SIGTERM and SIGHUP ours again: Ray's core worker leaves SIGTERM at the
+    default action when it shuts down (Python's ``signal.getsignal`` still names our handler), so a
+    SIGTERM after it, during target's repairs, looks or speed timing, would end the process with no
+    ``interrupted`` line and the run directory's lock not released through ``finally``."""
+    try:
+        ray.shutdown()
+    finally:
+        interrupts.reinstall()
+
+
 log = logging.getLogger("ghostsearch.pool")
 DASHBOARD_PORT = 8265  # Ray's default; the next free port when another run (or anything) holds it
 

@@ -112,7 +112,7 @@ class PoolSession:
                 self.release_pool(b)
         finally:
             if self.started_ray and ray.is_initialized():
-                ray.shutdown()
+                cluster.shutdown()  # ray.shutdown, our SIGTERM handler again
             self.started_ray = False
             self.connected = False
 
