@@ -30,9 +30,16 @@ import os
 import benchenv  # noqa: E402,F401  (the repository on sys.path, offline HF, ../shared/data as the data directory)
 
 from ghostsearch.core.io import write_text_atomic  # noqa: E402
+from ghostsearch.run.runner import budget_driven  # noqa: E402
 from ghostsearch.rundir.curves import Curve, best_so_far  # noqa: E402
+from ghostsearch.search import SEARCHERS, Space  # noqa: E402
 
-SEARCHERS = ["oneshot", "greedy", "beam", "ga", "bo", "cbo", "fastblock", "lorp"]
+REFERENCE = "greedy"  # the comparison's reference: every searcher is judged against exact greedy's value
+# The bench's own settings of a searcher, on all its cases (issue 14: beam at width 2), and the
+# pre-registered variants beside the generated cases (label, searcher, params): issue 40's endgame
+# rule (docs/benchmarks.md) and cbo without its value transform.
+SETTINGS = [("beam", {"width": 2})]
+VARIANTS = [("ga+endgame", "ga", {"endgame": 0.25}), ("cbo+none", "cbo", {"transform": "none"})]
 
 
 def curves(run_dir, objective: str, k: int) -> dict[str, Curve]:
@@ -47,12 +54,12 @@ def curves(run_dir, objective: str, k: int) -> dict[str, Curve]:
 
 def report(run_dir, objective="perplexity", k=6):
     cs = curves(run_dir, objective, k)
-    if "greedy" not in cs:
-        raise SystemExit(f"no greedy cell for {objective} k={k} in {run_dir}")
-    g = cs["greedy"]
+    if REFERENCE not in cs:
+        raise SystemExit(f"no {REFERENCE} cell for {objective} k={k} in {run_dir}")
+    g = cs[REFERENCE]
     print(f"{objective}, k={k}; greedy best {g.final:.4f} after {g.used:.0f} evaluations")
     print(f"{'searcher':10s} {'best':>10s} {'evals used':>10s} {'wall s':>8s} {'evals to greedy':>16s} {'ratio':>7s}")
-    for name in SEARCHERS:
+    for name in SEARCHERS.names():
         if name not in cs:
             continue
         c = cs[name]
@@ -64,20 +71,37 @@ def report(run_dir, objective="perplexity", k=6):
         )
 
 
-MATCHED = [
-    ("greedy", {"race": False}),
-    ("greedy+race", {"race": True}),
-    ("ga", {}),
-    ("ga+endgame", {"endgame": 0.25}),  # issue 40's pre-registered endgame rule (docs/benchmarks.md)
-    ("bo", {}),
-    ("cbo", {}),
-    ("beam+race", {"width": 2, "race": True}),
-    ("beam", {"width": 2, "race": False}),
-    ("cbo+none", {"transform": "none"}),
-]
-DEFAULT = ["greedy", "greedy+race", "ga", "bo", "cbo", "beam+race"]  # --searchers default
-# no seed enters them (the race's row order is fixed): run once
-DETERMINISTIC = {"greedy", "greedy+race", "beam", "beam+race"}
+def matched_cases() -> list[tuple[str, str, dict, bool]]:
+    """(label, searcher, params, in the default set) of --matched, from the registry and the classes'
+    traits, so a new searcher runs matched with no edit here: every registered searcher that searches
+    the objective's values (not ``objective_blind``), a budget-driven one (``runner.budget_driven``:
+    it gets greedy's cost, ``compare.budget=matched``) with its defaults; one that ends by itself and
+    races (``races()``) twice, exact (``NAME``, race off) and raced (``NAME+race``; the default set
+    takes the raced one, the reference's exact one too); then the VARIANTS."""
+    space = Space(30, 6, frozenset({0, 29}))  # any space: the traits do not depend on it
+    out = []
+    for name in SEARCHERS.names():
+        cls = SEARCHERS.get(name)
+        if cls.objective_blind:
+            continue
+        own = next((p for n, p in SETTINGS if n == name), {})
+        if cls.races() and not budget_driven(cls, space, own):
+            out.append((name, name, {**own, "race": False}, name == REFERENCE))
+            out.append((f"{name}+race", name, {**own, "race": True}, True))
+        else:
+            out.append((name, name, own, True))
+    out.sort(key=lambda case: case[1] != REFERENCE)  # the reference first: the others' reach is judged by it
+    return out + [(label, name, params, False) for label, name, params in VARIANTS]
+
+
+MATCHED = [(label, name, params) for label, name, params, _ in matched_cases()]
+DEFAULT = [label for label, _, _, default in matched_cases() if default]  # --searchers default
+
+
+def deterministic(label: str) -> bool:
+    """No seed enters the case's run (``Searcher.uses_seed`` False; the race's row order is fixed):
+    it runs once and stands for every seed."""
+    return not SEARCHERS.get(dict((m[0], m[1]) for m in MATCHED).get(label, label.split("+")[0])).uses_seed
 
 
 def improvements(history: list[dict]) -> list[dict]:
@@ -118,11 +142,11 @@ def earlier_cells(path: str, n_seq: int, seq_len: int) -> dict[tuple, dict]:
 
 def cell_key(objective: str, k: int, seed: int, searcher: str) -> tuple:
     """A cell's key in ``earlier_cells``: no seed for a searcher that takes none (any seed's run stands for all)."""
-    return (objective, k, None if searcher in DETERMINISTIC else seed, searcher)
+    return (objective, k, None if deterministic(searcher) else seed, searcher)
 
 
 def matched(args):
-    """Every searcher of MATCHED on each (objective, k, seed), ga/bo/cbo at greedy's cost, one shared pool."""
+    """Every case of MATCHED on each (objective, k, seed), a budget-driven searcher at greedy's cost, one pool."""
     from ghostsearch.config import load_config, protected_blocks
     from ghostsearch.model.models import model_depth
     from ghostsearch.pool.session import PoolSession
@@ -145,9 +169,9 @@ def matched(args):
     unknown = sorted(set(labels) - {m[0] for m in MATCHED})
     if unknown:
         raise SystemExit(f"--searchers: unknown {unknown}; choose from {[m[0] for m in MATCHED]}")
-    if "greedy" not in labels and args.greedy_value is None:
+    if REFERENCE not in labels and args.greedy_value is None:
         raise SystemExit(
-            "--searchers without greedy needs --greedy-value (exact greedy's best value of an earlier run)"
+            f"--searchers without {REFERENCE} needs --greedy-value (exact {REFERENCE}'s best value of an earlier run)"
         )
     cfg = load_config(None, base)
     n_blocks = model_depth(cfg.model)
@@ -161,11 +185,11 @@ def matched(args):
                 cost = greedy_cost(Space(n_blocks, k, protected_blocks(cfg, n_blocks)))
                 first: dict[str, dict] = {}  # label -> the first seed's result (deterministic searchers)
                 for seed in map(int, args.seeds.split(",")):
-                    greedy_best = args.greedy_value if "greedy" not in first else first["greedy"]["value"]
-                    for label, params in MATCHED:
+                    greedy_best = args.greedy_value if REFERENCE not in first else first[REFERENCE]["value"]
+                    for label, name, params in MATCHED:
                         if label not in labels:
                             continue
-                        if label in DETERMINISTIC and label in first:  # no seed: the same run again
+                        if deterministic(label) and label in first:  # no seed: the same run again
                             print(
                                 f"{objective:10s} k={k} seed={seed} {label:12s} deterministic: seed "
                                 f"{first[label]['seed']}'s run stands",
@@ -175,7 +199,7 @@ def matched(args):
                         r = done.get(cell_key(objective, k, seed, label))
                         if r is not None:  # a cell of an earlier invocation: its line stands
                             first.setdefault(label, r)
-                            if label == "greedy":
+                            if label == REFERENCE:
                                 greedy_best = r["value"]
                             at = reach(r["history"], greedy_best)
                             row = (objective, k, seed, label, r["value"], r["budget_used"], at, cost)
@@ -185,10 +209,7 @@ def matched(args):
                                 flush=True,
                             )
                             continue
-                        name = label.split("+")[0]
                         over = [f"search.params.{name}.{p}={str(v).lower()}" for p, v in params.items()]
-                        if name in ("ga", "bo", "cbo"):
-                            over.append(f"search.budget={cost}")
                         d = f"{args.out}/{label.replace('+', '-')}-{objective}-k{k}-s{seed}"
                         c = load_config(None, base + over + [f"objective={objective}", f"out={d}"])
                         resumed = os.path.isdir(os.path.join(d, "ledger"))  # a part ran before: its wall is lost
@@ -206,11 +227,12 @@ def matched(args):
                                 seed=seed,
                                 n_blocks=n_blocks,
                                 progress=False,
+                                matched=True,  # a budget-driven searcher gets greedy's cost (runner.build_searcher)
                             ).to_dict()  # the JSON form it writes
                         finally:
                             close_run_dir(run_dir)
                         first.setdefault(label, r)
-                        if label == "greedy":
+                        if label == REFERENCE:
                             greedy_best = r["value"]
                         at = reach(r["history"], greedy_best)
                         rows.append(
@@ -227,7 +249,7 @@ def matched(args):
                                 r["removed"],
                             )
                         )
-                        g = first.get("greedy")
+                        g = first.get(REFERENCE)
                         race = r.get("race") or {}
                         with open(os.path.join(args.out, "matched.jsonl"), "a") as f:  # --plot reads these
                             f.write(
@@ -261,7 +283,7 @@ def matched(args):
                                 f" | vs exact greedy: budget {r['budget_used'] / g['budget_used']:.2f}x, wall "
                                 f"{r['wall_seconds'] / g['wall_seconds']:.2f}x, same set "
                                 f"{sorted(r['removed']) == sorted(g['removed'])}"
-                                if g is not None and label != "greedy"
+                                if g is not None and label != REFERENCE
                                 else ""
                             ),
                             flush=True,
@@ -279,7 +301,7 @@ def plot(paths: list[str], out: str) -> None:
 
     rows = [json.loads(line) for p in paths for line in open(p) if line.strip()]
     panels = sorted({(r["objective"], r["k"]) for r in rows})
-    labels = [m[0] for m in MATCHED]
+    labels = list(dict.fromkeys([m[0] for m in MATCHED] + [r["searcher"] for r in rows]))
     fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4), squeeze=False)
     for ax, (objective, k) in zip(axes[0], panels):
         mine = [r for r in rows if (r["objective"], r["k"]) == (objective, k)]
@@ -302,7 +324,7 @@ def plot(paths: list[str], out: str) -> None:
                 label=f"{r['searcher']} s{r['seed']}",
             )
             finals.append(r["value"])
-            if r["searcher"] == "greedy":
+            if r["searcher"] == REFERENCE:
                 ax.axhline(r["value"], color="grey", ls="--", lw=0.8)
         lo, hi = min(finals), max(finals)
         pad = 0.5 * (hi - lo) + 1e-3 * abs(hi)
@@ -329,8 +351,8 @@ def table(paths: list[str]) -> list[str]:
     rows = [json.loads(line) for p in paths for line in open(p) if line.strip()]
     if not rows:
         raise SystemExit(f"--table: no cells in {', '.join(paths)} (bench/search.py --matched writes them)")
-    greedy = {(r["objective"], r["k"], r["n_seq"], r["seq_len"]): r for r in rows if r["searcher"] == "greedy"}
-    order = [m[0] for m in MATCHED]
+    greedy = {(r["objective"], r["k"], r["n_seq"], r["seq_len"]): r for r in rows if r["searcher"] == REFERENCE}
+    order = list(dict.fromkeys([m[0] for m in MATCHED] + [r["searcher"] for r in rows]))
     out = []
     rows.sort(key=lambda r: (r["objective"], r["n_seq"] * r["seq_len"], r["k"], order.index(r["searcher"]), r["seed"]))
     out.append(
@@ -341,9 +363,11 @@ def table(paths: list[str]) -> list[str]:
     for r in rows:
         g = greedy.get((r["objective"], r["k"], r["n_seq"], r["seq_len"]))
         at = None if g is None else reach(r["history"], g["value"])
-        same = g is not None and r["searcher"] != "greedy" and sorted(r["removed"]) == sorted(g["removed"])
-        ratio = "-" if r["searcher"] == "greedy" else ("not reached" if at is None else f"{at / r['greedy_cost']:.2f}x")
-        if at is None and g is not None and r["searcher"] != "greedy":
+        same = g is not None and r["searcher"] != REFERENCE and sorted(r["removed"]) == sorted(g["removed"])
+        ratio = (
+            "-" if r["searcher"] == REFERENCE else ("not reached" if at is None else f"{at / r['greedy_cost']:.2f}x")
+        )
+        if at is None and g is not None and r["searcher"] != REFERENCE:
             ratio += f" ({r['value'] / g['value']:.4f}x greedy's value)" if g["value"] > 0 else ""
         if r.get("resumed"):  # its wall counts only the last part: no ratio, in either direction
             wall = f"{r['wall_seconds']:.1f} (resumed: last part only)"
@@ -355,7 +379,7 @@ def table(paths: list[str]) -> list[str]:
             wall = f"{r['wall_seconds']:.1f} ({r['wall_seconds'] / g['wall_seconds']:.2f}x)"
         out.append(
             f"| {r['objective']} {r['n_seq']} x {r['seq_len']} | {r['k']} | {r['searcher']} | "
-            f"{'all' if r['searcher'] in DETERMINISTIC else r['seed']} | "
+            f"{'all' if deterministic(r['searcher']) else r['seed']} | "
             f"{r['value']:.4f}{' (same set)' if same else ''} | "
             f"{r['budget_used']:.1f} of {r['greedy_cost']} | {ratio} | {wall} | "
             f"{sorted(r['removed'])} |"
@@ -447,7 +471,7 @@ def main():
             f"calibration.seq_len={args.seq_len}",
             "search.protected=[0,-1]",
             "dtype=fp32",
-            f"compare.searchers=[{','.join(SEARCHERS)}]",
+            f"compare.searchers=[{','.join(SEARCHERS.names())}]",
             "pool.actors=2",
             "pool.threads=1",
             "pool.dashboard=false",

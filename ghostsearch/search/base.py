@@ -235,6 +235,10 @@ class Searcher:
     cost_class: ClassVar[str | None] = None
     """The claim "complex searchers gain little over simple ones": ``"complex"`` (ga, bo, cbo, beam),
     ``"simple"`` (oneshot, fastblock) or None (in neither group)."""
+    uses_seed: ClassVar[bool] = True
+    """False: no seed enters its run (greedy, beam, oneshot, fastblock: a race's row order is fixed
+    too), so one run stands for every seed (bench/search.py --matched runs it once). The conformance
+    suite checks that another seed gives the same run."""
 
     @classmethod
     def expected_evaluations(

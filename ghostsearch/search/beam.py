@@ -22,6 +22,7 @@ class Beam(Memo):
     name = "beam"
     ends_by_itself = True  # k rounds of width-limited expansion
     uses_prefix = True  # R + {j} starts from R's cached hidden states
+    uses_seed = False  # no random draw: a function of the values told
     cost_class: ClassVar[str | None] = "complex"
 
     @dataclass

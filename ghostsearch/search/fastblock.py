@@ -27,6 +27,7 @@ class FastBlock(Memo):
 
     name = "fastblock"
     ends_by_itself = True  # n_rescore windows
+    uses_seed = False  # no random draw: a function of the values told
     objective_blind = True  # the windows are ranked by a statistic; the objective only re-scores the few best
     cost_class: ClassVar[str | None] = "simple"
 

@@ -19,6 +19,7 @@ class OneShot(Prior):
 
     name = "oneshot"
     ends_by_itself = True  # the prior, then one k-set
+    uses_seed = False  # no random draw: a function of the values told
     cost_class: ClassVar[str | None] = "simple"
 
     @dataclass

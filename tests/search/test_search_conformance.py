@@ -162,6 +162,14 @@ def test_seed_fixes_the_run(name):
     assert again.result() == s.result() and again.used == s.used and again.history == s.history
 
 
+@pytest.mark.parametrize("name", [n for n in NAMES if not SEARCHERS.get(RACED.get(n, (n, {}))[0]).uses_seed])
+def test_without_a_seed_every_seed_gives_the_same_run(name):
+    """``uses_seed = False`` (bench/search.py --matched runs such a searcher once for every seed)."""
+    s, *_ = reference(name)
+    other = run(searcher(name, seed=1), Counting())
+    assert other.result() == s.result() and other.used == s.used and other.history == s.history
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_resume_after_interruption(name):
     """Stopped after some tell, then rebuilt from scratch and replayed from the ledger (resume), a
