@@ -32,7 +32,8 @@ def result(name: str, instance: int, params: dict | None = None):
 
 # (label, searcher, params): every registered searcher with defaults; bo with TPE here, since its
 # default GPSampler costs about a second of CPU per trial (see the slow test below).
-CASES = [(n, n, None) for n in SEARCHERS.names() if n != "bo"] + [("bo-tpe", "bo", {"sampler": "tpe"})]
+QUICK = {"bo": {"sampler": "tpe"}}
+CASES = [("-".join([n, *QUICK.get(n, {}).values()]), n, QUICK.get(n)) for n in SEARCHERS.names()]
 CASE = {label: (name, params) for label, name, params in CASES}
 
 
