@@ -317,12 +317,54 @@ def run_start(removed: Sequence[int], patches, n_blocks: int) -> int:
 
 # ---------------------------------------------------------------- physical pruning
 def prune_config_lists(config, keep: list[int]) -> None:
-    """Slice per-layer config lists (layer_types, sliding-window patterns ...) and set the new depth."""
+    """Slice per-layer config lists (layer_types, sliding-window patterns ...), set the new depth, and
+    rewrite the fields that state the layer types by a rule on the layer index (``period_fields``)."""
     L = config.num_hidden_layers
     for key, val in list(vars(config).items()):
         if isinstance(val, (list, tuple)) and len(val) == L and "layer" in key:
             setattr(config, key, type(val)(val[i] for i in keep))
     config.num_hidden_layers = len(keep)
+    for key, val in period_fields(config).items():
+        if val is not None or key in PATTERN_KEYS:  # max_window_layers must be an int: kept (export warns)
+            setattr(config, key, val)
+
+
+SLIDING, FULL = "sliding_attention", "full_attention"
+PATTERN_KEYS = ("sliding_window_pattern", "_sliding_window_pattern")  # Gemma-3's period (and its old name)
+
+
+def pattern_types(n: int, period: int) -> list[str]:
+    """Gemma's rule: layer i slides unless (i + 1) is a multiple of ``period``."""
+    return [SLIDING if (i + 1) % period else FULL for i in range(n)]
+
+
+def qwen_types(n: int, max_window_layers: int) -> list[str]:
+    """Qwen2/Qwen3's rule (sliding window on): layer i slides when i >= max_window_layers."""
+    return [SLIDING if i >= max_window_layers else FULL for i in range(n)]
+
+
+def period_fields(config) -> dict[str, Any]:
+    """The config fields that restate ``layer_types`` by a rule on the layer index, set to the value
+    that gives exactly these ``layer_types``; None where no value of the rule does (a reader that
+    derives types from it then fails instead of mis-assigning a layer; transformers itself reads
+    ``layer_types``). After a cut, the sliced
+    ``layer_types`` rarely follow the dense model's period: Gemma-3 keeps ``sliding_window_pattern``
+    6 and Qwen2/Qwen3 ``max_window_layers`` (issue 46). Empty when the config has no such field."""
+    types = getattr(config, "layer_types", None)
+    if not types:
+        return {}
+    types, n = list(types), len(types)
+    out: dict[str, Any] = {}
+    keys = [k for k in PATTERN_KEYS if k in vars(config)]
+    if keys:
+        period = next((p for p in range(1, n + 2) if pattern_types(n, p) == types), None)
+        out.update(dict.fromkeys(keys, period))
+    if "max_window_layers" in vars(config) and SLIDING in types:
+        first = types.index(SLIDING)
+        out["max_window_layers"] = first if qwen_types(n, first) == types else None
+    elif "max_window_layers" in vars(config):
+        out["max_window_layers"] = n  # no sliding layer: none at or above the depth
+    return out
 
 
 def physically_prune(model: nn.Module, removed: Sequence[int], copy_model: bool = True) -> nn.Module:

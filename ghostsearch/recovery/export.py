@@ -1,19 +1,22 @@
 """Export a pruned (and repaired) model directory, and load it back.
 
 Layout of DIR: the Hugging Face checkpoint of the physically pruned model (safetensors, config
-with the new depth, per-layer lists sliced, layer indices renumbered; tokenizer when given),
-plus ``recovery.json`` (method, removed set, per-cut report) and, for operator methods (ghosted,
-linearpatch), ``recovery.safetensors`` with one fp32 C x C matrix per cut. ``load_pruned(DIR)``
-re-attaches the operators as forward pre-hooks (x + x M in fp32) on the next kept block, or on
-the final norm for a cut at the end. A ``replaceme`` export has its maps folded into
-``down_proj``: a plain checkpoint that ``AutoModelForCausalLM.from_pretrained`` loads as it is
-(so is ``none``).
+with the new depth, per-layer lists sliced and the layer-period fields rewritten to agree with them
+(``stack.period_fields``), layer indices renumbered; tokenizer when given), ``recovery.json``
+(method, removed set, per-cut report, data), a model card (README.md, ``card.model_card``) and a
+marker (``.ghostsearch-export``: ``--force`` only ever replaces a directory carrying it).
 
-An operator export cannot be misused as an unrepaired model: its config.json says
-``model_type: ghostsearch_pruned`` (the base type kept under ``ghostsearch.base_model_type``) and
-``architectures: [GhostsearchPrunedForCausalLM]``, so plain ``AutoModelForCausalLM`` fails loudly
-and ``ghostsearch.load_pruned`` loads it. Every export has a model card (README.md) and a marker
-(``.ghostsearch-export``): ``--force`` only ever replaces a directory carrying that marker.
+* ``none``, ``replaceme`` (its maps folded into ``down_proj``) and any repair that ``folds``: a
+  standard checkpoint of the base architecture; ``AutoModelForCausalLM.from_pretrained`` loads it.
+* ``ghosted``, ``linearpatch`` (operators h <- h + h M that no stock layer can hold): a self-contained
+  checkpoint that plain transformers loads with ``trust_remote_code=True`` (``recovery/remote.py``:
+  the operators are weights of the checkpoint, a generated modeling file applies them, and the
+  ``model_type`` is never the base's).
+
+``load_pruned(DIR)`` reads both, and the first operator layout (``model_type: ghostsearch_pruned``,
+the matrices in ``recovery.safetensors``), re-attaching the operators as forward pre-hooks (x + x M
+in fp32) on the next kept block, or on the final norm for a cut at the end, without running the
+export's generated code.
 
 Nothing is half-written: the directory is built under a temporary name beside DIR and renamed.
 """
@@ -23,14 +26,20 @@ from __future__ import annotations
 import dataclasses
 import errno
 import json
+import logging
 import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from ghostsearch.core.errors import GhostsearchError
 from ghostsearch.model.stack import Stack, check_removed, physically_prune
-from ghostsearch.recovery.base import META_FILE, Operators, get_recovery, recovery_for
+from ghostsearch.recovery import remote
+from ghostsearch.recovery.base import META_FILE, Operators, get_recovery, new_index, recovery_for
+from ghostsearch.recovery.card import consumer_warnings, model_card
+
+log = logging.getLogger("ghostsearch")
 
 
 def pruned_model(model, operators: Operators):
@@ -72,61 +81,6 @@ def check_target(out_dir, force: bool = False) -> Path:
     return out
 
 
-def model_card(info: dict, method: str, removed, n_blocks: int, hooked: bool) -> str:
-    """README.md of an export: what it is, how it was made, how to load it."""
-    load = (
-        (
-            "```python\nimport ghostsearch\nfrom transformers import AutoTokenizer\n\n"
-            'model = ghostsearch.load_pruned("PATH")  # re-attaches the '
-            f'{method} operators\ntokenizer = AutoTokenizer.from_pretrained("PATH")\n```\n\n'
-            "Plain `transformers.AutoModelForCausalLM` refuses this directory on purpose: without the "
-            'operators it would be the unrepaired model. Its error ("model type `ghostsearch_pruned` ... does '
-            'not recognize this architecture ... upgrade Transformers") is not about the transformers version: '
-            "upgrading does not help; load it with `ghostsearch.load_pruned`. After `import ghostsearch` and a "
-            "`load_pruned`, AutoModelForCausalLM says so in one line."
-        )
-        if hooked
-        else (
-            "```python\nfrom transformers import AutoModelForCausalLM\nmodel = "
-            'AutoModelForCausalLM.from_pretrained("PATH")\n'
-            '```\n\n(`ghostsearch.load_pruned("PATH")` works too.)'
-        )
-    )
-    lines = [
-        "---",
-        f"base_model: {info.get('base_model', 'unknown')}",
-        "tags: [ghostsearch, depth-pruning]",
-        "---",
-        "",
-        f"# {info.get('base_model', 'model')} with {len(removed)} of {n_blocks} blocks removed",
-        "",
-        f"- Base model: `{info.get('base_model', 'unknown')}`",
-        f"- Removed blocks (0-based, of {n_blocks}): {list(removed)}",
-        f"- Repair: `{method}`" + (f" ({info['variant']})" if info.get("variant") else ""),
-        f"- Calibration data: {info.get('calibration', 'none (no fitting)')}",
-        f"- Written by ghostsearch {info.get('version') or ''}".rstrip(),
-        "",
-        "## How to load",
-        "",
-        load,
-        "",
-    ]
-    return "\n".join(lines)
-
-
-def _mark_config(directory: Path) -> None:
-    """config.json of an operator export: a model type plain transformers refuses (see module doc)."""
-    path = directory / "config.json"
-    cfg = json.loads(path.read_text())
-    cfg["ghostsearch"] = {
-        "base_model_type": cfg["model_type"],
-        "base_architectures": cfg.get("architectures"),
-        "loader": "ghostsearch.load_pruned",
-    }
-    cfg["model_type"], cfg["architectures"] = MODEL_TYPE, [ARCH]
-    path.write_text(json.dumps(cfg, indent=2))
-
-
 def export(
     model,
     removed,
@@ -152,7 +106,12 @@ def export(
             f"the operators were fitted for {operators.method} on {list(operators.removed)}, "
             f"not {method} on {list(removed)}; fit them for this removed set"
         )
-    pruned = pruned_model(model, operators)
+    recovery = recovery_for(operators)
+    folded = getattr(recovery, "folds", False)
+    hooked = bool(operators.mats) and not folded
+    pruned: Any = physically_prune(model, operators.removed) if hooked else pruned_model(model, operators)
+    if hooked:  # the operators become weights of the checkpoint (recovery/remote.py)
+        remote.attach(pruned, {new_index(b, removed): m for b, m in operators.mats.items()})
     out.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temps(out)
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.tmp-{os.getpid()}-"))
@@ -165,18 +124,39 @@ def export(
             raise
         if tokenizer is not None:
             tokenizer.save_pretrained(tmp)
-        folded = getattr(recovery_for(operators), "folds", False)
-        (dataclasses.replace(operators, mats={}) if folded else operators).save(tmp)
+        dataclasses.replace(operators, mats={}).save(tmp)  # recovery.json (the matrices: in the checkpoint)
+        meta = json.loads((tmp / META_FILE).read_text())
+        if hooked:
+            stack = Stack(pruned)
+            meta.update(boundaries=sorted(operators.mats), stored="checkpoint")
+            remote.write(
+                tmp,
+                pruned,
+                {
+                    "format": remote.FORMAT,
+                    "method": method,
+                    "variant": operators.variant,
+                    "removed": list(removed),
+                    "n_blocks": operators.n_blocks,
+                    "boundaries": sorted(new_index(b, removed) for b in operators.mats),
+                    "hidden_size": int(next(iter(operators.mats.values())).shape[0]),
+                    "blocks": remote.module_path(pruned, stack.blocks),
+                    "norm": remote.module_path(pruned, stack.norm),
+                },
+                info or {},
+            )
         data = (info or {}).get("data")
         if data:  # which data the repair (and the search) read: eval holds them out
-            meta = json.loads((tmp / META_FILE).read_text())
             meta["data"] = data
-            (tmp / META_FILE).write_text(json.dumps(meta, indent=1))
-        hooked = bool(operators.mats) and not folded
-        if hooked:
-            _mark_config(tmp)
-        (tmp / "README.md").write_text(model_card(info or {}, method, removed, operators.n_blocks, hooked))
-        (tmp / MARKER).write_text(json.dumps({"method": method, "removed": list(removed)}))
+        (tmp / META_FILE).write_text(json.dumps(meta, indent=1))
+        warnings = [] if hooked else consumer_warnings(pruned.config)  # a remote-code export: transformers only
+        for w in warnings:
+            log.warning("export: warning: %s", w)
+        n_params = sum(p.numel() for p in pruned.parameters())
+        dtype = str(Stack(pruned).dtype).removeprefix("torch.")
+        card = model_card(info or {}, method, removed, operators.n_blocks, hooked, dtype, n_params, warnings)
+        (tmp / "README.md").write_text(card)
+        (tmp / MARKER).write_text(json.dumps({"method": method, "removed": list(removed), "warnings": warnings}))
         if force and out.exists():
             old = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.old-{os.getpid()}-"))
             os.replace(out, old / "x")
@@ -214,16 +194,34 @@ def remove_stale_temps(out: Path) -> None:
 
 
 def base_config(directory):
-    """The transformers config of an export (an operator export's base model type restored)."""
+    """The transformers config of an export as its base family's (an operator export's base model
+    type restored, its remote-code fields dropped)."""
     from transformers import AutoConfig
 
     d = Path(directory)
     raw = json.loads((d / "config.json").read_text())
+    if remote.is_remote(raw):
+        spec = raw.pop("ghostsearch")
+        raw.pop("auto_map", None)
+        raw.update(model_type=spec["base_model_type"], architectures=spec["base_architectures"])
+        return AutoConfig.for_model(**raw)
     if raw.get("model_type") != MODEL_TYPE:
         return AutoConfig.from_pretrained(d)
-    base = raw.pop("ghostsearch")
+    base = raw.pop("ghostsearch")  # the first layout (model_type ghostsearch_pruned, recovery.safetensors)
     raw.update(model_type=base["base_model_type"], architectures=base["base_architectures"])
     return AutoConfig.for_model(**raw)
+
+
+def base_class(config):
+    """The transformers causal-LM class of a base config (its ``architectures`` when transformers has it)."""
+    import transformers
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
+
+    for name in config.architectures or []:
+        cls = getattr(transformers, name, None)
+        if isinstance(cls, type):
+            return cls
+    return MODEL_FOR_CAUSAL_LM_MAPPING[type(config)]
 
 
 PLAIN_TRANSFORMERS = (
@@ -235,7 +233,8 @@ _REGISTERED: list = []
 
 
 def register_auto() -> None:
-    """Teach transformers' Auto classes the operator export's model type, once per process:
+    """Teach transformers' Auto classes the FIRST operator layout's model type (``ghostsearch_pruned``:
+    exports written before the remote-code layout), once per process:
     AutoConfig (and so AutoTokenizer) then read an export without transformers' "You are using a
     model of type ghostsearch_pruned to instantiate a model of type ..." warning, and
     AutoModelForCausalLM refuses it with one line saying how to load it (PLAIN_TRANSFORMERS). A
@@ -280,17 +279,16 @@ def load_tokenizer(directory):
 def load_pruned(directory, dtype=None, device: str = "cpu"):
     """A model exported by ``export``, its recovery operators re-attached (and the export's model
     type registered with transformers: ``register_auto``)."""
-    from transformers import AutoModelForCausalLM
-
     register_auto()
     d = Path(directory).expanduser()
     if not (d / "config.json").exists():
         raise GhostsearchError(f"{d} is not a model directory (no config.json); point at a ghostsearch export")
-    model = (
-        AutoModelForCausalLM.from_pretrained(d, config=base_config(d), dtype=dtype or "auto", use_safetensors=True)
-        .eval()
-        .to(device)
-    )
+    config = base_config(d)
+    base = cls = base_class(config)
+    if remote.is_remote(json.loads((d / "config.json").read_text())):  # its operators load below, not as weights
+        cls = type(base.__name__, (base,), {"_keys_to_ignore_on_load_unexpected": [rf"^{remote.PATCH}\."]})
+    model = cls.from_pretrained(d, config=config, dtype=dtype or "auto", use_safetensors=True).eval().to(device)
+    model.__class__ = base  # the base family's class, as the export's weights are its (plus the operators)
     if (d / META_FILE).exists():
         ops = Operators.load(d)
         depth = Stack(model).n_blocks

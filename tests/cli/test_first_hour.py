@@ -160,7 +160,8 @@ def test_first_hour(home):
     assert row["value_before"] == pytest.approx(final["value"], rel=SAME_VALUE_REL)
     if row["value_after"] < row["dense_value"]:
         assert "in-sample, not a result" in p.stderr
-    # 3. export, then load_pruned + generate (no transformers warning), plain transformers: one line
+    # 3. export, then load_pruned + generate (no transformers warning); plain transformers generates the same
+    # with trust_remote_code=True (the export's generated modeling file), refuses without it (issue 46)
     ghostsearch("export", run, "--method", "ghosted", "--out", model, cwd=home)
     meta = json.loads((model / "recovery.json").read_text())
     assert meta["data"]["repair"]["dataset"] == "lambada" and meta["data"]["search"][0]["dataset"] == "lambada"
@@ -170,14 +171,16 @@ def test_first_hour(home):
         "ids = t('The capital of France is', return_tensors='pt')\n"
         "out = m.generate(**ids, max_new_tokens=4, do_sample=False)\n"
         "print(out.shape[1] - ids.input_ids.shape[1])\n"
+        f"plain = AutoModelForCausalLM.from_pretrained({str(model)!r}, trust_remote_code=True)\n"
+        "print(plain.generate(**ids, max_new_tokens=4, do_sample=False).tolist() == out.tolist())\n"
         f"try:\n    AutoModelForCausalLM.from_pretrained({str(model)!r})\n"
-        "except ghostsearch.core.errors.GhostsearchError as e:\n    print('REFUSED', e)\n",
+        "except ValueError as e:\n    print('REFUSED', 'trust_remote_code' in str(e))\n",
         home,
     )
     assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
     assert "You are using a model of type" not in p.stderr
-    generated, refused = p.stdout.splitlines()[-2:]
-    assert generated == "4" and refused.startswith("REFUSED") and "load_pruned" in refused
+    generated, same, refused = p.stdout.splitlines()[-3:]
+    assert generated == "4" and same == "True" and refused == "REFUSED True"
     # 4. eval of the run and of the export: the data plan printed, the repair data held out
     p, _ = ghostsearch("eval", run, *TINY_EVAL, "--json", cwd=home)
     assert "FALLBACK" in p.stderr and "evaluation: lambada, evaluation half" in p.stderr
