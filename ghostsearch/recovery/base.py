@@ -183,6 +183,7 @@ RECOVERY: Registry[Recovery] = Registry(
         "ghosted": "ghostsearch.recovery.ghosted:Ghosted",
         "linearpatch": "ghostsearch.recovery.linearpatch:LinearPatch",
         "replaceme": "ghostsearch.recovery.replaceme:ReplaceMe",
+        "folded": "ghostsearch.recovery.folded:Folded",
         "none": "ghostsearch.recovery.ghosted:NoRecovery",
     },
 )
