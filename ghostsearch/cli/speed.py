@@ -68,26 +68,12 @@ def _our_file(path: Path) -> bool:
         return False
 
 
-def recovered_methods(run_dir: Path) -> list[tuple[tuple[int, ...], str]]:
-    """(removed, method) of every repair ``recover`` fitted in a run (RUN_DIR/recovery.parquet)."""
-    path = run_dir / "recovery.parquet"
-    if not path.exists():
-        return []
-    import pyarrow.parquet as pq
-
-    out = []
-    for r in pq.read_table(path, columns=["removed", "method"]).to_pylist():
-        key = (tuple(sorted(int(i) for i in r["removed"])), str(r["method"]))
-        if key[1] != "none" and key not in out:
-            out.append(key)
-    return out
-
-
 def plan(args):
     """(config, removed sets, [(removed, method)] repairs, export dir or None, default out) — every
     input error before a model loads."""
     from ghostsearch.config import load_config
     from ghostsearch.rundir import cells, run_config
+    from ghostsearch.rundir.outputs import recovered_methods
 
     t = Path(args.target)
     methods = [m for m in (args.recovery or []) if m != "none"]

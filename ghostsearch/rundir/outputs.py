@@ -66,3 +66,18 @@ def _remove_new(root: Path, before: set[str]) -> None:
             shutil.rmtree(path, ignore_errors=True)
         else:
             path.unlink(missing_ok=True)
+
+
+def recovered_methods(run_dir: Path) -> list[tuple[tuple[int, ...], str]]:
+    """(removed, method) of every repair ``recover`` fitted in a run (RUN_DIR/recovery.parquet)."""
+    path = Path(run_dir) / "recovery.parquet"
+    if not path.exists():
+        return []
+    import pyarrow.parquet as pq
+
+    out = []
+    for r in pq.read_table(path, columns=["removed", "method"]).to_pylist():
+        key = (tuple(sorted(int(i) for i in r["removed"])), str(r["method"]))
+        if key[1] != "none" and key not in out:
+            out.append(key)
+    return out
