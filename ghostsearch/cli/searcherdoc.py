@@ -14,6 +14,7 @@ import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from ghostsearch.search import SEARCHERS, Space
 from ghostsearch.search.common import ModelBased
@@ -25,7 +26,7 @@ SPAN = re.compile(r"<!-- searchers:(?P<kind>[\w-]+) -->(?P<body>.*?)<!-- /search
 SPACE = Space(30, 6, frozenset({0, 29}))
 
 
-def names(keep: Callable[[type], bool] = lambda cls: True) -> list[str]:
+def names(keep: Callable[[Any], bool] = lambda cls: True) -> list[str]:
     return [n for n in SEARCHERS.names() if keep(SEARCHERS.get(n))]
 
 
