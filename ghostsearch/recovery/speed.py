@@ -351,17 +351,47 @@ def measure_speed(
     if seq_len < 1 or decode_tokens < 1 or repeats < 1:
         raise GhostsearchError("speed: --seq-len, --decode-tokens and --repeats must each be at least 1")
     stack = Stack(model)
-    L = stack.n_blocks
+    was_training = model.training
+    model.eval()
+    models = _models_to_time(model, removed_sets, repairs, prebuilt)
+    device = stack.device
+    vocab = int(stack.config.vocab_size)
+    prompts = {b: _prompt(vocab, b, seq_len, device, seed) for b in batches}
+    try:
+        _time_rounds(models, prompts, decode_tokens, repeats, warmup, device, progress)
+        peaks = {id(m): _peak(m, prompts[batches[-1]], decode_tokens, device) if peak else None for m in models}
+    finally:
+        model.train(was_training)
+    rows = _rows(models, peaks, batches, seq_len, decode_tokens, stack.n_blocks)
+    for m in models[1:]:
+        m.model = nn.Module()  # drop the copies now
+    return SpeedReport(
+        rows=tuple(rows),
+        device=str(device),
+        dtype=str(stack.dtype).removeprefix("torch."),
+        batches=batches,
+        seq_len=int(seq_len),
+        decode_tokens=int(decode_tokens),
+        repeats=int(repeats),
+        threads=torch.get_num_threads(),
+        peak_method=PEAK_CUDA if device.type == "cuda" else PEAK_CPU,
+        peak_batch=batches[-1],
+    )
+
+
+def _models_to_time(model: Any, removed_sets, repairs: Sequence[Operators], prebuilt) -> list[_Model]:
+    """The dense model, then each distinct removed set pruned, each repair's pruned and repaired
+    copy, and the prebuilt models, each with its parameters and weight bytes (a repair's operators
+    counted in)."""
+    from ghostsearch.recovery.export import pruned_model
+
+    L = Stack(model).n_blocks
     sets = [check_removed(set(r), L, what="the pruned set") for r in removed_sets]
     for ops in repairs:
         if ops.n_blocks != L:
             raise GhostsearchError(
                 f"the {ops.method} repair was fitted on a {ops.n_blocks}-block model, not this {L}-block one"
             )
-    from ghostsearch.recovery.export import pruned_model
-
-    was_training = model.training
-    model.eval()
     models = [_Model("dense", (), "none", model, pruned_params(model), weight_bytes(model))]
     seen = set()
     for r in sets:
@@ -389,26 +419,30 @@ def measure_speed(
         ops_of[id(models[-1])] = pre_ops
     for m in models[1:]:
         m.weight_bytes = weight_bytes(m.model) + _operator_bytes(ops_of[id(m)])
-    device = stack.device
-    vocab = int(stack.config.vocab_size)
-    prompts = {b: _prompt(vocab, b, seq_len, device, seed) for b in batches}
-    try:
-        for m in models:  # warm-up: kernels, allocator, caches
-            for _ in range(warmup):
-                for b in batches:
-                    _decode(m.model, _prefill(m.model, prompts[b]), min(2, decode_tokens))
-        for rnd in range(repeats):
-            order = models[rnd % len(models) :] + models[: rnd % len(models)]
-            for m in order:
-                for b in batches:
-                    t_pre, t_dec = _one_round(m.model, prompts[b], decode_tokens, device)
-                    m.times.setdefault(("prefill", b), []).append(t_pre)
-                    m.times.setdefault(("decode", b), []).append(t_dec)
-            if progress is not None:
-                progress(f"speed: round {rnd + 1}/{repeats} done")
-        peaks = {id(m): _peak(m, prompts[batches[-1]], decode_tokens, device) if peak else None for m in models}
-    finally:
-        model.train(was_training)
+    return models
+
+
+def _time_rounds(models: list[_Model], prompts: dict, decode_tokens: int, repeats: int, warmup: int, device, progress):
+    """A warm-up per model, then ``repeats`` rounds; each round runs every model once per batch in a
+    rotated order, its prefill and decode seconds kept in ``m.times``."""
+    for m in models:  # warm-up: kernels, allocator, caches
+        for _ in range(warmup):
+            for ids in prompts.values():
+                _decode(m.model, _prefill(m.model, ids), min(2, decode_tokens))
+    for rnd in range(repeats):
+        order = models[rnd % len(models) :] + models[: rnd % len(models)]
+        for m in order:
+            for b, ids in prompts.items():
+                t_pre, t_dec = _one_round(m.model, ids, decode_tokens, device)
+                m.times.setdefault(("prefill", b), []).append(t_pre)
+                m.times.setdefault(("decode", b), []).append(t_dec)
+        if progress is not None:
+            progress(f"speed: round {rnd + 1}/{repeats} done")
+
+
+def _rows(models: list[_Model], peaks: dict, batches, seq_len: int, decode_tokens: int, L: int) -> list[SpeedRow]:
+    """One row per model: tokens/s per phase and batch (median, min, max over rounds) and the speed-up
+    against dense in the same round."""
     dense = models[0]
     rows = []
     for m in models:
@@ -434,20 +468,7 @@ def measure_speed(
                 throughput=tuple(tps),
             )
         )
-    for m in models[1:]:
-        m.model = nn.Module()  # drop the copies now
-    return SpeedReport(
-        rows=tuple(rows),
-        device=str(device),
-        dtype=str(stack.dtype).removeprefix("torch."),
-        batches=batches,
-        seq_len=int(seq_len),
-        decode_tokens=int(decode_tokens),
-        repeats=int(repeats),
-        threads=torch.get_num_threads(),
-        peak_method=PEAK_CUDA if device.type == "cuda" else PEAK_CPU,
-        peak_batch=batches[-1],
-    )
+    return rows
 
 
 def speed_table(report: SpeedReport) -> str:
