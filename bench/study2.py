@@ -130,20 +130,48 @@ def cluster_diff(a_sums, b_sums, sizes, level: float = 0.95) -> dict:
     }
 
 
+BLOCK = 8  # adjacent windows per block: paired differences of neighbouring windows correlate (lag-1 r ~ 0.5)
+
+
+def adjacent_blocks(values, size: int = BLOCK) -> tuple[list[float], list[int]]:
+    """Per-window values as (sums over blocks of ``size`` adjacent windows, windows per block); the
+    last block takes the remainder. Clusters for :func:`cluster_diff` that keep neighbouring windows'
+    correlation inside a cluster (issue 47)."""
+    v = [float(x) for x in values]
+    starts = range(0, len(v), size)
+    return [sum(v[i : i + size]) for i in starts], [len(v[i : i + size]) for i in starts]
+
+
+def lag1(values) -> float:
+    """The lag-1 autocorrelation of a series (e.g. the paired per-window differences)."""
+    import numpy as np
+
+    x = np.asarray(values, float) - float(np.mean(values))
+    return float((x[1:] * x[:-1]).sum() / (x * x).sum())
+
+
 def ppl_contrast(numbers: dict, left: str, right: str, redo: Path | None = None) -> dict | None:
     """The WikiText-2 log-perplexity difference of two models, paired over windows: over each window
     (bench/study2_ppl.py's recomputation, when it covers both models) or else over the committed
     batch-position sums as clusters."""
     wl, wr = (redone_windows(m, redo=redo) if redo is not None else None for m in (left, right))
-    if wl and wr:
-        return {**cluster_diff(wl, wr, [1] * len(wl)), "kind": "windows"}
-    cl, cr = (numbers.get(m, {}).get("ppl_wikitext2_window_nll") for m in (left, right))
-    if not cl or not cr or len(cl) != len(cr):
-        return None
-    (sl, nl), (sr, nr) = window_clusters(cl), window_clusters(cr)
-    if nl != nr:
-        raise ValueError(f"{left} and {right} were summed over different clusters of windows")
-    return {**cluster_diff(sl, sr, nl), "kind": "windows" if set(nl) == {1} else "clusters"}
+    if not (wl and wr):
+        cl, cr = (numbers.get(m, {}).get("ppl_wikitext2_window_nll") for m in (left, right))
+        if not cl or not cr or len(cl) != len(cr):
+            return None
+        (sl, nl), (sr, nr) = window_clusters(cl), window_clusters(cr)
+        if nl != nr:
+            raise ValueError(f"{left} and {right} were summed over different clusters of windows")
+        if set(nl) != {1}:
+            return {**cluster_diff(sl, sr, nl), "kind": "clusters"}
+        wl, wr = sl, sr
+    (bl, nb), (br, _) = adjacent_blocks(wl), adjacent_blocks(wr)
+    return {
+        **cluster_diff(wl, wr, [1] * len(wl)),
+        "kind": "windows",
+        "blocks": cluster_diff(bl, br, nb),
+        "lag1": lag1([a - b for a, b in zip(wl, wr)]),
+    }
 
 
 def design(
@@ -265,6 +293,14 @@ def contrast_numbers(looks: dict) -> dict[str, dict]:
             "p_repeated": p,
             "p_holm": float(a),
             "power_003": power_at(0.03, c["se"], c["bound"]),
+            # at alpha / m, the family's first Holm level: no level carried over from decided contrasts
+            "power_003_bonferroni": power_at(
+                0.03,
+                c["se"],
+                stats.spending_bounds(fractions, looks["alpha"] / len(cs), looks["spending"])[
+                    (c["decided_at_look"] or looks["looks_run"]) - 1
+                ],
+            ),
             "mdd": (c["bound"] + stats.norm_ppf(0.8)) * c["se"],
         }
     return out
@@ -285,6 +321,12 @@ def report(run_dir: Path, keys: dict[str, str], study: Study = STUDY2) -> str:
         for m, k in keys.items()
         if (run_dir / "evals" / f"{k}.json").exists()
     }
+    for m, k in keys.items():  # study 3's perplexity stage (bench/study3.py --perplexity): one file per model
+        f = run_dir / "ppl" / f"{k}.json"
+        if f.exists() and m in numbers:
+            doc = json.loads(f.read_text())
+            if doc.get("all_windows"):
+                numbers[m] = {**numbers[m], "ppl_wikitext2": doc["ppl"], "ppl_wikitext2_window_nll": doc["window_nll"]}
     extra = contrast_numbers(looks)
     rci_levels = {c.get("rci_level") for c in looks["contrasts"] if c.get("rci_level")}
     rci_level = f"{rci_levels.pop():.4f}" if len(rci_levels) == 1 else f"alpha / {len(tested)}"
@@ -328,6 +370,9 @@ def report(run_dir: Path, keys: dict[str, str], study: Study = STUDY2) -> str:
                 else f"{w['windows']} windows in {w['clusters']} clusters"
             )
             ppl += f"; log ratio {w['estimate']:+.3f} [{w['lo']:+.3f}, {w['hi']:+.3f}] over {over}"
+            if "blocks" in w:  # adjacent windows correlate: the interval over blocks of them (issue 47)
+                b = w["blocks"]
+                ppl += f"; over {b['clusters']} blocks of {BLOCK} adjacent windows [{b['lo']:+.3f}, {b['hi']:+.3f}]"
         lines.append(
             f"| {cid} {question} | {left} - {right} | {c['estimate']:+.3f} | {c['se']:.4f} | {c['z']:+.2f} | "
             f"{rci_text} | {fmt_p(x['p_repeated'])} | {fmt_p(x['p_holm'])} | "
@@ -345,6 +390,11 @@ def report(run_dir: Path, keys: dict[str, str], study: Study = STUDY2) -> str:
             for cid, q, _, _ in tested
             if f"{cid} {q}" in by_name
         )
+        + ".",
+        f"Power at 0.03 at alpha / {len(cs_tested := [c for c in tested if f'{c[0]} {c[1]}' in by_name])} "
+        f"= {looks['alpha'] / max(len(cs_tested), 1):.4f} (the family's first level, none carried over from "
+        "contrasts already decided): "
+        + ", ".join(f"{cid} {extra[f'{cid} {q}']['power_003_bonferroni']:.2f}" for cid, q, _, _ in cs_tested)
         + ".",
         "Minimum detectable difference (80% power, the last look's s.e. and bound) of the contrasts not decided: "
         + (
@@ -378,7 +428,41 @@ def report(run_dir: Path, keys: dict[str, str], study: Study = STUDY2) -> str:
         + ", ".join(f"{m} {numbers[m]['mean_acc']:.3f}" for m in keys if "mean_acc" in numbers.get(m, {}))
         + ".",
     ]
+    lines += answer_lines(run_dir, keys, looks, study)
     return "\n".join(lines) + "\n"
+
+
+def answer_lines(run_dir: Path, keys: dict[str, str], looks: dict, study: Study = STUDY2) -> list[str]:
+    """Issue 47's descriptive lines from the committed per-item rows (evals/<key>.items.parquet): the
+    constant-answer floor, each model's majority answers, and each contrast per task and without each
+    task (ghostsearch.study.report.answers); [] without per-item rows."""
+    from ghostsearch.stats.looks import ContrastRow
+    from ghostsearch.study.report import answers
+
+    files = {m: run_dir / "evals" / f"{k}.items.parquet" for m, k in keys.items()}
+    if not all(f.exists() for f in files.values()):
+        return []
+    by_key = {keys[m]: answers.read_answers(f) for m, f in files.items()}
+    dense = next((m for m, (_, rem, rep) in study.models.items() if not rem and rep == "none"), None)
+    fl = answers.floor_of({m: by_key[keys[m]] for m in keys}, dense=dense)
+    n = len({r.item for rows in by_key.values() for r in rows})
+    order = None
+    if (run_dir / "items.parquet").exists():
+        import pyarrow.parquet as pq
+
+        t = pq.read_table(run_dir / "items.parquet").sort_by("rank")
+        order = list(zip(t.column("task").to_pylist(), t.column("doc").to_pylist()))
+    rows = [ContrastRow.from_dict(c) for c in looks["contrasts"]]
+    sens = answers.sensitivities(by_key, rows, order)
+    margin = looks.get("margin")
+    said = {"within margin": f"within +-{margin:g}" if margin else "within margin", "open": "not decided"}
+    verdicts = {c.contrast: said.get(c.verdict, c.verdict) for c in rows}
+    return [
+        "",
+        *answers.floor_lines(fl, n_items=n),
+        "",
+        *answers.sensitivity_lines(sens, verdicts, looks.get("margin")),
+    ]
 
 
 def s1_test(run_dir: Path):

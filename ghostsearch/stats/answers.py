@@ -52,11 +52,12 @@ class Majority:
 @dataclass(frozen=True)
 class ModelAnswers:
     """One model's accuracies next to the floor: per task its accuracy, its margin over the task's
-    constant answer and its majority answer; macro accuracy and margin over the macro floor."""
+    constant answer (on the items this model has) and its majority answer; macro accuracy and the
+    macro margin (the mean of the tasks' margins)."""
 
     model: str
     acc: dict[str, float]
-    margin: dict[str, float]  # acc - constant share, per task
+    margin: dict[str, float]  # acc - the constant answer's accuracy on the same items, per task
     majority: dict[str, Majority]
     macro_acc: float
     macro_margin: float
@@ -137,11 +138,13 @@ def floor(
         acc, margin, maj = {}, {}, {}
         for t in ts:
             mine = [(it, v) for it, v in p.items() if it[0] == t and it in gold]
-            acc[t] = sum(int(v) == int(gold[it]) for it, v in mine) / len(mine) if mine else math.nan
-            margin[t] = acc[t] - const[t].share
+            n = len(mine) or math.nan
+            acc[t] = sum(int(v) == int(gold[it]) for it, v in mine) / n
+            # the constant answer on the model's own items (a model evaluated on fewer items than others)
+            margin[t] = acc[t] - sum(int(gold[it]) == const[t].option for it, _ in mine) / n
             maj[t] = majority({it: v for it, v in mine}, t)
         macro = float(np.mean([acc[t] for t in ts]))
-        models[m] = ModelAnswers(m, acc, margin, maj, macro, macro - float(np.mean([const[t].share for t in ts])))
+        models[m] = ModelAnswers(m, acc, margin, maj, macro, float(np.mean([margin[t] for t in ts])))
     uniform = {t: 1 / choices[t] for t in ts if t in choices} if choices else None
     return Floor(ts, const, float(np.mean([const[t].share for t in ts])), uniform, models, dense)
 

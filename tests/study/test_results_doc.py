@@ -96,7 +96,8 @@ def test_results_doc_quotes_study_3s_contrasts():
     s3 = study3.study(study3.pilot_sets(run / "pilot"))
     printed = study2.report(run, keys, s3)
     doc = (ROOT / "docs" / "results.md").read_text()
-    rows = [line for line in printed.splitlines() if line.startswith("| C")]
+    # the contrast table's rows (the first cell names the contrast: "C1 Ghosted - none, ...")
+    rows = [line for line in printed.splitlines() if line.startswith("| C") and " " in line.split("|")[1].strip()]
     assert len(rows) == 5, rows  # C1-C3, C5, C6 (C4 dropped with G6)
     for row in rows:
         assert row.rsplit("|", 2)[0] in doc, row  # up to and including the verdict
@@ -306,3 +307,64 @@ def test_results_doc_scopes_its_claims():
     assert f"was {power['C5']} and {power['C6']}, not the planned 0.8" in doc
     mdd = re.search(r"C7 (\d\.\d{3}) \(bound", printed)[1]
     assert f"C7's minimum detectable difference (80% power, its level 0.01) was {mdd}" in doc
+
+
+def test_results_doc_quotes_the_floor_and_single_tasks():
+    """Issue 47: both studies' printed blocks carry the constant-answer floor, the majority answers and
+    each contrast per task and without each task (study 2's whole block is guarded above; study 3's
+    lines here), and the prose quotes them as computed from the committed per-item rows: the floors,
+    C1's and C6's BoolQ shares and their values without BoolQ, C5's deficit elsewhere, C2 at alpha/6,
+    the power at alpha/5, and ReplaceMe's wording."""
+    import json
+    import re
+
+    from ghostsearch.core.eval_numbers import read_item_rows
+    from ghostsearch.stats import inference as stats
+    from ghostsearch.stats.looks import ContrastRow
+    from ghostsearch.study.report import answers
+
+    doc = (ROOT / "docs" / "results.md").read_text()
+    flat = " ".join(doc.split())
+    study2, study3 = _bench("study2"), _bench("study3")
+    floors = {}
+    for name in ("study-cpu-2", "study-3"):
+        run = ROOT / "docs" / "results" / name
+        if not (run / "looks.json").exists():
+            pytest.skip(f"{name} not committed")
+        keys = _keys(run)
+        rows = {m: read_item_rows(run / "evals" / f"{k}.items.parquet") for m, k in keys.items()}
+        floors[name] = answers.floor_of(rows, dense="M0" if name == "study-cpu-2" else "G0").macro_floor
+    assert f"**{floors['study-cpu-2']:.3f}** macro" in flat and f"**{floors['study-3']:.3f}** macro" in flat
+    assert "0.393 macro on study 2's items, 0.398 on study 3's" in flat  # the summary's, recomputed above
+    assert (round(floors["study-cpu-2"], 3), round(floors["study-3"], 3)) == (0.393, 0.398)
+
+    run = ROOT / "docs" / "results" / "study-3"
+    keys = _keys(run)
+    printed = study2.report(run, keys, study3.study(study3.pilot_sets(run / "pilot")))
+    tail = printed.split("Mean accuracy over the items each model used", 1)[1].split("\n", 1)[1]
+    for line in tail.splitlines():
+        assert line in doc, line
+    looks = json.loads((run / "looks.json").read_text())
+    rows = [ContrastRow.from_dict(c) for c in looks["contrasts"]]
+    by_key = {k: read_item_rows(run / "evals" / f"{k}.items.parquet") for k in set(keys.values())}
+    sens = {c.split()[0]: s for c, s in answers.sensitivities(by_key, rows).items()}
+    c1, c5, c6 = sens["C1"], sens["C5"], sens["C6"]
+    for quote in (
+        f"C1 is {c1.contribution['boolq']:+.3f} of BoolQ and {c1.left_out['boolq'].estimate:+.3f} "
+        f"(z {c1.left_out['boolq'].z:.2f}) on the other seven tasks",
+        f"C6 is {c6.contribution['boolq']:+.3f} of BoolQ and {c6.left_out['boolq'].estimate:+.3f} "
+        f"(z {c6.left_out['boolq'].z:+.2f}) elsewhere",
+        f"({c5.left_out['boolq'].estimate:+.3f}, z {c5.left_out['boolq'].z:+.2f} without BoolQ; ARC-Easy "
+        f"{c5.by_task['arc_easy']:+.3f}, PIQA {c5.by_task['piqa']:+.3f})",
+    ):
+        assert quote in flat, quote
+    fr = [n / looks["looks"][-1] for n in looks["looks"]]
+    c2 = next(r for r in rows if r.contrast.startswith("C2"))
+    b6 = stats.spending_bounds(fr, 0.05 / 6, looks["spending"])[c2.decided_at_look - 1]
+    assert c2.estimate + b6 * c2.se > looks["margin"]  # not within at alpha/6
+    assert f"it would end at {c2.estimate + b6 * c2.se:+.4f} and not be decided" in flat
+    line = printed.split("Power at 0.03 at alpha / 5", 1)[1].split("\n")[0]
+    power = [float(p) for p in re.findall(r"C\d (\d\.\d\d)", line)]
+    assert f"was {min(power):.2f}-{max(power):.2f} at alpha/5" in flat
+    summary = flat.split("## Pre-registration: study 2", 1)[0]
+    assert "ReplaceMe cannot be folded into Gemma-3" in summary and "cannot be fitted" not in summary

@@ -7,10 +7,49 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
 
-from ghostsearch.core.eval_numbers import ItemRow
 from ghostsearch.stats import answers
 from ghostsearch.stats.looks import ContrastRow
+
+
+class Answered(Protocol):
+    """What these lines read of a per-item row (``eval_numbers.ItemRow`` has it, and :class:`Answer`)."""
+
+    @property
+    def item(self) -> tuple[str, int]: ...
+    @property
+    def gold(self) -> int: ...
+    @property
+    def pred(self) -> int: ...
+    @property
+    def correct(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One item's gold and predicted option: the four columns of an items.parquet these lines need."""
+
+    item: tuple[str, int]
+    gold: int
+    pred: int
+
+    @property
+    def correct(self) -> bool:
+        return self.pred == self.gold
+
+
+def read_answers(path: Path) -> list[Answer]:
+    """An items.parquet's (task, doc, gold, pred) columns as :class:`Answer` rows (the schema is
+    ``eval_numbers.items_to_arrow``'s; read without building every column of every row)."""
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(path, columns=["task", "doc", "gold", "pred"])
+    task, doc, gold, pred = (t.column(c).to_pylist() for c in ("task", "doc", "gold", "pred"))
+    return [Answer((a, int(b)), int(g), int(q)) for a, b, g, q in zip(task, doc, gold, pred)]
+
 
 # the options' names where a task's choices are the same for every item (else the option's index)
 OPTION_NAMES: dict[str, tuple[str, ...]] = {"boolq": ("no", "yes")}
@@ -21,7 +60,7 @@ def option_name(task: str, option: int) -> str:
     return names[option] if names and 0 <= option < len(names) else f"#{option}"
 
 
-def answers_of(rows_by_model: Mapping[str, Sequence[ItemRow]]) -> tuple[dict, dict]:
+def answers_of(rows_by_model: Mapping[str, Sequence[Answered]]) -> tuple[dict, dict]:
     """({(task, doc): gold} over every model's items, {model: {(task, doc): predicted option}})."""
     gold: dict[answers.Item, int] = {}
     preds: dict[str, dict[answers.Item, int]] = {}
@@ -34,7 +73,7 @@ def answers_of(rows_by_model: Mapping[str, Sequence[ItemRow]]) -> tuple[dict, di
 
 
 def floor_of(
-    rows_by_model: Mapping[str, Sequence[ItemRow]], dense: str | None = None, tasks: Sequence[str] | None = None
+    rows_by_model: Mapping[str, Sequence[Answered]], dense: str | None = None, tasks: Sequence[str] | None = None
 ) -> answers.Floor:
     """The floor (:func:`stats.answers.floor`) of models' per-item rows ({name: rows}); the constant
     answers over every item any of them evaluated."""
@@ -43,7 +82,7 @@ def floor_of(
 
 
 def sensitivities(
-    rows_by_key: Mapping[str, Sequence[ItemRow]], looks: Sequence[ContrastRow], order: Sequence | None = None
+    rows_by_key: Mapping[str, Sequence[Answered]], looks: Sequence[ContrastRow], order: Sequence | None = None
 ) -> dict[str, answers.Sensitivity]:
     """Each contrast of ``looks`` (RUN_DIR/looks.json's rows) per task and without each task, on the
     items it was decided on: the first ``look_items`` of the draw's ``order`` (RUN_DIR/items.parquet)
@@ -96,8 +135,9 @@ def floor_lines(fl: answers.Floor, names: Mapping[str, str] | None = None, n_ite
         d = fl.models[fl.dense]
         lines.append(
             "A constant answer beats the dense model on: "
-            + (", ".join(f"{t} ({fl.constant[t].share:.3f} vs {d.acc[t]:.3f})" for t in beat) if beat else "no task")
-            + f". Dense model's margin over the floor: {d.macro_margin:+.3f} macro."
+            + (", ".join(f"{t} ({d.acc[t] - d.margin[t]:.3f} vs {d.acc[t]:.3f})" for t in beat) if beat else "no task")
+            + " (the constant answer's accuracy and the dense model's, on the dense model's items). "
+            f"Dense model's margin over the floor: {d.macro_margin:+.3f} macro."
         )
     lines.append("Models at or below the floor (macro): " + (", ".join(name(m) for m in fl.at_floor) or "none") + ".")
     one = [
@@ -108,6 +148,8 @@ def floor_lines(fl: answers.Floor, names: Mapping[str, str] | None = None, n_ite
 
 
 def _verdict(v: str, margin: float | None) -> str:
+    if v == "open":
+        return "not decided"
     return f"within +-{margin:g}" if v == "within margin" and margin is not None else v
 
 
