@@ -57,10 +57,13 @@ def consumer_warnings(config) -> list[str]:
 def base_facts(spec: str | None) -> dict:
     """What the card can say of the base model ``spec`` (a built-in name, a hub id, a local directory
     or a .gguf file): hub id (None: local), licence (None: unknown), provenance of the weights, name."""
-    from ghostsearch.model.models import BUILTIN
+    from ghostsearch.model.models import BUILTIN, cache_dir
 
     if not spec:
         return {"hub": None, "license": None, "source": "an unnamed model", "name": "model"}
+    for name in BUILTIN:  # a built-in's converted cache directory (a model's name_or_path) is that built-in
+        if Path(spec).expanduser() == cache_dir() / "models" / name:
+            spec = name
     if spec in BUILTIN:
         b = BUILTIN[spec]
         return {

@@ -96,6 +96,7 @@ def export(
     data the repair and the search read (``{"repair": {dataset, ...} | None, "search": [...]}``):
     ``ghostsearch eval DIR`` holds those out."""
     out = check_target(out_dir, force)
+    info = {"base_model": getattr(model, "name_or_path", None) or None, **(info or {})}  # the card's base
     removed = check_removed(removed, Stack(model).n_blocks)
     if operators is None:
         if method != "none":
@@ -143,9 +144,9 @@ def export(
                     "blocks": remote.module_path(pruned, stack.blocks),
                     "norm": remote.module_path(pruned, stack.norm),
                 },
-                info or {},
+                info,
             )
-        data = (info or {}).get("data")
+        data = info.get("data")
         if data:  # which data the repair (and the search) read: eval holds them out
             meta["data"] = data
         (tmp / META_FILE).write_text(json.dumps(meta, indent=1))
@@ -154,7 +155,7 @@ def export(
             log.warning("export: warning: %s", w)
         n_params = sum(p.numel() for p in pruned.parameters())
         dtype = str(Stack(pruned).dtype).removeprefix("torch.")
-        card = model_card(info or {}, method, removed, operators.n_blocks, hooked, dtype, n_params, warnings)
+        card = model_card(info, method, removed, operators.n_blocks, hooked, dtype, n_params, warnings)
         (tmp / "README.md").write_text(card)
         (tmp / MARKER).write_text(json.dumps({"method": method, "removed": list(removed), "warnings": warnings}))
         if force and out.exists():
@@ -191,6 +192,11 @@ def remove_stale_temps(out: Path) -> None:
             shutil.rmtree(p, ignore_errors=True)
         except PermissionError:  # another user's live process
             pass
+
+
+def remote_code(directory) -> bool:
+    """Whether an export is the self-contained operator layout (loads with ``trust_remote_code=True``)."""
+    return remote.is_remote(json.loads((Path(directory) / "config.json").read_text()))
 
 
 def base_config(directory):
@@ -285,7 +291,7 @@ def load_pruned(directory, dtype=None, device: str = "cpu"):
         raise GhostsearchError(f"{d} is not a model directory (no config.json); point at a ghostsearch export")
     config = base_config(d)
     base = cls = base_class(config)
-    if remote.is_remote(json.loads((d / "config.json").read_text())):  # its operators load below, not as weights
+    if remote_code(d):  # its operators load below, not as weights
         cls = type(base.__name__, (base,), {"_keys_to_ignore_on_load_unexpected": [rf"^{remote.PATCH}\."]})
     model = cls.from_pretrained(d, config=config, dtype=dtype or "auto", use_safetensors=True).eval().to(device)
     model.__class__ = base  # the base family's class, as the export's weights are its (plus the operators)

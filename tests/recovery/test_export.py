@@ -148,10 +148,10 @@ def run_plain(tmp: Path, dirs: list[str], unhooked: list[str] = (), tokenizer: s
 
 
 @torch.no_grad()
-def reference(directory: Path, seed: int = 2) -> None:
-    """load_pruned's logits on T random ids, saved beside the export for the plain process."""
-    g = torch.Generator().manual_seed(seed)
-    ids = torch.randint(0, VOCAB, (2, T), generator=g)
+def reference(directory: Path, seed: int = 2, ids: torch.Tensor | None = None) -> None:
+    """load_pruned's logits on ``ids`` (default: T random ids), saved beside the export for the plain process."""
+    if ids is None:
+        ids = torch.randint(0, VOCAB, (2, T), generator=torch.Generator().manual_seed(seed))
     m = load_pruned(directory)
     torch.save({"ids": ids, "logits": m(input_ids=ids).logits}, str(directory) + ".ref.pt")
 
@@ -319,3 +319,20 @@ def test_first_layout_still_loads(tmp_path):
         from transformers import AutoModelForCausalLM
 
         AutoModelForCausalLM.from_pretrained(old)
+
+
+def test_operators_stay_fp32_in_bf16(tmp_path):
+    """Loaded in bf16, the generated class keeps the operators fp32 (``_keep_in_fp32_modules_strict``) and
+    gives load_pruned's bf16 logits."""
+    from transformers import AutoModelForCausalLM
+
+    model = family_model("llama")
+    out = export(model, REMOVED, "ghosted", fitted(model, "ghosted"), tmp_path / "m")
+    plain = AutoModelForCausalLM.from_pretrained(out, trust_remote_code=True, dtype=torch.bfloat16)
+    assert {b.dtype for n, b in plain.named_buffers() if n.startswith("ghostsearch_repair.")} == {torch.float32}
+    assert plain.model.layers[0].mlp.down_proj.weight.dtype == torch.bfloat16
+    ids = torch.randint(0, VOCAB, (2, T), generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        got = plain(input_ids=ids).logits.float()
+        want = load_pruned(out, dtype=torch.bfloat16)(input_ids=ids).logits.float()
+    assert float((got - want).abs().max()) <= TOL
