@@ -4,7 +4,8 @@
 * ``patches(stack, ops)``: a context giving ``{boundary: fn(h) -> h}`` for ``Stack.run`` (scoring
   the unpruned model with blocks skipped) — what ``Scorer.score(..., patches=)`` takes.
 * ``apply(pruned_model, ops)``: the same repair on a physically pruned model (inference).
-* ``Operators.save(dir)`` / ``Operators.load(dir)``.
+* ``Operators.save(dir)`` / ``Operators.load(dir)`` (recovery.safetensors, or an operator export's
+  checkpoint when recovery.json says ``stored: checkpoint``: recovery/remote.py).
 
 Boundaries use the ORIGINAL numbering: boundary b is the state entering block b (b = L: the
 output of the last block, before the final norm). A cut is a contiguous run [a, b) of removed
@@ -81,7 +82,15 @@ class Operators:
         if not (d / META_FILE).exists():
             raise GhostsearchError(f"{d} has no {META_FILE}; it was not written by ghostsearch export")
         meta = json.loads((d / META_FILE).read_text())
-        mats = {int(b): m for b, m in load_file(str(d / OPS_FILE)).items()} if meta["boundaries"] else {}
+        if not meta["boundaries"]:
+            mats = {}
+        elif meta.get("stored") == "checkpoint":  # an operator export's own weights (recovery/remote.py)
+            from ghostsearch.recovery.remote import read_operators
+
+            removed = meta["removed"]
+            mats = read_operators(d, {int(b): new_index(int(b), removed) for b in meta["boundaries"]})
+        else:
+            mats = {int(b): m for b, m in load_file(str(d / OPS_FILE)).items()}
         return cls(meta["method"], meta["variant"], tuple(meta["removed"]), meta["n_blocks"], mats, meta["report"])
 
 
