@@ -124,6 +124,10 @@ def test_report_on_the_pilots_k8_models(tmp_path):
     for name in ("patterns", "convergence", "similarity", "accuracy", "spearman"):
         assert (tmp_path / "plots" / f"{name}.png").stat().st_size > 1000
     assert "minus dense [95%]" in md  # the paired accuracy table
+    # issue 47: the floor and each model's majority answers, computed from the same per-item rows
+    floor = md.split("## Answer bias and the floor (descriptive)")[1].split("\n## ")[0]
+    assert "each task's most common gold option" in floor and "\n| dense | " in floor
+    assert "Models at or below the floor (macro): " in floor and "One answer to every item of a task: " in floor
 
 
 def test_an_adaptive_runs_contrasts_come_from_its_looks():

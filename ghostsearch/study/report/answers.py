@@ -190,3 +190,43 @@ def sensitivity_lines(
                 + "."
             )
     return lines
+
+
+def draw_order(run_dir: Path) -> list[tuple[str, int]] | None:
+    """RUN_DIR/items.parquet's item order (the draw: looks take its first n), or None."""
+    f = Path(run_dir) / "items.parquet"
+    if not f.exists():
+        return None
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(f).sort_by("rank")
+    return list(zip(t.column("task").to_pylist(), (int(d) for d in t.column("doc").to_pylist())))
+
+
+def run_section(run_dir: Path, labels: Mapping[str, str], looks: Sequence[ContrastRow] | None = None) -> list[str]:
+    """compare's report section: the floor and majority answers of every evaluated model of
+    RUN_DIR/eval_items.parquet (``labels``: eval_key -> the model's name, "dense" for the dense
+    model) and, with adaptive looks, each contrast per task and without each task; [] when the run
+    kept no per-item rows."""
+    f = Path(run_dir) / "eval_items.parquet"
+    if not f.exists():
+        return []
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(f)
+    if "key" not in t.column_names:
+        return []
+    by_key: dict[str, list[Answer]] = {}
+    cols = (t.column(c).to_pylist() for c in ("key", "task", "doc", "gold", "pred"))
+    for k, a, b, g, q in zip(*cols):
+        by_key.setdefault(k, []).append(Answer((a, int(b)), int(g), int(q)))
+    names = {k: labels.get(k, k) for k in by_key}
+    fl = floor_of({names[k]: rows for k, rows in by_key.items()}, dense="dense" if "dense" in names.values() else None)
+    n = len({r.item for rows in by_key.values() for r in rows})
+    lines = ["## Answer bias and the floor (descriptive)", "", *floor_lines(fl, n_items=n), ""]
+    if looks:
+        sens = sensitivities(by_key, looks, draw_order(run_dir))
+        margin = next((c.margin for c in looks if c.margin is not None), None)
+        said = {"within margin": _verdict("within margin", margin), "open": "not decided"}
+        lines += [*sensitivity_lines(sens, {c.contrast: said.get(c.verdict, c.verdict) for c in looks}, margin), ""]
+    return lines

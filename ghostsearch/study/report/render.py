@@ -23,6 +23,7 @@ from ghostsearch.core.io import write_text_atomic
 from ghostsearch.stats.looks import ContrastRow
 from ghostsearch.study import claims as claims_mod
 from ghostsearch.study.claims import RULE, ClaimRow, ItemMatrix, all_claims, contrast_claims, family, finalists
+from ghostsearch.study.report.answers import run_section as answers_section
 from ghostsearch.study.report.models import ModelRow, comparison_entries, markdown_table, model_rows, read_speed
 from ghostsearch.study.report.plots import (
     LorpView,
@@ -204,6 +205,7 @@ def write_report(
     lines += ["## Summary", ""] + [f"- {s}" for s in sentences]
     lines += _verdicts_section(verdicts, matrix, contrasts, looks)
     lines += _looks_table(run_dir)
+    lines += answers_section(run_dir, _model_labels(all_rows), looks)  # issue 47: floor, majority answers
     lines += _data_section(data_plan)
     lines += _cells_section(table.column_names, all_rows)
     lines += _paired_section(paired)
@@ -217,6 +219,16 @@ def write_report(
     record = ReportSummary(models, contrasts, sentences, verdicts, spread(rows), cors, paired, view)
     write_text_atomic(run_dir / "summary.json", record.to_json())
     return run_dir / "report.md"
+
+
+def _model_labels(all_rows) -> dict[str, str]:
+    """eval_key -> the model's name in the report's sections ("dense", or searcher/objective/k/seed/repair)."""
+    out = {}
+    for r in all_rows:
+        if r.eval_key and r.eval_key not in out:
+            name = "dense" if not r.removed else f"{r.searcher}/{r.objective}/k={r.k}/s{r.seed}/{r.recovery or 'none'}"
+            out[r.eval_key] = name
+    return out
 
 
 def _search_plots(run_dir: Path, rows, one, similarity, paired, n_blocks: int, seed: int) -> LorpView:
