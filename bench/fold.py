@@ -4,7 +4,7 @@ plain checkpoint), ``ghosted`` (unfolded: x <- x (I + M) at the cut, a hook), ``
 hook too) and, where the family takes it, ``replaceme`` (folded into down_proj), with paired
 intervals over the evaluation windows.
 
-  python bench/fold.py [--model smollm2-135m] [--k 4,6] [--windows 64] [--sets 12-15,13-18]
+  python bench/fold.py [--model smollm2-135m] [--k 4,6] [--windows 64] [--sets "12-15;2,4,6,15-16"]
 
 For each k the removed set is the contiguous window [a, a + k), a >= 1 (so that a block precedes
 the cut), whose unrepaired perplexity on the selection data is lowest (fastblock's kind of set;
@@ -36,10 +36,14 @@ METHODS = ("none", "folded", "ghosted", "linearpatch", "replaceme")
 
 
 def parse_sets(text: str) -> list[tuple[int, ...]]:
+    """'12-15;2,4,6,15-16' -> [(12, 13, 14, 15), (2, 4, 6, 15, 16)]."""
     out = []
-    for part in text.split(","):
-        lo, hi = (int(x) for x in part.split("-"))
-        out.append(tuple(range(lo, hi + 1)))
+    for one in text.split(";"):
+        blocks: list[int] = []
+        for part in one.split(","):
+            lo, _, hi = part.partition("-")
+            blocks += range(int(lo), int(hi or lo) + 1)
+        out.append(tuple(blocks))
     return out
 
 
@@ -76,7 +80,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="smollm2-135m")
     ap.add_argument("--k", default="4,6")
-    ap.add_argument("--sets", default=None, help="e.g. 12-15,13-18 (default: the best contiguous windows)")
+    ap.add_argument(
+        "--sets", default=None, help="removed sets, ';' between sets: '12-15;2,4,6,15-16' (default: the best windows)"
+    )
     ap.add_argument("--windows", type=int, default=64, help="WikiText-2 test windows of 512 tokens")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", default=None, help="write the numbers here")
