@@ -59,12 +59,82 @@ from ghostsearch.core.records import required_fields
 from ghostsearch.stats import inference as stats
 
 SPENDINGS = ("obrien-fleming", "pocock")
+# the small-sample correction of each look's bound (``corrected``): skew-t is the rule's, chosen by simulation on
+# the committed real populations (bench/target_level.py, docs/target.md); z (the plain normal bound) and t are
+# there to be compared with it
+CORRECTIONS = ("skew-t", "t", "z")
+CORRECTION = "skew-t"
+# the least first look (items per model): below it the corrected bounds were not shown to hold the level on
+# the committed populations (bench/target_level.py); a design that starts lower is refused before any work
+MIN_FIRST_LOOK = 16
 
 
-def one_sided(looks: Sequence[int], alpha: float, spending: str) -> list[float]:
+def one_sided(looks: Sequence[int], alpha: float, spending: str, fixed: Sequence[float] = ()) -> list[float]:
     """The one-sided critical z of each look of a design (items per model at each look):
-    ``stats.spending_bounds`` with ``sides=1`` at the fractions looks / looks[-1]."""
-    return stats.spending_bounds([n / looks[-1] for n in looks], alpha, spending, sides=1)
+    ``stats.spending_bounds`` with ``sides=1`` at the fractions looks / looks[-1]; ``fixed``: the
+    bounds the first looks already used (a continued design: the spending continued past them)."""
+    return stats.spending_bounds([n / looks[-1] for n in looks], alpha, spending, sides=1, fixed=fixed)
+
+
+def corrected(c, df, gamma, correction: str = CORRECTION):
+    """A look's bound c (the normal one of the spending design) corrected for its sample (vectorised).
+
+    ``t``: the Student t quantile of the same tail, t_df^-1(Phi(c)) (df = items - strata): the
+    studentised mean's variance estimate. ``skew-t``: that plus the Cornish-Fisher term of the
+    studentised mean, |gamma| (2 c^2 + 1) / 6 with gamma the estimate's standardised skewness (the
+    items' skewness / sqrt(n) for one stratum; ``skewness``): the upper bound is widened where the
+    differences are right-skewed (a rare large loss: the mean and its se are then small together, and
+    the plain bound is too low), and by as much where the sample's skewness comes out negative: on
+    16-64 items that is mostly a heavy tail seen on one side, not a left-skewed population (the signed
+    term, or the term floored at 0, left 5.3-5.5% on study 2's C4 windows at looks 16/32/64; the
+    magnitude 5.1%: bench/target_level.py). ``z``: c."""
+    from scipy.special import stdtrit  # Student t's quantile (scipy.special: light to import, unlike scipy.stats)
+
+    if correction not in CORRECTIONS:
+        raise ValueError(f"correction must be one of {CORRECTIONS}, not {correction!r}")
+    if np.ndim(c) == 0 and np.ndim(df) == 0 and np.ndim(gamma) == 0:  # one look of judge_k: plain floats
+        c1 = float(c)
+        if correction == "z" or not math.isfinite(c1):
+            return c1
+        ct = -float(stdtrit(max(float(df), 1.0), float(stats.norm_sf(c1))))
+        g = float(gamma)
+        return ct if correction == "t" else ct + (abs(g) if math.isfinite(g) else 0.0) * (2 * c1 * c1 + 1) / 6
+    cs = np.asarray(c, dtype=float)
+    if correction == "z":
+        return cs
+    df = np.maximum(np.asarray(df, dtype=float), 1.0)
+    fin = np.isfinite(cs)
+    ctv = np.where(fin, -stdtrit(df, stats.norm_sf(np.where(fin, cs, 0.0))), np.inf)
+    if correction == "t":
+        return ctv
+    g = np.abs(np.nan_to_num(np.asarray(gamma, dtype=float)))
+    return np.where(fin, ctv + g * (2 * np.where(fin, cs, 0.0) ** 2 + 1) / 6, np.inf)
+
+
+def skewness(n, k3, se):
+    """The standardised skewness of a (macro) mean over strata (vectorised over the last axis: the
+    strata, equal weights w): sum_t w^3 k3_t / n_t^2 over se^3, k3_t the stratum's third cumulant
+    (unbiased k-statistic), 0 where se is 0."""
+    n, k3 = np.asarray(n, dtype=float), np.asarray(k3, dtype=float)
+    w = 1.0 / n.shape[-1]
+    num = (w**3 * k3 / np.maximum(n, 1) ** 2).sum(-1)
+    se = np.asarray(se, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(se > 0, num / np.where(se > 0, se, 1.0) ** 3, 0.0)
+
+
+def cumulants(n, s1, s2, s3):
+    """Per stratum (vectorised): mean, the unbiased variance (ddof 1; 0 for one item) and the unbiased
+    third cumulant k3 = n^2 m3 / ((n-1)(n-2)) (0 under three items), from the count and the sums of
+    d, d^2 and d^3."""
+    n = np.asarray(n, dtype=float)
+    nn = np.maximum(n, 1)
+    m = s1 / nn
+    ss = np.maximum(s2 - s1 * m, 0.0)
+    var = np.where(n > 1, ss / np.maximum(n - 1, 1), 0.0)
+    m3 = (s3 - 3 * m * s2 + 3 * m**2 * s1) / nn - m**3
+    k3 = np.where(n > 2, n**2 * m3 / np.maximum((n - 1) * (n - 2), 1), 0.0)
+    return m, var, k3
 
 
 @dataclass(frozen=True)
@@ -94,29 +164,71 @@ def null_se(delta: float, counts: Sequence[int]) -> float:
     return math.sqrt(max(x * (w - x), 0.0) / max(counts))
 
 
-def drop_estimate(s: Sample) -> tuple[float, float]:
-    """(estimate, se) of the drop: the (macro) mean of the differences and its stratified se."""
-    if s.strata is None:  # one stratum: the same numbers as stats.paired_test, without its bookkeeping
-        n = len(s.diff)
-        if n == 0 or np.isnan(s.diff).any():
-            raise ValueError("the items' differences must be a non-empty array without NaN")
-        total, squares = float(np.add.reduce(s.diff)), float(np.dot(s.diff, s.diff))
-        mean = total / n
-        var = max(squares - total * mean, 0.0) / (n - 1) if n > 1 else 0.0
-        return mean, math.sqrt(var / n)
-    t = stats.paired_test(s.diff, np.zeros(len(s.diff)), s.strata)
-    return float(t.estimate), float(t.se)
+def restricted(n, a, b, m0):
+    """0/1 items' differences in one stratum, under H0 (the stratum's mean drop is m0): the restricted
+    maximum-likelihood trinomial given a losses (d = 1) and b gains (d = -1) of n (vectorised; Tango's
+    score construction for paired proportions). Returns its variance 2p - m0 - m0^2 and third cumulant
+    m0 - 3 m0 (2p - m0) + 2 m0^3, p = P(d = 1) the root in [max(m0, 0), (1 + m0) / 2] of
+    2n p^2 - (2c m0 + (a + b)(1 + m0) + 2a m0) p + a m0 (1 + m0) = 0, c = n - a - b."""
+    n, a, b = (np.asarray(x, dtype=float) for x in (n, a, b))
+    m0 = np.clip(np.asarray(m0, dtype=float), -1 + 1e-9, 1 - 1e-9)
+    c = n - a - b
+    big_b = 2 * c * m0 + (a + b) * (1 + m0) + 2 * a * m0
+    root = np.sqrt(np.maximum(big_b**2 - 8 * n * a * m0 * (1 + m0), 0.0))
+    nn = 4 * np.maximum(n, 1)
+    hi_root, lo_root = (big_b + root) / nn, (big_b - root) / nn
+    ok = (hi_root >= np.maximum(m0, 0) - 1e-12) & (hi_root <= (1 + m0) / 2 + 1e-12)
+    p = np.clip(np.where(ok, hi_root, lo_root), np.maximum(m0, 0), (1 + m0) / 2)
+    return np.maximum(2 * p - m0 - m0**2, 0.0), m0 - 3 * m0 * (2 * p - m0) + 2 * m0**3
 
 
-def judged_se(s: Sample, delta: float) -> tuple[float, float]:
-    """(estimate, the se the test uses): ``drop_estimate``'s, floored at ``null_se`` for 0/1 items."""
-    est, se = drop_estimate(s)
-    if s.binary:
-        if not np.isin(s.diff, (-1.0, 0.0, 1.0)).all():
-            raise ValueError("a binary sample's differences must be -1, 0 or 1 (differences of 0/1 items)")
-        counts = [len(s.diff)] if s.strata is None else list(np.unique(np.asarray(s.strata), return_counts=True)[1])
-        se = max(se, null_se(delta, counts))
-    return est, se
+def look_stats(n, s1, s2, s3, delta: float, binary: bool = False, score: bool = True):
+    """One look of the test from each stratum's count and sums of d, d^2, d^3 (vectorised: strata on
+    the last axis, equal weights; the counts the same in every replication): (estimate, se, gamma,
+    df) for ``corrected``. The estimate is the macro mean; se the stratified item-level one
+    (``stats.paired_test``'s); gamma the estimate's standardised skewness at that se (``skewness``);
+    df = items - strata.
+
+    0/1 items (``binary``): se is the largest of the observed one, ``null_se`` (the least a drop of
+    delta allows) and the score (null) one: each stratum's variance under the restricted trinomial
+    (``restricted``) at the stratum mean moved by delta - estimate (every stratum by the same amount);
+    gamma the larger of the observed and that null trinomial's. The Wald se of rare disagreements is
+    too small exactly where the estimate is (few losses drawn), which the observed skewness cannot
+    see: the null's can (bench/target_level.py measures each part). ``score=False``: the observed se
+    floored at ``null_se`` alone, and the observed gamma (the rule before issue 47, with ``z``)."""
+    n = np.asarray(n, dtype=float)
+    m, var, k3 = cumulants(n, s1, s2, s3)
+    strata = n.shape[-1]
+    w = 1.0 / strata
+    est = m.mean(-1)
+    se = np.sqrt((w**2 * var / np.maximum(n, 1)).sum(-1))
+    gamma = skewness(n, k3, se)
+    if binary and not score:
+        return (
+            est,
+            np.maximum(se, null_se(delta, [int(x) for x in n.reshape(-1, strata)[0]])),
+            gamma,
+            n.sum(-1) - strata,
+        )
+    if binary:
+        counts = n.reshape(-1, strata)[0]  # the same in every replication
+        a, b = (np.asarray(s2) + np.asarray(s1)) / 2, (np.asarray(s2) - np.asarray(s1)) / 2
+        var0, k30 = restricted(n, a, b, m + (delta - est)[..., None])
+        se0 = np.sqrt((w**2 * var0 / np.maximum(n, 1)).sum(-1))
+        se = np.maximum(np.maximum(se, se0), null_se(delta, [int(x) for x in counts]))
+        gamma = np.maximum(skewness(n, k3, se), skewness(n, k30, se))
+    return est, se, gamma, n.sum(-1) - strata
+
+
+def sample_sums(s: Sample):
+    """Per stratum (in sorted order): the count and the sums of d, d^2 and d^3 of a sample."""
+    if s.strata is None:
+        d = s.diff
+        return np.array([len(d)]), np.array([d.sum()]), np.array([d @ d]), np.array([(d * d) @ d])
+    inv = np.unique(s.strata, return_inverse=True)[1].ravel()
+    m = int(inv.max()) + 1
+    n = np.bincount(inv, minlength=m)
+    return n, *(np.bincount(inv, weights=s.diff**p, minlength=m) for p in (1, 2, 3))
 
 
 @dataclass(frozen=True)
@@ -136,6 +248,7 @@ class KVerdict:
     looks: int = 0
     estimate_by_look: list[float] | None = None
     upper_by_look: list[float] | None = None
+    bounds_by_look: list[float] | None = None  # the spending design's (normal) bound at each look run
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -201,18 +314,32 @@ def judge_k(
     alpha: float,
     spending: str = "obrien-fleming",
     futility: bool = True,
+    fixed: Sequence[float] = (),
+    correction: str = CORRECTION,
 ) -> KVerdict:
     """The one-sided group-sequential test of H0: drop >= ``delta`` for one k; ``sample(n)`` gives its
-    differences on the first n items (called once per look, in increasing n)."""
-    bounds = one_sided(looks, alpha, spending)
+    differences on the first n items (called once per look, in increasing n). Each look's bound is
+    the spending design's c_j corrected for its sample (``corrected``). ``fixed``: the (normal) bounds
+    of the first looks as an earlier run used them (a continued test: RUN_DIR's account); a k that
+    had already stopped there is judged again on the same items, with the same answer, and takes no
+    futility stop at those looks (futility is non-binding: going on past it keeps the level)."""
+    bounds = one_sided(looks, alpha, spending, fixed)
     if len(bounds) != len(looks):
         raise AssertionError("one bound per look")
     ests: list[float] = []
     ubs: list[float] = []
     est = se = ub = math.nan
     for j, (n, c) in enumerate(zip(looks, bounds)):
-        est, se = judged_se(sample(n), delta)
-        ub = est + c * se
+        s = sample(n)
+        if s.binary and not np.isin(s.diff, (-1.0, 0.0, 1.0)).all():
+            raise ValueError("a binary sample's differences must be -1, 0 or 1 (differences of 0/1 items)")
+        if len(s.diff) == 0 or np.isnan(s.diff).any():
+            raise ValueError("the items' differences must be a non-empty array without NaN")
+        n_t, s1, s2, s3 = sample_sums(s)
+        est_, se_, gamma, df = look_stats(n_t, s1, s2, s3, delta, s.binary, correction != "z")
+        est, se = float(est_), float(se_)
+        cc = float(corrected(c, df, gamma, correction))
+        ub = est + cc * se
         ests.append(est)
         ubs.append(ub)
         done = j + 1 == len(looks)
@@ -220,11 +347,11 @@ def judge_k(
             stop = "certified"
         elif done:
             stop = "last look"
-        elif futility and (est - c * se >= delta or (n >= looks[-1] / 2 and est >= delta)):
+        elif futility and j >= len(fixed) and (est - cc * se >= delta or (n >= looks[-1] / 2 and est >= delta)):
             stop = "futility"
         else:
             continue
-        return KVerdict(k, list(removed), stop == "certified", stop, est, se, ub, n, j + 1, ests, ubs)
+        return KVerdict(k, list(removed), stop == "certified", stop, est, se, ub, n, j + 1, ests, ubs, bounds[: j + 1])
     raise AssertionError("unreachable: the last look always decides")
 
 
@@ -238,13 +365,16 @@ def certify(
     spending: str = "obrien-fleming",
     metric: str = "drop",
     futility: bool = True,
+    fixed: Mapping[int, Sequence[float]] | None = None,
+    correction: str = CORRECTION,
+    min_first_look: int = MIN_FIRST_LOOK,
 ) -> Certification:
     """The fixed-sequence rule over ``ks`` in increasing order (``removed[k]``: each k's set;
-    ``sample(k, n)``: its differences on the first n items). Stops at the first k not certified."""
+    ``sample(k, n)``: its differences on the first n items). Stops at the first k not certified.
+    ``fixed[k]``: the bounds k's looks already used (a continued test; ``judge_k``)."""
     if list(ks) != sorted(set(ks)) or not ks or ks[0] < 1:
         raise GhostsearchError(f"target ks {list(ks)}: give distinct ks >= 1 in increasing order")
-    if not looks or any(b <= a for a, b in zip(looks, looks[1:])) or looks[0] < 2:
-        raise GhostsearchError(f"target looks {list(looks)}: give increasing item counts, the first >= 2")
+    check_looks(looks, min_first_look)
     if not 0.5 < level < 1:
         raise GhostsearchError(f"target.level={level}: give a level in (0.5, 1), e.g. 0.95")
     if spending not in SPENDINGS:
@@ -256,7 +386,18 @@ def certify(
         if failed is not None:
             verdicts.append(KVerdict(k, list(removed[k]), False, "not tested"))
             continue
-        v = judge_k(k, removed[k], functools.partial(sample, k), looks, delta, alpha, spending, futility)
+        v = judge_k(
+            k,
+            removed[k],
+            functools.partial(sample, k),
+            looks,
+            delta,
+            alpha,
+            spending,
+            futility,
+            (fixed or {}).get(k, ()),
+            correction,
+        )
         verdicts.append(v)
         if not v.certified:
             failed = v
@@ -280,6 +421,18 @@ def certify(
     )
 
 
+def check_looks(looks: Sequence[int], least: int = MIN_FIRST_LOOK) -> None:
+    """Increasing item counts whose first is at least ``least`` (``MIN_FIRST_LOOK``), else one line."""
+    if not looks or any(b <= a for a, b in zip(looks, looks[1:])):
+        raise GhostsearchError(f"target.looks={list(looks)}: give increasing item counts, e.g. [100, 200, 400]")
+    if looks[0] < least:
+        raise GhostsearchError(
+            f"target.looks={list(looks)}: the first look must be at least {least} items; below it the level was not "
+            "shown to hold (docs/target.md, bench/target_level.py); start the looks at "
+            f"{least} or more"
+        )
+
+
 def certify_matrix(
     diffs: np.ndarray,
     looks: Sequence[int],
@@ -290,6 +443,8 @@ def certify_matrix(
     spending: str = "obrien-fleming",
     futility: bool = True,
     binary: bool = False,
+    correction: str = CORRECTION,
+    min_first_look: int = MIN_FIRST_LOOK,
 ) -> Certification:
     """:func:`certify` over an item matrix: ``diffs[i]`` the per-item differences of the i-th k of
     ``ks`` (default 1..len(diffs)), on the same items (columns, in draw order); ``binary``: of 0/1 items."""
@@ -305,6 +460,8 @@ def certify_matrix(
         level,
         spending,
         futility=futility,
+        correction=correction,
+        min_first_look=min_first_look,
     )
 
 

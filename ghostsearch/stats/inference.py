@@ -613,6 +613,7 @@ def spending_bounds(
     kind: str = "obrien-fleming",
     n_grid: int = 400,
     sides: int = 2,
+    fixed: Sequence[float] = (),
 ) -> list[float]:
     """Critical z per look of a group-sequential design, from the Lan-DeMets spending function
     ``kind`` (:func:`spend`, which reaches alpha at t = 1), at information fractions ``fractions``
@@ -623,7 +624,13 @@ def spending_bounds(
     spend(t_k) - spend(t_{k-1}). The continuation density of W(t_k) (on (-c_k sqrt(t_k), c_k
     sqrt(t_k)), one-sided on (-10 sd, c_k sqrt(t_k))) is carried from look to look by numerical
     integration (Simpson on ``2 n_grid + 1`` points, Armitage-McPherson-Rowe recursion) and c_k found
-    by bisection. Accurate to ~1e-6 in alpha. A look that spends nothing gets +inf."""
+    by bisection. Accurate to ~1e-6 in alpha. A look that spends nothing gets +inf.
+
+    ``fixed``: the bounds of the first looks, already used (a design continued with more looks: the
+    looks run keep their bounds, whatever fractions they had then). Their crossing probability at the
+    new fractions is what they spent (the joint law of the looks' Z depends only on the ratios of
+    their items, so it is the same at any maximum); each later look spends spend(t_k) less what the
+    looks before it spent, and nothing (+inf) when that is not positive."""
     if sides not in (1, 2):
         raise ValueError(f"sides must be 1 or 2, not {sides}")
     f = [float(x) for x in fractions]
@@ -632,16 +639,24 @@ def spending_bounds(
     top = 1.0 if sides == 2 else 0.5
     if not 0 < alpha < top:
         raise ValueError(f"alpha must be in (0, {top:g}), not {alpha}")
-    key = (tuple(f), float(alpha), kind, n_grid, sides)
+    if len(fixed) > len(f):
+        raise ValueError(f"{len(fixed)} fixed bounds for {len(f)} looks")
+    key = (tuple(f), float(alpha), kind, n_grid, sides, tuple(float(c) for c in fixed))
     if key in _BOUNDS_CACHE:
         return list(_BOUNDS_CACHE[key])
-    inc = np.diff(np.concatenate([[0.0], np.atleast_1d(spend(np.array(f), alpha, kind))]))
+    cum = np.atleast_1d(spend(np.array(f), alpha, kind))
+    inc = np.diff(np.concatenate([[0.0], cum]))
     bounds: list[float] = []
     carried: _Carried = None
     t_prev = 0.0
+    spent = 0.0  # what the fixed looks spent (only tracked when there are some)
     for k, (t, a_k) in enumerate(zip(f, inc)):
         sd = math.sqrt(t - t_prev)
-        if a_k <= 1e-15:
+        if fixed:
+            a_k = cum[k] - spent
+        if k < len(fixed):
+            c = float(fixed[k])
+        elif a_k <= 1e-15:
             c = math.inf
         else:
             c = _bisect(
@@ -650,6 +665,8 @@ def spending_bounds(
                 lo=0.0 if sides == 2 else -10.0,
             )
         bounds.append(c)
+        if fixed:
+            spent += _crossing(c, t, sd, sides, carried) if math.isfinite(c) else 0.0
         if k + 1 < len(f):
             carried = _carry(c, t, sd, sides, carried, n_grid)
         t_prev = t

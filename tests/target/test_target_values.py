@@ -66,7 +66,7 @@ def test_accuracy_items_are_paired_0_1_with_their_tasks(tiny_model_dir, tmp_path
             "target.quality.metric=mean_acc",
             "target.quality.max_drop=0.05",
             "target.ks=[1]",
-            "target.looks=[4,8]",
+            "target.looks=[16,32]",  # the first look at least certify.MIN_FIRST_LOOK; 8 items read here
             "target.recovery=none",
         ],
     )
