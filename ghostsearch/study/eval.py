@@ -227,7 +227,9 @@ def models_table(rows: list[dict], items, fitted: dict[str, str], model) -> str:
                 ),
             )
         )
-    return text_table(model_rows(entries, matrix), speed=False)
+    from ghostsearch.study.report.answers import eval_lines  # issue 47: the floor beside the accuracies
+
+    return "\n".join([text_table(model_rows(entries, matrix), speed=False), *eval_lines(items or [])])
 
 
 def export_table(row: dict) -> str:

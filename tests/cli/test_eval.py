@@ -137,7 +137,9 @@ def test_run_dir_table_dense_none_and_recovered_repair(tmp_path, tiny_model_dir)
     assert n_ppl >= 1 and "repair:" not in lines[2] and lines[3].count("; repair: ") == n_ppl + 1
     acc = lines[3][lines[0].index("mean acc") :]
     assert "; repair: " in acc and "[" in acc.split("; repair: ")[1]
-    assert lines[-1].startswith("(perplexity:")
+    end = next(i for i, ln in enumerate(lines) if ln.startswith("(perplexity:"))  # the table's last line
+    floor = "\n".join(lines[end + 1 :])  # issue 47: the floor and majority answers of the same item rows
+    assert "Answer bias and the floor" in floor and "\n| dense | " in floor and "\n| -3,4+ghosted | " in floor
     rows = pq.read_table(run / "eval.parquet").to_pylist()
     assert [(r["cell"], r["recovery"]) for r in rows] == [("dense", "none"), (cell, "none"), (cell, "ghosted")]
     assert rows[2][f"ppl_{PROSE}"] != rows[1][f"ppl_{PROSE}"]

@@ -83,3 +83,18 @@ def test_study_3s_committed_items_flag_c1_and_c6_on_boolq():
         if c.startswith(("C1", "C6")):
             assert s.changes == ["boolq"] and abs(s.left_out["boolq"].z) < 1.1
     assert round(sens[next(c for c in sens if c.startswith("C1"))].contribution["boolq"], 3) == 0.029
+
+
+def test_evals_lines_name_the_models_as_its_table_does():
+    from ghostsearch.core.eval_numbers import ItemRow
+    from ghostsearch.study.report.answers import eval_lines
+
+    def rows(removed, rec, preds):
+        return [ItemRow(0, removed, rec, "boolq", d, d % 2, p, None, (0.0, 0.0)) for d, p in enumerate(preds)]
+
+    items = rows((), "none", [0, 1, 0, 1]) + rows((3, 7), "none", [0] * 4) + rows((3, 7), "ghosted", [1, 1, 0, 1])
+    text = "\n".join(eval_lines(items))
+    assert "| dense | 1.000 | +0.500 |" in text and "| -3,7 | 0.500 | +0.000 AT/BELOW FLOOR |" in text
+    assert "| -3,7+ghosted | 0.750 |" in text
+    assert "One answer to every item of a task: -3,7 boolq (no)." in text
+    assert eval_lines([]) == []

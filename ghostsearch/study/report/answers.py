@@ -230,3 +230,18 @@ def run_section(run_dir: Path, labels: Mapping[str, str], looks: Sequence[Contra
         said = {"within margin": _verdict("within margin", margin), "open": "not decided"}
         lines += [*sensitivity_lines(sens, {c.contrast: said.get(c.verdict, c.verdict) for c in looks}, margin), ""]
     return lines
+
+
+def eval_lines(items: Sequence) -> list[str]:
+    """``ghostsearch eval``'s lines under its table: the floor and majority answers of the models of
+    its per-item rows (``eval_numbers.ItemRow``: removed, recovery, task, doc, gold, pred), each model
+    named as the table names it (dense, -3,7,12, -3,7,12+ghosted); [] without rows."""
+    groups: dict[str, list] = {}
+    for r in items:
+        rec = r.recovery or "none"
+        name = "dense" if not r.removed and rec == "none" else f"-{','.join(map(str, sorted(r.removed)))}"
+        groups.setdefault(name if rec == "none" else f"{name}+{rec}", []).append(r)
+    if not groups:
+        return []
+    fl = floor_of(groups, dense="dense" if "dense" in groups else None)
+    return floor_lines(fl, n_items=len({r.item for r in items}))
