@@ -38,7 +38,7 @@ def fitted(family: str, batches, removed=REMOVED):
     return model, stack, data, rec, rec.fit(stack, removed, data)
 
 
-FAST = ("llama", "gemma3")  # one family per kind of writer (matrices, scales) in the fast lane
+FAST = ("llama",)  # the fast lane's family (matrices); the scales (gemma2/3, olmo2) and the rest are slow
 
 
 def lanes(families):
@@ -83,7 +83,7 @@ def test_fold_equals_hooks_patches_and_report(family, batches):
     assert row["alignment_after"] < row["alignment_before"]
 
 
-@pytest.mark.parametrize("family", [*lanes(["llama"]), pytest.param("gemma3", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("family", [pytest.param(f, marks=pytest.mark.slow) for f in ("llama", "gemma3")])
 def test_export_is_a_plain_checkpoint(family, batches, tmp_path):
     from transformers import AutoModelForCausalLM
 
@@ -99,9 +99,13 @@ def test_export_is_a_plain_checkpoint(family, batches, tmp_path):
         assert (plain(ids).logits - pruned_model(model, ops)(ids).logits).abs().max() <= 1e-5
 
 
-def test_a_cut_at_block_0_is_refused_in_one_line(batches):
+def test_a_cut_at_block_0_is_refused_in_one_line():
+    from ghostsearch.model.stack import Stack
+    from ghostsearch.recovery import Activations, get_recovery
+
+    stack = Stack(tiny_model("llama", 3, vocab=VOCAB))
     with pytest.raises(GhostsearchError, match=r"^folded needs a kept block before the cut 0\.\.1 .*ghosted") as e:
-        fitted("llama", batches, removed=(0, 1))
+        get_recovery("folded").fit(stack, (0, 1), Activations(stack, []))  # refused before reading any data
     assert "\n" not in str(e.value)
 
 
