@@ -47,6 +47,7 @@ import json
 import shutil
 import time
 from pathlib import Path
+from typing import Any
 
 import benchenv  # noqa: F401  (repository on sys.path, offline HF, ../shared/data)
 
@@ -55,7 +56,7 @@ DROP1 = 14  # oneshot k = 1 (C4 16 x 256, seed 0): C4 perplexity 36.58 dense -> 
 
 # each design: models (name -> (removed, repair)), contrasts (name, left, right), eval.tasks (None: all
 # eight), looks, spending, margin, eval.seed, and its output directory
-DESIGNS = {
+DESIGNS: dict[str, dict[str, Any]] = {
     "eight": {
         "models": {
             "dense": ([], "none"),
@@ -194,7 +195,7 @@ def main() -> None:
 
     corr: dict[str, dict] = {}
     for r in read_item_rows(f_dir / "eval_items.parquet"):
-        corr.setdefault(r.key, {})[r.item] = float(r.correct)
+        corr.setdefault(str(r.key), {})[r.item] = float(r.correct)
     items = sorted(next(iter(corr.values())))
     tests = [
         stats.paired_test(
@@ -325,7 +326,7 @@ def pilot(out: Path, names: list[str], n: int, seed: int, tasks: str | None, thr
     keys = {m: eval_key(*PILOT_MODELS[m], cfg) for m in names}
     corr: dict[str, dict] = {}
     for r in read_item_rows(out / "eval_items.parquet"):
-        corr.setdefault(r.key, {})[r.item] = float(r.correct)
+        corr.setdefault(str(r.key), {})[r.item] = float(r.correct)
     items = sorted(corr[keys[names[0]]])
     print(
         f"pilot: {len(items)} items per model (eval.seed {seed}, tasks {tasks or 'all eight'}), "
@@ -363,8 +364,8 @@ def replay(out: Path, looks: list[int], spending: str, margin: float | None) -> 
     looked = json.loads((out / "adaptive" / "looks.json").read_text())
     names = {v: n for n, v in info.get("keys", {}).items()}
     correct: dict[str, dict] = {}
-    for r in read_item_rows(out / "fixed" / "eval_items.parquet"):
-        correct.setdefault(r.key, {})[r.item] = float(r.correct)
+    for ir in read_item_rows(out / "fixed" / "eval_items.parquet"):
+        correct.setdefault(str(ir.key), {})[ir.item] = float(ir.correct)
     n_max = min(len(v) for v in correct.values())
     if looks[-1] > n_max:
         raise SystemExit(f"--looks ends at {looks[-1]} items but the fixed design has {n_max} per model")

@@ -41,7 +41,7 @@ def cell_sets(run_dir: Path, ks: list[int]) -> list[tuple[str, int, tuple[int, .
     from ghostsearch.rundir.layout import result_cells
 
     res = result_cells(json.loads((run_dir / "result.json").read_text()))
-    out = []
+    out: list[tuple[str, int, tuple[int, ...]]] = []
     for k in ks:
         for kind in ("greedy", "fastblock"):
             name = f"{kind}-perplexity-k{k}-s0"
@@ -192,13 +192,13 @@ def main() -> None:
     finalists = [f for _, f in jobs]
     t0 = time.monotonic()
     ppl = [p.to_dict() for p in perplexity_finalists(model, tok, finalists, cfg.eval, cfg.data_dir, held_out)]
-    zs, items = zero_shot_finalists(model, tok, finalists, cfg.eval, cfg.data_dir, held_out, progress=True)
-    zs = [z.to_dict() for z in zs]  # the flat numbers (lm-eval's document is not one of them)
+    zero_shot, items = zero_shot_finalists(model, tok, finalists, cfg.eval, cfg.data_dir, held_out, progress=True)
+    zs = [z.to_dict() for z in zero_shot]  # the flat numbers (lm-eval's document is not one of them)
     eval_s = time.monotonic() - t0
     rows = []
     for i, ((row, (_, ops)), p, z) in enumerate(zip(jobs, ppl, zs)):
         key = (
-            f"{row['set']}-k{row['k']}-{row['method']}{'-' + row['variant'] if row['variant'] else ''}"
+            f"{row['set']}-k{row['k']}-{row['method']}{'-' + str(row['variant']) if row['variant'] else ''}"
             f"-{row['calibration']}-n{row['n_seq']}"
         )
         numbers = {

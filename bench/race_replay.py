@@ -364,7 +364,7 @@ def decompose(steps, policies: list[RaceParams]) -> None:
     try:
         for p in policies:
             for name, over, a, rad in variants:
-                racing.race_alpha, racing.radius = a, rad
+                racing.race_alpha, racing.radius = a, rad  # type: ignore[assignment]  # the ablation swaps the rules
                 q = RaceParams(**{**{f: getattr(p, f) for f in RaceParams.__dataclass_fields__}, **over})
                 r = replay(steps, q, verbose=False)
                 print(

@@ -65,7 +65,7 @@ class PeakRSS:
 def capture(model, tok, args, a, b):
     spec = CalibrationSpec("c4", args.n_seq, args.seq_len, 0, args.data_dir)
     ids = text_windows(spec, tok)
-    head = Stack(physically_prune(model, range(b, Stack(model).n_blocks)))  # blocks 0..b-1 only
+    head = Stack(physically_prune(model, range(b, Stack(model).n_blocks)))  # type: ignore[arg-type]  # blocks 0..b-1 only
     pairs = []
     with torch.no_grad():
         for s in range(0, ids.shape[0], args.micro_batch):

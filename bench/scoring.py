@@ -26,6 +26,7 @@ import math
 import os
 import random
 import time
+from typing import Any
 
 import benchenv  # noqa: E402,F401  (the repository on sys.path, offline HF, ../shared/data as the data directory)
 import torch
@@ -35,7 +36,7 @@ from ghostsearch.model.stack import Stack, physically_prune  # noqa: E402
 from ghostsearch.objectives import CalibrationSpec, ObjectiveSpec  # noqa: E402
 from ghostsearch.scoring import Scorer  # noqa: E402
 
-SHAPES = {  # random-weight Llamas: Llama-3-8B itself, and its proportions at a CPU's width
+SHAPES: dict[str, dict[str, Any]] = {  # random-weight Llamas: Llama-3-8B itself, and its proportions at a CPU's width
     "llama3-8b-random": dict(
         vocab_size=128256,
         hidden_size=4096,
@@ -113,7 +114,7 @@ def naive_margin(model, removed, toks, golds):
         for (p, answers), g in zip(toks, golds):
             lps = []
             for a in answers:
-                ids = torch.tensor([p + a], device=m.device)
+                ids = torch.tensor([p + a], device=next(m.parameters()).device)
                 lp = torch.log_softmax(m(ids).logits[0].float(), -1)
                 lps.append(sum(lp[len(p) - 1 + t, a[t]].item() for t in range(len(a))))
             ms.append(lps[g] - max(v for j, v in enumerate(lps) if j != g))
@@ -156,6 +157,7 @@ def greedy_candidates(sc, key, L, steps=3):
             out.append(c)
             if best is None or v < best[0]:
                 best = (v, c)
+        assert best is not None  # L > len(R): a step has candidates
         R = best[1]
     return out, values, time.perf_counter() - t0
 
@@ -221,7 +223,8 @@ def raced_steps(sc, key, spec, L, steps, model, batches, naive_every):
     from ghostsearch.search import Candidate, Race, RaceParams
     from ghostsearch.search.racing import run_race
 
-    ev, R = Rows(sc, key, spec), ()
+    ev = Rows(sc, key, spec)
+    R: tuple[int, ...] = ()
     t_race = t_exact = t_naive = 0.0
     for step in range(steps):
         cands = [tuple(sorted(R + (j,))) for j in range(L) if j not in R]
@@ -317,7 +320,7 @@ def main():
             [abs(values[c] - v) / max(abs(v), 1e-3) for c, v in zip(sub, naive_vals)],
         )
 
-    def timed(k, cands):
+    def timed(k, cands) -> tuple[dict, float]:
         t0 = time.perf_counter()
         values = {c: sc.score(k, c).value for c in cands}
         return values, time.perf_counter() - t0

@@ -38,8 +38,11 @@ REFERENCE = "greedy"  # the comparison's reference: every searcher is judged aga
 # The bench's own settings of a searcher, on all its cases (issue 14: beam at width 2), and the
 # pre-registered variants beside the generated cases (label, searcher, params): issue 40's endgame
 # rule (docs/benchmarks.md) and cbo without its value transform.
-SETTINGS = [("beam", {"width": 2})]
-VARIANTS = [("ga+endgame", "ga", {"endgame": 0.25}), ("cbo+none", "cbo", {"transform": "none"})]
+SETTINGS: list[tuple[str, dict[str, object]]] = [("beam", {"width": 2})]
+VARIANTS: list[tuple[str, str, dict[str, object]]] = [
+    ("ga+endgame", "ga", {"endgame": 0.25}),
+    ("cbo+none", "cbo", {"transform": "none"}),
+]
 
 
 def curves(run_dir, objective: str, k: int) -> dict[str, Curve]:
@@ -71,7 +74,7 @@ def report(run_dir, objective="perplexity", k=6):
         )
 
 
-def matched_cases() -> list[tuple[str, str, dict, bool]]:
+def matched_cases() -> list[tuple[str, str, dict[str, object], bool]]:
     """(label, searcher, params, in the default set) of --matched, from the registry and the classes'
     traits, so a new searcher runs matched with no edit here: every registered searcher that searches
     the objective's values (not ``objective_blind``), a budget-driven one (``runner.budget_driven``:
@@ -79,7 +82,7 @@ def matched_cases() -> list[tuple[str, str, dict, bool]]:
     races (``races()``) twice, exact (``NAME``, race off) and raced (``NAME+race``; the default set
     takes the raced one, the reference's exact one too); then the VARIANTS."""
     space = Space(30, 6, frozenset({0, 29}))  # any space: the traits do not depend on it
-    out = []
+    out: list[tuple[str, str, dict[str, object], bool]] = []
     for name in SEARCHERS.names():
         cls = SEARCHERS.get(name)
         if cls.objective_blind:
@@ -164,6 +167,7 @@ def matched(args):
         f"pool.actors={args.actors}",
         "pool.threads=1",
         "pool.dashboard=false",
+        *getattr(args, "overrides", []),
     ]
     labels = args.searchers.split(",") if args.searchers else DEFAULT
     unknown = sorted(set(labels) - {m[0] for m in MATCHED})
@@ -415,6 +419,7 @@ def into(doc: str, table_lines: list[str]) -> None:
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--matched", action="store_true")
+    ap.add_argument("overrides", nargs="*", help="--matched: key=value config overrides, e.g. model=DIR")
     ap.add_argument("--objectives", default="perplexity")
     ap.add_argument("--ks", default="6")
     ap.add_argument("--seeds", default="0")

@@ -50,8 +50,8 @@ def tables(rows: list[ComparisonRow]) -> str:
     ks = sorted({r.k for r in rows})
     searchers = list(dict.fromkeys(r.searcher for r in rows))
     out = []
-    for rec in sorted({r.rec for r in rows}):
-        for obj in sorted({r.objective for r in rows}):
+    for rec in sorted({r.rec for r in rows}, key=str):
+        for obj in sorted({r.objective for r in rows}, key=str):
             out += [
                 f"\n### recovery {rec}, objective {obj}\n",
                 "| searcher | "
@@ -140,7 +140,8 @@ def partial(run_dir: str):
     for c in cells:
         by_k[c["k"]].append(c)
     for k, g in sorted(by_k.items()):
-        within, between = [], []
+        within: list[float] = []
+        between: list[float] = []
         for i, a in enumerate(g):
             for b in g[i + 1 :]:
                 if a["searcher"] == b["searcher"] and a["seed"] != b["seed"]:
