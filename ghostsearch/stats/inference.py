@@ -258,7 +258,11 @@ def _jackknife(x, strata, weights) -> np.ndarray:
     return full - w[t] * (sums[t] / n[t]) + w[t] * loo_t
 
 
-def _percentile(boot: np.ndarray, level: float) -> tuple[float, float]:
+def percentile(boot: np.ndarray, level: float = LEVEL) -> tuple[float, float]:
+    """The percentile interval of bootstrap draws at ``level`` (nan, nan without draws or with a nan)."""
+    boot = np.asarray(boot, dtype=float)
+    if len(boot) == 0 or np.isnan(boot).any():
+        return math.nan, math.nan
     a = (1 - level) / 2
     return float(np.quantile(boot, a)), float(np.quantile(boot, 1 - a))
 
@@ -266,7 +270,7 @@ def _percentile(boot: np.ndarray, level: float) -> tuple[float, float]:
 def _bca(boot: np.ndarray, estimate: float, jack: np.ndarray, level: float) -> tuple[float, float]:
     prop = (np.sum(boot < estimate) + 0.5 * np.sum(boot == estimate)) / len(boot)
     if prop <= 0 or prop >= 1:
-        return _percentile(boot, level)
+        return percentile(boot, level)
     z0 = norm_ppf(prop)
     dev = jack.mean() - jack
     den = (dev**2).sum()
@@ -290,7 +294,7 @@ def _interval(x, strata, n_boot, seed, level, weights, method) -> Interval:
     if method == "bca":
         lo, hi = _bca(boot, est, _jackknife(x, strata, weights), level)
     else:
-        lo, hi = _percentile(boot, level)
+        lo, hi = percentile(boot, level)
     return Interval(est, lo, hi, level, f"{method} bootstrap over items within tasks ({n_boot} resamples)")
 
 
@@ -765,7 +769,7 @@ def spearman_ci(x, y, seed: int = 0, n_boot: int = 2000, level: float = LEVEL) -
     rng = np.random.default_rng(seed)
     rhos = np.array([spearman(x[i], y[i]) for i in rng.integers(0, len(x), size=(n_boot, len(x)))])
     rhos = np.where(np.isnan(rhos), 0.0, rhos)
-    return _percentile(rhos, level)
+    return percentile(rhos, level)
 
 
 def spearman_exact_p(x, y, max_exact: int = 8, n_perm: int = 10_000, seed: int = 0) -> PermutationResult:

@@ -25,6 +25,7 @@ import numpy as np
 from ghostsearch.core.comparison_row import ComparisonRow
 from ghostsearch.core.eval_numbers import ItemRow
 from ghostsearch.stats import inference as stats
+from ghostsearch.stats.inference import percentile as _percentile
 from ghostsearch.stats.inference import spearman, spearman_ci
 
 ALPHA = stats.ALPHA  # family-wise error of a run's verdict rows (Holm)
@@ -406,14 +407,6 @@ class ItemMatrix:
             draw = rng.integers(0, n, size=(n_boot, max(n - 1, 1)))
             out.append(np.bincount((draw + offsets * n).ravel(), minlength=n_boot * n).reshape(n_boot, n).astype(float))
         return out
-
-
-def _percentile(boot: np.ndarray, level: float = LEVEL) -> tuple[float, float]:
-    boot = np.asarray(boot, dtype=float)
-    if len(boot) == 0 or np.isnan(boot).any():
-        return math.nan, math.nan
-    a = (1 - level) / 2
-    return float(np.quantile(boot, a)), float(np.quantile(boot, 1 - a))
 
 
 def item_bootstrap_samples(
