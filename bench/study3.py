@@ -8,8 +8,8 @@ pre-registered rule (:func:`planned_n`).
   python bench/study3.py [--config configs/study3-gemma3.yaml] [--commit] [--report-only] [--plan]
                          [--perplexity [--max-windows W] [--models G1,G2] [--ppl-out DIR]] [key=value ...]
 
-Resumable as bench/study2.py is (it reuses its machinery: compare.evaluate_finalists with
-contrasts); ``--commit`` commits docs/results/study-3 after every share of models and every look.
+Resumable as bench/study2.py is (the same machinery, ghostsearch.study.studies: compare.evaluate_finalists
+with contrasts); ``--commit`` commits docs/results/study-3 after every share of models and every look.
 Once every look is recorded (looks.json), the accuracy stage is not started again.
 ``--plan`` prints the models, N and the allocation from the pilot and exits (no model runs).
 
@@ -93,8 +93,8 @@ def models(sets: dict[str, list[int]]) -> dict[str, tuple[str, list[int], str]]:
 
 
 def study(sets: dict[str, list[int]]):
-    """Study 3 as bench/study2.py runs and reports a study: the models with the pilot's sets."""
-    from study2 import Study
+    """Study 3 as ghostsearch.study.studies runs and reports a study: the models with the pilot's sets."""
+    from ghostsearch.study.studies import Study
 
     return Study(
         "study 3 (issue 37)",
@@ -252,15 +252,16 @@ def main() -> None:
     if args.plan:
         return
 
-    import study2  # study 2's machinery: the run, the report
     import torch
+
+    from ghostsearch.study import studies  # the studies' machinery: the design, the run, the report
 
     torch.set_num_threads(max(1, cfg.pool.threads))
     run_dir = Path(cfg.out)
     data_plan = plan(cfg, ["perplexity"], evaluate=True, repair=True)
     announce(data_plan)
     s3 = study(sets)
-    keys, jobs, pairs = study2.design(cfg, data_plan.held_out, s3)
+    keys, jobs, pairs = studies.design(cfg, data_plan.held_out, s3)
     if args.perplexity:
         order = args.models.split(",") if args.models else PPL_ORDER
         perplexity_stage(cfg, keys, data_plan.held_out, Path(args.ppl_out), args.commit, order, args.max_windows)
@@ -269,9 +270,9 @@ def main() -> None:
         print(f"study 3: every look is recorded in {run_dir}/looks.json; the accuracy stage has nothing to run")
     elif not args.report_only:
         extra = {"n": n, "looks": cfg.eval.looks, "planned_se": se, "shrunk_sds": sds}
-        study2.run_study(cfg, s3, keys, jobs, pairs, data_plan, args.commit, extra)
+        studies.run_study(cfg, s3, keys, jobs, pairs, data_plan, benchenv.commit_dir if args.commit else None, extra)
     if (run_dir / "looks.json").exists():
-        text = study2.report(run_dir, keys, s3)
+        text = studies.report(run_dir, keys, s3)
         (run_dir / "study3.md").write_text(text)
         print(text)
         if args.commit:  # the report alone: others' files in the directory are never swept in
