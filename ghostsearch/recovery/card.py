@@ -43,7 +43,7 @@ def consumer_warnings(config) -> list[str]:
         if wrong:
             out.append(
                 f"{who} gives layer(s) {wrong} of this export the wrong attention type (and RoPE base): the cut "
-                "broke the period; run it where layer_types is read (transformers, vLLM), not llama.cpp"
+                "broke the period; run it where layer_types is read (transformers), not llama.cpp"
             )
     for key, val in period_fields(config).items():
         if val is None and key == "max_window_layers":

@@ -96,7 +96,10 @@ CHILD = textwrap.dedent(
         m = AutoModelForCausalLM.from_pretrained(d, trust_remote_code=hooked).eval()
         with torch.no_grad():
             row["delta"] = float((m(input_ids=ref["ids"]).logits - ref["logits"]).abs().max())
-            row["generated"] = m.generate(ref["ids"][:, :8], max_new_tokens=4, do_sample=False).tolist()
+            ids = ref["ids"][:, :8]
+            row["generated"] = m.generate(
+                ids, attention_mask=torch.ones_like(ids), max_new_tokens=4, do_sample=False
+            ).tolist()
         row["class"] = type(m).__name__
         row["mro"] = [c.__module__ + "." + c.__name__ for c in type(m).__mro__]
         row["layers"] = m.config.num_hidden_layers
@@ -244,7 +247,8 @@ def matrix(tmp_path: Path, tok) -> None:
             ).read_text()
             assert not re.search(r"^\s*(import|from)\s+ghostsearch\b", generated, re.M)
         ids = torch.load(d + ".ref.pt")["ids"][:, :8]
-        want = load_pruned(d).generate(ids, max_new_tokens=4, do_sample=False).tolist()
+        want = load_pruned(d).generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=4, do_sample=False)
+        want = want.tolist()
         assert row["generated"] == want, (family, method)
     assert got[tok_dir]["tokenizer"]
     for d in unhooked:  # the base model_type written back: the unrepaired model, and transformers says so

@@ -29,6 +29,7 @@ def target_run(tmp_path, smollm2_tokenizer_dir):
     model = tmp_path / "tiny"
     tiny_model("llama", 6).save_pretrained(model)
     AutoTokenizer.from_pretrained(smollm2_tokenizer_dir).save_pretrained(model)
+    (model / "README.md").write_text("---\nlicense: mit\n---\n\nA tiny random Llama.\n")  # the base's own card
     run = tmp_path / "run"
     run.mkdir()
     cfg = {
@@ -67,7 +68,7 @@ def test_export_of_a_target_run_is_the_certified_model(target_run, tmp_path, cap
     assert line["removed"] == [2, 4] and line["method"] == "ghosted" and line["certified"] is True
     assert "trust_remote_code=True" in line["load"]
     card = ModelCard((out / "README.md").read_text())
-    assert card.data.license == "unknown" and card.data.library_name == "transformers"
+    assert card.data.license == "mit" and card.data.library_name == "transformers"  # carried from the base
     assert getattr(card.data, "base_model", None) is None and "local model" in card.text  # no hub id for a local dir
     for s in ("k: 2 blocks removed, [2, 4]", "upper bound 1.187", "Level: 0.95", "Items: 64", "from lambada"):
         assert s in card.text, s
