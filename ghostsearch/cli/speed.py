@@ -97,15 +97,6 @@ def plan(args):
     )
 
 
-def write(report, out: Path) -> None:
-    import pyarrow as pa
-
-    from ghostsearch.core.io import write_json_atomic, write_parquet_atomic
-
-    write_json_atomic(out, report.to_dict())
-    write_parquet_atomic(out.with_suffix(".parquet"), pa.Table.from_pylist([r.flat() for r in report.rows]))
-
-
 def run(args):
     import torch
 
@@ -113,7 +104,7 @@ def run(args):
     from ghostsearch.core.logs import progress_enabled
     from ghostsearch.model.models import load_configured, model_depth
     from ghostsearch.model.stack import Stack, check_removed
-    from ghostsearch.recovery.speed import cost_operators, measure_speed, speed_table
+    from ghostsearch.recovery.speed import cost_operators, exported, measure_speed, speed_table, write_report
 
     cfg, sets, repairs, export_dir, default_out = plan(args)
     out = Path(args.out) if args.out else default_out
@@ -132,19 +123,7 @@ def run(args):
     model, _ = load_configured(cfg)
     L = Stack(model).n_blocks
     hidden = int(model.config.hidden_size)
-    prebuilt = []
-    if export_dir is not None:
-        from ghostsearch.recovery.base import META_FILE, Operators
-        from ghostsearch.recovery.export import load_pruned
-
-        pm = load_pruned(export_dir, dtype=Stack(model).dtype, device=str(Stack(model).device))
-        ops = Operators.load(export_dir) if (export_dir / META_FILE).exists() else None
-        if ops is not None and ops.n_blocks != L:
-            raise GhostsearchError(
-                f"{export_dir} was cut from a {ops.n_blocks}-block model, not {cfg.model} ({L} blocks); "
-                "give the base model as model=..."
-            )
-        prebuilt.append((f"export {export_dir.name}", pm, ops))
+    prebuilt = [exported(export_dir, model, cfg.model)] if export_dir is not None else []
     report = measure_speed(
         model,
         sets,
@@ -157,7 +136,7 @@ def run(args):
         prebuilt=prebuilt,
     )
     if out is not None:
-        write(report, out)
+        write_report(report, out)
     if args.json:
         print(json.dumps(report.to_dict()), flush=True)
     else:

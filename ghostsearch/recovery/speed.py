@@ -35,6 +35,7 @@ import math
 import statistics
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Sequence
 
 import torch
@@ -469,6 +470,33 @@ def _rows(models: list[_Model], peaks: dict, batches, seq_len: int, decode_token
             )
         )
     return rows
+
+
+def exported(export_dir: Path, model: Any, base: str) -> tuple[str, Any, Operators | None]:
+    """An exported model directory as ``measure_speed``'s prebuilt entry, loaded as a user loads it
+    (``load_pruned``) beside its dense base ``model``, with the operators its recovery.json records."""
+    from ghostsearch.recovery.base import META_FILE
+    from ghostsearch.recovery.export import load_pruned
+
+    stack = Stack(model)
+    pm = load_pruned(export_dir, dtype=stack.dtype, device=str(stack.device))
+    ops = Operators.load(export_dir) if (export_dir / META_FILE).exists() else None
+    if ops is not None and ops.n_blocks != stack.n_blocks:
+        raise GhostsearchError(
+            f"{export_dir} was cut from a {ops.n_blocks}-block model, not {base} ({stack.n_blocks} blocks); "
+            "give the base model as model=..."
+        )
+    return (f"export {export_dir.name}", pm, ops)
+
+
+def write_report(report: SpeedReport, out: Path) -> None:
+    """The record as JSON at ``out`` and its rows as Parquet beside it (``out`` with .parquet)."""
+    import pyarrow as pa
+
+    from ghostsearch.core.io import write_json_atomic, write_parquet_atomic
+
+    write_json_atomic(out, report.to_dict())
+    write_parquet_atomic(out.with_suffix(".parquet"), pa.Table.from_pylist([r.flat() for r in report.rows]))
 
 
 def speed_table(report: SpeedReport) -> str:
