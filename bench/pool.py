@@ -43,6 +43,10 @@ class NoopScorer:
 
         return Served(Score(value=float(sum(removed)), tokens=0, seconds=0.0, start=0), actor=self.name, node=self.node)
 
+    def score_many(self, spec, items: list):
+        """A chunk of a batch (Broker.evaluate_many): ``score`` of each."""
+        return [self.score(spec, removed, fidelity, prefix) for removed, fidelity, prefix in items]
+
 
 def candidates(n, L=30, k=6, seed=0):
     rng = random.Random(seed)

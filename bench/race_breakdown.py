@@ -84,6 +84,10 @@ def sim_class(table: dict, row_ms: float, call_ms: float, look_ms: float = 0.0):
             value = table[tuple(sorted(removed))][0] if removed else 1.0
             return self._served(Score(value=value, tokens=0, seconds=time.perf_counter() - t0, start=0))
 
+        def score_many(self, spec, items: list):
+            """A chunk of exact candidates (Broker.evaluate_many): each its own call's cost."""
+            return [self.score(spec, removed, fidelity, prefix) for removed, fidelity, prefix in items]
+
         def rows_many(self, spec, items: list, rows: tuple):
             from ghostsearch.scoring import RowScore
 
@@ -256,6 +260,7 @@ def main():
     ap.add_argument("--look-ms", type=float, default=0.0, help="--sim: ms more per look (rows) call only")
     ap.add_argument("--real", default="", help="comma list of dtypes for SmolLM2: fp32,bf16")
     ap.add_argument("--k", type=int, default=6)
+    ap.add_argument("--actors", type=int, default=1, help="scorer actors (1: the parts add up to the wall)")
     ap.add_argument("--n-seq", type=int, default=64)
     ap.add_argument("--seq-len", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=1, help="exact/raced pairs per configuration (alternating)")
@@ -268,7 +273,7 @@ def main():
         f"calibration.n_seq={args.n_seq}",
         f"calibration.seq_len={args.seq_len}",
         "search.protected=[0,-1]",
-        "pool.actors=1",
+        f"pool.actors={args.actors}",
         "pool.threads=1",
         "pool.dashboard=false",
     ]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -169,9 +170,23 @@ class ScorerActor:
         r = self.scorer.score_rows(self._key(spec), tuple(removed), rows, tuple(prefix) if prefix else None)
         return self._count(spec, r)
 
+    def _counted(self, spec: ObjectiveSpec, rs: list) -> list[Served]:
+        """Several answers of one call, counted in one step each metric."""
+        tags = {"objective": spec.name, "actor": self.name}
+        self.m_scored.inc(len(rs), tags=tags)
+        self.m_busy.inc(sum(r.seconds for r in rs), tags=tags)
+        return [Served(r, actor=self.name, node=self.node) for r in rs]
+
+    def score_many(self, spec: ObjectiveSpec, items: list) -> list[Served[Score]]:
+        """``score`` of several (removed, fidelity, prefix), one after another, in one call: a chunk
+        of a batch the broker hands one scorer (Broker.evaluate_many)."""
+        key = self._key(spec)
+        rs = [self.scorer.score(key, tuple(r), f, tuple(p) if p else None) for r, f, p in items]
+        return self._counted(spec, rs)
+
     def rows_many(self, spec: ObjectiveSpec, items: list, rows: tuple) -> list[Served[RowScore]]:
         """``rows`` for several (removed, prefix) at once: one look of a race (Scorer.score_rows_many)."""
-        return [self._count(spec, r) for r in self.scorer.score_rows_many(self._key(spec), items, rows)]
+        return self._counted(spec, self.scorer.score_rows_many(self._key(spec), items, rows))
 
     def statistic(self, spec: ObjectiveSpec, name: str):
         return self.scorer.statistic(self._key(spec), name)
@@ -183,7 +198,41 @@ class ScorerActor:
         return fn(self.scorer.stack.model, self.scorer.tokenizer, *args, **kwargs)
 
 
+def shares(todo: list[int], n_rows: int, scorers: int) -> list[tuple[list[int], tuple[int, int, int]]]:
+    """How one look (candidates ``todo`` x ``n_rows`` rows) is divided among ``scorers``: (candidates,
+    (slot, first row, end row)) per share: h row parts x g candidate groups, as many shares as the
+    scorers allow (h x g <= scorers, h <= rows, g <= candidates), and of those the most row parts:
+    every candidate of a share runs the blocks they share once on its rows, so a split by rows
+    computes a shared prefix (greedy's accepted set) once per row, a split by candidates once per group."""
+    if not todo:
+        return []
+    h, g = max(
+        ((h, max(1, min(len(todo), scorers // h))) for h in range(1, max(1, min(scorers, n_rows)) + 1)),
+        key=lambda hg: (hg[0] * hg[1], hg[0]),
+    )
+    bounds = [round(i * n_rows / h) for i in range(h + 1)]
+    return [(todo[c::g], (p, bounds[p], bounds[p + 1])) for c in range(g) for p in range(h)]
+
+
+def joined(parts: list[Served[RowScore]]) -> Served[RowScore]:
+    """One candidate's answers for consecutive parts of a look's rows, as one answer for them all: sums
+    and counts in row order, tokens and scorer seconds added up, the first part's scorer and node."""
+    if len(parts) == 1:
+        return parts[0]
+    first = parts[0]
+    score = RowScore(
+        sums=[s for p in parts for s in p.score.sums],
+        counts=[c for p in parts for c in p.score.counts],
+        tokens=sum(p.score.tokens for p in parts),
+        seconds=sum(p.score.seconds for p in parts),
+        start=min(p.score.start for p in parts),
+    )
+    return Served(score, actor=first.actor, node=first.node)
+
+
 STALLED = object()  # _within_limit's answer for a scorer that did not answer in time
+CHUNK_MIN_S = 0.02  # a chunk of a batch (one scorer call): at least this much scoring, its call's cost amortized
+CHUNK_MAX_S = 1.0  # and at most this much, so that values reach the ledger as they come
 
 
 @ray.remote(max_restarts=0)
@@ -203,6 +252,7 @@ class Broker:
         self.queue_depth = 0
         self.retries = 0
         self.stalls = 0  # requests re-sent because their scorer did not answer within pool.stall_seconds
+        self.mean_s: float | None = None  # seconds a computed candidate takes (running mean): sizes chunks
         from ray.util import metrics
 
         self.m_evals = metrics.Counter(
@@ -232,9 +282,10 @@ class Broker:
         return await asyncio.gather(*[a.info.remote() for a in self.actors])
 
     async def _compute(
-        self, spec: ObjectiveSpec, removed: tuple | None, fidelity: float, prefix, rows=None, items=None
+        self, spec: ObjectiveSpec, removed: tuple | None, fidelity: float, prefix, rows=None, items=None, many=None
     ):
-        """One scorer call: score, rows, or (``items``: [(removed, prefix)]) rows_many, retried on a dead scorer."""
+        """One scorer call: score, rows, (``items``: [(removed, prefix)]) rows_many or (``many``:
+        [(removed, fidelity, prefix)]) score_many, retried on a dead scorer."""
         idle = await self._idle()
         attempt = 0
         while True:
@@ -245,7 +296,9 @@ class Broker:
             self.m_queue.set(self.queue_depth)
             try:
                 ref = (
-                    self.actors[i].score.remote(spec, removed, fidelity, prefix)
+                    self.actors[i].score_many.remote(spec, many)
+                    if many is not None
+                    else self.actors[i].score.remote(spec, removed, fidelity, prefix)
                     if rows is None
                     else self.actors[i].rows.remote(spec, removed, rows, prefix)
                     if items is None
@@ -365,6 +418,8 @@ class Broker:
             try:
                 r = await self._compute(spec, blocks, fidelity, prefix, rows)
                 self.cache[key] = r
+                if rows is None:
+                    self._timed([r])
                 fut.set_result(r)
             except BaseException as e:
                 fut.set_exception(e)
@@ -375,15 +430,122 @@ class Broker:
             self.m_seconds.observe(r.score.seconds, tags={"objective": spec.name})
         self._tally(searcher, computed=int(not cached), cached=int(cached))
         self.m_evals.inc(1, tags={"searcher": searcher, "objective": spec.name, "cached": str(cached)})
-        if cell is not None:
-            c = self.cells.setdefault(cell, CellBest(searcher, spec.name, k))
-            if k is not None and new_best(blocks, fidelity, r.score.value, k, c.best):
-                # only sets of the cell's k
-                self.cells[cell] = dataclasses.replace(c, best=r.score.value, best_removed=list(blocks))
-                self.m_best.set(
-                    r.score.value, tags={"cell": cell, "searcher": searcher, "objective": spec.name, "k": str(k)}
-                )
+        self._cell_best(spec, searcher, cell, k, blocks, fidelity, r)
         return dataclasses.replace(r, cached=cached)
+
+    def _chunks(self, n: int) -> list[int]:
+        """The sizes of the chunks ``n`` candidates go out in, one scorer call each: guided (what is left
+        over twice the scorers, largest first, so that the last, small ones even out the scorers' ends),
+        each CHUNK_MIN_S..CHUNK_MAX_S of scoring at the measured seconds per candidate; one candidate a
+        chunk while none has been timed."""
+        if self.mean_s is None:
+            return [1] * n
+        lo = max(1, int(CHUNK_MIN_S / max(self.mean_s, 1e-9)))
+        hi = max(lo, int(CHUNK_MAX_S / max(self.mean_s, 1e-9)))
+        out, left = [], n
+        while left > 0:
+            out.append(min(left, max(lo, min(hi, math.ceil(left / (2 * len(self.actors)))))))
+            left -= out[-1]
+        return out
+
+    def _timed(self, rs: list[Served]) -> None:
+        """Fold a call's computed answers into the running seconds per candidate."""
+        if rs:
+            m = sum(r.score.seconds for r in rs) / len(rs)
+            self.mean_s = m if self.mean_s is None else 0.8 * self.mean_s + 0.2 * m
+
+    def _served(self, spec: ObjectiveSpec, pairs: list, cached: bool, searcher: str) -> list[tuple[int, Served]]:
+        """(request index, answer) of ``evaluate_many``, counted for ``searcher``."""
+        self._tally(searcher, computed=0 if cached else len(pairs), cached=len(pairs) if cached else 0)
+        if pairs:
+            self.m_evals.inc(len(pairs), tags={"searcher": searcher, "objective": spec.name, "cached": str(cached)})
+        out = []
+        for j, r in pairs:
+            if not cached:
+                self.m_seconds.observe(r.score.seconds, tags={"objective": spec.name})
+            out.append((j, r if r.cached == cached else dataclasses.replace(r, cached=cached)))
+        return out
+
+    @ray.method(num_returns="streaming")  # type: ignore[misc]  # Ray's decorator
+    async def evaluate_many(
+        self, spec: ObjectiveSpec, requests: list, searcher: str, cell: str | None = None, k: int | None = None
+    ):
+        """``evaluate`` of many requests ((removed, fidelity, prefix)) in one broker call, answered as
+        they finish: a streaming generator, each item a list of (request index, Served). Each request
+        is answered from the shared cache or an identical request in flight where it can; the rest go
+        out in chunks (``_chunks``), one scorer call each (``ScorerActor.score_many``), retried as
+        ``_compute`` retries. One broker call for a whole batch, one scorer call per chunk: the broker's
+        own time per evaluation falls with the chunk (bench/scale.py)."""
+        skey, loop = spec.key(), asyncio.get_running_loop()
+        cached: list[tuple[int, Served]] = []
+        waits: dict[asyncio.Future, list[int]] = {}  # in flight for another request (or earlier in this one)
+        todo: list[tuple[int, CacheKey, tuple, float, object]] = []
+        sets: list[tuple[int, ...]] = []
+        fidelities: list[float] = []
+        for j, (removed, fidelity, prefix) in enumerate(requests):
+            blocks = tuple(sorted({int(i) for i in removed}))
+            key = CacheKey(self.cfg.model, self.cfg.dtype, skey, blocks, fidelity)
+            sets.append(blocks)
+            fidelities.append(fidelity)
+            if key in self.cache:
+                cached.append((j, self.cache[key]))
+            elif key in self.inflight:
+                waits.setdefault(self.inflight[key], []).append(j)
+            else:
+                self.inflight[key] = loop.create_future()
+                todo.append((j, key, blocks, fidelity, prefix))
+        self._tally(searcher, requested=len(requests))
+
+        def best(pairs):
+            for j, r in pairs:
+                self._cell_best(spec, searcher, cell, k, sets[j], fidelities[j], r)
+            return pairs
+
+        if cached:
+            yield best(self._served(spec, cached, True, searcher))
+        tasks = []
+        at = 0
+        for size in self._chunks(len(todo)):
+            tasks.append(asyncio.ensure_future(self._chunk(spec, todo[at : at + size])))
+            at += size
+
+        async def waited(fut, js):
+            r = await asyncio.shield(fut)
+            return [(j, r) for j in js], True
+
+        tasks += [asyncio.ensure_future(waited(f, js)) for f, js in waits.items()]
+        for done in asyncio.as_completed(tasks):
+            pairs, hit = await done
+            yield best(self._served(spec, pairs, hit, searcher))
+
+    async def _chunk(self, spec: ObjectiveSpec, part: list) -> tuple[list[tuple[int, Served]], bool]:
+        """One chunk of ``evaluate_many``: scored in one scorer call, put into the shared cache."""
+        try:
+            rs = await self._compute(spec, None, 0.0, None, many=[(b, f, p) for _, _, b, f, p in part])
+        except BaseException as e:
+            for _, key, *_ in part:
+                fut = self.inflight.pop(key)
+                fut.set_exception(e)
+                fut.exception()  # mark retrieved
+            raise
+        for (_, key, *_), r in zip(part, rs):
+            self.cache[key] = r
+            self.inflight.pop(key).set_result(r)
+        self._timed(rs)
+        return [(j, r) for (j, *_), r in zip(part, rs)], False
+
+    def _cell_best(
+        self, spec: ObjectiveSpec, searcher: str, cell: str | None, k: int | None, blocks, fidelity, r: Served
+    ) -> None:
+        """``blocks``' value (``r``, a value's answer where ``cell`` is given) as its cell's best where it is
+        a better full-fidelity k-set."""
+        if cell is None:
+            return
+        value = r.score.value
+        c = self.cells.setdefault(cell, CellBest(searcher, spec.name, k))
+        if k is not None and new_best(blocks, fidelity, value, k, c.best):  # only sets of the cell's k
+            self.cells[cell] = dataclasses.replace(c, best=value, best_removed=list(blocks))
+            self.m_best.set(value, tags={"cell": cell, "searcher": searcher, "objective": spec.name, "k": str(k)})
 
     async def remember(self, spec: ObjectiveSpec, known: list[tuple]) -> int:
         """Put a resumed run's ledgered values into the shared cache: ``known`` holds (removed,
@@ -403,8 +565,10 @@ class Broker:
     async def rows(self, spec: ObjectiveSpec, items: list, rows: tuple, searcher: str) -> list[Served[RowScore]]:
         """One look of a race in one call: per-row loss sums of ``rows`` for every (removed, prefix) of
         ``items``. Answered from the shared cache and in-flight requests where it can; the rest is
-        split into one share per scorer, each scored in one rows_many call (blocks shared by the
-        candidates of a share run once)."""
+        divided among the scorers so that none waits while work remains (``shares``): the look's rows
+        split across them, and its candidates too where there are fewer rows than scorers. Each share
+        is one rows_many call (a share's candidates run the blocks they share once, on its rows); a
+        candidate's parts are joined in the order of ``rows``."""
         keys = [CacheKey.of(self.cfg.model, self.cfg.dtype, spec, removed, 0.0, rows) for removed, _ in items]
         todo: list[int] = []
         futs: dict[CacheKey, asyncio.Future] = {}
@@ -413,27 +577,36 @@ class Broker:
             if key not in self.cache and key not in self.inflight and key not in futs:
                 futs[key] = self.inflight[key] = loop.create_future()
                 todo.append(j)
-        shares = max(1, min(len(self.actors), len(todo)))
-        parts = [todo[s::shares] for s in range(shares)] if todo else []
+        parts: dict[int, list] = {j: [] for j in todo}  # candidate -> its answers, one per row part
 
-        async def share(part):
-            try:
-                rs = await self._compute(
-                    spec, None, 0.0, None, rows, items=[(tuple(sorted(set(items[j][0]))), items[j][1]) for j in part]
-                )
-            except BaseException as e:
-                for j in part:
-                    futs[keys[j]].set_exception(e)
-                    futs[keys[j]].exception()  # mark retrieved
-                    self.inflight.pop(keys[j], None)
-                raise
-            for j, r in zip(part, rs):
-                self.cache[keys[j]] = r
-                futs[keys[j]].set_result(r)
+        async def share(group: list[int], lo: int, hi: int, slot: int):
+            got = await self._compute(
+                spec,
+                None,
+                0.0,
+                None,
+                tuple(rows[lo:hi]),
+                items=[(tuple(sorted(set(items[j][0]))), items[j][1]) for j in group],
+            )
+            for j, r in zip(group, got):
+                parts[j].append((slot, r))
+
+        try:
+            await asyncio.gather(
+                *[share(g, lo, hi, slot) for g, (slot, lo, hi) in shares(todo, len(rows), len(self.actors))]
+            )
+        except BaseException as e:
+            for j in todo:
+                futs[keys[j]].set_exception(e)
+                futs[keys[j]].exception()  # mark retrieved
                 self.inflight.pop(keys[j], None)
-                self.m_seconds.observe(r.score.seconds, tags={"objective": spec.name})
-
-        await asyncio.gather(*[share(part) for part in parts])
+            raise
+        for j in todo:
+            r = joined([r for _, r in sorted(parts[j], key=lambda x: x[0])])
+            self.cache[keys[j]] = r
+            futs[keys[j]].set_result(r)
+            self.inflight.pop(keys[j], None)
+            self.m_seconds.observe(r.score.seconds, tags={"objective": spec.name})
         out = []
         for key in keys:
             cached = key not in futs

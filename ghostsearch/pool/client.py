@@ -110,8 +110,11 @@ class PoolClient:
         )
 
     def evaluate(self, candidates: Sequence[Candidate], searcher: str) -> list[float]:
+        """Values of ``candidates``: from this run's ledger where a resumed run has them, the rest in one
+        broker call (``Broker.evaluate_many``), each ledgered as its answer arrives, before the searcher
+        sees any value."""
         values: list[float | None] = [None] * len(candidates)
-        pending = {}
+        pending: list[int] = []
         for i, c in enumerate(candidates):
             known = self.resume.value(c.removed, c.fidelity)
             if known is not None:  # resumed run: answered from this run's own ledger
@@ -119,21 +122,20 @@ class PoolClient:
                 self._answer(entry_of(c.removed, c.fidelity), row)
                 values[i] = row.value
             else:
-                ref = self.broker.evaluate.remote(
-                    self.spec,
-                    list(c.removed),
-                    c.fidelity,
-                    list(c.prefix) if c.prefix else None,
-                    searcher,
-                    self.cell,
-                    self.k,
-                )
-                pending[ref] = i
-        for i, r in self._finished(pending):
-            c = candidates[i]
-            row = self._row(c, searcher, r.score.value, r.cached, r)
-            self._answer(entry_of(c.removed, c.fidelity), row)  # durable before the searcher sees the value
-            values[i] = row.value
+                pending.append(i)
+        if pending:
+            requests = [
+                (list(c.removed), c.fidelity, list(c.prefix) if c.prefix else None)
+                for c in (candidates[i] for i in pending)
+            ]
+            stream = self.broker.evaluate_many.remote(self.spec, requests, searcher, self.cell, self.k)
+            for answered in self._streamed(stream):
+                for j, r in answered:
+                    i = pending[j]
+                    c = candidates[i]
+                    row = self._row(c, searcher, r.score.value, r.cached, r)
+                    self._answer(entry_of(c.removed, c.fidelity), row)  # durable before the searcher sees the value
+                    values[i] = row.value
         return values  # type: ignore[return-value]
 
     def _answer(self, key: Entry, row: LedgerRow) -> None:
@@ -144,11 +146,15 @@ class PoolClient:
             self.on_result(row)
 
     @staticmethod
-    def _finished(pending: dict):
-        """(request index, result) as each pending Ray reference finishes."""
-        while pending:
-            ready, _ = ray.wait(list(pending), num_returns=1)
-            yield pending.pop(ready[0]), ray.get(ready[0])
+    def _streamed(stream):
+        """Each item of a broker's streaming answer, as it comes (waited on with ray.wait)."""
+        while True:
+            ray.wait([stream], num_returns=1)
+            try:
+                ref = next(stream)
+            except StopIteration:
+                return
+            yield ray.get(ref)
 
     def n_rows(self) -> int:
         return self._blocks().n_rows
