@@ -83,6 +83,20 @@ def first_difference(a: Removed, b: Removed, L: int) -> int:
     return min(diff) if diff else L
 
 
+def look_prefixes(items, L: int, start_of: Callable[[Removed], int]) -> dict[Removed, set[int]]:
+    """The prefixes a look runs on its own rows, and the boundaries where each is kept: per (removed,
+    start boundary, prefix) of ``items``, the boundary where the candidate leaves its prefix
+    (``first_difference``) when that is deeper than the candidate's own start and than the prefix's
+    (``start_of``); a prefix no candidate gains from is not run."""
+    out: dict[Removed, set[int]] = {}
+    for removed, b, pre in items:
+        if pre:
+            d = first_difference(removed, pre, L)
+            if d > b and d > start_of(pre):
+                out.setdefault(pre, set()).add(d)
+    return out
+
+
 class Scorer:
     def __init__(
         self, stack: Stack, tokenizer, *, cache_every: int = 1, max_prefix_runs: int = 8, offload: bool = False
@@ -275,14 +289,29 @@ class Scorer:
         prefix)] -> one RowScore each. Per micro-batch, a block every candidate runs is run once
         for all of them (their states stacked, at most a micro-batch's rows or the look's rows of
         it at a time, so no more memory than exact scoring), the head per candidate; rows are
-        independent, so each value is that candidate's own. Recovery-aware scoring (patches) goes one
-        candidate at a time."""
+        independent, so each value is that candidate's own. A prefix the scorer holds no run of
+        (greedy's accepted set) is run on the look's rows only, once for the candidates that name
+        it, up to where each leaves it (``look_prefixes``): a look pays for its own rows of it, not
+        for every calibration row as ``ensure_run`` would, so a race split across scorers by rows
+        computes its prefix once per row. Recovery-aware scoring (patches) goes one candidate at a time."""
         t0 = time.perf_counter()
         p = self.prepared[key]
-        begun = [self._begin(key, tuple(r), tuple(pre) if pre else None, None) for r, pre in items]
-        if any(patches for _, patches, _, _ in begun):
-            return [self.score_rows(key, r, rows, tuple(pre) if pre else None) for r, pre in items]
         L, wanted = self.stack.n_blocks, sorted({int(r) for r in rows})
+        if p.aware is not None and any(r for r, _ in items):
+            return [self.score_rows(key, r, rows, tuple(pre) if pre else None) for r, pre in items]
+        begun = []  # (removed, start boundary, its cached source, prefix the look runs or None)
+        for r, pre in items:
+            removed = check_removed(set(r), L, what="the scored set")
+            b, src = self._start(p, removed)
+            pre = tuple(sorted(pre)) if pre else None
+            begun.append((removed, b, src, pre if pre and pre not in p.runs else None))
+        prefixes = look_prefixes([(removed, b, pre) for removed, b, _, pre in begun], L, lambda P: self._start(p, P)[0])
+        starts = [  # where each starts: where it leaves the look's prefix run, where that is deeper
+            first_difference(removed, pre, L)
+            if pre and first_difference(removed, pre, L) in prefixes.get(pre, ())
+            else b
+            for removed, b, _, pre in begun
+        ]
         outs: list[dict[int, tuple[float, float]]] = [{} for _ in items]
         tokens, offset = 0, 0
         for mb, (batch, cap) in enumerate(zip(p.batches, p.caps)):
@@ -291,6 +320,8 @@ class Scorer:
             if not local:
                 continue
             idx, n = torch.tensor(local), len(local)
+            sliced = Stack.slice(cap, idx, batch.rows)
+            runs = self._look_runs(p, prefixes, mb, idx, sliced)
             group = max(1, max(n, batch.rows) // n)  # candidates per forward
             tokens += len(items) * (
                 int(batch.weight[idx].sum()) if batch.weight is not None else n * batch.input_ids.shape[1]
@@ -298,13 +329,9 @@ class Scorer:
             for g in range(0, len(items), group):
                 part = list(range(g, min(g + group, len(items))))
                 caps = {}
-                h = {}
-                for c in part:
-                    _, _, b, src = begun[c]
-                    s = self._cached(p, src, b, mb)
-                    h[c] = s[idx.to(s.device)]
-                for i in range(min(begun[c][2] for c in part), L):
-                    active = [c for c in part if begun[c][2] <= i and i not in begun[c][0]]
+                h = {c: self._look_state(p, begun[c], starts[c], runs, mb, idx) for c in part}
+                for i in range(min(starts[c] for c in part), L):
+                    active = [c for c in part if starts[c] <= i and i not in begun[c][0]]
                     if not active:
                         continue
                     if len(active) not in caps:
@@ -314,14 +341,14 @@ class Scorer:
                     for c, part_y in zip(active, y.split(n)):
                         h[c] = part_y
                 for c in part:
-                    x = self.stack.run(h[c], Stack.slice(cap, idx, batch.rows), L, ())  # to the head's device
+                    x = self.stack.run(h[c], sliced, L, ())  # to the head's device
                     sums, counts = p.objective.row_losses(self.stack, x, batch, idx)
                     outs[c].update(
                         {offset - batch.rows + r: (float(s), float(k)) for r, s, k in zip(local, sums, counts)}
                     )
         seconds = (time.perf_counter() - t0) / max(1, len(items))
         result = []
-        for (removed, _, b, _), out in zip(begun, outs):
+        for (removed, _, _, _), start, out in zip(begun, starts, outs):
             if not all(math.isfinite(s) for s, _ in out.values()):
                 raise GhostsearchError(f"removing {removed} gives a non-finite loss; check the model dtype")
             result.append(
@@ -330,10 +357,32 @@ class Scorer:
                     counts=[out[int(r)][1] for r in rows],
                     tokens=tokens // max(1, len(items)),
                     seconds=seconds,
-                    start=b,
+                    start=start,
                 )
             )
         return result
+
+    def _look_runs(self, p: Prepared, prefixes: dict, mb: int, idx: torch.Tensor, sliced: Captured) -> dict:
+        """Micro-batch ``mb``'s look rows ``idx`` of each prefix of ``prefixes`` (``look_prefixes``):
+        prefix -> boundary -> its state there, each prefix run once, from its own start to its deepest end."""
+        runs: dict[Removed, dict[int, torch.Tensor]] = {}
+        for P, ends in prefixes.items():
+            b, src = self._start(p, P)
+            s = self._cached(p, src, b, mb)
+            h, runs[P] = s[idx.to(s.device)], {}
+            for e in sorted(ends):
+                h = self.stack.run(h, sliced, b, P, stop=e)
+                runs[P][e], b = h, e
+        return runs
+
+    def _look_state(self, p: Prepared, begun: tuple, start: int, runs: dict, mb: int, idx: torch.Tensor):
+        """A candidate's state on the look's rows at ``start``: from the look's prefix run where it
+        starts deeper than its own cached start, else its cached state."""
+        _, b, src, pre = begun
+        if start > b:
+            return runs[pre][start]
+        s = self._cached(p, src, b, mb)
+        return s[idx.to(s.device)]
 
     def statistic(self, key: str, name: str):
         st = self.prepared[key].stats

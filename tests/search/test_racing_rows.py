@@ -19,6 +19,8 @@ def test_a_look_for_all_survivors_equals_each_alone(objective, dataset, smollm2_
     sc = Scorer(Stack(model), AutoTokenizer.from_pretrained(smollm2_tokenizer_dir))
     key = sc.prepare(ObjectiveSpec.make(objective, CalibrationSpec(dataset, 10, 32, 0, data_dir, micro_batch=4)))
     items = [((1, 3), (1,)), ((1, 4), (1,)), ((0, 5), None), ((2, 3), None), ((1, 2), (1,))]  # different starts
+    sc.score_rows_many(key, items, [7, 0, 5])
+    assert not sc.prepared[key].runs  # the prefix (1,) ran on the look's rows only: no run of every row kept
     for rows in ([7, 0, 5], [9], list(range(10))):
         many = sc.score_rows_many(key, items, rows)
         alone = [sc.score_rows(key, r, rows, p) for r, p in items]
