@@ -17,6 +17,7 @@ design, not a switch) is listed in ``DESIGNS`` with why."""
 from __future__ import annotations
 
 import ast
+import functools
 import sys
 from pathlib import Path
 
@@ -88,6 +89,7 @@ def own_module(name: str) -> Path:
     return Path(sys.modules[SEARCHERS.get(name).__module__].__file__).resolve()
 
 
+@functools.cache
 def found() -> list[tuple[str, int, tuple[str, ...]]]:
     """(file, line, names) of every decision by name in the package, the suites and bench/."""
     names = set(SEARCHERS.names())
