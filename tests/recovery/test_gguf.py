@@ -77,3 +77,20 @@ def test_gguf_round_trip_of_qwen2_with_biases(tiny_model_dir, tmp_path):
     with torch.no_grad():
         want = model(ids).logits
         assert (back(ids).logits - want).abs().max() <= 2e-3 * want.abs().max()
+
+
+@pytest.mark.slow
+def test_gguf_of_a_gguf_base_carries_its_tokenizer(smollm2_tokenizer_dir, tmp_path):
+    """A base read from a GGUF (the built-in SmolLM2): its tokenizer.* fields are copied as they are
+    (the named pre-tokenizer included), and the tokenizer read back gives the base's ids."""
+    import gguf
+    from transformers import AutoTokenizer
+
+    from ghostsearch.recovery.gguf import source_gguf, write_gguf
+    from tests.conftest import tiny_model
+
+    write_gguf(tiny_model("llama", 2), None, tmp_path / "t.gguf", dtype="f32", source_gguf=source_gguf("smollm2-135m"))
+    assert gguf.GGUFReader(str(tmp_path / "t.gguf")).fields["tokenizer.ggml.pre"].contents() == "smollm"
+    text = "Hello world, <|im_start|>user\nThe quick brown fox 123"
+    back = AutoTokenizer.from_pretrained(tmp_path, gguf_file="t.gguf")
+    assert back(text).input_ids == AutoTokenizer.from_pretrained(smollm2_tokenizer_dir)(text).input_ids
