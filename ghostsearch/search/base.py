@@ -235,6 +235,10 @@ class Searcher:
     cost_class: ClassVar[str | None] = None
     """The claim "complex searchers gain little over simple ones": ``"complex"`` (ga, bo, cbo, beam),
     ``"simple"`` (oneshot, fastblock) or None (in neither group)."""
+    nested_path: ClassVar[bool] = False
+    """True: one run at k passes through a set of every smaller k, each containing the one before
+    (greedy's accepted path), so ``target`` runs it once at the largest k and reads the others from
+    the path (study/target.py ``nested_path``)."""
     uses_seed: ClassVar[bool] = True
     """False: no seed enters its run (greedy, beam, oneshot, fastblock: a race's row order is fixed
     too), so one run stands for every seed (bench/search.py --matched runs it once). The conformance

@@ -81,6 +81,7 @@ class Greedy(Beam):
 
     name = "greedy"
     cost_class = None  # the reference, in neither group
+    nested_path = True  # each accepted set is the one before plus a block
 
     @dataclass
     class Params:  # greedy is beam search of width 1
