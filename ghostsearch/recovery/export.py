@@ -56,9 +56,19 @@ def check_target(out_dir, force: bool = False) -> Path:
     """Where an export may go: a new path, an empty directory, or (with force) a previous export.
     Never a run directory, a file, or a directory ghostsearch export did not write."""
     out = Path(out_dir).expanduser()
+    if out.is_symlink() and not out.exists():  # tests/fuzz found it refused only after the model and the fit
+        raise GhostsearchError(f"--out {out_dir} is a symbolic link to a path that does not exist; give another --out")
     for parent in [out, *out.parents]:
         if parent.exists() and not parent.is_dir():
             raise GhostsearchError(f"--out {out_dir}: {parent} is a file; choose a directory path")
+    from ghostsearch.core.io import RUN_FILES, RUN_FOLDERS, run_dir_of
+
+    run = run_dir_of(out.absolute().parent)
+    if run is not None and out.absolute().relative_to(run).parts[0] in RUN_FOLDERS + RUN_FILES:
+        raise GhostsearchError(  # tests/fuzz found an export written into a run directory's ledger/
+            f"--out {out_dir} is inside {out.absolute().relative_to(run).parts[0]} of the run directory {run}; "
+            f"export beside them (e.g. {run}/model)"
+        )
     from ghostsearch.core.io import check_writable
 
     check_writable(out, f"--out {out_dir}:", "choose another --out")  # a read-only or full disk, before any work

@@ -229,6 +229,7 @@ class Run:
         evaluate: bool = False,
         repair: bool = False,
         check: Callable[[], object] | None = None,
+        check_data: Callable[[Any], object] | None = None,
         contrasts: list | None = None,
     ):
         from ghostsearch.config import check_model_fit
@@ -246,6 +247,8 @@ class Run:
         check_run_dir(cfg)
         check_local_capacity(cfg, self.address)  # no run directory for a local pool that cannot start
         self.data_plan = plan(cfg, [c.objective for c in cells], evaluate=evaluate, repair=repair)
+        if check_data is not None:  # the caller's checks of the data plan (target's draw), before it is announced
+            check_data(self.data_plan)
         announce(self.data_plan)
         self._outputs: RunOutputs | None = None
         self.session: PoolSession | None = None  # Ray and the pool, once entered

@@ -36,6 +36,11 @@ def check_run_dir(cfg: Config, out: str | Path | None = None) -> Path:
     if out is None and "://" in str(cfg.out):
         return Path(cfg.out)  # a URI: its local staging directory is checked when opened
     out = Path(out or cfg.out).expanduser()
+    if out.is_symlink() and not out.exists():  # mkdir would fail on it with a traceback, after the checks
+        raise GhostsearchError(
+            f"out={cfg.out} is a symbolic link to {os.readlink(out)}, which does not exist; create that "
+            "directory, or choose another out="
+        )
     for parent in [out, *out.parents]:
         if parent.exists() and not parent.is_dir():
             where = "is a file" if parent == out else f"is under {parent}, which is a file"
@@ -60,10 +65,31 @@ def check_run_dir(cfg: Config, out: str | Path | None = None) -> Path:
             )
     elif out.exists() and any(out.iterdir()):
         raise GhostsearchError(f"{out} exists and is not a ghostsearch run directory; choose another out=")
+    check_run_files(out)
     if (out / lock.LOCK_FILE).exists() and not lock.held(out):  # another driver on it: refuse before starting anything
         lock.acquire(out)
         lock.release(out)
     return out
+
+
+def check_run_files(out: Path) -> None:
+    """The run directory's own JSON files a resumed run reads (identity.json, result.json) hold what
+    ghostsearch wrote there: one line before any work, not after the pool has started (issue 48: a
+    garbage identity.json was found 280 s in). Reads only."""
+    ident = out / "identity.json"
+    if ident.exists():
+        read_identity(ident)
+    res = out / "result.json"
+    if res.exists():
+        try:
+            data = json.loads(res.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            data = None
+        if not isinstance(data, dict):
+            raise GhostsearchError(
+                f"{res} is not a JSON object (damaged or edited); restore it, or delete it and rerun (the ledger "
+                "keeps every evaluation: the rerun replays them and writes it again)"
+            )
 
 
 def open_run_dir(cfg: Config, kind: str, out: str | Path | None = None) -> Path:

@@ -368,12 +368,18 @@ def _report(bad_parts, bad_rows) -> None:
         if p not in _REPORTED and p not in bad_rows:
             _REPORTED.add(p)
             log.warning(
-                "ledger part %s is unreadable or not a ledger part; left out (its evaluations are recomputed)", p
+                "ledger part %s is unreadable or not a ledger part; left out (a run that asks for its "
+                "evaluations computes them again)",
+                p,
             )
     for j, lines in bad_rows.items():
         if (j, len(lines)) not in _REPORTED:
             _REPORTED.add((j, len(lines)))
-            log.warning("ledger: %d malformed row(s) in %s left out (recomputed)", len(lines), j)
+            log.warning(
+                "ledger: %d malformed row(s) in %s left out (a run that asks for them computes them again)",
+                len(lines),
+                j,
+            )
 
 
 def read_ledger(run_dir: str | Path) -> pa.Table:

@@ -191,6 +191,18 @@ CASES = [
     ),
     ("recover-replaceme-gemma3", ["recover", f"{W}/run-gemma3", "--method", "replaceme"], "post_feedforward_layernorm"),
     ("pool-status-closed-address", ["pool", "status", "--address", "127.0.0.1:1"], "cannot reach the Ray cluster"),
+    # issue 48: paths, model files, run-directory files and target settings refused before any work
+    ("ledger-csv-device", ["ledger", f"{W}/run", "--csv", "/dev/zero"], "is not a regular file"),
+    ("ledger-csv-fifo", ["ledger", f"{W}/run", "--csv", f"{W}/fifo"], "is not a regular file"),
+    ("ledger-csv-missing-folder", ["ledger", f"{W}/run", "--csv", f"{W}/nofolder/l.csv"], "does not exist"),
+    ("ledger-csv-in-run-ledger", ["ledger", f"{W}/run", "--csv", f"{W}/run/ledger/l.csv"], "would write over"),
+    ("ledger-csv-directory", ["ledger", f"{W}/run", "--csv", f"{W}/cfgdir"], "is a directory"),
+    ("out-dangling-symlink", ["search", C, f"out={W}/dangling"], "which does not exist"),
+    ("model-bad-tokenizer-json", ["search", C, f"model={W}/badtok"], "tokenizer.json is not a tokenizer"),
+    ("model-bad-tokenizer-config", ["search", C, f"model={W}/badtokcfg"], "tokenizer_config.json is not a JSON"),
+    ("identity-garbage", ["search", C, f"out={W}/run-ident"], "identity.json is not a JSON object"),
+    ("result-garbage", ["search", C, f"out={W}/run-result"], "result.json is not a JSON object"),
+    ("target-metric-bleu-speedup", ["target", C, "target.quality.metric=bleu", "target.speedup=1000"], "bleu"),
 ]
 
 
@@ -242,6 +254,18 @@ def work(tmp_path, tiny_model_dir, monkeypatch):
     (run3 / "ledger").mkdir(parents=True)
     save_config(load_config(str(w / "c.yaml"), [f"out={run3}", f"model={w / 'gemma3'}"]), run3 / "config.yaml")
     (run3 / "result.json").write_text((run / "result.json").read_text())
+    os.mkfifo(w / "fifo")
+    (w / "dangling").symlink_to(w / "gone")
+    for name, bad in (("badtok", "tokenizer.json"), ("badtokcfg", "tokenizer_config.json")):
+        (w / name).mkdir()
+        for f in os.listdir(tiny_model_dir):
+            (w / name / f).symlink_to(os.path.join(tiny_model_dir, f))
+        (w / name / bad).unlink()
+        (w / name / bad).write_text('{"model": {"type": "BPE", "vocab"')  # cut short
+    for name, f, text in (("run-ident", "identity.json", "garbage"), ("run-result", "result.json", "[1, 2")):
+        (w / name / "ledger").mkdir(parents=True)
+        save_config(load_config(str(w / "c.yaml"), [f"out={w / name}"]), w / name / "config.yaml")
+        (w / name / f).write_text(text)
     (w / "export").mkdir()
     (w / "export" / ".ghostsearch-export").write_text("{}")
     (w / "export" / "config.json").write_text("{}")
