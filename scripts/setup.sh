@@ -16,10 +16,12 @@ arg() { sed -n "s/^ARG $1=//p" docker/Dockerfile; }   # the image's pins (docker
 # step prints its last lines and stops
 LOG=.venv/setup.log
 : >"$LOG"
-step() {
-  echo "setup: $1" >&2
+step() {  # each step's name as it starts, and its duration when it ends (a busy machine: minutes each)
+  local t0=$SECONDS name=$1
+  echo "setup: $name" >&2
   shift
-  "$@" >>"$LOG" 2>&1 || { echo "setup: failed: $*; the end of $LOG:" >&2; tail -n 30 "$LOG" >&2; exit 1; }
+  "$@" >>"$LOG" 2>&1 || { echo "setup: failed after $((SECONDS - t0)) s: $*; the end of $LOG:" >&2; tail -n 30 "$LOG" >&2; exit 1; }
+  echo "setup:   done in $((SECONDS - t0)) s ($SECONDS s in all)" >&2
 }
 step "pip" .venv/bin/pip install -q -c scripts/test.lock.txt --upgrade pip
 step "torch $(arg TORCH_VERSION) (CPU wheel)" .venv/bin/pip install -q "torch==$(arg TORCH_VERSION)"
