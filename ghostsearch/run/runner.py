@@ -82,16 +82,26 @@ class Progress:
         self.t0 = time.monotonic()
         self.finished: dict[tuple[int, ...], float] = {}  # removed set -> seconds when its evaluation finished
         self.best, self.cached = float("inf"), "n"
+        self.seen: dict[int, float] = {}  # set size -> the lowest full-fidelity value evaluated at it
 
     def __call__(self, row: LedgerRow) -> None:
         self.finished[tuple(row.removed)] = time.monotonic() - self.t0
         self.cached = "y" if row.cached else "n"
+        if row.fidelity >= 1 and not row.partial:
+            n = len(row.removed)
+            self.seen[n] = min(self.seen.get(n, float("inf")), row.value)
         self.bar.update(row.cost or row.fidelity)  # a race block costs its rows only
         self.bar.set_postfix(best=self.shown(), cached=self.cached, refresh=False)
 
     def shown(self) -> str:
-        """The searcher's best so far; ``-`` until it has been told a k-set (never ``inf``)."""
-        return f"{self.best:.4g}" if self.best != float("inf") else "-"
+        """The searcher's best so far; until it has been told a k-set (greedy: its last step), the lowest
+        value evaluated at the largest set size so far, with that size (``12.3@k3``); ``-`` before any."""
+        if self.best != float("inf"):
+            return f"{self.best:.4g}"
+        if self.seen:
+            n = max(self.seen)
+            return f"{self.seen[n]:.4g}@k{n}"
+        return "-"
 
     def told(self, best: float) -> None:
         self.best = best
