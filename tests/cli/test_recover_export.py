@@ -54,7 +54,6 @@ def test_recover_and_export(run_dir, tmp_path_factory, capsys):
 
     with pytest.raises(ValueError, match="trust_remote_code"):  # never loads as if unrepaired
         AutoModelForCausalLM.from_pretrained(out)
-    assert AutoModelForCausalLM.from_pretrained(out, trust_remote_code=True).config.num_hidden_layers == 28
     card = (out / "README.md").read_text()
     assert "[14, 15]" in card and "ghosted" in card and "trust_remote_code=True" in card
     assert "base_model: HuggingFaceTB/SmolLM2-135M-Instruct" in card and "Q4_1" in card
