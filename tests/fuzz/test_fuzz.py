@@ -40,7 +40,7 @@ FAST = settings(
     suppress_health_check=list(HealthCheck),
 )
 SWEEP = settings(
-    max_examples=600, deadline=None, database=None, print_blob=True, suppress_health_check=list(HealthCheck)
+    max_examples=300, deadline=None, database=None, print_blob=True, suppress_health_check=list(HealthCheck)
 )
 
 
