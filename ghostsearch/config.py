@@ -20,7 +20,7 @@ import yaml
 
 from ghostsearch.core.errors import GhostsearchError
 from ghostsearch.core.eval_numbers import COMMONSENSE_TASKS
-from ghostsearch.stats.certify import SPENDINGS
+from ghostsearch.stats.certify import SPENDINGS, check_looks
 
 
 @dataclass(frozen=True)
@@ -267,15 +267,17 @@ class Compare:  # None: the single value (searcher, objective, k, seed); an expl
     ks: list[int] | None = None  # the grid's k values (None: k)
     seeds: list[int] | None = None  # the grid's seeds (None: seed)
     concurrent: int = _key(4, bounds=Range(1))  # cells run at once
-    budget: str = _key(  # matched: ga/bo/cbo get exactly greedy's cost at each k; own: each searcher's own
+    budget: str = _key(  # matched: every budget-driven searcher gets exactly greedy's cost at each k; own: its own
         "matched",
-        choices=Choices(("matched", "own"), "{key}={value!r}; use matched (ga/bo/cbo get greedy's cost) or own"),
+        choices=Choices(
+            ("matched", "own"), "{key}={value!r}; use matched (budget-driven ones get greedy's cost) or own"
+        ),
     )
     recovery: list[str] = field(default_factory=lambda: ["none", "ghosted"])  # finalists evaluated under each
     # pre-registered contrasts, e.g. 'ghosted - none | searcher=greedy, k=8' (docs/compare.md)
     contrasts: list[str] = field(default_factory=list)
     calibration_seeds: bool = False  # each cell draws its calibration sample with calibration.seed + the cell's seed
-    #   (seeds then mean something for deterministic searchers: greedy, beam, fastblock, ...)
+    #   (seeds then mean something for the searchers no seed enters: uses_seed False, docs/searchers.md)
 
 
 @dataclass
@@ -294,11 +296,21 @@ class Target:
         0.95,
         bounds=Range(0.5, 1, lo_open=True, hi_open=True, message="{key}={value}: give a level in (0.5, 1), e.g. 0.95"),
     )
-    recovery: str = "ghosted"  # the repair applied before each k is judged: none | ghosted | linearpatch | replaceme
+    # the repair applied before each k is judged: none | ghosted | linearpatch | replaceme; a list is one family
+    # (each repair judged at level alpha / its length, the largest certified k among them answered)
+    recovery: str | list[str] = "ghosted"
+    # the tests this run directory may hold per metric, fixed by its first (RUN_DIR/target/account.json): each at
+    # alpha / tries, so that reruns on its items (another repair, target, looks) keep the level together
+    tries: int = _key(1, bounds=Range(1, message="{key}={value}: give the number of tests planned, 1 or more"))
+    # a rerun on items the account shows tested: continue (the same test, its ks stopped for futility run on to its
+    # later looks) or fresh (a new try on items no earlier test read); unset: the same test, or a new try (tries)
+    rerun: str | None = _key(
+        None, choices=Choices(("continue", "fresh", None), "{key}={value!r}: use continue or fresh, or leave it unset")
+    )
     ks: str | list[int] = _key(  # the ks judged, in increasing order; auto: 1 .. half the blocks
         "auto", choices=Choices(("auto",), "{key}={value!r}: give auto or a list of ks, e.g. [1, 2, 3, 4]")
     )
-    # items (perplexity: windows of eval.ppl_seq_len tokens) per model at each look; None: [100, 200, 400]
+    # items (perplexity: windows of eval.ppl_seq_len tokens) per model at each look, the first >= 16; None: 100/200/400
     looks: list[int] | None = None
     spending: str = _key(  # the alpha-spending rule over the looks: obrien-fleming or pocock
         "obrien-fleming", choices=Choices(SPENDINGS, "{key}={value!r}: choose obrien-fleming or pocock")
@@ -767,11 +779,15 @@ def _check_target(t: Target) -> None:
     max_drop/max_ratio comes when target runs)."""
     from ghostsearch.recovery import RECOVERY
 
-    RECOVERY.get(t.recovery)
+    repairs = [t.recovery] if isinstance(t.recovery, str) else list(t.recovery)
+    if not repairs or len(set(repairs)) != len(repairs):
+        raise GhostsearchError(f"target.recovery={t.recovery}: give a repair or a list of distinct repairs")
+    for r in repairs:
+        RECOVERY.get(r)
     if isinstance(t.ks, list) and (not t.ks or t.ks != sorted(set(t.ks)) or t.ks[0] < 1):
         raise GhostsearchError(f"target.ks={t.ks}: give distinct ks >= 1 in increasing order")
-    if t.looks is not None and (not t.looks or t.looks[0] < 2 or t.looks != sorted(set(t.looks))):
-        raise GhostsearchError(f"target.looks={t.looks}: give increasing item counts, the first >= 2")
+    if t.looks is not None:
+        check_looks(t.looks)
 
 
 def _check_items(ev: Eval) -> None:
@@ -897,6 +913,14 @@ def check_model_fit(cfg: Config) -> int:
         if context and n > context:
             raise GhostsearchError(
                 f"{key}={n} is longer than the model's context ({context} tokens); use at most {context}"
+            )
+    from ghostsearch.objectives import OBJECTIVES
+
+    shortest = {f"calibration.seq_len ({o})": OBJECTIVES.get(o).min_seq_len for o in names if o in OBJECTIVES}
+    for key, least in shortest.items():
+        if lengths[key] < least:
+            raise GhostsearchError(
+                f"{key}={lengths[key]} is too short: its value needs at least {least} tokens; use {least} or more"
             )
     return n_blocks
 

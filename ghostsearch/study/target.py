@@ -38,12 +38,19 @@ from ghostsearch.core.errors import GhostsearchError
 from ghostsearch.core.io import write_json_atomic, write_text_atomic
 from ghostsearch.rundir.cell import CellResult, CellSpec
 from ghostsearch.stats import certify as cert
+from ghostsearch.study import account
 
 log = logging.getLogger(__name__)
 
 DEFAULT_LOOKS = (100, 200, 400)
 CHUNK = 200  # items (windows) computed and kept at a time: what an interrupted look loses at most
-NESTED = ("greedy",)  # searchers whose one run at k gives a nested path of every smaller k
+
+
+def nested(searcher: str) -> bool:
+    """One run at k gives a nested path of every smaller k (``Searcher.nested_path``: greedy)."""
+    from ghostsearch.search import get_searcher
+
+    return get_searcher(searcher).nested_path
 
 
 @dataclass(frozen=True)
@@ -58,6 +65,7 @@ class Plan:
     perplexity: str | None  # the corpus of a ppl_<set> metric, else None
     tasks: list[str]  # the accuracy's tasks (empty for a perplexity)
     params_k: int | None = None  # target.params or target.speedup resolved to this k (the quality only reported)
+    repairs: tuple[str, ...] = ()  # target.recovery as a family (one repair: itself); ``method`` is the one judged now
 
 
 def acc_tasks(cfg: Config, metric: str) -> list[str]:
@@ -77,6 +85,13 @@ def plan(cfg: Config, n_blocks: int) -> Plan:
     from ghostsearch.evaluation.native import NATIVE_TASKS
 
     t = cfg.target
+    if cfg.eval.sample == "first":
+        raise GhostsearchError(
+            "eval.sample=first: target's guarantee is over a random draw of the items, and the first items are "
+            "not one; use eval.sample: random (a seeded draw)"
+        )
+    cert.check_looks(t.looks or DEFAULT_LOOKS)
+    repairs = (t.recovery,) if isinstance(t.recovery, str) else tuple(t.recovery)
     if t.speedup is not None and t.params is not None:
         raise GhostsearchError("target.params and target.speedup both set: each resolves to a k; keep one")
     q = t.quality
@@ -102,7 +117,7 @@ def plan(cfg: Config, n_blocks: int) -> Plan:
             raise GhostsearchError(
                 f"target.quality.metric={metric} needs {name} in eval.perplexity (now {cfg.eval.perplexity}); add it"
             )
-        return Plan(metric, delta, ks, looks, t.recovery, name, [])
+        return Plan(metric, delta, ks, looks, repairs[0], name, [], repairs=repairs)
     tasks = acc_tasks(cfg, metric)
     bad = [x for x in tasks if x not in NATIVE_TASKS]
     if bad or cfg.eval.engine != "native":
@@ -110,16 +125,30 @@ def plan(cfg: Config, n_blocks: int) -> Plan:
             f"target.quality.metric={metric} needs per-item rows: eval.engine=native and only the eight "
             f"commonsense tasks in eval.tasks (not {bad})"
         )
-    return Plan(metric, delta, ks, looks, t.recovery, None, tasks)
+    return Plan(metric, delta, ks, looks, repairs[0], None, tasks, repairs=repairs)
 
 
-def eval_cfg(cfg: Config, p: Plan) -> Config:
+def eval_cfg(cfg: Config, p: Plan, offset: int = 0) -> Config:
     """The config the evaluation reads: only the metric's perplexity set or tasks (so that the data
-    plan checks exactly what is evaluated), the target's repair as recovery.method."""
+    plan checks exactly what is evaluated), the target's repair as recovery.method; an accuracy's
+    draw holds the items from ``offset`` (a fresh try) to the last look."""
     ev = replace(cfg.eval, perplexity=[p.perplexity] if p.perplexity else [], tasks=list(p.tasks))
     if p.tasks:
-        ev = replace(ev, max_items=max(p.looks[-1], ev.max_items or 0))
+        ev = replace(ev, max_items=max(offset + p.looks[-1], ev.max_items or 0))
     return replace(cfg, eval=ev, recovery=replace(cfg.recovery, method=p.method))
+
+
+def account_request(cfg: Config, p: Plan) -> account.Request:
+    """What this run tests, for RUN_DIR/target/account.json (``account.plan``)."""
+    return account.Request(
+        p.metric,
+        account.test_key(cfg.to_dict()),
+        list(p.looks),
+        cfg.target.level,
+        cfg.target.tries,
+        list(p.repairs),
+        cfg.target.rerun,
+    )
 
 
 # ---------------------------------------------------------------- the search
@@ -149,38 +178,161 @@ def nested_path(run_dir: Path, cell: str, answer: tuple[int, ...]) -> dict[int, 
 def search_sets(cfg: Config, run, ks: list[int], progress: bool) -> tuple[dict[int, list[int]], list[CellResult]]:
     """Each k's removed set: greedy's nested path from one cell at max(ks), else one cell per k."""
     results = [run.run_cell(c, progress) for c in cells(cfg, ks)]
-    if cfg.searcher in NESTED:
+    if nested(cfg.searcher):
         path = nested_path(run.dir, results[0].cell, results[0].removed)
         return {k: path[k] for k in ks}, results
     return {r.k: sorted(r.removed) for r in results}, results
 
 
 def cells(cfg: Config, ks: list[int]) -> list[CellSpec]:
-    if cfg.searcher in NESTED:
+    if nested(cfg.searcher):
         return [CellSpec(cfg.searcher, cfg.objective, ks[-1], cfg.seed)]
     return [CellSpec(cfg.searcher, cfg.objective, k, cfg.seed) for k in ks]
 
 
+# ---------------------------------------------------------------- the kept files
+class Damaged(ValueError):
+    """A file of RUN_DIR/target that does not hold what target wrote there; the message says how."""
+
+
+def values_digest(values: list[float]) -> str:
+    """What a value file's ``sha256`` is of: its values as JSON (floats round-trip exactly)."""
+    import hashlib
+
+    return hashlib.sha256(json.dumps(values).encode()).hexdigest()
+
+
+def values_record(key: str, metric: str, values: list[float]) -> dict:
+    """A value file's content: the key and metric it belongs to, the count and checksum of its values."""
+    return {"key": key, "metric": metric, "n": len(values), "sha256": values_digest(values), "values": values}
+
+
+def read_values(f: Path, key: str, metric: str, binary: bool) -> list[float]:
+    """The values of RUN_DIR/target/values/<metric>/<key>.json, validated as they are read: JSON, an
+    object whose ``values`` is a list of finite numbers (0 or 1 for an accuracy), of the key and the
+    metric it is filed under, as many as its ``n`` says and matching its ``sha256`` (a file of an
+    earlier version, without key, n or sha256, is checked for the rest). ``Damaged`` otherwise."""
+    try:
+        data = json.loads(f.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise Damaged("not UTF-8 text") from None
+    except ValueError as e:
+        raise Damaged(f"not JSON ({e}; cut short?)") from None
+    if not isinstance(data, dict) or not isinstance(data.get("values"), list):
+        raise Damaged("not an object with a list of values")
+    vals = data["values"]
+    for i, v in enumerate(vals):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise Damaged(f"value {i} is {v!r}, not a finite number")
+        if binary and v not in (0, 1):
+            raise Damaged(f"value {i} is {v!r}, but an accuracy item is 0 or 1")
+    for field, want in (("key", key), ("metric", metric), ("n", len(vals))):
+        if field in data and data[field] != want:
+            raise Damaged(f"its {field} is {data[field]!r}, not {want!r}")
+    if "sha256" in data and data["sha256"] != values_digest([float(v) for v in vals]):
+        raise Damaged("its values do not match its sha256 (edited or damaged)")
+    return [float(v) for v in vals]
+
+
+def kept_file(f: Path, read, what: str):
+    """``read(f)`` when f holds what target wrote; None when there is no f, or when f is damaged: then it
+    is set aside (renamed ``f.damaged-N``, never deleted) with one warning, and recomputed."""
+    if not f.exists():
+        return None
+    try:
+        if not f.is_file():
+            raise Damaged("not a file")
+        return read(f)
+    except (Damaged, OSError) as e:
+        from ghostsearch.core.io import set_aside
+
+        aside = set_aside(f)
+        log.warning("target: %s is damaged (%s); set aside as %s, %s", f, e, aside.name, what)
+        return None
+
+
+def read_looks(f: Path) -> cert.Certification:
+    """RUN_DIR/target/looks.json, validated (``certify.Certification``'s own keys and types)."""
+    try:
+        return cert.Certification.from_dict(json.loads(f.read_text(encoding="utf-8")))
+    except (ValueError, TypeError, KeyError, AttributeError) as e:
+        raise Damaged(f"not a certification target wrote ({str(e).splitlines()[0][:120]})") from None
+
+
+def kept_block(res_path: Path) -> dict:
+    """result.json's ``target`` block when result.json is an object holding one, else {} (result.json
+    itself is checked by the run directory's checks; an unreadable one is not target's to set aside)."""
+    try:
+        data = json.loads(res_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    block = data.get("target") if isinstance(data, dict) else None
+    return block if isinstance(block, dict) else {}
+
+
 # ---------------------------------------------------------------- the items
+def draw_size(cfg: Config, p: Plan, held_out) -> int:
+    """How many items the held-out draw has: the corpus's windows of eval.ppl_seq_len tokens (its
+    tokenizer only, no model), or every eligible item of the tasks (``items.draw`` uncapped)."""
+    if p.perplexity:
+        from transformers import AutoTokenizer
+
+        from ghostsearch.evaluation.evaluate import corpus
+        from ghostsearch.model import data
+        from ghostsearch.model.models import model_path
+
+        path, extra = model_path(cfg.model)
+        tok = AutoTokenizer.from_pretrained(path, trust_remote_code=cfg.trust_remote_code, **extra)
+        _, ids = corpus(tok, p.perplexity, cfg.data_dir, tuple(held_out))
+        return len(data.chunk_windows(ids, cfg.eval.ppl_seq_len, None))
+    from ghostsearch.model.items import draw
+
+    return len(draw(replace(cfg.eval, max_items=None), p.tasks, cfg.data_dir, tuple(held_out)).order)
+
+
+def check_draw(cfg: Config, p: Plan, held_out, offset: int = 0) -> None:
+    """target.looks' last look within the held-out draw (from ``offset`` on): one line before Ray, the
+    search, the repair fits and the first look (issue 48: [8, 100000] was refused only at look 2)."""
+    have = draw_size(cfg, p, held_out)
+    if offset + p.looks[-1] > have:
+        what = "windows" if p.perplexity else "items"
+        fresh = f", {offset} of them read by earlier tests" if offset else ""
+        raise GhostsearchError(
+            f"target.looks ends at {p.looks[-1]} but the held-out draw has {have} {what}{fresh}; lower target.looks"
+        )
+
+
 class Values:
     """Per-item values of the dense model and of every k's repaired model on the first n items of one
     seeded draw, computed on demand (the model loaded and the repairs fitted at the first need),
     kept in RUN_DIR/target/values/<metric>/<eval_key>.json. A perplexity item is one window's mean
-    per-token NLL; an accuracy item is 0/1 (acc) with its task."""
+    per-token NLL; an accuracy item is 0/1 (acc) with its task. ``offset``: the draw read from that item
+    on (a fresh try: RUN_DIR/target/account.json; its files are <eval_key>at<offset>.json)."""
 
-    def __init__(self, cfg: Config, p: Plan, run_dir: Path, removed: dict[int, list[int]], held_out, progress: bool):
+    def __init__(
+        self,
+        cfg: Config,
+        p: Plan,
+        run_dir: Path,
+        removed: dict[int, list[int]],
+        held_out,
+        progress: bool,
+        offset: int = 0,
+    ):
         from ghostsearch.study.compare import eval_key
 
         self.cfg, self.p, self.run_dir, self.removed, self.held_out = cfg, p, run_dir, removed, tuple(held_out)
-        self.progress = progress
+        self.progress, self.offset = progress, offset
         self.dir = run_dir / "target" / "values" / p.metric
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.keys = {0: eval_key([], "none", cfg, held_out)}
-        self.keys.update({k: eval_key(removed[k], p.method, cfg, held_out) for k in removed})
+        at = f"at{offset}" if offset else ""
+        self.keys = {0: eval_key([], "none", cfg, held_out) + at}
+        self.keys.update({k: eval_key(removed[k], p.method, cfg, held_out) + at for k in removed})
         self.values: dict[int, list[float]] = {}
+        binary = not p.perplexity
         for k, key in self.keys.items():
-            f = self.dir / f"{key}.json"
-            self.values[k] = json.loads(f.read_text())["values"] if f.exists() else []
+            read = lambda f, key=key: read_values(f, key, p.metric, binary)  # noqa: E731
+            self.values[k] = kept_file(self.dir / f"{key}.json", read, "its values recomputed") or []
         self.model: Any = None
         self.ops: dict[int, Any] = {}
         self.draw: Any = None
@@ -188,15 +340,17 @@ class Values:
 
     # the draw
     def items(self, n: int):
-        """Perplexity: the first n windows of the seeded order; accuracy: the first n (task, doc) items."""
+        """Perplexity: the first n windows of the seeded order; accuracy: the first n (task, doc) items
+        (from ``offset`` on)."""
         if self.draw is None:
             self.draw = self._perplexity_draw() if self.p.perplexity else self._task_draw()
-        if n > len(self.draw):
+        if self.offset + n > len(self.draw):
             what = "windows" if self.p.perplexity else "items"
+            fresh = f" (a fresh try starts after the {self.offset} items earlier tests read)" if self.offset else ""
             raise GhostsearchError(
-                f"target.looks ends at {n} but the held-out draw has {len(self.draw)} {what}; lower target.looks"
+                f"target.looks ends at {n} but the held-out draw has {len(self.draw)} {what}{fresh}; lower target.looks"
             )
-        return self.draw[:n]
+        return self.draw[self.offset : self.offset + n]
 
     def _perplexity_draw(self):
         from ghostsearch.evaluation.evaluate import corpus, eval_windows
@@ -252,7 +406,9 @@ class Values:
             for k, vals in zip(todo, new):
                 have = len(self.values[k])
                 self.values[k] = self.values[k] + vals[have - lo :]
-                write_json_atomic(self.dir / f"{self.keys[k]}.json", {"values": self.values[k]})
+                write_json_atomic(
+                    self.dir / f"{self.keys[k]}.json", values_record(self.keys[k], self.p.metric, self.values[k])
+                )
             self.computed += sum(hi - lo for _ in todo)
             log.info(
                 "target: %s %d..%d of %d for %s in %.1f s",
@@ -325,11 +481,17 @@ def target_value(cfg: Config, p: Plan) -> str:
     return f"{q.max_ratio:g}" if p.perplexity else f"{q.max_drop:g}"
 
 
-def sentence(cfg: Config, p: Plan, c: cert.Certification) -> str:
-    """The command's last line."""
+def sentence(cfg: Config, p: Plan, c: cert.Certification, tries_left: int = 0) -> str:
+    """The command's last line. ``c`` is the answer's certification (the family's chosen repair, whose
+    own level is the family's share); the level shown is target.level, which the account holds over
+    every test of this run directory. A failure names only next steps that keep it (docs/target.md)."""
     what = f"{p.metric} ratio" if p.perplexity else f"{p.metric} drop"
-    level, risk = f"{c.level:g}", f"{1 - c.level:.2g}"
-    tail = f"P(true drop > target) <= {risk}, for this repair fit and these data."
+    level, risk = f"{cfg.target.level:g}", f"{1 - cfg.target.level:.2g}"
+    how = p.method if len(p.repairs) <= 1 else f"any of {', '.join(p.repairs)} (one family)"
+    tail = (
+        f"P(true drop > target) <= {risk}, together with every test this run directory's account holds, for this "
+        "repair fit and these data."
+    )
     failed = (
         f"k={c.first_failed_k} failed (est {shown(p, c.first_failed_estimate)}, upper bound "
         f"{shown(p, c.first_failed_upper)})"
@@ -337,9 +499,23 @@ def sentence(cfg: Config, p: Plan, c: cert.Certification) -> str:
         else f"every k judged ({', '.join(map(str, p.ks))}) passed"
     )
     if c.certified_k == 0:
+        stop = next((v.stop for v in c.ks if v.k == c.first_failed_k), None)
+        if tries_left:
+            then = (
+                f"{tries_left} of target.tries={cfg.target.tries} left: another repair, target or looks is a new try "
+                "(target.rerun: fresh to read items no test read)."
+            )
+        elif stop == "futility":
+            then = (
+                "It stopped early for futility, its level not all spent: target.rerun: continue runs its later looks."
+            )
+        else:
+            then = (
+                "The level is spent on these items: testing them again would not keep it; before a first test, "
+                "target.tries: N leaves room for N tests (each at level/N), or name the repairs together."
+            )
         return (
-            f"Not certified: no k meets {what} <= {target_value(cfg, p)} at level {level} with {p.method}; {failed}. "
-            "Try a looser target, another repair, or more items (target.looks)."
+            f"Not certified: no k meets {what} <= {target_value(cfg, p)} at level {level} with {how}; {failed}. {then}"
         )
     return (
         f"Certified: remove k={c.certified_k} blocks {c.removed} with {p.method}; {what} {shown(p, c.estimate)} "
@@ -458,13 +634,16 @@ def answered(cfg: Config, ecfg: Config, p: Plan) -> dict | None:
         keys, need = block["values"], {"0": block["items_used"]}
         need.update({str(v["k"]): v["items"] for v in block["ks"] if v["items"]})
         for k, n in need.items():
-            f = out / "target" / "values" / p.metric / f"{keys[k]}.json"
-            if len(json.loads(f.read_text())["values"]) < n:
-                return None
+            key = keys[k]
+            if not isinstance(key, str) or not key.isalnum() or not isinstance(n, int):
+                return None  # not a key eval_key wrote: never a path to follow
+            f = out / "target" / "values" / p.metric / f"{key}.json"
+            if len(read_values(f, key, p.metric, binary=not p.perplexity)) < n:
+                return None  # a damaged file is set aside and recomputed by the usual path
         best = block["certified_k"] if p.params_k is None else p.params_k
         if best and not isinstance(block.get("speed"), dict):
             return None  # measured again by the usual path
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):  # Damaged is a ValueError
         return None
     log.info(
         "%s already holds this target's answer and every value it used; returned without starting Ray or "
@@ -483,7 +662,7 @@ def target(cfg: Config, address: str | None = None, progress: bool = True) -> di
 
     n_blocks = check_model_fit(cfg)
     p = plan(cfg, n_blocks)
-    check_repairs(cfg, "target.recovery", [p.method])  # before the parameter count or the speed is measured
+    check_repairs(cfg, "target.recovery", list(p.repairs))  # before the parameter count or the speed is measured
     total = None
     if cfg.target.params is not None:
         kept_k, total = params_resolved(cfg, n_blocks)
@@ -492,32 +671,81 @@ def target(cfg: Config, address: str | None = None, progress: bool = True) -> di
     if cfg.target.speedup is not None:
         timed = speedup_resolved(cfg, n_blocks)
         p = replace(p, ks=[timed["k"]], params_k=timed["k"])
-    ecfg = eval_cfg(cfg, p)
+    req = account_request(cfg, p)
+    local = "://" not in str(cfg.out)
+    decision = account.plan(account.read(Path(cfg.out).expanduser()), req) if local else None  # before any work
+    ecfg = eval_cfg(cfg, p, decision.offset if decision else 0)
     done = answered(cfg, ecfg, p)
     if done is not None:
         return done
     t0 = time.monotonic()
-    run = Run(ecfg, "target", cells(ecfg, p.ks), address=address, evaluate=True, repair=p.method != "none")
+    repair = any(r != "none" for r in p.repairs)
+    offset = decision.offset if decision else 0
+    run = Run(  # the draw checked before Ray, the search and the fits
+        ecfg,
+        "target",
+        cells(ecfg, p.ks),
+        address=address,
+        evaluate=True,
+        repair=repair,
+        check_data=lambda data: check_draw(ecfg, p, data.held_out, offset),
+    )
     with run:
+        ledger = account.read(run.dir)
+        if decision is None:  # a remote out: its account is read where the run keeps its files
+            decision = account.plan(ledger, req)
+            ecfg = eval_cfg(cfg, p, decision.offset)
         res_path = run.dir / "result.json"
-        before = (json.loads(res_path.read_text()) if res_path.exists() else {}).get("target") or {}  # a rerun's
+        before = kept_block(res_path)  # a rerun's: kept in result.json until this run's replaces it
+        kept_file(run.dir / "target" / "looks.json", read_looks, "written again after the looks")
         removed, results = search_sets(ecfg, run, p.ks, progress)
-        run.finish(results)  # result.json rewritten: cells, data
+        if before:  # result.json rewritten: cells, data, and a finished target block until this run's replaces it
+            run.finish(results, target=before)
+        else:
+            run.finish(results)
         run.disconnect()  # the pool's CPUs free for the evaluation here
-        values = Values(ecfg, p, run.dir, removed, run.data_plan.held_out, progress)
         looks_file = run.dir / "target" / "looks.json"
-
-        c = cert.certify(
-            p.ks,
-            removed,
-            values.sample,
-            p.looks,
-            p.delta,
-            cfg.target.level,
-            cfg.target.spending,
-            metric=p.metric,
-            futility=p.params_k is None,
+        family: dict[str, tuple[cert.Certification, Values]] = {}
+        model = None
+        for r in p.repairs:  # one family: each repair at alpha / (tries x repairs), the model loaded once
+            pr = replace(p, method=r)
+            vr = Values(
+                eval_cfg(cfg, pr, decision.offset),
+                pr,
+                run.dir,
+                removed,
+                run.data_plan.held_out,
+                progress,
+                decision.offset,
+            )
+            vr.model = model
+            cr = cert.certify(
+                p.ks,
+                removed,
+                vr.sample,
+                p.looks,
+                p.delta,
+                1 - decision.alpha,
+                cfg.target.spending,
+                metric=p.metric,
+                futility=p.params_k is None,
+                fixed=decision.fixed.get(r),
+            )
+            family[r] = (cr, vr)
+            model = vr.model
+        chosen = max(p.repairs, key=lambda r: (family[r][0].certified_k, -(family[r][0].upper or math.inf)))
+        c, values = family[chosen]
+        p = replace(p, method=chosen)
+        ledger = account.record(
+            ledger,
+            req,
+            decision,
+            max(x.items_used() for x, _ in family.values()),
+            {r: x for r, (x, _) in family.items()},
+            c.certified_k,
         )
+        account.write(run.dir, ledger)
+        tries_left = ledger["tries"] - sum(t.metric == p.metric for t in ledger["tests"])
         write_json_atomic(looks_file, c.to_dict())
         if timed is not None:
             statement = speedup_sentence(p, c, timed)
@@ -526,12 +754,13 @@ def target(cfg: Config, address: str | None = None, progress: bool = True) -> di
             total, kept = count_params(values.model[0], removed[p.params_k])
             statement = params_sentence(p, c, kept, total)
         else:
-            statement = sentence(cfg, p, c)
+            statement = sentence(cfg, p, c, tries_left)
         best = c.certified_k if p.params_k is None else p.params_k
         speed: dict | str = "not measured: nothing certified"
         if (
             best
             and isinstance(before.get("speed"), dict)
+            and isinstance(before["speed"].get("rows"), list)
             and (before.get("removed"), before.get("recovery"))
             == (
                 removed[best],
@@ -554,7 +783,19 @@ def target(cfg: Config, address: str | None = None, progress: bool = True) -> di
             if p.perplexity
             else "accuracy, dense minus pruned",
             "level": cfg.target.level,
+            "level_each": 1 - decision.alpha,  # each repair's: target.level's alpha / (tries x repairs)
             "recovery": p.method,
+            "repairs": list(p.repairs),
+            "family": {
+                r: {"certified_k": x.certified_k, "upper": x.upper, "first_failed_k": x.first_failed_k}
+                for r, (x, _) in family.items()
+            },
+            "account": {
+                "tries": ledger["tries"],
+                "tries_left": tries_left,
+                "items_from": decision.offset,
+                "note": decision.note,
+            },
             "certified_k": c.certified_k,
             "removed": removed[best] if best else [],
             "estimate": c.estimate,
@@ -624,13 +865,23 @@ def speedup_resolved(cfg: Config, n_blocks: int) -> dict:
 def recorded(cfg: Config, key: str) -> dict | None:
     """result.json's ``target.<key>`` record (``speedup`` or ``params``) when this config wrote it
     (``config_key``), else None: what a rerun reads back instead of timing or counting again."""
-    try:
-        kept = json.loads((Path(cfg.out).expanduser() / "result.json").read_text()).get("target") or {}
-        if kept.get("config_key") == config_key(cfg) and isinstance(kept.get(key), dict):
-            return kept[key]
-    except (OSError, ValueError, AttributeError):
-        pass
-    return None
+    block = kept_block(Path(cfg.out).expanduser() / "result.json")
+    rec = block.get(key)
+    if block.get("config_key") != config_key(cfg) or not isinstance(rec, dict):
+        return None
+    k = rec.get("k")
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        return None  # not a k: resolved again
+    if key == "speedup":
+        measured = rec.get("measured")
+        if (
+            not isinstance(measured, dict)
+            or not all(isinstance(v, (int, float)) and math.isfinite(v) for v in measured.values())
+            or not isinstance(measured.get(str(k)), (int, float))
+            or rec.get("asked") != cfg.target.speedup
+        ):
+            return None
+    return rec
 
 
 def params_resolved(cfg: Config, n_blocks: int) -> tuple[int, int]:

@@ -73,6 +73,7 @@ def test_true_drop_at_the_target_is_certified_at_most_alpha():
     assert np.mean([k >= 2 for k in got]) > 0.95  # the ks before it do get through (power)
 
 
+@pytest.mark.slow  # ~2-5 s CPU each since issue 47's corrected bounds (about 0.3 ms a certify call): slow lane
 @pytest.mark.parametrize(
     "mu",
     [
@@ -92,6 +93,7 @@ def test_non_monotone_drops_keep_the_rate(mu):
     assert last <= family <= CAP, (mu, last, family)
 
 
+@pytest.mark.slow  # ~2-5 s CPU each since issue 47's corrected bounds (about 0.3 ms a certify call): slow lane
 def test_power_at_half_the_target():
     """(c) power: true drops DELTA / 2 at ks 1..3, 3 DELTA from k = 4: the rate of certifying exactly
     k = 3 (the right answer). With se = SD / sqrt(400) = 0.0125 at the last look, each k's margin is
@@ -161,6 +163,7 @@ def binary_draws(p_worse, reps: int, seed: int, tasks: int = 1) -> tuple[np.ndar
     return d, strata
 
 
+@pytest.mark.slow  # ~2-5 s CPU each since issue 47's corrected bounds (about 0.3 ms a certify call): slow lane
 @pytest.mark.parametrize(
     "p_worse, tasks",
     [([0.02], 1), ([0.08, 0.0, 0.0, 0.0], 4)],  # macro drop 0.02 = delta: one task, or all of it in one of four

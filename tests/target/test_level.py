@@ -9,7 +9,7 @@ against alpha + 2 MC SE (REPS = 4000: SE 0.0034 at 0.05, cap 0.0569); the larges
 window populations' rates against alpha + 3 SE (0.0603: fourteen rates of a sound rule all below
 2 SE would fail a quarter of the time by chance; 3 SE about 2%). The rule before issue 47 (a
 plain z bound, no minimum look) fails these: LAMBADA k = 5 with Ghosted certified 6.9% at 16/32/64
-(checked here through certify_matrix, the rule itself), eight tasks each losing 2% 6.1% at
+(checked here through certify_matrix, the rule itself), eight tasks each losing 2% 5.9% at
 600/1200/2400. The simulation is the rule's arithmetic vectorised (bench/target_level.py:
 certify.look_stats and certify.corrected on every replication at once), checked against
 certify_matrix draw by draw below."""
@@ -86,12 +86,12 @@ def test_windows_at_the_null_certify_at_most_alpha():
 @pytest.mark.parametrize(
     "name,looks",
     [
-        ("constructed: 8 tasks each lose delta, never gain", BENCH_ACC),  # issue 47's spread rare losses: 6.1% before
+        ("constructed: 8 tasks each lose delta, never gain", BENCH_ACC),  # issue 47's spread rare losses: 5.9% before
         ("constructed: one task, loses delta, never gains", DEFAULT),
-        ("constructed: one of 8 tasks carries delta (loses 8 delta)", DEFAULT),
-        ("constructed: 8 tasks each lose delta + 0.05, gain 0.05", DEFAULT),
-        ("bench-target dense - k1 ghosted", DEFAULT),  # 5.8% before (Wald se on three tasks)
-        ("bench-target dense - k1 none", BENCH_ACC),
+        ("bench-target dense - k1 ghosted", DEFAULT),  # 5.5% before (Wald se on three tasks)
+        pytest.param("constructed: one of 8 tasks carries delta (loses 8 delta)", DEFAULT, marks=pytest.mark.slow),
+        pytest.param("constructed: 8 tasks each lose delta + 0.05, gain 0.05", DEFAULT, marks=pytest.mark.slow),
+        pytest.param("bench-target dense - k1 none", BENCH_ACC, marks=pytest.mark.slow),
     ],
 )
 def test_accuracy_nulls_certify_at_most_alpha(name, looks):
@@ -112,9 +112,10 @@ def test_the_rule_itself_holds_where_the_plain_bound_did_not():
     delta = math.log(1.25)
     rng = np.random.default_rng(13)
     v = values - values.mean() + delta
-    d = v[rng.integers(0, len(v), size=(REPS, QUICK[-1]))]
+    reps = 2000  # 0.3 ms a call: 0.6 s; the plain bound's 6.9% is 2.8 SE above this cap
+    d = v[rng.integers(0, len(v), size=(reps, QUICK[-1]))]
     got = np.mean([cert.certify_matrix(x[None, :], QUICK, delta, 1 - ALPHA).certified_k for x in d])
-    assert got <= CAP, got
+    assert got <= ALPHA + 2 * math.sqrt(ALPHA * (1 - ALPHA) / reps), got
 
 
 def test_a_first_look_below_the_minimum_is_refused_before_any_work():
@@ -142,13 +143,12 @@ def test_eval_sample_first_is_refused_by_target():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("looks", [QUICK, DEFAULT, [32, 64, 128]])
-def test_every_population_at_20000_replications(looks):
-    """The slow lane: every committed population (windows; 0/1 items at their looks) at 20,000
-    replications (SE 0.0015: each <= alpha + 3 SE = 0.0546, the largest of many)."""
+@pytest.mark.parametrize("looks", [QUICK, [32, 64, 128]])
+def test_every_window_population_at_20000_replications(looks):
+    """The slow lane (~5 s CPU each): every committed window population at target-quick's looks and
+    twice them, 20,000 replications (SE 0.0015: each <= alpha + 3 SE = 0.0546, the largest of
+    fourteen). The accuracy populations at 20,000: python bench/target_level.py."""
     cap = ALPHA + 3 * math.sqrt(ALPHA * (1 - ALPHA) / 20_000)
     tl, pops = sim()
     rates = {p.name: tl.rate(p, looks, reps=20_000, seed=21)[0] for p in pops["ppl"]}
-    if looks == DEFAULT:
-        rates.update({p.name: tl.rate(p, looks, reps=20_000, seed=22)[0] for p in pops["acc"]})
     assert max(rates.values()) <= cap, sorted(rates.items(), key=lambda kv: -kv[1])[:3]

@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 QUICK = ROOT / "configs" / "target-quick.yaml"
 SMALL = [
     "target.ks=[1,2]",
-    "target.looks=[8,16]",
+    "target.looks=[16,32]",  # the least first look (certify.MIN_FIRST_LOOK)
     "calibration.n_seq=4",
     "calibration.seq_len=32",
     "recovery.n_seq=8",
@@ -37,7 +37,7 @@ SMALL = [
     "eval.ppl_seq_len=64",
     "pool.actors=1",
 ]
-PPL = ["target.quality.max_ratio=1.5"]
+PPL = ["target.quality.max_ratio=1.5", "target.tries=2"]  # the speed-up run below is a second test on its items
 ACC = [
     "target.quality.metric=mean_acc",
     "target.quality.max_ratio=null",
@@ -79,8 +79,9 @@ def test_target_quick_certifies_and_resumes(tiny_model_dir, home, tmp_path):
     k = block["certified_k"]
     assert k >= 1, last  # a random tiny model: removing a block moves its perplexity little
     assert last.startswith(f"Certified: remove k={k} blocks {block['removed']} with ghosted; ppl_lambada ratio ")
-    assert "P(true drop > target) <= 0.05, for this repair fit and these data." in last
-    assert block["level"] == 0.95 and block["upper"] < block["delta"] and block["items_used"] in (8, 16)
+    assert "P(true drop > target) <= 0.05, together with every test this run directory's account holds" in last
+    assert block["level"] == 0.95 and block["upper"] < block["delta"] and block["items_used"] in (16, 32)
+    assert block["level_each"] == pytest.approx(0.975) and block["account"]["tries_left"] == 1  # tries: 2
     assert len(block["removed"]) == k and set(block["path"]["1"]) < set(block["path"]["2"])  # greedy's path
     assert isinstance(block["speed"], dict) and block["speed"]["rows"], block["speed"]  # measured
     assert "# ghostsearch target" in (out / "report.md").read_text()
@@ -122,11 +123,29 @@ def test_target_quick_certifies_and_resumes(tiny_model_dir, home, tmp_path):
     assert last3.startswith(f"Speed-up: remove k={ks['k']} blocks {fast['removed']} with ghosted for "), last3
     p4 = target(home, out, tiny_model_dir, [*PPL, "target.speedup=1.1"], env=NO_RAY)
     assert p4.stdout.strip().splitlines()[-1] == last3
+    # a third test on these items (another repair): the account holds two of target.tries=2, so it is refused
+    # in one line before any work (no Ray: NO_RAY would fail it otherwise), result.json untouched (issue 47)
+    held = (out / "result.json").read_bytes()
+    p5 = subprocess.run(
+        [sys.executable, "-m", "ghostsearch", "target", str(QUICK), f"model={tiny_model_dir}", f"out={out}"]
+        + [*SMALL, *PPL, "target.recovery=none", "--no-progress"],
+        cwd=home,
+        env={**fresh_env(), **NO_RAY},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert p5.returncode == 2 and "would spend the level twice" in p5.stderr, p5.stderr[-2000:]
+    assert "127.0.0.1:9" not in p5.stderr and (out / "result.json").read_bytes() == held
+    tests = json.loads((out / "target" / "account.json").read_text())["tests"]
+    assert [t["repairs"] for t in tests] == [["ghosted"], ["ghosted"]] and all(
+        t["alpha"] == pytest.approx(0.025) for t in tests
+    )
 
 
 def test_target_on_an_accuracy_certifies_with_items_used(tiny_model_dir, home, tmp_path):
     """mean_acc with max_drop (issue 36): a random tiny model answers at chance with or without a block
-    (on 8 items its answers did not change at all), so a drop of 0.3 is certified at k >= 1 on 8 or 16
+    (on 8 items its answers did not change at all), so a drop of 0.3 is certified at k >= 1 on 16 or 32
     items of two tasks, with a positive upper bound even when no answer changed (certify.null_se: a
     drop of 0.3 would need disagreements, and so variance)."""
     out = tmp_path / "run"
@@ -137,9 +156,9 @@ def test_target_on_an_accuracy_certifies_with_items_used(tiny_model_dir, home, t
     assert k >= 1, last
     assert last.startswith(f"Certified: remove k={k} blocks {block['removed']} with ghosted; mean_acc drop "), last
     assert block["metric"] == "mean_acc" and block["target"] == {"max_drop": 0.3} and block["delta"] == 0.3
-    assert 0 < block["upper"] < 0.3 and block["items_used"] in (8, 16) and block["items_computed_now"] > 0
+    assert 0 < block["upper"] < 0.3 and block["items_used"] in (16, 32) and block["items_computed_now"] > 0
     values = sorted((out / "target" / "values" / "mean_acc").glob("*.json"))
     assert len(values) >= 2  # the dense model and every k judged
     for f in values:
         vals = json.loads(f.read_text())["values"]
-        assert set(vals) <= {0.0, 1.0} and len(vals) in (8, 16)
+        assert set(vals) <= {0.0, 1.0} and len(vals) in (16, 32)

@@ -116,4 +116,20 @@ def test_the_last_line():
     line = sentence(c, p, cert)
     assert line.startswith("Certified: remove k=2 blocks [4] with ghosted; ppl_lambada ratio 1.05")
     assert "<= target 1.25; k=3 failed (est 1.6" in line
-    assert line.endswith("P(true drop > target) <= 0.05, for this repair fit and these data.")
+    assert line.endswith(
+        "P(true drop > target) <= 0.05, together with every test this run directory's account holds, for this "
+        "repair fit and these data."
+    )
+    # a failure names only next steps that keep the level (issue 47): no looser target, no other repair here
+    fail = type(cert)(**{**cert.__dict__, "certified_k": 0, "removed": []})
+    spent = sentence(c, p, fail)
+    assert spent.startswith("Not certified: no k meets ppl_lambada ratio <= 1.25 at level 0.95 with ghosted")
+    assert "looser" not in spent and "another repair" not in spent
+    assert "k=3 failed" in spent and spent.endswith("target.rerun: continue runs its later looks.")  # futility
+    ended = type(fail)(
+        **{**fail.__dict__, "ks": [*fail.ks[:2], type(fail.ks[2])(**{**fail.ks[2].__dict__, "stop": "last look"})]}
+    )
+    spent = sentence(c, p, ended)  # its level spent at the last look: only a plan made before a test helps
+    assert "The level is spent on these items" in spent and "target.tries" in spent and "continue" not in spent
+    left = sentence(c, p, fail, tries_left=2)
+    assert "2 of target.tries=1 left: another repair, target or looks is a new try" in left
