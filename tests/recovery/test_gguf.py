@@ -80,17 +80,19 @@ def test_gguf_round_trip_of_qwen2_with_biases(tiny_model_dir, tmp_path):
 
 
 @pytest.mark.slow
-def test_gguf_of_a_gguf_base_carries_its_tokenizer(smollm2_tokenizer_dir, tmp_path):
-    """A base read from a GGUF (the built-in SmolLM2): its tokenizer.* fields are copied as they are
-    (the named pre-tokenizer included), and the tokenizer read back gives the base's ids."""
+def test_gguf_of_a_gguf_base_carries_its_tokenizer(tmp_path):
+    """A base read from a GGUF (the built-in SmolLM2): every tokenizer.* field is copied as it is (the
+    named pre-tokenizer included; the ids of a tokenizer built from them are the CLI test's check)."""
     import gguf
-    from transformers import AutoTokenizer
 
     from ghostsearch.recovery.gguf import source_gguf, write_gguf
     from tests.conftest import tiny_model
 
-    write_gguf(tiny_model("llama", 2), None, tmp_path / "t.gguf", dtype="f32", source_gguf=source_gguf("smollm2-135m"))
-    assert gguf.GGUFReader(str(tmp_path / "t.gguf")).fields["tokenizer.ggml.pre"].contents() == "smollm"
-    text = "Hello world, <|im_start|>user\nThe quick brown fox 123"
-    back = AutoTokenizer.from_pretrained(tmp_path, gguf_file="t.gguf")
-    assert back(text).input_ids == AutoTokenizer.from_pretrained(smollm2_tokenizer_dir)(text).input_ids
+    src = source_gguf("smollm2-135m")
+    write_gguf(tiny_model("llama", 2), None, tmp_path / "t.gguf", dtype="f32", source_gguf=src)
+    fields = [gguf.GGUFReader(str(p)).fields for p in (src, tmp_path / "t.gguf")]
+    names = [sorted(k for k in f if k.startswith("tokenizer.")) for f in fields]
+    assert names[0] == names[1] and "tokenizer.ggml.merges" in names[0]
+    for k in names[0]:
+        assert fields[1][k].contents() == fields[0][k].contents(), k
+    assert fields[1]["tokenizer.ggml.pre"].contents() == "smollm"
