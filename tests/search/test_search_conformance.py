@@ -163,7 +163,7 @@ def test_seed_fixes_the_run(name):
 
 
 @pytest.mark.parametrize("name", [n for n in NAMES if not SEARCHERS.get(RACED.get(n, (n, {}))[0]).uses_seed])
-def test_without_a_seed_every_seed_gives_the_same_run(name):
+def test_without_a_seed_every_seed_gives_an_identical_run(name):
     """``uses_seed = False`` (bench/search.py --matched runs such a searcher once for every seed)."""
     s, *_ = reference(name)
     other = run(searcher(name, seed=1), Counting())
