@@ -200,9 +200,16 @@ CASES = [
     ("out-dangling-symlink", ["search", C, f"out={W}/dangling"], "which does not exist"),
     ("model-bad-tokenizer-json", ["search", C, f"model={W}/badtok"], "tokenizer.json is not a tokenizer"),
     ("model-bad-tokenizer-config", ["search", C, f"model={W}/badtokcfg"], "tokenizer_config.json is not a JSON"),
+    ("seq-len-one-perplexity", ["search", C, "calibration.seq_len=1"], "is too short"),
     ("identity-garbage", ["search", C, f"out={W}/run-ident"], "identity.json is not a JSON object"),
     ("result-garbage", ["search", C, f"out={W}/run-result"], "result.json is not a JSON object"),
     ("target-metric-bleu-speedup", ["target", C, "target.quality.metric=bleu", "target.speedup=1000"], "bleu"),
+    (
+        "target-looks-beyond-draw",
+        ["target", C, "target.looks=[16,100000]", "target.quality.max_ratio=1.5", "eval.perplexity=[lambada]"]
+        + ["target.ks=[1]", "target.recovery=none"],
+        "target.looks ends at 100000 but the held-out draw has",
+    ),
 ]
 
 
