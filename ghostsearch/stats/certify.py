@@ -251,7 +251,10 @@ class KVerdict:
     bounds_by_look: list[float] | None = None  # the spending design's (normal) bound at each look run
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        if out["bounds_by_look"] is None:  # a verdict judged before the corrected rule: its file has no such key
+            del out["bounds_by_look"]
+        return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> KVerdict:
