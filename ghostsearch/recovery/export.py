@@ -285,11 +285,16 @@ def register_auto() -> None:
 
 
 def load_tokenizer(directory):
-    """The tokenizer saved with an export (no transformers warning about its model type)."""
+    """The tokenizer saved with an export, without transformers' model-type warning and without its
+    remote-code prompt: AutoTokenizer reads config.json first (transformers 5), and an operator
+    export's config is remote code, so it is handed the base family's config instead."""
     from transformers import AutoTokenizer
 
     register_auto()
-    return AutoTokenizer.from_pretrained(Path(directory).expanduser())
+    d = Path(directory).expanduser()
+    if remote_code(d):
+        return AutoTokenizer.from_pretrained(d, config=base_config(d))
+    return AutoTokenizer.from_pretrained(d)
 
 
 def load_pruned(directory, dtype=None, device: str = "cpu"):

@@ -104,7 +104,7 @@ CHILD = textwrap.dedent(
         row["mro"] = [c.__module__ + "." + c.__name__ for c in type(m).__mro__]
         row["layers"] = m.config.num_hidden_layers
         if jobs.get("tokenizer") == d:
-            row["tokenizer"] = type(AutoTokenizer.from_pretrained(d)).__name__
+            row["tokenizer"] = type(AutoTokenizer.from_pretrained(d, trust_remote_code=hooked)).__name__
         out[d] = row
     for d in jobs["unhooked"]:  # a user writes the base model_type back: loads, but not silently
         fake = d + "-base-type"
@@ -340,3 +340,24 @@ def test_operators_stay_fp32_in_bf16(tmp_path):
         got = plain(input_ids=ids).logits.float()
         want = load_pruned(out, dtype=torch.bfloat16)(input_ids=ids).logits.float()
     assert float((got - want).abs().max()) <= TOL
+
+
+def test_tokenizer_of_an_operator_export_loads_without_prompt_or_warning(tmp_path, smollm2_tokenizer_dir, capfd):
+    """transformers 5's AutoTokenizer reads config.json first: on an operator export, without
+    ``trust_remote_code`` it asks at a terminal ("Do you wish to run the custom code? [y/N]"), then
+    warns "You are using a model of type ghostsearch_ghosted_llama to instantiate a model of type ``".
+    ghostsearch's own reader (eval of an export) hands it the base config; the card's snippet passes the flag."""
+    from transformers import AutoTokenizer
+
+    from ghostsearch.recovery.export import load_tokenizer
+
+    model = family_model("llama")
+    tok = AutoTokenizer.from_pretrained(smollm2_tokenizer_dir)
+    out = export(model, REMOVED, "ghosted", fitted(model, "ghosted"), tmp_path / "m", tokenizer=tok)
+    capfd.readouterr()
+    got = load_tokenizer(out)
+    err = capfd.readouterr().err
+    assert "You are using a model of type" not in err and "custom code" not in err, err
+    assert got("The capital of France").input_ids == tok("The capital of France").input_ids
+    snippet = (out / "README.md").read_text()
+    assert 'AutoTokenizer.from_pretrained("PATH", trust_remote_code=True)' in snippet
