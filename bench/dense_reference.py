@@ -16,8 +16,8 @@ import time
 import benchenv  # noqa: E402,F401  (the repository on sys.path, offline HF, ../shared/data as the data directory)
 
 from ghostsearch.config import Eval  # noqa: E402
+from ghostsearch.data import corpora as data  # noqa: E402
 from ghostsearch.evaluation.evaluate import PPL_SPLIT, protocol_windows, window_perplexity  # noqa: E402
-from ghostsearch.model import data  # noqa: E402
 from ghostsearch.model.models import load_model  # noqa: E402
 
 

@@ -49,6 +49,7 @@ def main() -> None:
 
     from ghostsearch.config import load_config
     from ghostsearch.core.logs import quiet_libraries
+    from ghostsearch.data import corpora as data
     from ghostsearch.evaluation.evaluate import zero_shot
     from ghostsearch.evaluation.native import (
         evaluate_finalists_native,
@@ -58,7 +59,6 @@ def main() -> None:
         state_bytes,
         task_docs,
     )
-    from ghostsearch.model import data
     from ghostsearch.model.models import load_model
     from ghostsearch.model.stack import Stack, physically_prune
     from ghostsearch.recovery.export import pruned_model

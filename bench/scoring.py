@@ -339,7 +339,7 @@ def main():
         return
 
     # (c) margin on 4-way items
-    from ghostsearch.model import data
+    from ghostsearch.data import corpora as data
     from ghostsearch.objectives.margin import tokenize_item
 
     mkey = sc.prepare(ObjectiveSpec.make("margin", CalibrationSpec("arc_easy", args.items, 256, 0, args.data_dir)))

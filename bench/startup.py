@@ -49,11 +49,11 @@ def main() -> None:
     t = step("import ray", t)
     from ghostsearch.config import check_model_fit, load_config
     from ghostsearch.core.errors import GhostsearchError
+    from ghostsearch.data.dataplan import plan
     from ghostsearch.pool.client import PoolClient
     from ghostsearch.pool.session import PoolSession
     from ghostsearch.run.runner import answered, build_searcher
     from ghostsearch.rundir import Ledger
-    from ghostsearch.rundir.dataplan import plan
 
     out = tempfile.mkdtemp(prefix="startup-bench-")
     over = [f"out={out}/run", "pool.dashboard=false"] + ([f"pool.actors={a.actors}"] if a.actors else [])

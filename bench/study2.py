@@ -137,7 +137,7 @@ def main() -> None:
     import torch
 
     from ghostsearch.config import load_config
-    from ghostsearch.rundir.dataplan import announce, plan
+    from ghostsearch.data.dataplan import announce, plan
 
     cfg = load_config(args.config, args.overrides)
     torch.set_num_threads(max(1, cfg.pool.threads))

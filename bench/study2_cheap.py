@@ -12,7 +12,7 @@ What is pre-registered (not changed here): the fastblock set {12, ..., 19} of th
 (configs/study2-smollm2.yaml: SmolLM2-135M, fp32), repaired by Ghosted (dense variant), fitted on
 C4 train at 8, 16, 32 and 64 sequences x 256 tokens, calibration seed 0 (S2), and on the tokenized
 WikiText-2 validation split (wikitext-2-v1, ``data.CALIBRATION_SPLIT``: already the repair
-calibration ``recovery.dataset=wikitext2`` reads; no change to ghostsearch/model/data.py was needed) at
+calibration ``recovery.dataset=wikitext2`` reads; no change to ghostsearch/data/corpora.py was needed) at
 32 x 256 (S3); held out: WikiText-2 test under the paper protocol (every non-overlapping 2048-token
 window) and the 30 documents of C4 validation, with 95% intervals over windows; S2: log-perplexity
 at 64 minus at 32 within +-1% (|d| < log 1.01), two one-sided tests; S3: WikiText-2-calibrated
@@ -185,7 +185,7 @@ def corpus_eval(cfg, c: Corpus):
 def check_data(cfg, design: Design) -> list[dict]:
     """Each calibration checked disjoint from the held-out corpora (``dataplan.plan``); held_out
     must come out empty (C4 train and WikiText-2 validation are not evaluation sets)."""
-    from ghostsearch.rundir.dataplan import plan
+    from ghostsearch.data.dataplan import plan
 
     plans = []
     for ds in dict.fromkeys(m.dataset for m in design.models):

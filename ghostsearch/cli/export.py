@@ -101,7 +101,7 @@ def run(args) -> Path:
     from ghostsearch.recovery import gguf
 
     gguf.check(cfg, method, args.format)  # a hooked repair or a family llama.cpp's writer lacks: one line, now
-    from ghostsearch.rundir.dataplan import announce, plan
+    from ghostsearch.data.dataplan import announce, plan
 
     announce(plan(cfg, objectives, evaluate=False, repair=method != "none"))  # missing data: one line, now
     if threads:

@@ -24,8 +24,8 @@ import yaml
 
 from ghostsearch.core.errors import GhostsearchError
 from ghostsearch.core.eval_numbers import FinalistNumbers, ItemRow
+from ghostsearch.data import corpora as data
 from ghostsearch.evaluation.native import encode_pair
-from ghostsearch.model import data
 from ghostsearch.model.stack import Stack
 from ghostsearch.stats.inference import z_of_level
 
@@ -335,7 +335,7 @@ def zero_shot(
     lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size)
     samples = None
     if items is not None and mine:
-        from ghostsearch.model.items import positions
+        from ghostsearch.data.items import positions
 
         samples = {t: positions(t, items.get(t, []), data_dir, "evaluation" if t in held_out else None) for t in mine}
 
@@ -431,8 +431,8 @@ def zero_shot_finalists(
     results document; per item: native rows, ``eval_numbers.ItemRow``). Both engines
     evaluate the same items of the eight tasks: ``items`` ({task: doc row numbers}), else the
     config's draw (``items.draw``: eval.seed, eval.sample, eval.limit, eval.max_items ...)."""
+    from ghostsearch.data.items import draw
     from ghostsearch.evaluation.native import NATIVE_TASKS, evaluate_finalists_native
-    from ghostsearch.model.items import draw
     from ghostsearch.model.stack import physically_prune
     from ghostsearch.recovery.export import pruned_model
 

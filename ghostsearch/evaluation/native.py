@@ -40,7 +40,7 @@ import yaml
 
 from ghostsearch.core.errors import GhostsearchError
 from ghostsearch.core.eval_numbers import FinalistNumbers, ItemRow, items_to_arrow
-from ghostsearch.model import data
+from ghostsearch.data import corpora as data
 from ghostsearch.model.stack import Batch, Stack, check_removed, run_start
 
 if TYPE_CHECKING:
@@ -380,7 +380,7 @@ def evaluate_finalists_native(
     row per finalist x document (``write_item_rows``; ``doc`` = the row number in the task's file)."""
     from tqdm.auto import tqdm
 
-    from ghostsearch.model import items as item_draw
+    from ghostsearch.data import items as item_draw
 
     stack = Stack(model)
     finals = plans(stack, finalists)

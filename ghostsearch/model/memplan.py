@@ -86,7 +86,7 @@ def read_config(spec: str, trust_remote_code: bool = False, hub: bool = False):
             return AutoConfig.for_model(d.pop("model_type"), **d)
         if p.is_dir() or shipped is not None:
             return AutoConfig.from_pretrained(str(shipped or p), trust_remote_code=trust_remote_code)
-        from ghostsearch.model.data import offline
+        from ghostsearch.data.corpora import offline
         from ghostsearch.model.models import model_path
 
         path, _ = model_path(spec)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from ghostsearch.core.errors import GhostsearchError
-from ghostsearch.model import data
+from ghostsearch.data import corpora as data
 from ghostsearch.model.stack import Batch, Stack
 from ghostsearch.objectives.base import Objective, split_rows
 from ghostsearch.objectives.perplexity import text_windows

@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 
 from ghostsearch.core.errors import GhostsearchError
-from ghostsearch.model import data
+from ghostsearch.data import corpora as data
 from ghostsearch.model.stack import Batch, Stack
 from ghostsearch.objectives.base import Objective
 

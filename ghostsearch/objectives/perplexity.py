@@ -10,7 +10,7 @@ import math
 
 import torch
 
-from ghostsearch.model import data
+from ghostsearch.data import corpora as data
 from ghostsearch.model.stack import Batch, Stack
 from ghostsearch.objectives.base import Objective, split_rows
 

@@ -55,7 +55,7 @@ def recover(
     old_rows(run_dir / "recovery.parquet")  # a damaged file moved aside now, not after all the work
     rec = recovery_from_config(cfg, method)
     from ghostsearch.config import check_repairs
-    from ghostsearch.rundir.dataplan import announce, plan
+    from ghostsearch.data.dataplan import announce, plan
 
     check_repairs(cfg, "--method" if method else "recovery.method", [rec.name])  # before the model loads
 

@@ -243,8 +243,8 @@ class Run:
         contrasts: list | None = None,
     ):
         from ghostsearch.config import check_model_fit
+        from ghostsearch.data.dataplan import announce, plan
         from ghostsearch.pool.cluster import check_local_capacity
-        from ghostsearch.rundir.dataplan import announce, plan
         from ghostsearch.rundir.layout import check_run_dir
 
         self.cfg, self.kind, self.cells, self.contrasts = cfg, kind, cells, contrasts

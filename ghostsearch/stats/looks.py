@@ -1,7 +1,7 @@
 """Adaptive evaluation: items in looks, each contrast tested after every look, decided ones stop.
 
 A design is ``eval.looks`` (items per model at each look, prefixes of the run's draw,
-``ghostsearch.model.items``: look j's items contain look j-1's) and the run's pre-registered contrasts
+``ghostsearch.data.items``: look j's items contain look j-1's) and the run's pre-registered contrasts
 (``compare.contrasts``: pairs of evaluated models, by eval_key). After look j every contrast still
 open is tested on the items of look j (``stats.paired_test``: paired z of the macro mean over tasks,
 item variance within tasks), and the family is decided by ``stats.sequential_holm`` (Holm across

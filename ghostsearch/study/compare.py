@@ -113,7 +113,7 @@ EVAL_RESULT_KEYS = (
     "neyman_from",
     "exclude_from",
 )
-# what a finalist's numbers depend on (the item draw's keys included: ghostsearch/model/items.py); eval.engine
+# what a finalist's numbers depend on (the item draw's keys included: ghostsearch/data/items.py); eval.engine
 # (native = lm-eval by the parity tests), batch_size and cache_gib change only how fast they come, and
 # eval.max_items / eval.looks only how far down the same draw a model goes (a longer run extends the
 # cached rows), so changing them keeps every cached evaluation
@@ -210,7 +210,7 @@ def evaluate_finalists(
     .items.parquet is evaluated again. ``on_look(j, n)``: called after look j (0-based, n items per
     model) is evaluated and tested, e.g. to commit a long run's data as it goes; ``on_share(keys)``:
     called after each share's rows and numbers are saved."""
-    from ghostsearch.model import items as item_draw
+    from ghostsearch.data import items as item_draw
     from ghostsearch.stats.looks import Design
 
     (run_dir / "evals").mkdir(exist_ok=True)

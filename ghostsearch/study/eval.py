@@ -46,8 +46,8 @@ def evaluate(
     run directory, every repair ``recover`` fitted), beside the dense model; or, with ``jobs`` None,
     the exported model directory ``target``. ``on_row`` sees each row as it is made. Writes the rows
     to ``out`` (when given), the per-item rows and lm-eval's results files beside it."""
+    from ghostsearch.data.dataplan import announce, export_plan, plan
     from ghostsearch.evaluation.evaluate import write_rows
-    from ghostsearch.rundir.dataplan import announce, export_plan, plan
 
     repairs = repairs_of(target, recovery, jobs)
     if jobs is not None:  # a run's (or config's) calibration data is held out of what is evaluated

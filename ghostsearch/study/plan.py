@@ -380,7 +380,7 @@ def measure_process(cfg, command: str) -> tuple[float, float, Any]:
     mods = [
         "ghostsearch.cli.main",
         "ghostsearch.run.runner",
-        "ghostsearch.rundir.dataplan",
+        "ghostsearch.data.dataplan",
         "ghostsearch.pool.session",
         "ghostsearch.pool.client",
         "ghostsearch.model.models",
@@ -415,7 +415,7 @@ def measure_checks(cfg, command: str) -> tuple[float, Any]:
     the data plan, which reads every calibration and evaluation set), done here for real; and the
     data plan."""
     from ghostsearch.config import check_model_fit
-    from ghostsearch.rundir.dataplan import plan as data_plan
+    from ghostsearch.data.dataplan import plan as data_plan
 
     t0 = time.perf_counter()
     check_model_fit(cfg)
@@ -514,8 +514,8 @@ def probe_evaluation(cfg, broker, root, held_out, n_blocks: int) -> EvalProbe:
     import ray
 
     from ghostsearch.config import protected_blocks
+    from ghostsearch.data import items as item_draw
     from ghostsearch.evaluation.evaluate import evaluate_finalist_specs
-    from ghostsearch.model import items as item_draw
 
     draw = item_draw.run_draw(cfg.eval, root, cfg.eval.tasks, cfg.data_dir, held_out)
     n = min(len(draw), EVAL_PROBE_ITEMS)

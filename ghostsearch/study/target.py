@@ -277,15 +277,15 @@ def draw_size(cfg: Config, p: Plan, held_out) -> int:
     if p.perplexity:
         from transformers import AutoTokenizer
 
+        from ghostsearch.data import corpora as data
         from ghostsearch.evaluation.evaluate import corpus
-        from ghostsearch.model import data
         from ghostsearch.model.models import model_path
 
         path, extra = model_path(cfg.model)
         tok = AutoTokenizer.from_pretrained(path, trust_remote_code=cfg.trust_remote_code, **extra)
         _, ids = corpus(tok, p.perplexity, cfg.data_dir, tuple(held_out))
         return len(data.chunk_windows(ids, cfg.eval.ppl_seq_len, None))
-    from ghostsearch.model.items import draw
+    from ghostsearch.data.items import draw
 
     return len(draw(replace(cfg.eval, max_items=None), p.tasks, cfg.data_dir, tuple(held_out)).order)
 
@@ -363,7 +363,7 @@ class Values:
         return windows[order]
 
     def _task_draw(self):
-        from ghostsearch.model.items import run_draw
+        from ghostsearch.data.items import run_draw
 
         return list(run_draw(self.cfg.eval, self.run_dir, self.p.tasks, self.cfg.data_dir, self.held_out).order)
 

@@ -124,7 +124,8 @@ LAYERS: list[str] = [
     "core",  # errors, io, logs, registries, tracking, records: know no model, no run
     "stats",  # inference, contrasts, looks, certify: numpy only
     "search",  # ask/tell over removed sets; no model, no torch
-    "model",  # stack, models, placement, memplan, data, items
+    "data",  # corpora, task items, the item draw, the data plan
+    "model",  # stack, models, placement, memplan
     "objectives",
     "scoring",  # scoring.py: exact prefix-cached values of removed sets
     "recovery",  # the operators, the one repair path, export, speed
@@ -140,7 +141,11 @@ LAYERS: list[str] = [
 # The imports that break the order today, each with why it stays. Prefer fixing to listing: delete
 # an entry once its import is gone (test_allow_list_is_current fails on an entry that no longer
 # occurs, so the list only shrinks).
-ALLOWED: dict[tuple[str, str], str] = {}
+ALLOWED: dict[tuple[str, str], str] = {
+    ("ghostsearch.data.corpora", "ghostsearch.model.models"): "moved from model/ (issue 50): cache_dir moves down next",
+    ("ghostsearch.data.dataplan", "ghostsearch.config"): "moved from rundir/ (issue 50): takes a protocol next",
+    ("ghostsearch.data.dataplan", "ghostsearch.objectives"): "moved from rundir/ (issue 50): the settings say next",
+}
 
 # Not import-level, so not checked here; listed so the next reader knows (issue 26):
 # * claims/report name searchers (greedy as the reference) in their rules;
@@ -203,8 +208,8 @@ def test_the_layer_check_sees_function_level_imports(tmp_path):
 
 
 def private_attributes(name: str, path: Path, known: dict) -> list[str]:
-    """``mod._x`` where ``mod`` names another ghostsearch module (``from ghostsearch.model import data``,
-    ``import ghostsearch.model.data as d``): a private name used through the module object."""
+    """``mod._x`` where ``mod`` names another ghostsearch module (``from ghostsearch.data import corpora as data``,
+    ``import ghostsearch.data.corpora as d``): a private name used through the module object."""
     tree = ast.parse(path.read_text())
     pkg = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
     alias: dict[str, str] = {}
@@ -239,8 +244,8 @@ def test_no_private_attributes_of_other_modules():
 
 def test_the_private_attribute_check_sees_module_attributes(tmp_path):
     p = tmp_path / "evaluate.py"
-    p.write_text("from ghostsearch.model import data\n\ndef f():\n    return data._offline()\n")
-    known = {"ghostsearch.model.data": p, "ghostsearch.evaluation.evaluate": p}
+    p.write_text("from ghostsearch.data import corpora as data\n\ndef f():\n    return data._offline()\n")
+    known = {"ghostsearch.data.corpora": p, "ghostsearch.evaluation.evaluate": p}
     assert private_attributes("ghostsearch.evaluation.evaluate", p, known) == [
-        "ghostsearch.evaluation.evaluate uses ghostsearch.model.data._offline"
+        "ghostsearch.evaluation.evaluate uses ghostsearch.data.corpora._offline"
     ]

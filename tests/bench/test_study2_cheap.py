@@ -122,7 +122,7 @@ def test_driver_end_to_end_resumes_and_reports_its_rows(tmp_path, tiny_model_dir
     import ghostsearch.evaluation.evaluate as evaluate
     import ghostsearch.recovery.repair as repair
     from ghostsearch.config import load_config
-    from ghostsearch.model import data
+    from ghostsearch.data import corpora as data
     from ghostsearch.model.models import load_model
 
     cfg = load_config(

@@ -85,7 +85,7 @@ def test_run_dir_every_cell(tmp_path, tiny_model_dir):
     items = pq.read_table(run / "eval_items.parquet").to_pylist()  # each distinct set once, every item
     docs = sorted(
         {i["doc"] for i in items}
-    )  # the run's seeded draw (ghostsearch/model/items.py), the same for both sets
+    )  # the run's seeded draw (ghostsearch/data/items.py), the same for both sets
     assert len(docs) == 3 and sorted((tuple(i["removed"]), i["doc"]) for i in items) == [((), d) for d in docs] + [
         ((0, 5), d) for d in docs
     ] + [((3, 4), d) for d in docs]

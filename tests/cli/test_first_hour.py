@@ -91,7 +91,7 @@ def test_offline_is_detected_in_seconds(home):
     """No HF_* variable, the hub unreachable: the probe says so at once, and the defaults fall back."""
     p = python(
         "import time; t = time.monotonic()\n"
-        "from ghostsearch.model import data\n"
+        "from ghostsearch.data import corpora as data\n"
         "from ghostsearch.config import load_config\n"
         "t = time.monotonic(); reach = data.hub_reachable(); probe = time.monotonic() - t\n"
         "cfg = load_config(None, [])\n"
@@ -111,7 +111,7 @@ def test_a_named_dataset_missing_offline_is_one_line_before_model_work(home, tmp
     """calibration.dataset=c4 with no data directory and no hub: the data plan refuses it within 5 s
     (no hub retries), and the command exits 2 with one line naming data_dir, leaving no run directory."""
     p = python(
-        "import time\nfrom ghostsearch.config import load_config\nfrom ghostsearch.rundir.dataplan import plan\n"
+        "import time\nfrom ghostsearch.config import load_config\nfrom ghostsearch.data.dataplan import plan\n"
         "from ghostsearch.core.errors import GhostsearchError\ncfg = load_config(None, ['calibration.dataset=c4'])\n"
         "t = time.monotonic()\ntry:\n    plan(cfg, ['perplexity'], evaluate=False, repair=True)\n"
         "except GhostsearchError as e:\n    print(round(time.monotonic() - t, 3), e)\n",

@@ -319,7 +319,7 @@ def test_eval_and_export_refuse_before_the_data_and_the_model(argv, message, run
         raise AssertionError("the model was loaded before the input was checked")
 
     monkeypatch.setattr(models, "load_configured", no_load)
-    monkeypatch.setattr("ghostsearch.rundir.dataplan.plan", no_load)
+    monkeypatch.setattr("ghostsearch.data.dataplan.plan", no_load)
     argv = [a.format(cfg=tmp_path / "c.yaml", run=run, w=tmp_path) for a in argv]
     before = _files(tmp_path)
     _one_line(capsys, main(argv), message)

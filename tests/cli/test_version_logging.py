@@ -8,7 +8,7 @@ import pytest
 
 from ghostsearch.cli.main import main
 from ghostsearch.core.logs import progress_enabled, setup_logging
-from ghostsearch.rundir.dataplan import DataPlan, announce
+from ghostsearch.data.dataplan import DataPlan, announce
 
 
 def test_version(capsys):

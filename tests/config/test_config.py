@@ -104,7 +104,7 @@ def test_replaceme_cosine_optimiser_from_the_config():
 def test_calibration_seeds_draw_each_cells_sample_by_its_seed():
     """compare.calibration_seeds: a cell's calibration draw is calibration.seed + the cell's seed, so
     two seeds of a deterministic searcher see different calibration windows; off, every cell shares one."""
-    from ghostsearch.model.data import sample_windows
+    from ghostsearch.data.corpora import sample_windows
 
     ids = torch.arange(10_000)
     for on in (False, True):

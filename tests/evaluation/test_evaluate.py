@@ -8,8 +8,8 @@ import math
 
 import pytest
 
+from ghostsearch.data import corpora as data
 from ghostsearch.evaluation.evaluate import loglikelihoods, perplexity_suite, zero_shot
-from ghostsearch.model import data
 from ghostsearch.model.stack import physically_prune
 from tests.corpora import PROSE
 

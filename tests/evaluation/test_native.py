@@ -14,6 +14,7 @@ import torch
 
 from ghostsearch.config import Config
 from ghostsearch.core.errors import GhostsearchError
+from ghostsearch.data import corpora as data
 from ghostsearch.evaluation.evaluate import loglikelihoods, task_config, zero_shot_finalists
 from ghostsearch.evaluation.native import (
     evaluate_finalists_native,
@@ -24,7 +25,6 @@ from ghostsearch.evaluation.native import (
     task_docs,
     write_item_rows,
 )
-from ghostsearch.model import data
 from ghostsearch.model.stack import Stack, physically_prune
 from ghostsearch.recovery.export import pruned_model
 from ghostsearch.recovery.repair import fit
@@ -44,7 +44,7 @@ def tiny(smollm2_tokenizer_dir):
 
 def eval_cfg(limit, tasks=TASKS, **kw):
     """The first ``limit`` documents of each task (eval.sample=first: lm-eval's ``limit``, which the
-    parity tests compare against; the default random draw is tests/model/test_items.py's)."""
+    parity tests compare against; the default random draw is tests/data/test_items.py's)."""
     cfg = Config()
     cfg.eval.tasks, cfg.eval.limit, cfg.eval.batch_size, cfg.eval.sample = list(tasks), limit, 4, "first"
     for k, v in kw.items():

@@ -10,8 +10,8 @@ import torch
 import torch.nn.functional as F
 
 from ghostsearch.core.errors import GhostsearchError
+from ghostsearch.data import corpora as data
 from ghostsearch.evaluation.evaluate import protocol_windows, window_perplexity
-from ghostsearch.model import data
 from tests.conftest import tiny_model
 from tests.corpora import PROSE
 

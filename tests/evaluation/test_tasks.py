@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from ghostsearch.core.errors import GhostsearchError
+from ghostsearch.data import corpora as data
 from ghostsearch.evaluation.evaluate import check_tasks, task_config
-from ghostsearch.model import data
 
 LM_EVAL_TASKS = Path(importlib.util.find_spec("lm_eval").submodule_search_locations[0]) / "tasks"
 N_DOCS = 200

@@ -12,7 +12,7 @@ import pytest
 
 from ghostsearch.config import load_config
 from ghostsearch.core.errors import GhostsearchError
-from ghostsearch.model import items
+from ghostsearch.data import items
 
 ROOT = Path(__file__).resolve().parents[2]
 PILOT = str(ROOT / "docs/results/study-cpu")

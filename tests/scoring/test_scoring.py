@@ -62,7 +62,7 @@ def test_scorer_prefix_runs_equal_fresh(family):
 @pytest.mark.slow
 def test_margin_packing_equals_separate_sequences(smollm2, data_dir):
     """The packed margin (prompt once, answers masked apart) equals one sequence per answer."""
-    from ghostsearch.model import data
+    from ghostsearch.data import corpora as data
     from ghostsearch.objectives.margin import tokenize_item
 
     model, tok = smollm2
@@ -87,7 +87,7 @@ def test_margin_packing_equals_separate_sequences(smollm2, data_dir):
 def test_determinism_same_seed_same_tokens(smollm2_tokenizer_dir, data_dir):
     from transformers import AutoTokenizer
 
-    from ghostsearch.model import data
+    from ghostsearch.data import corpora as data
 
     tok = AutoTokenizer.from_pretrained(smollm2_tokenizer_dir)
     ids = data.tokenize_corpus(tok, data.load_texts("lambada", data_dir=data_dir)[:400])

@@ -47,7 +47,7 @@ from ghostsearch.study.report.summary import (
 )
 
 if TYPE_CHECKING:
-    from ghostsearch.rundir.dataplan import DataPlan
+    from ghostsearch.data.dataplan import DataPlan
 
 
 def sequential_rows(looks: list[ContrastRow]) -> list[ClaimRow]:

@@ -11,7 +11,7 @@ from ghostsearch.core.eval_numbers import FinalistNumbers
 from ghostsearch.rundir.cell import CellResult
 
 if TYPE_CHECKING:
-    from ghostsearch.rundir.dataplan import DataPlan
+    from ghostsearch.data.dataplan import DataPlan
 
 ACC_KEYS = ("mean_acc", "ppl_wikitext2", "ppl_c4", "ppl_lambada")
 

@@ -8,8 +8,8 @@ import pytest
 
 from ghostsearch.config import load_config
 from ghostsearch.core.errors import GhostsearchError
-from ghostsearch.model import data
-from ghostsearch.rundir.dataplan import plan
+from ghostsearch.data import corpora as data
+from ghostsearch.data.dataplan import plan
 
 FRESH = ["compare.objectives=[perplexity,margin]", "eval.tasks=[arc_easy,piqa]", "eval.perplexity=[lambada]"]
 
@@ -118,7 +118,7 @@ def test_the_default_evaluation_falls_back_a_named_one_is_one_line(fresh_machine
 def test_an_exports_recorded_data_is_held_out(fresh_machine):
     """What an export's recovery.json records is held out like a run's calibration; nothing recorded,
     nothing held out."""
-    from ghostsearch.rundir.dataplan import export_plan
+    from ghostsearch.data.dataplan import export_plan
 
     recorded = {
         "repair": {"dataset": "lambada", "n_seq": 8, "seq_len": 64, "seed": 0},
@@ -179,7 +179,7 @@ def test_the_plan_is_a_typed_record_with_its_json_unchanged(fresh_machine):
     import json
     from pathlib import Path
 
-    from ghostsearch.rundir.dataplan import DataPlan
+    from ghostsearch.data.dataplan import DataPlan
 
     cfg = load_config(None, FRESH)
     p = plan(cfg, ["perplexity", "margin"], evaluate=True, repair=True)

@@ -17,7 +17,7 @@ from typing import Any
 
 from ghostsearch.config import Config
 from ghostsearch.core.errors import GhostsearchError
-from ghostsearch.model import data
+from ghostsearch.data import corpora as data
 
 
 @dataclass(frozen=True, kw_only=True)

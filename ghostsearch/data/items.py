@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from ghostsearch.core.errors import GhostsearchError
-from ghostsearch.model import data
+from ghostsearch.data import corpora as data
 
 ALLOCATIONS = ("equal", "proportional", "neyman")
 SAMPLES = ("random", "first")

@@ -1,4 +1,4 @@
-"""The item draw (ghostsearch/model/items.py): seeded, random (not the first items), the same for every
+"""The item draw (ghostsearch/data/items.py): seeded, random (not the first items), the same for every
 model, nested across sizes, recorded and reused; allocation across tasks checked against hand
 computations (equal, proportional, Neyman from a previous run's per-item rows); previous items left
 out; one-line errors for the eval.* keys; both engines evaluate the same drawn items."""
@@ -15,7 +15,7 @@ import pytest
 
 from ghostsearch.config import load_config
 from ghostsearch.core.errors import GhostsearchError
-from ghostsearch.model import items
+from ghostsearch.data import items
 
 PILOT = "docs/results/study-cpu"  # the reduced study's per-item rows (first 10 documents of each task)
 
