@@ -12,15 +12,19 @@ import hashlib
 import json
 import math
 import typing
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from ghostsearch.core.errors import GhostsearchError
 from ghostsearch.core.eval_numbers import COMMONSENSE_TASKS
 from ghostsearch.stats.certify import SPENDINGS, check_looks
+
+if TYPE_CHECKING:
+    from ghostsearch.data.dataplan import Asked
 
 
 @dataclass(frozen=True)
@@ -375,6 +379,30 @@ class Config:
         if ds == "c4" and not data.text_available("c4", data.CALIBRATION_SPLIT["c4"], self.data_dir):
             return "lambada"
         return ds
+
+    def calibrations(self, objectives: Iterable[str], repair: bool) -> list[Asked]:
+        """What the data plan resolves (``data.dataplan.plan``): each objective's calibration as asked
+        and as these settings resolve it, then the repair's (when ``repair``)."""
+        from ghostsearch.data.dataplan import Asked
+        from ghostsearch.objectives import OBJECTIVES
+
+        out = []
+        for o in dict.fromkeys(objectives):
+            asked = self.calibration.for_objective(o).dataset or "auto"
+            spec = self.calibration_spec(o)
+            fell = asked == "auto" and spec.dataset != OBJECTIVES.get(o).default_dataset
+            out.append(
+                Asked(
+                    objective=o, asked=asked, used=spec.dataset, fallback=fell, n_seq=spec.n_seq, seq_len=spec.seq_len
+                )
+            )
+        if repair:
+            r = self.recovery
+            asked = r.dataset or "auto"
+            used = asked if asked != "auto" else self.default_dataset("perplexity")
+            fell = asked == "auto" and used != "c4"
+            out.append(Asked(objective=None, asked=asked, used=used, fallback=fell, n_seq=r.n_seq, seq_len=r.seq_len))
+        return out
 
     def calibration_spec(self, objective: str | None = None, cell_seed: int | None = None):
         """The resolved calibration data of ``objective`` (default: the run's); ``cell_seed``: a

@@ -1,7 +1,8 @@
 """Atomic file writes: a reader sees the old file or the new one, never half of one.
 
 Every file ghostsearch writes into a run directory goes through here. The temporary name is
-unique per writer (pid + random), so two writers never share a temporary file.
+unique per writer (pid + random), so two writers never share a temporary file. ``cache_dir``: where
+ghostsearch keeps what it derives once (converted models, task files, digests).
 """
 
 from __future__ import annotations
@@ -14,6 +15,11 @@ from pathlib import Path
 from ghostsearch.core.errors import GhostsearchError
 
 MIN_FREE = 1 << 20  # bytes: a disk with less free space than this is full for ghostsearch's purposes
+
+
+def cache_dir() -> Path:
+    """ghostsearch's cache (``GHOSTSEARCH_CACHE``, default ~/.cache/ghostsearch)."""
+    return Path(os.environ.get("GHOSTSEARCH_CACHE", Path.home() / ".cache" / "ghostsearch"))
 
 
 def temp_path(path: Path) -> Path:

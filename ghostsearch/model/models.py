@@ -17,6 +17,7 @@ from typing import Protocol
 import torch
 
 from ghostsearch.core.errors import GhostsearchError
+from ghostsearch.core.io import cache_dir
 
 BUILTIN = {  # hub, license, provenance: what an export's model card says of the base (recovery/card.py)
     "smollm2-135m": {
@@ -37,10 +38,6 @@ DTYPES = {
     "fp16": torch.float16,
     "float16": torch.float16,
 }
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("GHOSTSEARCH_CACHE", Path.home() / ".cache" / "ghostsearch"))
 
 
 def cpu_has_native_bf16() -> bool:

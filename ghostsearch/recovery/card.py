@@ -57,7 +57,8 @@ def consumer_warnings(config) -> list[str]:
 def base_facts(spec: str | None) -> dict:
     """What the card can say of the base model ``spec`` (a built-in name, a hub id, a local directory
     or a .gguf file): hub id (None: local), licence (None: unknown), provenance of the weights, name."""
-    from ghostsearch.model.models import BUILTIN, cache_dir
+    from ghostsearch.core.io import cache_dir
+    from ghostsearch.model.models import BUILTIN
 
     if not spec:
         return {"hub": None, "license": None, "source": "an unnamed model", "name": "model"}
