@@ -23,21 +23,26 @@ def add(sub) -> None:
     )
     sp.add_argument(
         "--command",
-        choices=("search", "compare"),
+        choices=("search", "compare", "target"),
         default=None,
-        help="the command whose fixed costs --measure times (default: compare when the config names a "
-        "grid, else search)",
+        help="the command to plan (default: target when the config states target.quality's bound, target.params "
+        "or target.speedup; compare when it names a grid; else search)",
     )
 
 
 def run(args) -> None:
     from ghostsearch.config import load_config
     from ghostsearch.core.errors import GhostsearchError
-    from ghostsearch.study.plan import format_plan, plan_run
+    from ghostsearch.study.plan import format_plan, format_target_plan, plan_run, plan_target, target_stated
 
     cfg = load_config(args.config, args.overrides)
-    p = plan_run(cfg, args.model_config, args.measure, command=args.command)
-    print(format_plan(cfg, p))
+    if args.command == "target" or (args.command is None and target_stated(cfg)):
+        tp = plan_target(cfg, args.model_config, args.measure)
+        p = tp.search
+        print(format_target_plan(cfg, tp))
+    else:
+        p = plan_run(cfg, args.model_config, args.measure, command=args.command)
+        print(format_plan(cfg, p))
     if not p.fits:
         from ghostsearch.model.memplan import fixes
 

@@ -351,6 +351,13 @@ def command_of(cfg) -> str:
     return "compare" if (c.searchers or c.objectives or c.ks or c.seeds) else "search"
 
 
+def target_stated(cfg) -> bool:
+    """The config is a ``ghostsearch target``'s: it states target.quality's bound, target.params or
+    target.speedup (``plan`` then plans the target run, not a search)."""
+    t = cfg.target
+    return any(v is not None for v in (t.quality.max_ratio, t.quality.max_drop, t.params, t.speedup))
+
+
 def distinct_sets(cfg, cells: list[CellSpec]) -> int:
     """Finalist sets a grid can give at most: one per cell, less LoRP's repeats (its set follows
     from the similarity of ``similarity_source``'s text, perplexity by default, not from the
@@ -901,7 +908,9 @@ def evaluation_from_probe(cfg, shape: Shape, ev: EvaluationPlan, probe: EvalProb
     return waves * (dense + per_share * per_model), note
 
 
-def format_plan(cfg, p: RunPlan) -> str:
+def format_plan(cfg, p: RunPlan, whole: list[str] | None = None) -> str:
+    """What ``plan`` prints of a search or compare; ``whole``: lines in place of the whole run's and the
+    finalist evaluation's (a target's: ``target_lines``)."""
     from ghostsearch.model.memplan import fmt_count
 
     sh, mem = p.shape, p.memory
@@ -926,12 +935,12 @@ def format_plan(cfg, p: RunPlan) -> str:
         f"time: preparing {p.prepare_s:,.0f} s (every actor, once per objective) + scoring "
         f"{p.scoring_s:,.0f} s; "
         f"rate: {p.rate / 1e12:.3g} TFLOP/s per actor ({p.rate_note})",
-        whole_run_line(p),
+        *([whole_run_line(p)] if whole is None else []),
         f"memory per actor: {mem.line()}; cache.every={mem.every} ({mem.parts['kept_boundaries']} boundaries of "
         f"{mem.parts['state_bytes'] / GiB:.2f} GiB), prefix runs {mem.parts['prefix_run_count']}"
         + (f", host {mem.host / GiB:.1f} GiB (cache.offload)" if mem.host else "")
         + ("" if mem.fits else "  DOES NOT FIT"),
-        evaluation_line(p.evaluation),
+        *([evaluation_line(p.evaluation)] if whole is None else whole),
         "kinds: exact (greedy not raced, and the one-shot searchers: oneshot, shortgpt, streamline, lorp, "
         "fastblock); budget = at most that many (raced greedy: race auto from 32 "
         "calibration rows; ga stops when its next generation does not fit what is left); estimate = depends on "
@@ -941,6 +950,35 @@ def format_plan(cfg, p: RunPlan) -> str:
         + " (plan --measure times them on a local run)",
     ]
     return "\n".join(out)
+
+
+def target_lines(tp: TargetPlan) -> list[str]:
+    """A target run's phases after the search, each with its seconds and where they come from, and the whole
+    run as a range (every k settled at its first look .. every model to the last look)."""
+    s = tp.search
+    search_parts = [f"{PARTS[n]} {v.seconds:,.0f} s ({v.note})" for n, v in s.fixed.items() if n != "report"]
+    names = {"load": "the model's load in the driver", "repair": "repair fits", "looks": "looks", "speed": "speed"}
+    out = [
+        f"target: {tp.metric}, ks {', '.join(map(str, tp.ks))}, repair {', '.join(tp.repairs)}, looks "
+        f"{'/'.join(map(str, tp.looks))} {tp.unit} per model ({tp.models} models: dense + {len(tp.ks)} ks x "
+        f"{len(tp.repairs)} repair(s))",
+        f"  search {s.search_wall_s:,.0f} s = the wall above + " + " + ".join(search_parts),
+    ]
+    for name, part in tp.parts.items():
+        out.append(f"  {names[name]} {part.seconds:,.0f} s ({part.note})")
+    out.append(
+        f"  looks if every k is settled at its first look: {tp.least_items:,} {tp.unit}, {tp.least_looks_s:,.0f} s"
+    )
+    out.append(
+        f"whole target run: {tp.least_s:,.0f} s ({tp.least_s / 3600:.2f} h) if every k is settled at its first "
+        f"look, {tp.worst_s:,.0f} s ({tp.worst_s / 3600:.2f} h) at most (every model to the last look)"
+    )
+    return out
+
+
+def format_target_plan(cfg, tp: TargetPlan) -> str:
+    """What ``plan`` prints of a target run: the search's cells, rate and memory, then ``target_lines``."""
+    return format_plan(cfg, tp.search, whole=target_lines(tp))
 
 
 PARTS = {
@@ -979,4 +1017,210 @@ def evaluation_line(ev: EvaluationPlan) -> str:
     )
 
 
-__all__ = ["RunPlan", "plan_run", "format_plan", "evaluations", "blocks_run", "measure_rate", "plan_memory"]
+# ---------------------------------------------------------------- a target run
+@dataclass(frozen=True)
+class TargetPlan:
+    """``plan`` of a ``ghostsearch target`` run (ghostsearch/study/target.py), phase by phase in its order:
+    the search (``search``: its cells, greedy's nested path being one cell at max(ks), with the run's
+    fixed costs), then in the driver, Ray down: the model's load, the repair fits, the looks and the
+    speed timing (``parts``, each with where its number comes from). The looks are a range: at most
+    every model to the last look (``worst``), at least every k settled at its first look (``least``);
+    ``items``: windows (a perplexity) or items (an accuracy) per model at each look."""
+
+    search: RunPlan
+    metric: str
+    ks: list[int]
+    looks: list[int]
+    repairs: list[str]
+    unit: str  # windows | items
+    models: int  # the dense model and every k under every repair
+    least_items: int
+    worst_items: int
+    cuts: int  # repair fits' cuts at most: every removed block its own cut, per k and repair
+    parts: dict[str, Part]
+    least_looks_s: float
+
+    @property
+    def worst_s(self) -> float:
+        """The whole run when every model goes to the last look."""
+        return self.search.search_wall_s + sum(p.seconds for p in self.parts.values())
+
+    @property
+    def least_s(self) -> float:
+        """The whole run when every k is settled at its first look."""
+        return self.worst_s - self.parts["looks"].seconds + self.least_looks_s
+
+
+def search_config(cfg, ks: list[int]):
+    """The config of the search a target runs: greedy's nested path at max(ks) (k), else one cell per k
+    (compare.ks, which ``plan_cells`` walks)."""
+    from ghostsearch.study.target import nested
+
+    if nested(cfg.searcher):
+        return dataclasses.replace(cfg, k=ks[-1])
+    return dataclasses.replace(cfg, compare=dataclasses.replace(cfg.compare, ks=list(ks)))
+
+
+def measure_gram(cfg, hidden: int, rows: int = 4096, repeats: int = 3) -> float:
+    """FLOP/s of a repair fit's accumulation here: X^T X and X^T Y of ``rows`` float64 rows of the model's
+    width (``GramLS.update``: what a cut's fit does per calibration token)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    if cfg.resolved_device() == "cpu":
+        torch.set_num_threads(max(1, cfg.pool.threads))
+    try:
+        x = torch.randn(rows, hidden, dtype=torch.float64)
+        y = torch.randn(rows, hidden, dtype=torch.float64)
+        x.T @ x  # warm-up
+        t0 = time.perf_counter()
+        for _ in range(repeats):
+            x.T @ x
+            x.T @ y
+        return repeats * 4.0 * rows * hidden * hidden / max(time.perf_counter() - t0, 1e-9)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def measure_driver(cfg) -> tuple[float, float, float]:
+    """(seconds to load the model as the target's driver does, prefill tokens/s and decode tokens/s of the
+    dense model at batch 1): ``load_configured`` and ``speed.measure_speed`` (one round, no peak pass) for
+    real, here."""
+    from ghostsearch.model.models import load_configured
+    from ghostsearch.recovery import speed
+    from ghostsearch.study.target import SPEED_SEQ_LEN
+
+    t0 = time.perf_counter()
+    model, _ = load_configured(cfg)
+    load_s = time.perf_counter() - t0
+    rep = speed.measure_speed(model, batches=(1,), seq_len=SPEED_SEQ_LEN, decode_tokens=4, repeats=1, peak=False)
+    pre, dec = rep.rows[0].at("prefill", 1), rep.rows[0].at("decode", 1)
+    assert pre is not None and dec is not None, "measure_speed times prefill and decode at batch 1"
+    return load_s, pre.tokens_per_s, dec.tokens_per_s
+
+
+def plan_target(cfg, model_config: str | None = None, measure: bool = False, time_start: bool = True) -> TargetPlan:
+    """What ``ghostsearch target`` will cost, phase by phase (TargetPlan): the search as ``plan_run`` plans
+    it (``search_config``), the model's load in the driver, the repair fits (one dense pass over the repair
+    calibration per repair, then per k a least-squares fit per cut: X^T X and X^T Y in float64), the looks
+    (per model and item: a window of eval.ppl_seq_len tokens through the model's depth and head, or an
+    accuracy item's tokens as ``evaluation_items`` counts them) and the speed timing (``target.measure``:
+    the dense and the certified model, warm-up, SPEED_REPEATS rounds and a peak pass of a SPEED_SEQ_LEN
+    prompt and SPEED_DECODE decode steps). ``measure``: the load, the fit's float64 rate and the dense
+    model's prefill and decode speed timed here (else the FLOP rate, which a decode step's overheads
+    exceed: stated)."""
+    from ghostsearch.study import target as tg
+
+    shape, _ = model_shape(cfg, model_config)
+    L = shape.n_blocks
+    p = tg.plan(cfg, L)
+    ecfg = tg.eval_cfg(cfg, p)
+    search = plan_run(search_config(ecfg, p.ks), model_config, measure, time_start, command="search")
+    flop_rate, mem = search.rate, search.memory
+    repairs = [r for r in p.repairs if r != "none"]
+    models = 1 + len(p.ks) * len(p.repairs)
+    parts: dict[str, Part] = {}
+    # the model in the driver
+    timed = measure and model_config is None
+    load_s, pre_tps, dec_tps = measure_driver(cfg) if timed else (0.0, 0.0, 0.0)
+    if timed:
+        parts["load"] = Part(load_s, "measured: load_configured here")
+    else:
+        weight_bytes = shape.params * mem.parts["bytes_per_param"]
+        parts["load"] = Part(
+            weight_bytes / LOAD_BYTES_PER_S, f"the weights read at {LOAD_BYTES_PER_S / 1e9:g} GB/s (stated)"
+        )
+    # the repair fits
+    rec = cfg.recovery
+    tokens = rec.n_seq * rec.seq_len
+    capture = len(repairs) * tokens * L * flops_per_token_block(shape, rec.seq_len) / flop_rate
+    cuts = len(repairs) * sum(p.ks)
+    gram = measure_gram(cfg, shape.hidden) if timed else flop_rate
+    fits = cuts * tokens * 4.0 * shape.hidden**2 / gram
+    parts["repair"] = Part(
+        capture + fits,
+        f"{len(repairs)} dense pass(es) over {rec.n_seq} x {rec.seq_len} tokens {capture:,.0f} s + at most {cuts} "
+        f"cut fits (every removed block its own cut) {fits:,.0f} s at "
+        + (f"{gram / 1e9:.3g} GFLOP/s float64 (measured)" if timed else "the FLOP rate (float64 not timed)"),
+    )
+    # the looks: per model and item, FLOPs at the depth it runs
+    if p.perplexity:
+        T = cfg.eval.ppl_seq_len
+
+        def item_flops(depth: int) -> float:
+            return T * (depth * flops_per_token_block(shape, T) + 2.0 * shape.head_weight)
+
+        unit = "windows"
+    else:
+        ev = evaluation_items(ecfg)
+        have = [t for t in ev.tasks.values() if t]
+        per_item = sum(t.tokens for t in have) / max(1, sum(t.items for t in have))
+
+        def item_flops(depth: int) -> float:
+            return per_item * depth * flops_per_token_block(shape, 512)
+
+        unit = "items"
+    per_look = item_flops(L) + len(p.repairs) * sum(item_flops(L - k) for k in p.ks)  # every model, one item
+    worst_items, least_items = models * p.looks[-1], models * p.looks[0]
+    parts["looks"] = Part(
+        p.looks[-1] * per_look / flop_rate,
+        f"worst case: {worst_items:,} {unit} ({models} models to the last look, {p.looks[-1]}), at the FLOP rate",
+    )
+    least_looks_s = p.looks[0] * per_look / flop_rate
+    # the speed timing: the dense and the certified model (at most: the least k), batch 1
+    import inspect
+
+    from ghostsearch.recovery.speed import measure_speed
+
+    warmup = int(inspect.signature(measure_speed).parameters["warmup"].default)  # target.measure leaves it
+    prefills = warmup + tg.SPEED_REPEATS + 1  # the warm-up, the rounds, the peak pass
+    steps = warmup * min(2, tg.SPEED_DECODE) + (tg.SPEED_REPEATS + 1) * tg.SPEED_DECODE
+    T = tg.SPEED_SEQ_LEN
+
+    def token_flops(depth: int) -> float:  # one decode step (a prompt's head runs for its last token only)
+        return depth * flops_per_token_block(shape, T) + 2.0 * shape.head_weight
+
+    depths = (L, L - p.ks[0])  # the dense model and the certified one, at most as deep as the least k leaves
+    if timed:
+        speed_s = sum((prefills * T / pre_tps + steps / dec_tps) * token_flops(d) / token_flops(L) for d in depths)
+        speed_note = (
+            f"measured: the dense model's prefill {pre_tps:,.0f} and decode {dec_tps:,.2f} tokens/s here (the "
+            f"certified model's scaled by its FLOPs), {prefills} prompts of {T} tokens and {steps} decode steps "
+            "per model"
+        )
+    else:
+        per_model = [prefills * T * d * flops_per_token_block(shape, T) + steps * token_flops(d) for d in depths]
+        speed_s = sum(per_model) / flop_rate
+        speed_note = (
+            f"{prefills} prompts of {tg.SPEED_SEQ_LEN} tokens and {steps} decode steps per model at the FLOP rate "
+            "(a decode step's overheads not counted: plan --measure times them)"
+        )
+    parts["speed"] = Part(speed_s, speed_note)
+    return TargetPlan(
+        search=search,
+        metric=p.metric,
+        ks=list(p.ks),
+        looks=list(p.looks),
+        repairs=list(p.repairs),
+        unit=unit,
+        models=models,
+        least_items=least_items,
+        worst_items=worst_items,
+        cuts=cuts,
+        parts=parts,
+        least_looks_s=least_looks_s,
+    )
+
+
+__all__ = [
+    "RunPlan",
+    "TargetPlan",
+    "plan_run",
+    "plan_target",
+    "format_plan",
+    "format_target_plan",
+    "evaluations",
+    "blocks_run",
+    "measure_rate",
+    "plan_memory",
+]

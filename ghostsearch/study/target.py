@@ -44,6 +44,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_LOOKS = (100, 200, 400)
 CHUNK = 200  # items (windows) computed and kept at a time: what an interrupted look loses at most
+# how the certified model's speed is measured beside the dense one (``measure``; ``plan`` estimates its seconds)
+SPEED_SEQ_LEN, SPEED_DECODE, SPEED_REPEATS = 128, 16, 3  # batch 1: prompt tokens, tokens decoded, rounds
 
 
 def nested(searcher: str) -> bool:
@@ -591,9 +593,9 @@ def measure(model_ops, removed: list[int], method: str) -> dict | str:
             [] if ops is not None else [removed],  # the certified model as deployed: repaired when it is
             [ops] if ops is not None else [],
             batches=(1,),
-            seq_len=128,
-            decode_tokens=16,
-            repeats=3,
+            seq_len=SPEED_SEQ_LEN,
+            decode_tokens=SPEED_DECODE,
+            repeats=SPEED_REPEATS,
         )
     except GhostsearchError as e:
         return f"not measured: {e}"

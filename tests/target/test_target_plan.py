@@ -133,3 +133,33 @@ def test_the_last_line():
     assert "The level is spent on these items" in spent and "target.tries" in spent and "continue" not in spent
     left = sentence(c, p, fail, tries_left=2)
     assert "2 of target.tries=1 left: another repair, target or looks is a new try" in left
+
+
+def test_plan_of_a_target_config_is_the_target_run_phase_by_phase(capsys):
+    """Issue 48: `ghostsearch plan configs/target-quick.yaml` printed a compare's cost ("~2.85 h of task items"),
+    not the target's. Now: the search greedy's nested path runs (one cell at k=6: 28 + 27 + ... + 23 = 153
+    evaluations), the model's load, the repair fits, the looks as a range (7 models x 16 windows if every k is
+    settled at its first look, x 64 at most) and the speed timing, and the whole run as their sum."""
+    from pathlib import Path
+
+    from ghostsearch.cli.main import main
+
+    quick = str(Path(__file__).resolve().parents[2] / "configs" / "target-quick.yaml")
+    assert main(["plan", quick]) in (0, None)
+    out = capsys.readouterr().out
+    assert "compare" not in out and "task items" not in out, out
+    assert "target: ppl_lambada, ks 1, 2, 3, 4, 5, 6, repair ghosted, looks 16/32/64 windows per model (7 models" in out
+    for phase in ("  search ", "  the model's load in the driver ", "  repair fits ", "  looks ", "  speed "):
+        assert phase in out, out
+    assert "worst case: 448 windows" in out and "first look: 112 windows" in out and "at most 21 cut fits" in out
+    from ghostsearch.study.plan import plan_target
+
+    tp = plan_target(load_config(quick))
+    (cell,) = tp.search.cells
+    assert (cell.searcher, cell.k, cell.evaluations) == ("greedy", 6, 153)
+    assert tp.worst_s == pytest.approx(tp.search.search_wall_s + sum(p.seconds for p in tp.parts.values()))
+    assert tp.parts["looks"].seconds == pytest.approx(4 * tp.least_looks_s)  # 64 windows a model against 16
+    assert tp.least_s < tp.worst_s and all(p.seconds > 0 for p in tp.parts.values())
+    # another searcher: one search per k, each planned
+    other = plan_target(load_config(quick, ["searcher=oneshot"]))
+    assert [c.k for c in other.search.cells] == [1, 2, 3, 4, 5, 6]
