@@ -25,6 +25,7 @@ from ghostsearch.stats.certify import SPENDINGS, check_looks
 
 if TYPE_CHECKING:
     from ghostsearch.data.dataplan import Asked
+    from ghostsearch.stats.contrasts import Contrast
 
 
 @dataclass(frozen=True)
@@ -379,6 +380,20 @@ class Config:
         if ds == "c4" and not data.text_available("c4", data.CALIBRATION_SPLIT["c4"], self.data_dir):
             return "lambada"
         return ds
+
+    def contrasts(self) -> list[Contrast]:
+        """``compare.contrasts`` parsed against the grid's names (``compare`` and its defaults)."""
+        from ghostsearch.stats.contrasts import Grid, parse_all
+
+        c = self.compare
+        grid = Grid(
+            tuple([self.searcher] if c.searchers is None else c.searchers),
+            tuple([self.objective] if c.objectives is None else c.objectives),
+            tuple([self.k] if c.ks is None else c.ks),
+            tuple([self.seed] if c.seeds is None else c.seeds),
+            tuple(c.recovery),
+        )
+        return parse_all(c.contrasts, grid)
 
     def calibrations(self, objectives: Iterable[str], repair: bool) -> list[Asked]:
         """What the data plan resolves (``data.dataplan.plan``): each objective's calibration as asked
@@ -788,7 +803,6 @@ def _check_repairs(cfg: Config) -> None:
     """The repairs named (recovery.method, compare.recovery) are registered; compare.contrasts name
     models of the grid."""
     from ghostsearch.recovery import RECOVERY
-    from ghostsearch.stats.contrasts import parse_all
 
     if cfg.recovery.method not in RECOVERY:
         raise GhostsearchError(f"recovery.method={cfg.recovery.method!r}; use one of: {', '.join(RECOVERY.names())}")
@@ -799,7 +813,7 @@ def _check_repairs(cfg: Config) -> None:
     for m in cfg.compare.recovery:
         if m not in RECOVERY:
             raise GhostsearchError(f"compare.recovery has {m!r}; use any of: {', '.join(RECOVERY.names())}")
-    parse_all(cfg.compare.contrasts, cfg)  # every contrast names models of the grid, before any model work
+    cfg.contrasts()  # every contrast names models of the grid, before any model work
 
 
 def _check_target(t: Target) -> None:

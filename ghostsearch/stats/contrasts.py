@@ -72,24 +72,13 @@ class ContrastPair:
 
 @dataclass(frozen=True)
 class Grid:
-    """The names a contrast may use (from the config: ``Config.compare`` and its defaults)."""
+    """The names a contrast may use (``config.Config.contrasts`` builds it from ``compare`` and its defaults)."""
 
     searchers: tuple[str, ...]
     objectives: tuple[str, ...]
     ks: tuple[int, ...]
     seeds: tuple[int, ...]
     recoveries: tuple[str, ...]
-
-    @classmethod
-    def of(cls, cfg) -> Grid:
-        c = cfg.compare
-        return cls(
-            tuple([cfg.searcher] if c.searchers is None else c.searchers),
-            tuple([cfg.objective] if c.objectives is None else c.objectives),
-            tuple([cfg.k] if c.ks is None else c.ks),
-            tuple([cfg.seed] if c.seeds is None else c.seeds),
-            tuple(c.recovery),
-        )
 
 
 def _err(text: str, why: str) -> GhostsearchError:
@@ -187,11 +176,10 @@ def parse(text: str, grid: Grid) -> Contrast:
     return Contrast(text.strip(), out[0], out[1])
 
 
-def parse_all(texts: Sequence[str] | None, cfg) -> list[Contrast]:
-    """Every contrast of ``compare.contrasts`` parsed against the config's grid; names unique."""
+def parse_all(texts: Sequence[str] | None, grid: Grid) -> list[Contrast]:
+    """Every contrast of ``compare.contrasts`` parsed against the grid; names unique."""
     if not texts:
         return []
-    grid = Grid.of(cfg)
     out = [parse(t, grid) for t in texts]
     names = [c.name for c in out]
     twice = sorted({n for n in names if names.count(n) > 1})
@@ -200,16 +188,19 @@ def parse_all(texts: Sequence[str] | None, cfg) -> list[Contrast]:
     return out
 
 
-def resolve_contrasts(cfg, results: list, key: Callable[[list[int], str], str]) -> list[ContrastPair]:
-    """``compare.contrasts`` resolved to pairs of evaluated models: each side's cell (searcher,
-    objective, k, seed) is looked up in ``results`` (the cells' results, rundir.cell.CellResult:
-    searcher, objective, k, seed, removed) and keyed ``key(removed, recovery)``: pass ``compare.eval_key`` bound to the
-    run's config and held-out sets, so the keys are those of RUN_DIR/evals and eval_items.parquet.
-    Two sides that come to the same evaluated model (two searchers found the same set) give a pair
-    with ``same=True``: its difference is 0 on every item, stated as such, never tested."""
+def resolve_contrasts(
+    contrasts: Sequence[Contrast], results: list, key: Callable[[list[int], str], str]
+) -> list[ContrastPair]:
+    """The parsed ``compare.contrasts`` (``Config.contrasts()``) resolved to pairs of evaluated
+    models: each side's cell (searcher, objective, k, seed) is looked up in ``results`` (the cells'
+    results, rundir.cell.CellResult: searcher, objective, k, seed, removed) and keyed
+    ``key(removed, recovery)``: pass ``compare.eval_key`` bound to the run's config and held-out
+    sets, so the keys are those of RUN_DIR/evals and eval_items.parquet. Two sides that come to the
+    same evaluated model (two searchers found the same set) give a pair with ``same=True``: its
+    difference is 0 on every item, stated as such, never tested."""
     by = {(r.searcher, r.objective, r.k, r.seed): r for r in results}
     out = []
-    for c in parse_all(cfg.compare.contrasts, cfg):
+    for c in contrasts:
         keys, labels = [], []
         for s in (c.left, c.right):
             if s.dense:
@@ -230,19 +221,19 @@ TARGET = 0.03  # the difference a contrast should be able to detect ("1-3 percen
 
 
 def power_lines(
-    cfg,
+    contrasts: Sequence[Contrast],
     n_items: int | None,
     var_diff: float = VAR_DIFF_PILOT,
     alpha: float = stats.ALPHA,
     power: float = 0.8,
     delta: float = TARGET,
 ) -> list[str]:
-    """Before any model work: per contrast of ``compare.contrasts``, the paired minimum detectable
-    difference at ``n_items`` items per model (at Holm's strictest level, alpha / number of contrasts,
-    80% power, per-item variance ``var_diff``: the pilot's 0.163 unless a previous run gives one), and
-    the items per model that would detect ``delta``. A contrast whose MDD exceeds ``delta`` is flagged:
-    this size cannot decide a difference that small."""
-    cs = parse_all(cfg.compare.contrasts, cfg)
+    """Before any model work: per contrast of ``compare.contrasts`` (parsed: ``Config.contrasts()``),
+    the paired minimum detectable difference at ``n_items`` items per model (at Holm's strictest
+    level, alpha / number of contrasts, 80% power, per-item variance ``var_diff``: the pilot's 0.163
+    unless a previous run gives one), and the items per model that would detect ``delta``. A
+    contrast whose MDD exceeds ``delta`` is flagged: this size cannot decide a difference that small."""
+    cs = list(contrasts)
     if not cs:
         return []
     a = alpha / len(cs)

@@ -555,7 +555,7 @@ def compare(cfg: Config, address: str | None = None, progress: bool = True) -> P
         from ghostsearch.stats.contrasts import power_lines
 
         n_items = cfg.eval.looks[-1] if cfg.eval.looks else cfg.eval.max_items
-        for line in power_lines(cfg, n_items):
+        for line in power_lines(cfg.contrasts(), n_items):
             logging.getLogger(__name__).info(line)
     held_out = data_plan.held_out
     with run:  # the pre-registered contrasts go into result.json first, before any cell runs
@@ -573,7 +573,9 @@ def compare(cfg: Config, address: str | None = None, progress: bool = True) -> P
             cells_resumed=resumed,
         )
         # the finalists are evaluated on the same replicas, one share per scorer, before the pool goes
-        pairs = resolve_contrasts(cfg, results, lambda removed, method: eval_key(removed, method, cfg, held_out))
+        pairs = resolve_contrasts(
+            cfg.contrasts(), results, lambda removed, method: eval_key(removed, method, cfg, held_out)
+        )
         evals = evaluate_finalists(
             cfg,
             run_dir,

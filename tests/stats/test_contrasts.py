@@ -50,7 +50,7 @@ def test_the_grammar_says_repair_searcher_objective_and_dense():
         for o in ("perplexity", "margin")
         for sd in (0, 1)
     ]
-    got = resolve_contrasts(cfg, results, lambda removed, method: f"{removed}/{method}")
+    got = resolve_contrasts(cfg.contrasts(), results, lambda removed, method: f"{removed}/{method}")
     assert [(p.left_key, p.right_key, p.same) for p in got] == [
         ("[1, 2]/ghosted", "[1, 2]/none", False),
         ("[4, 5]/none", "[1, 2]/none", False),  # shortgpt found greedy's set under perplexity
@@ -79,9 +79,9 @@ def test_bad_contrasts_are_one_line_errors_at_load(text, msg):
 
 def test_power_lines_say_what_the_size_can_decide():
     cfg = cfg_with(["ghosted - none | searcher=greedy, objective=perplexity", "lorp - shortgpt | objective=perplexity"])
-    small, big = power_lines(cfg, 80), power_lines(cfg, 20_000)
+    small, big = power_lines(cfg.contrasts(), 80), power_lines(cfg.contrasts(), 20_000)
     assert len(small) == 2 and "cannot decide a difference of 0.03" in small[0] and "level 0.025" in small[0]
     assert "can decide a difference of 0.03" in big[0]
     need = int(small[0].split("; ")[-1].split()[0].replace(",", ""))
     assert need == 1722  # ((z_0.9875 + z_0.8) / 0.03)^2 x 0.163 = ((2.2414 + 0.8416) / 0.03)^2 x 0.163 = 1,721.4
-    assert power_lines(load_config(CONFIG, GRID), 80) == []
+    assert power_lines(load_config(CONFIG, GRID).contrasts(), 80) == []
