@@ -100,7 +100,8 @@ def run(args) -> Path:
     check_repairs(cfg, "--method", [method])
     from ghostsearch.recovery import gguf
 
-    gguf.check(cfg, method, args.format)  # a hooked repair or a family llama.cpp's writer lacks: one line, now
+    # a hooked repair or a family llama.cpp's writer lacks: one line, now
+    gguf.check(cfg.model, cfg.trust_remote_code, method, args.format)
     from ghostsearch.data.dataplan import announce, plan
 
     announce(plan(cfg, objectives, evaluate=False, repair=method != "none"))  # missing data: one line, now

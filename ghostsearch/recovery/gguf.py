@@ -204,9 +204,9 @@ def write_gguf(model, tokenizer, path, dtype: str = "f16", source_gguf: Path | N
 FORMATS = ("safetensors", "gguf", "gguf-f32")  # gguf: f16 (llama.cpp's converter's default)
 
 
-def check(cfg, method: str, fmt: str) -> None:
+def check(model: str, trust_remote_code: bool, method: str, fmt: str) -> None:
     """``export --format gguf``'s refusals, before any data or weights are read: a repair that is a
-    hook, a family or setting the writer does not handle (from the model's config on the meta device)."""
+    hook, a family or setting the writer does not handle (from the config of ``model`` on the meta device)."""
     if fmt == "safetensors":
         return
     from ghostsearch.recovery.base import RECOVERY
@@ -216,7 +216,7 @@ def check(cfg, method: str, fmt: str) -> None:
     if why is None:
         from ghostsearch.model.models import model_skeleton
 
-        why = unsupported(model_skeleton(cfg.model, cfg.trust_remote_code).config)
+        why = unsupported(model_skeleton(model, trust_remote_code).config)
     if why is not None:
         raise GhostsearchError(why)
 

@@ -4,16 +4,66 @@ the pruned (and repaired) model."""
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import torch
 
 from ghostsearch.recovery.base import Activations, Operators, Recovery, get_recovery
 
 
-def recovery_from_config(cfg, method: str | None = None) -> Recovery:
+class RepairSection(Protocol):
+    """What the repair reads of the ``recovery`` section (``config.Recovery`` is one)."""
+
+    method: str
+    variant: str
+    ridge: float
+    steps: int
+    lr: float
+    linearpatch_rotation: str
+    linearpatch_scale: str
+    dataset: str | None
+    n_seq: int
+    seq_len: int
+
+
+class CalibrationDraw(Protocol):
+    """What the repair reads of the ``calibration`` section: the seed of its draw, the micro-batch."""
+
+    seed: int
+    micro_batch: int
+
+
+class CacheBudget(Protocol):
+    """What the repair reads of the ``eval`` section: the GiB the captured activations may hold."""
+
+    cache_gib: float
+
+
+class RepairSettings(Protocol):
+    """What the repair reads of a run's settings (``config.Config`` is one): its section, the
+    calibration draw, eval's cache budget, the data directory, and the perplexity default (C4 or,
+    where C4 is missing, its fallback)."""
+
+    @property
+    def recovery(self) -> RepairSection: ...
+
+    @property
+    def calibration(self) -> CalibrationDraw: ...
+
+    @property
+    def eval(self) -> CacheBudget: ...
+
+    @property
+    def data_dir(self) -> str | None: ...
+
+    def default_dataset(self, objective: str) -> str: ...
+
+
+def recovery_from_config(cfg: RepairSettings, method: str | None = None) -> Recovery:
     """cfg.recovery (method, variant, ridge); a variant the method does not have falls back to
     the method's default only when it is the config default ``dense``."""
     method = method or cfg.recovery.method
-    extra = (
+    extra: dict[str, object] = (
         {"steps": cfg.recovery.steps, "lr": cfg.recovery.lr, "seed": cfg.calibration.seed}
         if method == "replaceme"
         else {}
@@ -27,7 +77,7 @@ def recovery_from_config(cfg, method: str | None = None) -> Recovery:
     return rec
 
 
-def repair_spec(cfg):
+def repair_spec(cfg: RepairSettings):
     """The repair's calibration data: recovery.dataset (auto: the perplexity default, C4, or its
     fallback where C4 is not available), recovery.n_seq x recovery.seq_len, the calibration seed."""
     from ghostsearch.objectives import CalibrationSpec
@@ -55,7 +105,7 @@ MIN_TOKENS_PER_CHANNEL = 6
 _WARNED: set = set()
 
 
-def check_repair_size(cfg, hidden: int) -> bool:
+def check_repair_size(cfg: RepairSettings, hidden: int) -> bool:
     """One warning line (once per process and size) when the repair data, recovery.n_seq x
     recovery.seq_len tokens, is under MIN_TOKENS_PER_CHANNEL x the model's width; True when it is."""
     import logging
@@ -74,7 +124,7 @@ def check_repair_size(cfg, hidden: int) -> bool:
     return True
 
 
-def activations_from_config(stack, tok, cfg) -> Activations:
+def activations_from_config(stack, tok, cfg: RepairSettings) -> Activations:
     """Recovery calibrates on text (``repair_spec``: recovery.dataset, n_seq x seq_len tokens, the
     calibration seed), whatever objective the search used: the operators only need dense
     activations. Micro-batches are captured lazily (one at a time). Too few tokens for the model's
@@ -101,7 +151,7 @@ def captured_once(data: Activations, cap_bytes: float) -> Activations:
     return Activations(stack, data.batches, caps, [c.states for c in caps])
 
 
-def fit_all(model, tok, specs, cfg) -> list[Operators | None]:
+def fit_all(model, tok, specs, cfg: RepairSettings) -> list[Operators | None]:
     """Operators for each (removed, method) of ``specs`` (None for ``none``), every fit reading the
     same dense calibration activations, captured once while they fit in ``eval.cache_gib``."""
     from ghostsearch.model.stack import Stack
@@ -119,7 +169,7 @@ def fit_all(model, tok, specs, cfg) -> list[Operators | None]:
     return out
 
 
-def fit(model, tok, removed, cfg, method: str | None = None) -> Operators:
+def fit(model, tok, removed, cfg: RepairSettings, method: str | None = None) -> Operators:
     """Operators of ``method`` (default cfg.recovery.method) for ``removed``; a method that adds
     nothing (``none``) needs no calibration pass."""
     from ghostsearch.model.stack import Stack
@@ -131,7 +181,7 @@ def fit(model, tok, removed, cfg, method: str | None = None) -> Operators:
     return rec.fit(stack, removed, activations_from_config(stack, tok, cfg))
 
 
-def repair(model, tok, removed, cfg, method: str | None = None):
+def repair(model, tok, removed, cfg: RepairSettings, method: str | None = None):
     """A deep copy of ``model`` with ``removed`` deleted and repaired by ``method``
     (default cfg.recovery.method; ``none``: only pruned)."""
     from ghostsearch.recovery.export import pruned_model
