@@ -24,7 +24,10 @@ from ghostsearch.core.eval_numbers import COMMONSENSE_TASKS
 from ghostsearch.stats.certify import SPENDINGS, check_looks
 
 if TYPE_CHECKING:
-    from ghostsearch.data.dataplan import Asked
+    from ghostsearch.data.dataplan import Asked, RunData
+    from ghostsearch.model.memplan import MemorySettings
+    from ghostsearch.model.models import ModelSettings
+    from ghostsearch.recovery.repair import RepairSettings
     from ghostsearch.stats.contrasts import Contrast
 
 
@@ -1009,3 +1012,9 @@ def save_config(cfg: Config, path: Path) -> None:
     from ghostsearch.core.io import write_text_atomic
 
     write_text_atomic(path, yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+
+
+if TYPE_CHECKING:  # a Config is each settings protocol the layers below read: mypy checks it here
+
+    def _settings(cfg: Config) -> tuple[RunData, MemorySettings, ModelSettings, RepairSettings]:
+        return cfg, cfg, cfg, cfg

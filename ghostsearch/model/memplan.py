@@ -27,6 +27,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Protocol, cast
 
 from ghostsearch.core.errors import GhostsearchError
 
@@ -169,7 +170,83 @@ class Plan:
         )
 
 
-def device_memory(cfg) -> float:
+class PoolShape(Protocol):
+    """What the plan reads of the ``pool`` section: actors, their devices and their share of one."""
+
+    actors: int
+    gpus_per_actor: float | None
+    device_map: list[str] | None
+    device_memory_gib: float | None
+    memory_share: float
+
+
+class CacheShape(Protocol):
+    """What the plan reads of the ``cache`` section."""
+
+    every: int | str
+    prefix_runs: int
+    offload: bool
+
+
+class GridNames(Protocol):
+    """What the plan reads of the ``compare`` section: the grid's searchers, objectives and ks."""
+
+    searchers: list[str] | None
+    objectives: list[str] | None
+    ks: list[int] | None
+
+
+class SearchParams(Protocol):
+    params: dict
+
+
+class Sizes(Protocol):
+    n_seq: int
+    seq_len: int
+    micro_batch: int
+
+
+class CalibrationSizes(Protocol):
+    """What the plan reads of the ``calibration`` section: each objective's sizes, the micro-batch."""
+
+    micro_batch: int
+
+    def for_objective(self, objective: str) -> Sizes: ...
+
+
+class MemorySettings(Protocol):
+    """What the memory plan reads of a run's settings (``config.Config`` is one; ``fixes`` tries
+    variants of it with ``dataclasses.replace``)."""
+
+    model: str
+    trust_remote_code: bool
+    dtype: str
+    objective: str
+    objective_params: dict
+    searcher: str
+    k: int
+
+    @property
+    def pool(self) -> PoolShape: ...
+
+    @property
+    def cache(self) -> CacheShape: ...
+
+    @property
+    def compare(self) -> GridNames: ...
+
+    @property
+    def search(self) -> SearchParams: ...
+
+    @property
+    def calibration(self) -> CalibrationSizes: ...
+
+    def resolved_device(self) -> str: ...
+
+    def device_map(self) -> list[str] | None: ...
+
+
+def device_memory(cfg: MemorySettings) -> float:
     """Bytes of one device: pool.device_memory_gib, the GPU's (times pool.gpus_per_actor when it is a
     fraction), or on CPU this machine's RAM shared by the pool's local actors."""
     if cfg.pool.device_memory_gib:
@@ -186,21 +263,21 @@ def device_memory(cfg) -> float:
     return ram / max(1, cfg.pool.actors)
 
 
-def dtype_bytes(cfg) -> int:
+def dtype_bytes(cfg: MemorySettings) -> int:
     from ghostsearch.model.models import resolve_dtype
 
     dev = (cfg.device_map() or [cfg.resolved_device()])[0]
     return BYTES[str(resolve_dtype(cfg.dtype, dev)).replace("torch.", "")]
 
 
-def n_devices(cfg) -> int:
+def n_devices(cfg: MemorySettings) -> int:
     if cfg.pool.device_map:
         return len(cfg.pool.device_map)
     g = cfg.pool.gpus_per_actor
     return int(g) if g and g > 1 else 1
 
 
-def prefix_runs(cfg, searchers, ks) -> int:
+def prefix_runs(cfg: MemorySettings, searchers, ks) -> int:
     """Prefix runs an actor may hold, as each searcher states it (``Searcher.prefix_runs``: greedy
     keeps each accepted prefix, beam width x that; 0 for a searcher without a prefix)."""
     from ghostsearch.search.base import get_searcher
@@ -217,7 +294,7 @@ def prefix_runs(cfg, searchers, ks) -> int:
 
 
 def plan_memory(
-    cfg, shape: Shape, every: int | None = None, objective: str | None = None, searchers=None, ks=None
+    cfg: MemorySettings, shape: Shape, every: int | None = None, objective: str | None = None, searchers=None, ks=None
 ) -> Plan:
     """The memory plan of one actor of ``cfg`` for ``shape`` (``every``: a cache.every to try)."""
     from ghostsearch.model.placement import split_blocks
@@ -293,7 +370,7 @@ def plan_memory(
     return Plan(parts, per_device, host, device_memory(cfg), cfg.pool.memory_share, every)
 
 
-def resolve_every(cfg, shape: Shape) -> Plan:
+def resolve_every(cfg: MemorySettings, shape: Shape) -> Plan:
     """cache.every as configured, or for auto the densest (smallest) that fits."""
     if cfg.cache.every != "auto":
         return plan_memory(cfg, shape)
@@ -304,16 +381,16 @@ def resolve_every(cfg, shape: Shape) -> Plan:
     return plan_memory(cfg, shape, shape.n_blocks)
 
 
-def fixes(cfg, shape: Shape, plan: Plan) -> str:
+def fixes(cfg: MemorySettings, shape: Shape, plan: Plan) -> str:
     """The changes that would make the plan fit, each tried alone."""
     import dataclasses
 
     out = []
 
     def trial(**changes):
-        pool = dataclasses.replace(cfg.pool, **changes.pop("pool", {}))
-        cache = dataclasses.replace(cfg.cache, **changes.pop("cache", {}))
-        c = dataclasses.replace(cfg, pool=pool, cache=cache, **changes)
+        pool = dataclasses.replace(cast(Any, cfg.pool), **changes.pop("pool", {}))
+        cache = dataclasses.replace(cast(Any, cfg.cache), **changes.pop("cache", {}))
+        c = dataclasses.replace(cast(Any, cfg), pool=pool, cache=cache, **changes)  # a dataclass: config.Config
         return plan_memory(c, shape, None if c.cache.every == "auto" else int(c.cache.every)).fits
 
     for n in (2, 4, 8):
@@ -333,7 +410,7 @@ def fixes(cfg, shape: Shape, plan: Plan) -> str:
         out.append("objective_params.head_chunk=128")
     mb = cfg.calibration.micro_batch
     if mb > 1:
-        calib = dataclasses.replace(cfg.calibration, micro_batch=max(1, mb // 4))
+        calib = dataclasses.replace(cast(Any, cfg.calibration), micro_batch=max(1, mb // 4))
         if trial(calibration=calib):
             out.append(f"calibration.micro_batch={max(1, mb // 4)}")
     return " or ".join(out) or (
@@ -341,7 +418,7 @@ def fixes(cfg, shape: Shape, plan: Plan) -> str:
     )
 
 
-def check_fit(cfg, shape: Shape | None = None) -> int:
+def check_fit(cfg: MemorySettings, shape: Shape | None = None) -> int:
     """One line, before loading, when an actor of ``cfg`` cannot fit its device; else the
     cache.every to use (``auto`` resolved)."""
     if shape is None:
