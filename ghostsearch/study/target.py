@@ -272,6 +272,31 @@ def kept_block(res_path: Path) -> dict:
     return block if isinstance(block, dict) else {}
 
 
+class Bar:
+    """A progress bar as a search's (``runner.Progress``: tqdm, its width following the terminal's, at most two
+    redraws a second): ``update(n)``, or ``bar(items)`` counting each item as the next one is asked for (so the
+    count is of items done, and tqdm's ETA follows). Closed on leaving a ``with``."""
+
+    def __init__(self, total: int, desc: str, unit: str, enabled: bool = True):
+        from tqdm.auto import tqdm
+
+        self.tq = tqdm(total=total, desc=desc, unit=unit, disable=not enabled, dynamic_ncols=True, mininterval=0.5)
+
+    def update(self, n: int = 1) -> None:
+        self.tq.update(n)
+
+    def __call__(self, items):
+        for x in items:
+            yield x
+            self.tq.update(1)
+
+    def __enter__(self) -> "Bar":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.tq.close()
+
+
 # ---------------------------------------------------------------- the items
 def draw_size(cfg: Config, p: Plan, held_out) -> int:
     """How many items the held-out draw has: the corpus's windows of eval.ppl_seq_len tokens (its
@@ -339,6 +364,7 @@ class Values:
         self.ops: dict[int, Any] = {}
         self.draw: Any = None
         self.computed = 0  # item values computed by this invocation (not read back)
+        self.step: Any = None  # the look's bar: step(n) as n item values of one model are computed
 
     # the draw
     def items(self, n: int):
@@ -378,19 +404,34 @@ class Values:
     def _load(self, ks: list[int] | None = None) -> None:
         """The model (once) and the repairs of ``ks`` (default: every k) not fitted yet, all of them on one
         dense pass over the repair calibration."""
-        from ghostsearch.evaluation.native import fit_finalists
         from ghostsearch.model.models import load_configured
+        from ghostsearch.recovery.repair import fit_all
 
         t0 = time.monotonic()
         if self.model is None:
+            log.info("target: loading the model for the repairs and the looks")
             self.model = load_configured(self.cfg)
         model, tok = self.model
         todo = [k for k in sorted(self.removed if ks is None else ks) if k not in self.ops]
-        if todo:
-            fitted = fit_finalists(model, tok, self.cfg, [(self.removed[k], self.p.method) for k in todo])
-            self.ops.update({k: ops for k, (_, ops) in zip(todo, fitted)})
-            if self.p.method != "none":  # fit_all fits nothing (no calibration pass) for ``none``
-                log.info("target: %s fitted for k = %s in %.1f s", self.p.method, todo, time.monotonic() - t0)
+        if not todo:
+            return
+        specs = [(self.removed[k], self.p.method) for k in todo]
+        if self.p.method == "none":  # fit_all fits nothing (no calibration pass) for ``none``
+            self.ops.update({k: ops for k, ops in zip(todo, fit_all(model, tok, specs, self.cfg))})
+            return
+        rec = self.cfg.recovery
+        log.info(
+            "target: fitting %s for k = %s (one dense pass over %d x %d repair tokens, then a fit per k)",
+            self.p.method,
+            todo,
+            rec.n_seq,
+            rec.seq_len,
+        )
+        # the bar counts fits as they end (fit_all asks for the next one): a count and an ETA, as a search's bar
+        with Bar(len(todo), f"repair {self.p.method}", "fit", self.progress) as b:
+            fitted = fit_all(model, tok, b(specs), self.cfg)
+        self.ops.update({k: ops for k, ops in zip(todo, fitted)})
+        log.info("target: %s fitted for k = %s in %.1f s", self.p.method, todo, time.monotonic() - t0)
 
     def ensure(self, ks: list[int], n: int) -> None:
         """Brings the models ``ks`` (0: dense) to the first n items, computing the missing ones together,
@@ -404,7 +445,14 @@ class Values:
             hi = min(n, lo + CHUNK)
             todo = [k for k in todo if len(self.values[k]) < hi]
             t0 = time.monotonic()
-            new = self._compute(todo, lo, hi)
+            look = f"look {self.p.looks.index(n) + 1}/{len(self.p.looks)}" if n in self.p.looks else f"to {n}"
+            names = ", ".join("dense" if k == 0 else f"k={k}" for k in todo)
+            unit = "window" if self.p.perplexity else "item"
+            shown = self.progress and bool(self.p.perplexity)  # an accuracy's items: zero_shot_finalists' own bars
+            with Bar((hi - lo) * len(todo), f"{look} ({n} {unit}s): {names}", unit, shown) as b:
+                self.step = b.update
+                new = self._compute(todo, lo, hi)
+            self.step = None
             for k, vals in zip(todo, new):
                 have = len(self.values[k])
                 self.values[k] = self.values[k] + vals[have - lo :]
@@ -429,19 +477,23 @@ class Values:
     def _nll(self, finalists, lo: int, n: int) -> list[list[float]]:
         """Each window's mean per-token NLL, numbered by its position in the draw (every window its
         own request number, across micro-batches)."""
+        import torch
+
         from ghostsearch.evaluation.native import GIB, loglikelihoods_finalists, plans, window_items
         from ghostsearch.model.stack import Stack
 
         model, _ = self.model
         stack, bs = Stack(model), max(1, self.cfg.eval.batch_size)
         windows = self.items(n)[lo:n]
-        batches = []
-        for s in range(0, len(windows), bs):
+        lls = torch.zeros(len(finalists), len(windows), dtype=torch.float64)
+        on_step = (lambda f, rows: self.step(rows)) if self.step else None
+        for s in range(0, len(windows), bs):  # a micro-batch at a time, so that the look's bar moves as it goes
             rows = window_items(windows[s : s + bs])
-            batches.append([replace(r, req=[s + i] * len(r.req)) for i, r in enumerate(rows)])
-        lls, _ = loglikelihoods_finalists(
-            stack, batches, len(windows), plans(stack, finalists), self.cfg.eval.cache_gib * GIB
-        )
+            batch = [replace(r, req=[s + i] * len(r.req)) for i, r in enumerate(rows)]
+            got, _ = loglikelihoods_finalists(
+                stack, [batch], len(windows), plans(stack, finalists), self.cfg.eval.cache_gib * GIB, on_step=on_step
+            )
+            lls += got  # each window's slot is its own: the other slots of ``got`` are 0
         tokens = windows.shape[1] - 1
         return [(-ll.double() / tokens).tolist() for ll in lls]
 
@@ -580,23 +632,26 @@ def report_md(cfg: Config, p: Plan, block: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def measure(model_ops, removed: list[int], method: str) -> dict | str:
-    """The certified model's measured speed beside the dense one (``speed.measure_speed``), or why not."""
+def measure(model_ops, removed: list[int], method: str, progress: bool = False) -> dict | str:
+    """The certified model's measured speed beside the dense one (``speed.measure_speed``), or why not;
+    ``progress``: a bar of its rounds."""
     try:
         from ghostsearch.recovery import speed
     except ImportError:
         return "not measured: ghostsearch.recovery.speed is not available in this version"
     model, ops = model_ops
     try:
-        rep = speed.measure_speed(
-            model,
-            [] if ops is not None else [removed],  # the certified model as deployed: repaired when it is
-            [ops] if ops is not None else [],
-            batches=(1,),
-            seq_len=SPEED_SEQ_LEN,
-            decode_tokens=SPEED_DECODE,
-            repeats=SPEED_REPEATS,
-        )
+        with Bar(SPEED_REPEATS, f"speed k={len(removed)} beside dense", "round", progress) as b:
+            rep = speed.measure_speed(
+                model,
+                [] if ops is not None else [removed],  # the certified model as deployed: repaired when it is
+                [ops] if ops is not None else [],
+                batches=(1,),
+                seq_len=SPEED_SEQ_LEN,
+                decode_tokens=SPEED_DECODE,
+                repeats=SPEED_REPEATS,
+                progress=lambda line: b.update(),
+            )
     except GhostsearchError as e:
         return f"not measured: {e}"
     return rep.to_dict()
@@ -773,7 +828,7 @@ def target(cfg: Config, address: str | None = None, progress: bool = True) -> di
         elif best:
             log.info("target: %s; measuring the speed of k=%d beside the dense model", statement.split(";")[0], best)
             values._load([best])
-            speed = measure((values.model[0], values.ops.get(best)), removed[best], p.method)
+            speed = measure((values.model[0], values.ops.get(best)), removed[best], p.method, progress)
         block = {
             "statement": statement,
             "metric": p.metric,
