@@ -223,9 +223,11 @@ def rate(cfg, shape: Shape, measure: bool) -> tuple[float, str]:
     )
 
 
-def measure_rate(cfg, shape_: Shape, repeats: int = 3) -> float:
+def measure_rate(cfg, shape_: Shape, repeats: int = 3, rows: tuple[int, int] | None = None) -> float:
     """Time two real blocks and the head of the model's architecture (random weights, the run's
-    dtype, one micro-batch) on this device: effective FLOP/s."""
+    dtype, one micro-batch) on this device: effective FLOP/s. ``rows``: (sequences, tokens) of a
+    driver's batch (target's looks and fits), timed with this process's threads; else a scorer's
+    calibration micro-batch with an actor's threads."""
     import torch
 
     from ghostsearch.model.models import resolve_dtype
@@ -238,15 +240,15 @@ def measure_rate(cfg, shape_: Shape, repeats: int = 3) -> float:
     dev = cfg.resolved_device()
     dtype = resolve_dtype(cfg.dtype, dev)
     threads = torch.get_num_threads()
-    if dev == "cpu":
+    if dev == "cpu" and rows is None:
         torch.set_num_threads(max(1, cfg.pool.threads))  # an actor's threads, not this process's
     try:
-        return _time_forwards(cfg, config, shape_, dev, dtype, repeats)
+        return _time_forwards(cfg, config, shape_, dev, dtype, repeats, rows)
     finally:
         torch.set_num_threads(threads)
 
 
-def _time_forwards(cfg, config, shape_: Shape, dev: str, dtype, repeats: int) -> float:
+def _time_forwards(cfg, config, shape_: Shape, dev: str, dtype, repeats: int, rows=None) -> float:
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -256,7 +258,7 @@ def _time_forwards(cfg, config, shape_: Shape, dev: str, dtype, repeats: int) ->
     model = AutoModelForCausalLM.from_config(config, dtype=dtype).to(dev).eval()
     stack = Stack(model)
     cal = cfg.calibration.for_objective(cfg.objective)
-    m, T = min(cal.micro_batch, cal.n_seq), cal.seq_len
+    m, T = rows or (min(cal.micro_batch, cal.n_seq), cal.seq_len)
     ids = torch.randint(0, shape_.vocab, (m, T))
     cap = stack.capture(Batch(input_ids=ids))
     h = cap.states[0]
@@ -1061,42 +1063,38 @@ def search_config(cfg, ks: list[int]):
     return dataclasses.replace(cfg, compare=dataclasses.replace(cfg.compare, ks=list(ks)))
 
 
-def measure_gram(cfg, hidden: int, rows: int = 4096, repeats: int = 3) -> float:
-    """FLOP/s of a repair fit's accumulation here: X^T X and X^T Y of ``rows`` float64 rows of the model's
-    width (``GramLS.update``: what a cut's fit does per calibration token)."""
+def measure_gram(hidden: int, rows: int = 4096, repeats: int = 3) -> float:
+    """FLOP/s of a repair fit's accumulation here, with this process's threads (target fits in its driver):
+    X^T X and X^T Y of ``rows`` float64 rows of the model's width (``GramLS.update``: what a cut's fit does
+    per calibration token)."""
     import torch
 
-    threads = torch.get_num_threads()
-    if cfg.resolved_device() == "cpu":
-        torch.set_num_threads(max(1, cfg.pool.threads))
-    try:
-        x = torch.randn(rows, hidden, dtype=torch.float64)
-        y = torch.randn(rows, hidden, dtype=torch.float64)
-        x.T @ x  # warm-up
-        t0 = time.perf_counter()
-        for _ in range(repeats):
-            x.T @ x
-            x.T @ y
-        return repeats * 4.0 * rows * hidden * hidden / max(time.perf_counter() - t0, 1e-9)
-    finally:
-        torch.set_num_threads(threads)
+    x = torch.randn(rows, hidden, dtype=torch.float64)
+    y = torch.randn(rows, hidden, dtype=torch.float64)
+    x.T @ x  # warm-up
+    t0 = time.perf_counter()
+    for _ in range(repeats):
+        x.T @ x
+        x.T @ y
+    return repeats * 4.0 * rows * hidden * hidden / max(time.perf_counter() - t0, 1e-9)
 
 
-def measure_driver(cfg) -> tuple[float, float, float]:
-    """(seconds to load the model as the target's driver does, prefill tokens/s and decode tokens/s of the
-    dense model at batch 1): ``load_configured`` and ``speed.measure_speed`` (one round, no peak pass) for
-    real, here."""
+def measure_driver(cfg) -> tuple[float, float]:
+    """(seconds to load the model as the target's driver does, seconds of the speed timing of the dense model
+    alone as target times it): ``load_configured`` and ``speed.measure_speed`` with target's settings (its
+    warm-up, rounds and peak pass: a decode step's first-time costs included) for real, here."""
     from ghostsearch.model.models import load_configured
     from ghostsearch.recovery import speed
-    from ghostsearch.study.target import SPEED_SEQ_LEN
+    from ghostsearch.study import target as tg
 
     t0 = time.perf_counter()
     model, _ = load_configured(cfg)
     load_s = time.perf_counter() - t0
-    rep = speed.measure_speed(model, batches=(1,), seq_len=SPEED_SEQ_LEN, decode_tokens=4, repeats=1, peak=False)
-    pre, dec = rep.rows[0].at("prefill", 1), rep.rows[0].at("decode", 1)
-    assert pre is not None and dec is not None, "measure_speed times prefill and decode at batch 1"
-    return load_s, pre.tokens_per_s, dec.tokens_per_s
+    t0 = time.perf_counter()
+    speed.measure_speed(
+        model, batches=(1,), seq_len=tg.SPEED_SEQ_LEN, decode_tokens=tg.SPEED_DECODE, repeats=tg.SPEED_REPEATS
+    )
+    return load_s, time.perf_counter() - t0
 
 
 def plan_target(cfg, model_config: str | None = None, measure: bool = False, time_start: bool = True) -> TargetPlan:
@@ -1122,7 +1120,11 @@ def plan_target(cfg, model_config: str | None = None, measure: bool = False, tim
     parts: dict[str, Part] = {}
     # the model in the driver
     timed = measure and model_config is None
-    load_s, pre_tps, dec_tps = measure_driver(cfg) if timed else (0.0, 0.0, 0.0)
+    load_s, dense_speed_s = measure_driver(cfg) if timed else (0.0, 0.0)
+    rate_note = "the FLOP rate"
+    if timed:  # the driver's phases (fits, looks) run with this process's threads, on eval batches
+        flop_rate = measure_rate(cfg, shape, rows=(max(1, cfg.eval.batch_size), cfg.eval.ppl_seq_len))
+        rate_note = f"{flop_rate / 1e12:.3g} TFLOP/s (measured here: the driver's threads, an eval batch)"
     if timed:
         parts["load"] = Part(load_s, "measured: load_configured here")
     else:
@@ -1135,11 +1137,12 @@ def plan_target(cfg, model_config: str | None = None, measure: bool = False, tim
     tokens = rec.n_seq * rec.seq_len
     capture = len(repairs) * tokens * L * flops_per_token_block(shape, rec.seq_len) / flop_rate
     cuts = len(repairs) * sum(p.ks)
-    gram = measure_gram(cfg, shape.hidden) if timed else flop_rate
+    gram = measure_gram(shape.hidden) if timed else flop_rate
     fits = cuts * tokens * 4.0 * shape.hidden**2 / gram
     parts["repair"] = Part(
         capture + fits,
-        f"{len(repairs)} dense pass(es) over {rec.n_seq} x {rec.seq_len} tokens {capture:,.0f} s + at most {cuts} "
+        f"{len(repairs)} dense pass(es) over {rec.n_seq} x {rec.seq_len} tokens {capture:,.0f} s at {rate_note} "
+        f"+ at most {cuts} "
         f"cut fits (every removed block its own cut) {fits:,.0f} s at "
         + (f"{gram / 1e9:.3g} GFLOP/s float64 (measured)" if timed else "the FLOP rate (float64 not timed)"),
     )
@@ -1164,7 +1167,7 @@ def plan_target(cfg, model_config: str | None = None, measure: bool = False, tim
     worst_items, least_items = models * p.looks[-1], models * p.looks[0]
     parts["looks"] = Part(
         p.looks[-1] * per_look / flop_rate,
-        f"worst case: {worst_items:,} {unit} ({models} models to the last look, {p.looks[-1]}), at the FLOP rate",
+        f"worst case: {worst_items:,} {unit} ({models} models to the last look, {p.looks[-1]}), at {rate_note}",
     )
     least_looks_s = p.looks[0] * per_look / flop_rate
     # the speed timing: the dense and the certified model (at most: the least k), batch 1
@@ -1182,11 +1185,10 @@ def plan_target(cfg, model_config: str | None = None, measure: bool = False, tim
 
     depths = (L, L - p.ks[0])  # the dense model and the certified one, at most as deep as the least k leaves
     if timed:
-        speed_s = sum((prefills * T / pre_tps + steps / dec_tps) * token_flops(d) / token_flops(L) for d in depths)
+        speed_s = sum(dense_speed_s * token_flops(d) / token_flops(L) for d in depths)
         speed_note = (
-            f"measured: the dense model's prefill {pre_tps:,.0f} and decode {dec_tps:,.2f} tokens/s here (the "
-            f"certified model's scaled by its FLOPs), {prefills} prompts of {T} tokens and {steps} decode steps "
-            "per model"
+            f"measured: the dense model timed as target times it, {dense_speed_s:,.1f} s here, and the certified "
+            "model's scaled by its FLOPs"
         )
     else:
         per_model = [prefills * T * d * flops_per_token_block(shape, T) + steps * token_flops(d) for d in depths]
