@@ -913,8 +913,14 @@ def _check_objective_params(cfg: Config, objectives: list[str]) -> None:
         )
 
 
+INT_LIMIT = 2**63  # what a seed (numpy, torch) or a count (a tensor's size, a thread count) can hold
+
+
 def _check_finite(cfg, prefix: str = "") -> None:
-    """NaN or infinity in any number of the config is one line (``.nan`` would pass every range check)."""
+    """NaN or infinity in any number of the config is one line (``.nan`` would pass every range check),
+    and so is an integer beyond 64 bits, in a key, a list or a searcher's parameters (issue 48: seed=1e30
+    written as an integer, pool.threads, calibration.n_seq ... passed every check and failed in the scorers,
+    after Ray's start)."""
     for f in dataclasses.fields(cfg):
         value = getattr(cfg, f.name)
         if dataclasses.is_dataclass(value):
@@ -924,6 +930,22 @@ def _check_finite(cfg, prefix: str = "") -> None:
                 f"{prefix}{f.name}={value} is not a finite number; give a number "
                 "(or leave the key unset for its default)"
             )
+        else:
+            _check_ints(value, f"{prefix}{f.name}")
+
+
+def _check_ints(value, key: str) -> None:
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= INT_LIMIT:
+        raise GhostsearchError(
+            f"{key}={short(value, 40)} is beyond a 64-bit integer, more than any seed or count can hold; "
+            "give a smaller number"
+        )
+    if isinstance(value, list):
+        for v in value:
+            _check_ints(v, key)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _check_ints(v, f"{key}.{k}")
 
 
 def _check_placement(cfg: Config) -> None:
