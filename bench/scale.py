@@ -116,35 +116,56 @@ def standin_class(table: dict):  # noqa: C901  (one class, its methods nested)
             sums = dense * (1 + (weight[idx, None] * (1 + noise[idx])).sum(0))
             return [float(s) for s in sums], counts
 
-        def _value(self, removed, n: int) -> float:
-            key = tuple(sorted(int(i) for i in removed))
-            if key in table and n == ROWS:
-                return float(table[key][0])
-            sums, cs = self._losses(removed)
-            return float(math.exp(sum(sums[:n]) / sum(cs[:n])))
+        @staticmethod
+        def _values(items: list) -> list[float]:
+            """Values of [(removed, rows n)]: the stored ones from the table, the synthetic k-sets of one
+            call in one numpy pass (a stand-in's own CPU per candidate stays small beside the pool's:
+            ~20 us a candidate one at a time, which at 32 gpu-like stand-ins was a third of the CPU)."""
+            out: list[float] = [0.0] * len(items)
+            todo: dict[tuple[int, int], list[tuple[int, tuple[int, ...]]]] = {}  # (n, k) -> [(item, set)]
+            for j, (removed, n) in enumerate(items):
+                key = tuple(sorted(int(i) for i in removed))
+                if key in table and n == ROWS:
+                    out[j] = float(table[key][0])
+                elif key in table or not key:
+                    sums, cs = StandInScorer._losses(key)
+                    out[j] = float(math.exp(np.sum(sums[:n]) / np.sum(cs[:n])))
+                else:
+                    todo.setdefault((n, len(key)), []).append((j, key))
+            for (n, _), got in todo.items():
+                idx = np.array([key for _, key in got])  # m x k
+                sums = dense * (1 + (weight[idx][..., None] * (1 + noise[idx])).sum(1))  # m x rows
+                vals = np.exp(sums[:, :n].sum(1) / np.sum(counts[:n]))
+                for (j, _), v in zip(got, vals):
+                    out[j] = float(v)
+            return out
 
-        def _score(self, removed, fidelity: float, seconds: float):
+        def _scores(self, items: list, seconds: float) -> list:
+            """Served answers of [(removed, fidelity)], ``seconds`` each."""
+            from ghostsearch.objectives.scores import Score
             from ghostsearch.pool.actors import Served
-            from ghostsearch.scoring import Score
 
-            n = max(1, math.ceil(fidelity * ROWS - 1e-9))
-            score = Score(value=self._value(removed, n), tokens=n * 64, seconds=seconds, start=0)
-            return Served(score, actor=self.name, node=self.node)
+            ns = [max(1, math.ceil(f * ROWS - 1e-9)) for _, f in items]
+            vals = self._values([(r, n) for (r, _), n in zip(items, ns)])
+            return [
+                Served(Score(value=v, tokens=n * 64, seconds=seconds, start=0), actor=self.name, node=self.node)
+                for v, n in zip(vals, ns)
+            ]
 
         def score(self, spec, removed: tuple, fidelity: float, prefix):
             n = max(1, math.ceil(fidelity * ROWS - 1e-9))
             dt = self._sleep(self.call_ms + n * self.row_ms, 1)
-            return self._score(removed, fidelity, dt)
+            return self._scores([(removed, fidelity)], dt)[0]
 
         def score_many(self, spec, items: list):
             """[(removed, fidelity, prefix)]: each its own call's cost (as Scorer.score, one at a time)."""
             ns = [max(1, math.ceil(f * ROWS - 1e-9)) for _, f, _ in items]
             dt = self._sleep(sum(self.call_ms + n * self.row_ms for n in ns), len(items))
-            return [self._score(r, f, dt / max(1, len(items))) for r, f, _ in items]
+            return self._scores([(r, f) for r, f, _ in items], dt / max(1, len(items)))
 
         def _rows(self, removed, rows, seconds: float):
+            from ghostsearch.objectives.scores import RowScore
             from ghostsearch.pool.actors import Served
-            from ghostsearch.scoring import RowScore
 
             sums, cs = self._losses(removed)
             rs = RowScore(
@@ -172,9 +193,9 @@ def standin_class(table: dict):  # noqa: C901  (one class, its methods nested)
     return ray.remote(max_restarts=-1, max_task_retries=0)(StandInScorer)
 
 
-STANDIN_BYTES = (
-    300 * 2**20
-)  # a stand-in's PSS, measured (~255 MiB: Ray's worker and torch, which ObjectiveSpec imports)
+# a stand-in's PSS before the first N measures it (then 1.2 x the largest measured): ~250 MiB while torch came
+# with every ObjectiveSpec a stand-in unpickled (tests/pool/test_light_imports.py keeps it out now)
+STANDIN_BYTES = 300 * 2**20
 MARGIN_BYTES = 4 * 2**30  # left to the machine's other users
 
 
@@ -199,16 +220,36 @@ def forget(broker) -> None:
     ray.get(broker.__ray_call__.remote(lambda self: self.cache.clear()))
 
 
-class Meter:
-    """Wall, actors' busy seconds, broker and driver CPU of one timed part."""
+def ray_pids() -> list[int]:
+    """The processes of the local Ray this bench started (raylet, GCS, their helpers): Ray's own CPU."""
+    node = ray._private.worker._global_node  # noqa: SLF001  (a bench: Ray's own processes have no public list)
+    return [p.pid for _, p in node.live_processes()] if node is not None else []
 
-    def __init__(self, handles, broker_pid: int):
+
+def cpu_of(pids: list[int]) -> float:
+    total = 0.0
+    for pid in pids:
+        try:
+            total += proc_cpu(pid)
+        except (FileNotFoundError, ProcessLookupError):  # a process that ended in between
+            pass
+    return total
+
+
+class Meter:
+    """Wall, actors' busy seconds, and the CPU seconds of every process in the path of one timed part:
+    the broker, the driver (this process), the stand-ins (their Ray worker processes) and Ray's own
+    (raylet, GCS)."""
+
+    def __init__(self, handles, broker_pid: int, actor_pids: list[int] | None = None):
         self.handles, self.broker_pid = handles, broker_pid
+        self.actor_pids, self.ray_pids = actor_pids or [], ray_pids()
 
     def __enter__(self):
         c0 = ray.get([h.counters.remote() for h in self.handles])
         self.busy0, self.calls0 = sum(c["busy"] for c in c0), sum(c["calls"] for c in c0)
         self.b0, self.d0 = proc_cpu(self.broker_pid), time.process_time()
+        self.a0, self.r0 = cpu_of(self.actor_pids), cpu_of(self.ray_pids)
         self.t0 = time.perf_counter()
         return self
 
@@ -216,22 +257,93 @@ class Meter:
         self.wall = time.perf_counter() - self.t0
         self.broker = proc_cpu(self.broker_pid) - self.b0
         self.driver = time.process_time() - self.d0
+        self.actors = cpu_of(self.actor_pids) - self.a0
+        self.ray = cpu_of(self.ray_pids) - self.r0
         c1 = ray.get([h.counters.remote() for h in self.handles])
         self.busy = sum(c["busy"] for c in c1) - self.busy0
         self.calls = sum(c["calls"] for c in c1) - self.calls0  # scorer calls (chunks, look shares)
 
     def numbers(self, evals: float, n: int) -> dict:
+        per = 1000 / max(evals, 1e-9)
         return {
             "wall": self.wall,
             "evals": evals,
             "evals_per_s": evals / self.wall,
             "busy_share": self.busy / (n * self.wall),
             "scorer_calls": self.calls,
-            "broker_ms_per_eval": 1000 * self.broker / max(evals, 1e-9),
+            "broker_ms_per_eval": self.broker * per,
             "broker_share": self.broker / self.wall,
-            "driver_ms_per_eval": 1000 * self.driver / max(evals, 1e-9),
+            "driver_ms_per_eval": self.driver * per,
             "driver_share": self.driver / self.wall,
+            "actors_ms_per_eval": self.actors * per,
+            "ray_ms_per_eval": self.ray * per,
+            # every process in the path, in cores: what the part asked of the machine's CPUs
+            "cores": (self.broker + self.driver + self.actors + self.ray) / self.wall,
         }
+
+
+class Profiles:
+    """cProfile of the driver (this process) and of the broker over one part. The broker's methods run on
+    its event loop's thread, not on the thread ``__ray_call__`` runs on: its profiler is switched on and
+    off there (``call_soon_threadsafe`` on every running event loop of the broker's process)."""
+
+    def start(self, broker) -> None:
+        import cProfile
+
+        def on(actor):
+            import asyncio
+            import gc
+            import threading
+
+            loops = [o for o in gc.get_objects() if isinstance(o, asyncio.AbstractEventLoop) and o.is_running()]
+            actor.bench_profiles = [cProfile.Profile() for _ in loops]
+
+            def switch(p: cProfile.Profile, d: threading.Event) -> None:
+                p.enable()
+                d.set()
+
+            for loop, prof in zip(loops, actor.bench_profiles):
+                done = threading.Event()
+                loop.call_soon_threadsafe(switch, prof, done)
+                done.wait(10)
+            actor.bench_loops = loops
+            return len(loops)
+
+        self.loops = ray.get(broker.__ray_call__.remote(on))
+        self.driver = cProfile.Profile()
+        self.driver.enable()
+
+    def stop(self, broker, title: str, top: int = 22) -> None:
+        import io
+        import pstats
+
+        self.driver.disable()
+
+        def off(actor) -> str:
+            import threading
+
+            def switch(p, d: threading.Event) -> None:
+                p.disable()
+                d.set()
+
+            for loop, prof in zip(actor.bench_loops, actor.bench_profiles):
+                done = threading.Event()
+                loop.call_soon_threadsafe(switch, prof, done)
+                done.wait(10)
+            out = io.StringIO()
+            stats = pstats.Stats(actor.bench_profiles[0], stream=out)
+            for p in actor.bench_profiles[1:]:
+                stats.add(p)
+            stats.sort_stats("tottime").print_stats(top)
+            return out.getvalue()
+
+        text = ray.get(broker.__ray_call__.remote(off))
+        out = io.StringIO()
+        pstats.Stats(self.driver, stream=out).sort_stats("tottime").print_stats(top)
+        print(
+            f"--- profile, {title}: the broker ({self.loops} event loops)\n{text}\n--- the driver\n{out.getvalue()}",
+            flush=True,
+        )
 
 
 def distinct_sets(n: int, seed: int) -> list[Candidate]:
@@ -246,35 +358,59 @@ def client_for(broker, cfg, tmp: str, name: str) -> PoolClient:
     return PoolClient(broker, cfg.objective_spec(), Ledger(os.path.join(tmp, name)), name, 0, cfg.model, cfg.dtype, k=K)
 
 
-def part_throughput(broker, cfg, handles, pid, n: int, cost: str, seconds: float, cap: int, tmp: str, seed: int):
+def part_throughput(broker, cfg, meter, n: int, cost: str, seconds: float, cap: int, tmp: str, seed: int, prof=None):
     ideal = n / (cost_ms(cost) / 1000)
     batch = int(min(cap, max(8 * n, ideal * seconds)))
     forget(broker)
     client = client_for(broker, cfg, tmp, f"tp-{cost}-{n}")
     client.evaluate(distinct_sets(n, seed + 1000), "warm")  # every actor has answered once
     cands = distinct_sets(batch, seed)
-    with Meter(handles, pid) as m:
+    if prof is not None:
+        prof.start(broker)
+    with meter() as m:
         client.evaluate(cands, "throughput")
+    if prof is not None:
+        prof.stop(broker, f"throughput, {cost}, N = {n}")
     client.ledger.close()
     return {"part": "throughput", "batch": batch, "ideal_per_s": ideal, **m.numbers(batch, n)}
 
 
-def part_search(broker, cfg, handles, pid, n: int, searcher: str, params: dict, budget, tmp: str, label: str):
+def part_search(broker, cfg, meter, n: int, searcher: str, params: dict, budget, tmp: str, label: str):
     forget(broker)
     client = client_for(broker, cfg, tmp, f"{label}-{n}-{time.monotonic_ns()}")
     client.n_rows()
     space = Space(N_BLOCKS, K, protected_blocks(cfg, N_BLOCKS))
     s = make_searcher(searcher, space, params=params, budget=budget)
-    with Meter(handles, pid) as m:
+    inside = {"s": 0.0, "calls": 0}  # the driver's wall inside pool calls (a look, a batch) and their count
+
+    def timed(fn):
+        def call(*a, **kw):
+            t0 = time.perf_counter()
+            try:
+                return fn(*a, **kw)
+            finally:
+                inside["s"] += time.perf_counter() - t0
+                inside["calls"] += 1
+
+        return call
+
+    client.rows, client.evaluate = timed(client.rows), timed(client.evaluate)  # type: ignore[method-assign]
+    with meter() as m:
         run(s, client)
     client.ledger.close()
     removed, value = s.result()
+    got = m.numbers(s.used, n)
     return {
         "part": label,
         "set": list(removed or []),
         "value": value,
         "calls": client.evaluations,
-        **m.numbers(s.used, n),
+        **got,
+        # where the wall went: pool calls (looks of a race, batches) vs the driver between them
+        "pool_calls": inside["calls"],
+        "in_calls_share": inside["s"] / m.wall,
+        "busy_in_calls": m.busy / (n * inside["s"]) if inside["s"] else 0.0,
+        "ms_per_call": 1000 * inside["s"] / max(1, inside["calls"]),
     }
 
 
@@ -288,7 +424,13 @@ def main() -> None:
     ap.add_argument("--budget", type=float, default=64, help="ga, bo: evaluations")
     ap.add_argument("--json", default=None, help="append every part's numbers to this JSONL file")
     ap.add_argument("--label", default="", help="a name for this code version in the JSONL (e.g. before, after)")
+    ap.add_argument(
+        "--profile",
+        action="store_true",
+        help="throughput: cProfile the driver and the broker (their busiest functions, printed per part)",
+    )
     args = ap.parse_args()
+    prof = Profiles() if args.profile else None
     ns = [int(x) for x in args.actors.split(",")]
     costs = args.costs.split(",")
     parts = set(args.parts.split(","))
@@ -299,11 +441,16 @@ def main() -> None:
     print(f"load average at start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}", flush=True)
     tmp = tempfile.mkdtemp(prefix="gs-bench-scale-")
     rows = []
+    standin_bytes = STANDIN_BYTES
     with PoolSession(None, dashboard=False, num_cpus=max(ns)) as session:
         for n in ns:
             avail = mem_available()
-            if avail < n * STANDIN_BYTES + MARGIN_BYTES:
-                print(f"N={n}: skipped, {avail / 2**30:.1f} GiB available (a stand-in takes ~0.26 GiB)", flush=True)
+            if avail < n * standin_bytes + MARGIN_BYTES:
+                print(
+                    f"N={n}: skipped, {avail / 2**30:.1f} GiB available (a stand-in takes "
+                    f"~{standin_bytes / 2**30:.2f} GiB)",
+                    flush=True,
+                )
                 continue
             cfg = load_config(None, base + [f"pool.actors={n}"])
             t_start = time.perf_counter()
@@ -311,25 +458,33 @@ def main() -> None:
             names = ray.get(broker.pool_status.remote()).actors
             handles = [ray.get_actor(a, namespace=NAMESPACE) for a in names]
             pid = ray.get(broker.__ray_call__.remote(lambda self: os.getpid()))
+            apids = [i["pid"] for i in ray.get([h.info.remote() for h in handles])]
+
+            def meter(handles=handles, pid=pid, apids=apids):
+                return Meter(handles, pid, apids)
+
             started = time.perf_counter() - t_start
-            c0, t0 = proc_cpu(pid), time.perf_counter()
-            time.sleep(2.0)  # the broker idle: its process's own CPU (Ray's threads), the floor under every part
+            c0, a0, t0 = proc_cpu(pid), cpu_of(apids), time.perf_counter()
+            time.sleep(2.0)  # the pool idle: its processes' own CPU (Ray's threads), the floor under every part
             idle = (proc_cpu(pid) - c0) / (time.perf_counter() - t0)
+            idle_actors = (cpu_of(apids) - a0) / (time.perf_counter() - t0)
             for cost in costs:
                 ray.get([h.set_cost.remote(*COSTS[cost]) for h in handles])
                 got = []
                 if "throughput" in parts:
                     got.append(
-                        part_throughput(broker, cfg, handles, pid, n, cost, args.seconds, args.max_batch, tmp, seed=n)
+                        part_throughput(
+                            broker, cfg, meter, n, cost, args.seconds, args.max_batch, tmp, seed=n, prof=prof
+                        )
                     )
                 if "greedy" in parts:
-                    got.append(part_search(broker, cfg, handles, pid, n, "greedy", {"race": False}, None, tmp, "exact"))
-                    got.append(part_search(broker, cfg, handles, pid, n, "greedy", {"race": True}, None, tmp, "raced"))
+                    got.append(part_search(broker, cfg, meter, n, "greedy", {"race": False}, None, tmp, "exact"))
+                    got.append(part_search(broker, cfg, meter, n, "greedy", {"race": True}, None, tmp, "raced"))
                 if "ga" in parts:
-                    got.append(part_search(broker, cfg, handles, pid, n, "ga", {}, Budget(args.budget), tmp, "ga"))
+                    got.append(part_search(broker, cfg, meter, n, "ga", {}, Budget(args.budget), tmp, "ga"))
                 if "bo" in parts:
                     bo = {"sampler": "tpe"}
-                    got.append(part_search(broker, cfg, handles, pid, n, "bo", bo, Budget(args.budget), tmp, "bo"))
+                    got.append(part_search(broker, cfg, meter, n, "bo", bo, Budget(args.budget), tmp, "bo"))
                 for r in got:
                     r.update(actors=n, cost=cost, label=args.label, load=os.getloadavg()[0])
                     rows.append(r)
@@ -338,8 +493,10 @@ def main() -> None:
                         with open(args.json, "a") as f:
                             f.write(json.dumps(r) + "\n")
             pss = [c["pss"] for c in ray.get([h.counters.remote() for h in handles])]
+            standin_bytes = int(1.2 * max(pss))
             print(
-                f"N={n}: pool started in {started:.1f} s; broker idle CPU {100 * idle:.1f}% of a core; "
+                f"N={n}: pool started in {started:.1f} s; idle CPU: broker {100 * idle:.1f}% of a core, "
+                f"{n} stand-ins {100 * idle_actors:.1f}% together; "
                 f"stand-in PSS {np.mean(pss) / 2**20:.0f} MiB each "
                 f"({sum(pss) / 2**30:.2f} GiB for {n})",
                 flush=True,

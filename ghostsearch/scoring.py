@@ -23,6 +23,7 @@ import torch
 from ghostsearch.core.errors import GhostsearchError
 from ghostsearch.model.stack import Batch, Captured, Stack, check_removed, run_start
 from ghostsearch.objectives import Objective, ObjectiveSpec
+from ghostsearch.objectives.scores import RowScore, Score
 from ghostsearch.search.base import Removed
 
 Patches = dict[int, Callable[[torch.Tensor], torch.Tensor]]
@@ -37,30 +38,6 @@ class PatchProvider(Protocol):
     def prepare(self, stack: Stack, batches: list[Batch], states: list[list[torch.Tensor]]) -> None: ...
 
     def patches(self, removed: Removed) -> Patches: ...
-
-
-@dataclass(frozen=True)
-class Score:
-    """What ``Scorer.score`` returns: the objective's value of the model with ``removed`` removed
-    on the fidelity's rows, the tokens it was computed on, the seconds it took, and the boundary
-    the run started from (its cached prefix)."""
-
-    value: float
-    tokens: int
-    seconds: float
-    start: int
-
-
-@dataclass(frozen=True)
-class RowScore:
-    """What ``Scorer.score_rows`` returns (racing): per requested row, in the order asked, its loss
-    sum and count; the tokens scored, the seconds it took, and the boundary the run started from."""
-
-    sums: list[float]
-    counts: list[float]
-    tokens: int
-    seconds: float
-    start: int
 
 
 @dataclass

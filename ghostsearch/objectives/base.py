@@ -9,13 +9,15 @@ minimise. Fidelity: ``loss`` is asked for the first ``rows`` rows of a micro-bat
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
-
-import torch
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ghostsearch.core.errors import GhostsearchError
 from ghostsearch.core.registry import Registry
-from ghostsearch.model.stack import Batch, Captured, Stack
+
+if TYPE_CHECKING:  # torch only where an objective computes: a spec (what crosses Ray) imports nothing heavy
+    import torch
+
+    from ghostsearch.model.stack import Batch, Captured, Stack
 
 
 @dataclass(frozen=True)
@@ -92,7 +94,7 @@ class Objective:
         self.spec = spec
         self.params = params
 
-    def build(self, tokenizer, dtype: torch.dtype = torch.float32) -> list[Batch]:
+    def build(self, tokenizer, dtype: torch.dtype) -> list[Batch]:
         raise NotImplementedError
 
     def attach(self, stack: Stack, batches: list[Batch], caps: list[Captured]) -> None:
@@ -100,6 +102,8 @@ class Objective:
 
     def loss(self, stack: Stack, h: torch.Tensor, batch: Batch, rows: int) -> tuple[float, float]:
         """(loss sum, count) over the first ``rows`` rows; by default the sum of ``row_losses``."""
+        import torch
+
         sums, counts = self.row_losses(stack, h, batch, torch.arange(rows))
         return float(sums.sum()), float(counts.sum())
 

@@ -24,8 +24,8 @@ import ray
 
 from ghostsearch.core.records import Record
 from ghostsearch.objectives import ObjectiveSpec
+from ghostsearch.objectives.scores import RowScore, Score
 from ghostsearch.pool.keys import CacheKey
-from ghostsearch.scoring import RowScore, Score
 from ghostsearch.search.base import new_best
 
 NAMESPACE = "ghostsearch"
@@ -231,7 +231,7 @@ def joined(parts: list[Served[RowScore]]) -> Served[RowScore]:
 
 
 STALLED = object()  # _within_limit's answer for a scorer that did not answer in time
-CHUNK_MIN_S = 0.02  # a chunk of a batch (one scorer call): at least this much scoring, its call's cost amortized
+CHUNK_MIN_S = 0.05  # a chunk of a batch (one scorer call): at least this much scoring, its call's cost amortized
 CHUNK_MAX_S = 1.0  # and at most this much, so that values reach the ledger as they come
 
 

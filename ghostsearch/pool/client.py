@@ -130,16 +130,30 @@ class PoolClient:
             ]
             stream = self.broker.evaluate_many.remote(self.spec, requests, searcher, self.cell, self.k)
             for answered in self._streamed(stream):
-                for j, r in answered:
-                    i = pending[j]
-                    c = candidates[i]
-                    row = self._row(c, searcher, r.score.value, r.cached, r)
-                    self._answer(entry_of(c.removed, c.fidelity), row)  # durable before the searcher sees the value
+                rows = [
+                    (pending[j], self._row(candidates[pending[j]], searcher, r.score.value, r.cached, r))
+                    for j, r in answered
+                ]
+                self._answer_many([row for _, row in rows])  # durable before the searcher sees any value
+                for i, row in rows:
                     values[i] = row.value
         return values  # type: ignore[return-value]
 
     def _answer(self, key: Entry, row: LedgerRow) -> None:
         self._append_new(key, row)
+        self._count(row)
+
+    def _answer_many(self, rows: list[LedgerRow]) -> None:
+        """``_answer`` of the answers that arrived together, ledgered in one write (Ledger.append_many)."""
+        if self.resume.replays:  # a resumed cell: a row its ledger holds is replayed, not written again
+            rows_new = [r for r in rows if self.resume.is_new(entry_of(r.removed, r.fidelity))]
+        else:
+            rows_new = rows
+        self.ledger.append_many(rows_new)
+        for row in rows:
+            self._count(row)
+
+    def _count(self, row: LedgerRow) -> None:
         self.evaluations += 1
         self.cache_hits += int(row.cached)
         if self.on_result is not None:

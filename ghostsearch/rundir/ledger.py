@@ -34,9 +34,9 @@ import shutil
 import threading
 import time
 import uuid
-from dataclasses import MISSING, asdict, dataclass, field, fields, replace
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Mapping, TextIO
+from typing import Any, Mapping, Sequence, TextIO
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -104,11 +104,13 @@ class LedgerRow:
         return cls(**row)
 
     def to_dict(self) -> dict[str, Any]:
-        """The row as the journal writes it: every column, in SCHEMA's order."""
-        return asdict(self)
+        """The row as the journal writes it: every column, in SCHEMA's order (``dataclasses.asdict``'s
+        dict, built field by field: asdict's recursive copy was 2/3 of an append, 25 us a row)."""
+        return {name: list(v) if isinstance(v, list) else v for name in ROW_FIELDS for v in (getattr(self, name),)}
 
 
 SCHEMA = pa.schema([(f.name, f.metadata["arrow"]) for f in fields(LedgerRow)])
+ROW_FIELDS = tuple(f.name for f in fields(LedgerRow))
 JOURNALS, QUARANTINE = "_journal", "_quarantine"
 
 
@@ -136,16 +138,27 @@ class Ledger:
     def append(self, row: LedgerRow | Mapping[str, Any]) -> None:
         """Record one evaluation (a LedgerRow, or a mapping of its fields: an unknown or missing
         required field is a ValueError, nothing written)."""
-        rec = row if isinstance(row, LedgerRow) else LedgerRow.from_dict(row)
-        rec = replace(rec, eval_id=rec.eval_id or uuid.uuid4().hex, time=rec.time or time.time())
-        d = rec.to_dict()
-        line = json.dumps(d) + "\n"
+        self.append_many([row])
+
+    def append_many(self, rows: Sequence[LedgerRow | Mapping[str, Any]]) -> None:
+        """Record several evaluations (as ``append``, each) in one write and one flush: the answers of one
+        chunk of a pool batch as they arrive (PoolClient.evaluate). Every row is checked before any is
+        written: a bad one is a ValueError with nothing written."""
+        ds = []
+        for row in rows:
+            rec = row if isinstance(row, LedgerRow) else LedgerRow.from_dict(row)
+            d = rec.to_dict()
+            d["eval_id"], d["time"] = rec.eval_id or uuid.uuid4().hex, rec.time or time.time()
+            ds.append(d)
+        if not ds:
+            return
+        text = "".join(json.dumps(d) + "\n" for d in ds)
         with self._lock:
             if self._file is None:
                 self._file = open(self.journal, "a", encoding="utf-8")
-            self._file.write(line)
+            self._file.write(text)
             self._file.flush()  # in the OS now: a crash of this process loses nothing
-            self._rows.append(d)
+            self._rows.extend(ds)
             now = time.monotonic()
             if now - self._synced >= self.fsync_seconds:
                 os.fsync(self._file.fileno())
