@@ -125,6 +125,69 @@ class Packed:
     pred: list[int] = field(default_factory=list)
     target: list[int] = field(default_factory=list)
     req: list[int] = field(default_factory=list)
+    part: list[int] = field(default_factory=list)  # a row of several items (``merged``): each token's item; [] one
+
+
+def joined(items: Sequence[Packed]) -> Packed:
+    """Several packed items as one row, one after another: each keeps its positions, segments, scored
+    tokens and requests, and (``part``) sees only its own tokens."""
+    if len(items) == 1:
+        return items[0]
+    out = Packed([], [], [], part=[])
+    for k, p in enumerate(items):
+        at = len(out.ids)
+        out.ids += p.ids
+        out.pos += p.pos
+        out.seg += p.seg
+        out.part += [k] * len(p.ids)
+        out.pred += [at + i for i in p.pred]
+        out.target += p.target
+        out.req += p.req
+    return out
+
+
+def merged(items: Sequence[Packed], width: int) -> list[Packed]:
+    """``items`` put together into rows of at most ``width`` tokens (first fit, longest first; an item
+    longer than ``width`` gets a row alone), each row ``joined``."""
+    rows: list[list[Packed]] = []
+    used: list[int] = []
+    for p in sorted(items, key=lambda p: -len(p.ids)):
+        r = next((r for r, u in enumerate(used) if u + len(p.ids) <= width), None)
+        if r is None:
+            rows.append([p])
+            used.append(len(p.ids))
+        else:
+            rows[r].append(p)
+            used[r] += len(p.ids)
+    return [joined(r) for r in rows]
+
+
+def row_work(rows: Sequence[Packed], pair_cost: float) -> float:
+    """A micro-batch's compute in token-block units: every row padded to the longest, each token one
+    unit of the blocks' matrix products, each attention pair (query, key) ``pair_cost`` of one."""
+    T = max(len(p.ids) for p in rows)
+    return len(rows) * T * (1 + pair_cost * T)
+
+
+def least_work(items: Sequence[Packed], pair_cost: float) -> list[Packed]:
+    """A micro-batch's items as the rows that compute the least (``row_work``): one row each (padded
+    to the longest), or merged into rows of 1, 2 or 4 times the longest item, or into one row. Items of
+    unequal lengths, one per row, leave padding that runs every block (36% of the tokens at bench/eval.py's
+    5 documents per task); merged rows trade it for longer attention rows."""
+    longest, total = max(len(p.ids) for p in items), sum(len(p.ids) for p in items)
+    options = [list(items)] + [merged(items, w) for w in sorted({longest, 2 * longest, 4 * longest, total})]
+    return min(options, key=lambda rows: row_work(rows, pair_cost))
+
+
+def pair_cost(stack: Stack) -> float:
+    """``row_work``'s price of an attention pair in tokens through a block's matrix products: a pair's
+    query-key and weighted-value products (2 x 2 x the attention width FLOPs) over a token's (2 x the
+    block's weights)."""
+    c = stack.config
+    heads = int(getattr(c, "num_attention_heads", 0) or 1)
+    head_dim = getattr(c, "head_dim", None) or c.hidden_size // heads
+    weights = sum(p.numel() for p in stack.blocks[0].parameters())
+    return 4 * heads * head_dim / (2 * weights)
 
 
 def pack_doc(tokenizer, doc: Doc, first_req: int, max_len: int) -> Packed:
@@ -169,16 +232,20 @@ def make_batch(items: Sequence[Packed], dtype: torch.dtype, pad_id: int = 0) -> 
         "target": torch.tensor([t for p in items for t in p.target]),
         "req": torch.tensor([q for p in items for q in p.req]),
     }
-    if all(len(p.ids) == T and not any(p.seg) for p in items):  # plain causal rows (perplexity windows)
+    if all(len(p.ids) == T and not any(p.seg) and not p.part for p in items):  # plain causal rows (windows)
         return Batch(input_ids=torch.tensor([p.ids for p in items]), extra=extra)
     ids = torch.full((b, T), pad_id, dtype=torch.long)
     pos = torch.zeros((b, T), dtype=torch.long)
     seg = torch.full((b, T), -1, dtype=torch.long)
+    part = torch.zeros((b, T), dtype=torch.long)  # the item of each token in a merged row (padding: its own)
     for r, p in enumerate(items):
         n = len(p.ids)
         ids[r, :n], pos[r, :n], seg[r, :n] = torch.tensor(p.ids), torch.tensor(p.pos), torch.tensor(p.seg)
+        if p.part:
+            part[r, :n] = torch.tensor(p.part)
     causal = torch.tril(torch.ones(T, T, dtype=torch.bool))
     allow = causal & ((seg[:, None, :] == 0) | (seg[:, None, :] == seg[:, :, None])) & (seg[:, None, :] >= 0)
+    allow &= part[:, None, :] == part[:, :, None]
     allow |= torch.eye(T, dtype=torch.bool)
     mask = torch.zeros((b, 1, T, T), dtype=dtype).masked_fill_(~allow[:, None], torch.finfo(dtype).min)
     return Batch(input_ids=ids, attention_mask=mask, position_ids=pos, weight=(seg >= 0).float(), extra=extra)
@@ -297,21 +364,26 @@ def run_finalists(
                     consume(f, batch, stack.run(h, cap, plan.start, plan.removed, patches=patches))
             seconds[f] += time.perf_counter() - t0
             if on_step:
-                on_step(f, sum(len(mb) for mb in chunk))
+                on_step(f, sum(len(set(p.part)) or 1 for mb in chunk for p in mb))  # items (merged rows hold several)
         del cached
 
 
 # ---------------------------------------------------------------- requests of many finalists
-def pack_docs(tokenizer, docs: list[Doc], max_len: int, batch_size: int) -> tuple[list[list[Packed]], int]:
-    """Documents packed one per row, in micro-batches of ``batch_size`` rows of similar length; and
-    the number of requests (their numbering follows ``docs``)."""
+def pack_docs(
+    tokenizer, docs: list[Doc], max_len: int, batch_size: int, pair_cost: float | None = None
+) -> tuple[list[list[Packed]], int]:
+    """Documents packed one per row, in micro-batches of ``batch_size`` documents of similar length; and
+    the number of requests (their numbering follows ``docs``). ``pair_cost`` (the model's, ``pair_cost``):
+    a micro-batch's documents as the rows that compute the least (``least_work``: several per row
+    where that saves padding)."""
     packed, n_req = [], 0
     for d in docs:
         packed.append(pack_doc(tokenizer, d, n_req, max_len))
         n_req += len(d.requests)
     order = sorted(range(len(packed)), key=lambda i: -len(packed[i].ids))  # little padding per micro-batch
     bs = max(1, batch_size)
-    return [[packed[i] for i in order[s : s + bs]] for s in range(0, len(order), bs)], n_req
+    mbs = [[packed[i] for i in order[s : s + bs]] for s in range(0, len(order), bs)]
+    return (mbs if pair_cost is None else [least_work(mb, pair_cost) for mb in mbs]), n_req
 
 
 def loglikelihoods_finalists(
@@ -396,7 +468,8 @@ def evaluate_finalists_native(
     stats.setdefault("split_docs", {}).update({t: len(_all_docs(t, data_dir, parts[t])) for t in tasks})
     cap = float(cfg_eval.cache_gib) * GIB
     max_len = resolve_max_length(model, tokenizer)
-    packed = {t: pack_docs(tokenizer, docs[t], max_len, cfg_eval.batch_size) for t in tasks}
+    price = pair_cost(stack)
+    packed = {t: pack_docs(tokenizer, docs[t], max_len, cfg_eval.batch_size, price) for t in tasks}
     for t in tasks:
         if packed[t][0]:
             check_cap(packed[t][0], stack, len({p.start for p in finals}), cap)

@@ -18,8 +18,10 @@ from ghostsearch.data import corpora as data
 from ghostsearch.evaluation.evaluate import loglikelihoods, task_config, zero_shot_finalists
 from ghostsearch.evaluation.native import (
     evaluate_finalists_native,
+    loglikelihoods_finalists,
     pack_doc,
     pack_docs,
+    plans,
     resolve_max_length,
     state_bytes,
     task_docs,
@@ -119,6 +121,28 @@ def test_finalists_start_at_their_first_removed_block(tiny, data_dir):
             h.remove()
     mb = 2  # 8 items in micro-batches of 4
     assert calls == [mb, mb, mb, 2 * mb, 3 * mb, 3 * mb]
+
+
+def test_merged_rows_give_every_item_its_own_values_with_less_padding(tiny, data_dir):
+    """Items of unequal lengths merged into rows (each sees only itself, at its own positions) give the
+    log-likelihoods one item per row gives, from fewer computed tokens (issue 49: the padding of a
+    micro-batch of unequal items ran every block)."""
+    model, tok = tiny
+    docs = [d for t in ("hellaswag", "piqa", "boolq") for d in task_docs(t, data_dir, 4)]
+    stack, max_len = Stack(model), resolve_max_length(model, tok)
+    finals = plans(stack, [((), None), ((2, 3), None)])
+    one, n = pack_docs(tok, docs, max_len, 6)
+    many, n2 = pack_docs(tok, docs, max_len, 6, pair_cost=0.0)
+
+    def tokens(mbs):  # every row padded to its micro-batch's longest
+        return sum(len(mb) * max(len(p.ids) for p in mb) for mb in mbs)
+
+    assert n == n2 and len(many) == len(one) and tokens(many) < 0.85 * tokens(one)
+    assert any(p.part for mb in many for p in mb)
+    a, top_a = loglikelihoods_finalists(stack, one, n, finals, 1 << 30)
+    b, top_b = loglikelihoods_finalists(stack, many, n, finals, 1 << 30)
+    assert torch.allclose(a, b, rtol=1e-5, atol=1e-6), (a - b).abs().max()
+    assert torch.equal(top_a, top_b)
 
 
 def test_cache_cap_is_respected_and_changes_nothing(tiny, data_dir):
