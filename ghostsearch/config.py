@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from ghostsearch.model.memplan import MemorySettings
     from ghostsearch.model.models import ModelSettings
     from ghostsearch.recovery.repair import RepairSettings
+    from ghostsearch.scoring import ScorerSettings
     from ghostsearch.stats.contrasts import Contrast
 
 
@@ -1038,5 +1039,5 @@ def save_config(cfg: Config, path: Path) -> None:
 
 if TYPE_CHECKING:  # a Config is each settings protocol the layers below read: mypy checks it here
 
-    def _settings(cfg: Config) -> tuple[RunData, MemorySettings, ModelSettings, RepairSettings]:
-        return cfg, cfg, cfg, cfg
+    def _settings(cfg: Config) -> tuple[RunData, MemorySettings, ModelSettings, RepairSettings, ScorerSettings]:
+        return cfg, cfg, cfg, cfg, cfg

@@ -15,7 +15,7 @@ import math
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import TYPE_CHECKING, Callable, Protocol
 
 import numpy as np
 import torch
@@ -25,6 +25,15 @@ from ghostsearch.model.stack import Batch, Captured, Stack, check_removed, run_s
 from ghostsearch.objectives import Objective, ObjectiveSpec
 from ghostsearch.objectives.scores import RowScore, Score
 from ghostsearch.search.base import Removed
+
+if TYPE_CHECKING:  # only for the settings' type: loading and the memory plan are imported where they run
+    from ghostsearch.model.memplan import MemorySettings
+    from ghostsearch.model.models import ModelSettings
+
+    class ScorerSettings(MemorySettings, ModelSettings, Protocol):
+        """What ``scorer_from_config`` reads of a run's settings (``config.Config`` is one): the
+        memory plan's and the loader's (``cache.prefix_runs`` and ``cache.offload`` are the plan's)."""
+
 
 Patches = dict[int, Callable[[torch.Tensor], torch.Tensor]]
 
@@ -423,7 +432,7 @@ def block_statistics(caps: list[Captured], batches: list[Batch]) -> dict:
     return acc.result()
 
 
-def scorer_from_config(cfg, threads: int | None = None) -> Scorer:
+def scorer_from_config(cfg: ScorerSettings, threads: int | None = None) -> Scorer:
     """Load the configured model once and wrap it in a Scorer (objectives are prepared on demand)."""
     from ghostsearch.model.models import load_configured
 
