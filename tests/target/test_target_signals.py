@@ -10,7 +10,8 @@ phase is reached by waiting for its own output, the bar the command prints for i
 limit), and after the signal the next phase's output must be absent, so the signal landed in that phase.
 The signals alternate between SIGTERM to the command and Ctrl-C (SIGINT to its process group, as a terminal
 sends it), so each reaches a phase with Ray up and one with Ray down. Real processes, killed by pid; the
-tiny random Llama of tests/conftest.py (6 blocks), sizes chosen so that each phase lasts seconds."""
+tiny random Llama of tests/conftest.py (6 blocks), sizes chosen so that each phase lasts seconds. Every path
+the command is given (its folder, the run directory, the model) has spaces and non-ASCII letters."""
 
 from __future__ import annotations
 
@@ -130,10 +131,12 @@ def rows(out: Path) -> int:
 def test_sigterm_and_ctrl_c_in_every_phase_of_target(tiny_model_dir, tmp_path):
     from ghostsearch.rundir import lock
 
-    home, out = tmp_path / "work", tmp_path / "run"
+    # unicode and spaces in every path the command is given (issue 48: a case a probe could not run)
+    home, out, model = tmp_path / "wörk dir", tmp_path / "rün dir ✓" / "run", tmp_path / "mödel dir"
     home.mkdir()
+    model.symlink_to(tiny_model_dir)
     for phase, marker, later, how in PHASES:
-        c = Command(out, tiny_model_dir, home)
+        c = Command(out, str(model), home)
         try:
             c.wait_for(marker)
             if phase == "search":  # two of greedy's evaluations kept: the rerun resumes mid-search
