@@ -29,8 +29,12 @@ SEQ, N = 64, 8  # 8 windows of 64 tokens
 def tiny(smollm2_tokenizer_dir):
     from transformers import AutoTokenizer
 
-    torch.set_num_threads(2)
-    return tiny_model("llama", 6), AutoTokenizer.from_pretrained(smollm2_tokenizer_dir)
+    # one thread: a 64-wide model's matrices gain nothing from two, and beside a busy xdist worker two
+    # threads spin (131 s in CI against 5 s alone; the values are fp32 and thread-independent here)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield tiny_model("llama", 6), AutoTokenizer.from_pretrained(smollm2_tokenizer_dir)
+    torch.set_num_threads(threads)  # the worker's later test files keep theirs
 
 
 def cfg_eval(batch_size: int):
