@@ -61,7 +61,9 @@ def share(ops, key: str):
 def print_claims(out: Path) -> None:
     import pyarrow.parquet as pq
 
-    from ghostsearch.study.claims import RULE, ItemMatrix, ghosted_claims, render
+    from ghostsearch.stats.bootstrap import ItemMatrix
+    from ghostsearch.study.claims.base import RULE, render
+    from ghostsearch.study.claims.ghosted_paper import ghosted_claims
 
     rows = pq.read_table(out.with_suffix(".parquet")).to_pylist()
     matrix = ItemMatrix.read(out.with_name(out.name + "_items.parquet"))

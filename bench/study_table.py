@@ -21,16 +21,9 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from ghostsearch.core.comparison_row import ComparisonRow, from_arrow
-from ghostsearch.study.claims import (
-    RULE,
-    ItemMatrix,
-    all_claims,
-    family,
-    finalists,
-    jaccard,
-    method_comparison,
-    render,
-)
+from ghostsearch.stats.bootstrap import ItemMatrix
+from ghostsearch.study.claims.base import RULE, family, finalists, jaccard, method_comparison, render
+from ghostsearch.study.claims.search_paper import all_claims
 
 LORP_PAPER = "LoRP beats ShortGPT / LLM-Streamline without repair (Qwen3-8B, 7 of 36 blocks: 56.65 vs 51.50 % mean acc)"
 

@@ -192,7 +192,7 @@ def models_table(rows: list[dict], items, fitted: dict[str, str], model) -> str:
     its difference from dense and a paired interval (ghostsearch.study.report.models)."""
     from ghostsearch.model.stack import Stack
     from ghostsearch.recovery.speed import cost_operators, pruned_params
-    from ghostsearch.study.claims import ItemMatrix
+    from ghostsearch.stats.bootstrap import ItemMatrix
     from ghostsearch.study.report.models import ModelEntry, model_rows, text_table
 
     n_blocks, hidden = Stack(model).n_blocks, int(model.config.hidden_size)

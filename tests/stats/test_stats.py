@@ -12,7 +12,7 @@ from ghostsearch.core.eval_numbers import FinalistNumbers
 from ghostsearch.evaluation.evaluate import binomial_stderr
 from ghostsearch.rundir.cell import CellResult
 from ghostsearch.stats.inference import rank, spearman, spearman_ci
-from ghostsearch.study.claims import ClaimRow, Hypothesis, family
+from ghostsearch.study.claims.base import ClaimRow, Hypothesis, family
 from ghostsearch.study.report import comparison_table, correlations, spread, summary
 
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from ghostsearch.stats import inference as stats
-from ghostsearch.study.claims import claim_row, family
+from ghostsearch.study.claims.base import claim_row, family
 
 TASKS = 8
 MODELS = 8

@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from ghostsearch.stats import inference as stats
-from ghostsearch.study.claims import ItemMatrix
+from ghostsearch.stats.bootstrap import ItemMatrix
 from ghostsearch.study.report.models import Diff, ModelEntry, markdown_table, model_rows, text_table
 
 SET = (16, 17, 18, 19)

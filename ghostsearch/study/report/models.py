@@ -172,7 +172,7 @@ def _ppl_diffs(e: ModelEntry, base: ModelEntry, n_boot: int, seed: int) -> dict[
 
 def model_rows(entries: Sequence[ModelEntry], items=None, n_boot: int = 2000, seed: int = 0) -> list[ModelRow]:
     """The table's rows, dense first (the entry with no removed set), then by k and repair.
-    ``items``: a ``claims.ItemMatrix`` keyed by the entries' ``key`` (None: no accuracy intervals).
+    ``items``: a ``stats.bootstrap.ItemMatrix`` keyed by the entries' ``key`` (None: no accuracy intervals).
     A repaired entry whose removed set is also here without repair gets that comparison too
     (``ppl_vs_none``, ``acc_vs_none``: the repair's own effect, paired over the same items)."""
     dense = next((e for e in entries if not e.removed and e.recovery in ("none", "", None)), None)

@@ -20,9 +20,11 @@ import pyarrow as pa
 
 from ghostsearch.core.comparison_row import ComparisonRow, from_arrow
 from ghostsearch.core.io import write_text_atomic
+from ghostsearch.stats.bootstrap import ItemMatrix
 from ghostsearch.stats.looks import ContrastRow
-from ghostsearch.study import claims as claims_mod
-from ghostsearch.study.claims import RULE, ClaimRow, ItemMatrix, all_claims, contrast_claims, family, finalists
+from ghostsearch.study.claims import base as claims_mod
+from ghostsearch.study.claims.base import RULE, ClaimRow, contrast_claims, family, finalists
+from ghostsearch.study.claims.search_paper import all_claims
 from ghostsearch.study.report.answers import run_section as answers_section
 from ghostsearch.study.report.models import ModelRow, comparison_entries, markdown_table, model_rows, read_speed
 from ghostsearch.study.report.plots import (

@@ -14,8 +14,9 @@ from ghostsearch.core.comparison_row import ComparisonRow
 from ghostsearch.core.records import Record
 from ghostsearch.rundir.curves import best_so_far  # the one best-so-far rule (rundir/curves.py)
 from ghostsearch.stats import inference as stats
+from ghostsearch.stats.bootstrap import ItemMatrix
 from ghostsearch.stats.inference import spearman, spearman_ci
-from ghostsearch.study.claims import MIN_MODELS, SMALL_GAP, ClaimRow, ItemMatrix, distinct, finalists
+from ghostsearch.study.claims.base import MIN_MODELS, SMALL_GAP, ClaimRow, distinct, finalists
 
 VAR_DIFF_PILOT = 0.163  # variance of a paired per-item accuracy difference in the pilot (issue 23)
 
