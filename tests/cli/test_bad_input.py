@@ -213,9 +213,15 @@ CASES = [
 ]
 
 
-@pytest.fixture
-def work(tmp_path, tiny_model_dir, monkeypatch):
-    """A working folder with every kind of bad target; the tests chdir into it."""
+@pytest.fixture(scope="module")
+def work(tmp_path_factory, tiny_model_dir):
+    """A working folder with every kind of bad target, built once for the module (each case checks that
+    it leaves the folder as it found it); the tests chdir into it."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        yield _work(tmp_path_factory.mktemp("bad-input"), tiny_model_dir, monkeypatch)
+
+
+def _work(tmp_path, tiny_model_dir, monkeypatch):
     from ghostsearch.config import load_config, save_config
 
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
