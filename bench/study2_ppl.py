@@ -115,8 +115,6 @@ def main() -> None:
         return
 
     import torch
-    from study2 import MODELS
-    from study2_cheap import Design, model_config
 
     from ghostsearch.config import load_config
     from ghostsearch.evaluation.evaluate import corpus, eval_windows, protocol_windows
@@ -124,6 +122,8 @@ def main() -> None:
     from ghostsearch.model.models import load_model
     from ghostsearch.model.stack import Stack
     from ghostsearch.recovery.repair import fit
+    from ghostsearch.study.studies.study2 import MODELS
+    from ghostsearch.study.studies.study2_cheap import Design, model_config
 
     torch.set_num_threads(args.threads)
     cfg = load_config(str(ROOT / "configs/study2-smollm2.yaml"), OVERRIDES)

@@ -10,10 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from ghostsearch.study.studies import base as studies
+from ghostsearch.study.studies import study2, study3
+from ghostsearch.study.studies import study2_cheap as sc
 from tests.conftest import load_bench
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = ROOT / "docs" / "results" / "study-cpu"
+REDO = ROOT / "docs" / "results" / "study-cpu-2" / studies.REDO_NAME  # bench/study2_ppl.py's windows
 
 
 def _bench(name: str):
@@ -46,7 +50,6 @@ def test_results_doc_quotes_the_computed_claims():
 def test_results_doc_quotes_study_2s_s1():
     """Study 2's S1 section is what bench/study2.py --s1 prints from the committed compare
     (docs/results/study-cpu-2/s1: every cell's removed set, the Jaccard gap, the exact p)."""
-    study2 = _bench("study2")
     printed = study2.s1(ROOT / "docs" / "results" / "study-cpu-2" / "s1")
     doc = (ROOT / "docs" / "results.md").read_text()
     assert printed in doc
@@ -60,8 +63,8 @@ def test_results_doc_quotes_study_2s_cheap_claims():
     out = ROOT / "docs" / "results" / "study-cpu-2" / "cheap"
     if not any(out.glob("*.parquet")):
         pytest.skip("no committed S2-S4 rows")
-    sc = _bench("study2_cheap")
-    printed = sc.render(sc.numbers(out, sc.Design(), ROOT / "docs" / "results" / "study-cpu-2" / "s1"), sc.Design())
+    nums = sc.numbers(out, sc.Design(), ROOT / "docs" / "results" / "study-cpu-2" / "s1", REDO)
+    printed = sc.render(nums, sc.Design())
     doc = (ROOT / "docs" / "results.md").read_text()
     assert printed.rstrip("\n") in doc
 
@@ -74,10 +77,9 @@ def test_results_doc_quotes_study_2s_contrasts():
     run = ROOT / "docs" / "results" / "study-cpu-2"
     if not (run / "looks.json").exists():
         pytest.skip("no look of C1-C7 committed")
-    study2 = _bench("study2")
     keys = _keys(run)
     assert set(keys) == set(study2.MODELS)
-    printed = study2.report(run, keys)
+    printed = studies.report(run, keys, study2.STUDY2)
     doc = (ROOT / "docs" / "results.md").read_text()
     assert printed.rstrip("\n") in doc
 
@@ -91,10 +93,9 @@ def test_results_doc_quotes_study_3s_contrasts():
     run = ROOT / "docs" / "results" / "study-3"
     if not (run / "looks.json").exists():
         pytest.skip("no look of study 3 committed")
-    study2, study3 = _bench("study2"), _bench("study3")
     keys = _keys(run)
     s3 = study3.study(study3.pilot_sets(run / "pilot"))
-    printed = study2.report(run, keys, s3)
+    printed = studies.report(run, keys, s3)
     doc = (ROOT / "docs" / "results.md").read_text()
     # the contrast table's rows (the first cell names the contrast: "C1 Ghosted - none, ...")
     rows = [line for line in printed.splitlines() if line.startswith("| C") and " " in line.split("|")[1].strip()]
@@ -116,10 +117,9 @@ def test_results_doc_reads_study_2s_perplexities_as_printed():
     run = ROOT / "docs" / "results" / "study-cpu-2"
     if not (run / "looks.json").exists():
         pytest.skip("no look of C1-C7 committed")
-    study2 = _bench("study2")
     keys = _keys(run)
     rows = {}
-    for line in study2.report(run, keys).splitlines():
+    for line in studies.report(run, keys, study2.STUDY2).splitlines():
         m = re.match(r"\| (C\d) .*\| ([\d.]+) / ([\d.]+); log ratio ([+-][\d.]+) \[([+-][\d.]+), ([+-][\d.]+)\]", line)
         if m:
             rows[m[1]] = (m[2], m[3], *(float(v) for v in m.groups()[3:]))
@@ -153,7 +153,6 @@ def test_results_doc_reads_the_saturation_curve_as_printed():
     out = ROOT / "docs" / "results" / "study-cpu-2" / "cheap"
     if not all((out / f"G{n}.parquet").exists() for n in (8, 16, 32, 64)):
         pytest.skip("the saturation curve has not run")
-    sc = _bench("study2_cheap")
     models = {m["id"]: m for m in sc.numbers(out, sc.Design(), None)["models"]}
     g = [models[f"G{n}"] for n in (8, 16, 32, 64)]
     wt, c4 = [m["ppl"]["wikitext2"] for m in g], [m["ppl"]["c4"] for m in g]
@@ -183,22 +182,22 @@ def test_a_report_only_run_changes_nothing_it_reads(tmp_path, monkeypatch):
     out = tmp_path / "study"
     shutil.copytree(run, out, ignore=shutil.ignore_patterns("cheap", "s1"))
     before = {p: (out / p).read_bytes() for p in ("config.yaml", "study.json", "looks.json")}
-    study2 = _bench("study2")
+    cli = _bench("study2")
     config = str(ROOT / "configs" / "study2-smollm2.yaml")
     monkeypatch.setattr(sys, "argv", ["study2.py", "--config", config, "--report-only", f"out={out}", "pool.threads=1"])
     threads = torch.get_num_threads()  # main() sets the process's torch threads: give them back
     try:
         with contextlib.redirect_stdout(io.StringIO()):
-            study2.main()
+            cli.main()
     finally:
         torch.set_num_threads(threads)
     assert {p: (out / p).read_bytes() for p in before} == before
-    assert (out / "study2.md").read_text().startswith(study2.report(out, _keys(out)).splitlines()[0])
+    assert (out / "study2.md").read_text().startswith(studies.report(out, _keys(out), study2.STUDY2).splitlines()[0])
     empty = tmp_path / "nothing"
     monkeypatch.setattr(sys, "argv", ["study2.py", "--config", config, "--report-only", f"out={empty}"])
     try:
         with pytest.raises(SystemExit, match="holds no study yet"):
-            study2.main()
+            cli.main()
     finally:
         torch.set_num_threads(threads)
     assert not empty.exists()
@@ -254,10 +253,9 @@ def test_study_2s_perplexity_intervals_are_over_windows():
     run = ROOT / "docs" / "results" / "study-cpu-2"
     if not (run / "looks.json").exists():
         pytest.skip("no look of C1-C7 committed")
-    study2 = _bench("study2")
     keys = _keys(run)
     ev = {m: json.loads((run / "evals" / f"{k}.json").read_text()) for m, k in keys.items()}
-    printed = study2.report(run, keys)
+    printed = studies.report(run, keys, study2.STUDY2)
     redo = run / "ppl-windows" / "windows.jsonl"
     rows = [json.loads(x) for x in redo.read_text().splitlines()] if redo.exists() else []
     wiki = sorted((r for r in rows if r["corpus"] == "wikitext2"), key=lambda r: r["window"])
@@ -290,8 +288,7 @@ def test_results_doc_scopes_its_claims():
     if not (run / "looks.json").exists():
         pytest.skip("no look of C1-C7 committed")
     doc = " ".join((ROOT / "docs" / "results.md").read_text().split())
-    study2 = _bench("study2")
-    printed = study2.report(run, _keys(run))
+    printed = studies.report(run, _keys(run), study2.STUDY2)
     for phrase in (
         "Ghosted against no repair (C1, C2): for these fitted models,",
         "Ghosted against LinearPatch and ReplaceMe (C3, C4): for these fitted models,",
@@ -325,7 +322,6 @@ def test_results_doc_quotes_the_floor_and_single_tasks():
 
     doc = (ROOT / "docs" / "results.md").read_text()
     flat = " ".join(doc.split())
-    study2, study3 = _bench("study2"), _bench("study3")
     floors = {}
     for name in ("study-cpu-2", "study-3"):
         run = ROOT / "docs" / "results" / name
@@ -340,7 +336,7 @@ def test_results_doc_quotes_the_floor_and_single_tasks():
 
     run = ROOT / "docs" / "results" / "study-3"
     keys = _keys(run)
-    printed = study2.report(run, keys, study3.study(study3.pilot_sets(run / "pilot")))
+    printed = studies.report(run, keys, study3.study(study3.pilot_sets(run / "pilot")))
     tail = printed.split("Mean accuracy over the items each model used", 1)[1].split("\n", 1)[1]
     for line in tail.splitlines():
         assert line in doc, line

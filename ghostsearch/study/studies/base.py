@@ -1,6 +1,6 @@
 """A pre-registered study of fixed models (study 2, study 3 of docs/results.md): its design, its
-run look by look, and its printed report (moved from bench/study2.py: issue 50; bench/study2.py and
-bench/study3.py hold only their studies' models, contrasts and command lines)."""
+run look by look, and its printed report (moved from bench/study2.py: issue 50; each study's models
+and contrasts are a module beside this one, its command line a bench/ script)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ REDO_NAME = "ppl-windows"  # bench/study2_ppl.py's per-window NLL, recomputed (i
 
 @dataclass(frozen=True)
 class Study:
-    """A pre-registered study of fixed models (this file's study 2, bench/study3.py's study 3): its
+    """A pre-registered study of fixed models (study2.py's study 2, study3.py's study 3): its
     models (id -> (label, removed blocks, repair)), its contrasts (id, question, left model, right
     model: left - right in mean accuracy), where it was pre-registered, and the label of its commits.
     ``mark_dropped``: study.json says of each contrast whether it was dropped (its two models are

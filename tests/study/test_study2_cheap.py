@@ -1,4 +1,5 @@
-"""bench/study2_cheap.py (study 2's cheap claims S2-S4) end to end on a tiny random Llama, offline:
+"""ghostsearch.study.studies.study2_cheap (study 2's cheap claims S2-S4; bench/study2_cheap.py is its
+command line) end to end on a tiny random Llama, offline:
 a design of three models on a couple of windows of WikiText-2 test and C4 validation. Checks that a
 rerun evaluates nothing, that the table's numbers are what the written per-window rows give, and
 that the two one-sided tests decide "within" for two identical models and not for two very
@@ -17,17 +18,12 @@ import pytest
 from scipy.stats import t as t_dist
 
 from ghostsearch.stats import inference as stats
-from tests.conftest import load_bench
+from ghostsearch.stats.windows import cluster_diff, window_clusters
+from ghostsearch.study.studies import study2
+from ghostsearch.study.studies import study2_cheap as sc
 
 ROOT = Path(__file__).resolve().parents[2]
 S1 = ROOT / "docs" / "results" / "study-cpu-2" / "s1"
-
-
-def _bench(name: str):
-    return load_bench(name)
-
-
-sc = _bench("study2_cheap")
 
 
 def _cells(line: str) -> list[str]:
@@ -63,9 +59,8 @@ def test_default_design_is_the_preregistered_one():
 
 def test_windows_summed_by_batch_position_are_read_as_clusters():
     """Rows written before the fix of window_items (issue 37) hold 16 batch-position sums and zeros:
-    they are read as 16 clusters of windows (study2.window_clusters), whose t interval is centred on
+    they are read as 16 clusters of windows (stats.windows.window_clusters), whose t interval is centred on
     the full-data log ratio; the same windows one by one give the ordinary paired t interval."""
-    study2 = _bench("study2")
     rng = np.random.default_rng(1)
     a, b = 4.0 + rng.normal(0, 0.3, 148), 4.2 + rng.normal(0, 0.3, 148)
     slots = lambda x: [x[j::16].sum() for j in range(16)] + [0.0] * 132  # noqa: E731
@@ -77,9 +72,9 @@ def test_windows_summed_by_batch_position_are_read_as_clusters():
     d = a - b
     assert one["kind"] == "windows" and one["df"] == 147
     assert one["se"] == pytest.approx(d.std(ddof=1) / math.sqrt(148))
-    assert study2.window_clusters([1.0, 2.0, 0.0, 0.0, 0.0]) == ([1.0, 2.0], [3, 2])
+    assert window_clusters([1.0, 2.0, 0.0, 0.0, 0.0]) == ([1.0, 2.0], [3, 2])
     with pytest.raises(ValueError):
-        study2.window_clusters([1.0, 0.0, 2.0])
+        window_clusters([1.0, 0.0, 2.0])
 
 
 def test_cluster_interval_covers_at_its_level():
@@ -88,7 +83,6 @@ def test_cluster_interval_covers_at_its_level():
     the 95% cluster t interval covers the true mean in 0.95 of 4,000 draws (Monte Carlo s.e. 0.0034;
     accepted 0.935-0.965). With strongly skewed differences (centred exponential noise) it covered
     0.9325 in a run of this simulation: with 16 clusters read the 95% as about 93-95%."""
-    study2 = _bench("study2")
     rng = np.random.default_rng(2)
     sizes = [len(range(j, 148, 16)) for j in range(16)]
     hits = 0
@@ -96,7 +90,7 @@ def test_cluster_interval_covers_at_its_level():
         scale = rng.gamma(2.0, 0.5, 148)
         d = 0.1 + scale * rng.normal(0.0, 0.05, 148)
         sums = [d[j::16].sum() for j in range(16)]
-        w = study2.cluster_diff(sums, [0.0] * 16, sizes)
+        w = cluster_diff(sums, [0.0] * 16, sizes)
         hits += w["lo"] <= 0.1 <= w["hi"]
     assert 0.935 <= hits / 4000 <= 0.965, hits / 4000
 
@@ -115,7 +109,7 @@ def test_s1_p_is_study2s(monkeypatch):
         pytest.skip("no committed S1 run")
     p = sc.s1_p(S1)
     assert p == pytest.approx(2 / 70)
-    assert f"exact permutation p = {p:.4f}" in _bench("study2").s1(S1)
+    assert f"exact permutation p = {p:.4f}" in study2.s1(S1)
 
 
 def test_driver_end_to_end_resumes_and_reports_its_rows(tmp_path, tiny_model_dir, data_dir, monkeypatch):
