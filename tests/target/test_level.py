@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import functools
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from ghostsearch.core.errors import GhostsearchError
 from ghostsearch.stats import certify as cert
-from tests.conftest import load_bench
 
 REPS = 4000
 ALPHA = 0.05
@@ -34,12 +34,15 @@ QUICK = [16, 32, 64]  # configs/target-quick.yaml
 DEFAULT = [100, 200, 400]  # target.looks unset
 BENCH_ACC = [600, 1200, 2400]  # bench/target.py's accuracy cases
 
+POPULATIONS = Path(__file__).resolve().parents[2] / "docs" / "results" / "target-level" / "populations.json"
+
 
 @functools.cache
 def sim():
-    """bench/target_level.py (loaded when a test needs it) and its populations."""
-    tl = load_bench("target_level")
-    return tl, tl.load()
+    """ghostsearch.stats.certify_level (the simulation bench/target_level.py prints) and its populations."""
+    from ghostsearch.stats import certify_level as tl
+
+    return tl, tl.load(POPULATIONS)
 
 
 def pop(name: str):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,18 +20,20 @@ import pytest
 from ghostsearch.core.errors import GhostsearchError
 from ghostsearch.stats import certify as cert
 from ghostsearch.study import account
-from tests.conftest import load_bench
 
 REPS = 4000
 ALPHA = 0.05
 CAP = ALPHA + 2 * math.sqrt(ALPHA * (1 - ALPHA) / REPS)
 OLD, NEW = [16, 32, 64], [16, 32, 64, 128, 256, 512, 800]
 
+POPULATIONS = Path(__file__).resolve().parents[2] / "docs" / "results" / "target-level" / "populations.json"
+
 
 @functools.cache
 def sim():
-    tl = load_bench("target_level")
-    return tl, tl.load()
+    from ghostsearch.stats import certify_level as tl
+
+    return tl, tl.load(POPULATIONS)
 
 
 def req(looks=OLD, repairs=("ghosted",), tries=1, rerun=None, key="k1", level=0.95) -> account.Request:
