@@ -1,6 +1,6 @@
 """``race.look_rows`` (issue 40): a look whose rows could save less than a look's fixed cost is
 skipped, its rows scored with the next look's. The race the library runs (run_race, through an
-evaluator) and the one bench/race_replay.py prices (simulate) agree look for look; fewer looks are
+evaluator) and the one ghostsearch.study.race_replay prices (simulate) agree look for look; fewer looks are
 taken as look_rows grows; the last look is always taken; and the false-drop rate stays within
 delta (skipping a look only removes comparisons)."""
 

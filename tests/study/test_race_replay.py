@@ -1,4 +1,5 @@
-"""bench/race_replay.py on the committed row losses of exact greedy's path at C4 64 x 64
+"""ghostsearch.study.race_replay (bench/race_replay.py's replay) on the committed row losses of exact
+greedy's path at C4 64 x 64
 (docs/results/bench-race-64/step<t>.parquet, issue 27): the library's own racing.run_race, replayed
 with no model, spends what the live raced runs spent (their ledgers are committed beside: 54.625 of
 153 evaluations at k = 6, 69.875 of 196 at k = 8) and picks exact greedy's block at every step; a
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ghostsearch.search.racing import RaceParams
-from tests.conftest import load_bench
+from ghostsearch.study import race_replay as rr
 
 RUN = Path(__file__).resolve().parents[2] / "docs" / "results" / "bench-race-64"
 
@@ -19,7 +20,6 @@ RUN = Path(__file__).resolve().parents[2] / "docs" / "results" / "bench-race-64"
 @pytest.mark.skipif(not (RUN / "step8.parquet").exists(), reason="no committed row losses")
 @pytest.mark.parametrize("k, used, exact", [(6, 54.625, 153), (8, 69.875, 196)])
 def test_replay_spends_what_the_live_race_spent(k, used, exact):
-    rr = load_bench("race_replay")
     out = rr.replay(rr.load_steps(RUN, k), RaceParams(), verbose=False)
     assert out["exact"] == exact and out["same"]
     assert out["used"] == pytest.approx(used, abs=1e-9)
@@ -29,7 +29,6 @@ def test_replay_spends_what_the_live_race_spent(k, used, exact):
 @pytest.mark.skipif(not (RUN / "step8.parquet").exists(), reason="no committed row losses")
 def test_a_weaker_promise_loses_the_answer_at_step_8():
     """delta 0.1 with the default schedule drops the true best at step 8 (a 0.03% near-tie)."""
-    rr = load_bench("race_replay")
     steps = rr.load_steps(RUN, 8)
     assert rr.replay_step(steps[7], RaceParams())["same"]
     assert not rr.replay_step(steps[7], RaceParams(delta=0.1))["same"]
@@ -41,7 +40,6 @@ def test_uniform_spending_is_the_race_itself():
     the weighted splits it compares are other races on the same rows (they differ in cost)."""
     import numpy as np
 
-    rr = load_bench("race_replay")
     steps, p = rr.load_steps(RUN, 6), RaceParams()
     cost = {}
     for kind in rr.SPENDING:
@@ -58,7 +56,6 @@ def test_dunnett_alpha_spans_the_union_bound_to_one_comparison():
     correlated ones behave as one comparison (a); Monte Carlo within 5%."""
     import numpy as np
 
-    rr = load_bench("race_replay")
     a, m = 0.0125, 20
     assert rr.max_alpha(np.eye(m), a) == pytest.approx(1 - (1 - a) ** (1 / m), rel=0.05)
     assert rr.max_alpha(np.full((m, m), 1.0), a) == pytest.approx(a, rel=0.05)

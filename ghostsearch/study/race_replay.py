@@ -1,0 +1,336 @@
+"""Racing replayed on exact greedy's path (issue 27): where a race's evaluations go, at no model cost.
+The stored rows (bench/race_replay.py --score writes one Parquet file per greedy step: every
+candidate's per-row losses) are fed to ``racing.run_race`` through an in-memory ``RowEvaluator``
+(:class:`StoredRows`), so every decision is the library's own: per step the evaluations used, the
+winner against the exact one, where the evaluations went (:func:`replay_step`, :func:`replay`); an
+idealised race for scale (:func:`ideal`); a grid of policies (:func:`sweep`); what each part of the
+bound costs (:func:`decompose`); alpha spent unevenly over the looks (:func:`spent_race`); a union
+bound that knew the rivals' correlation (:func:`correlation`); a live run's ledger against the
+replay (:func:`live`). bench/race_replay.py scores the rows and is the command line."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from ghostsearch.search import Candidate, Race, RaceParams
+from ghostsearch.search.racing import race_params, run_race
+
+
+def step_path(d: Path, step: int) -> Path:
+    return d / f"step{step}.parquet"
+
+
+class StoredRows:
+    """A RowEvaluator over stored per-row losses: {removed: (sums[N], counts[N])} in calibration-row
+    order; a request's rows are looked up, its value is the objective's on every row seen so far."""
+
+    def __init__(self, table: dict, value_of):
+        self.table, self.value_of = table, value_of
+        self.n = len(next(iter(table.values()))[0])
+        self.looks: list[tuple[int, int]] = []  # per look: survivors, rows
+
+    def n_rows(self) -> int:
+        return self.n
+
+    def rows(self, requests, searcher=""):
+        self.looks.append((len(requests), len(requests[0].rows)))
+        out = []
+        for q in requests:
+            sums, counts = self.table[q.removed]
+            s = [float(sums[r]) for r in q.rows]
+            c = [float(counts[r]) for r in q.rows]
+            out.append((s, c, self.value_of(q.before[0] + sum(s), q.before[1] + sum(c))))
+        return out
+
+
+def load_steps(d: Path, k: int) -> list[list[dict]]:
+    steps = []
+    for step in range(1, k + 1):
+        path = step_path(d, step)
+        if not path.exists():
+            raise SystemExit(f"{path} is missing: run --score --k {k} first")
+        steps.append(pq.read_table(path).to_pylist())
+    return steps
+
+
+def perplexity(total: float, count: float) -> float:
+    return math.exp(total / count)
+
+
+def winner(recs: list[dict]) -> int:
+    """The index of a step's exact winner (its best value over every row; ties go to the smaller set)."""
+    return min(range(len(recs)), key=lambda i: (recs[i]["value"], tuple(recs[i]["removed"])))
+
+
+def replay_step(recs: list[dict], params: RaceParams) -> dict:
+    """One greedy step raced on the stored rows (run_race itself): cost, winner, the exact winner."""
+    table = {tuple(r["removed"]): (r["row_losses"], r["row_counts"]) for r in recs}
+    ev = StoredRows(table, perplexity)
+    cands = [Candidate(tuple(r["removed"]), prefix=tuple(r["prefix"]) or None) for r in recs]
+    out = run_race(Race(cands, params, keep=1), ev, "replay")
+    used = sum(c.fidelity for c in out.told)
+    full = [(v, c.removed) for c, v in zip(out.told, out.values) if c.fidelity >= 1.0]
+    exact = min((r["value"], tuple(r["removed"])) for r in recs)
+    N = ev.n
+    first = params.schedule(N)[0] / N
+    rows_seen = sorted(round(c.fidelity * N) for c in out.told)
+    X = {tuple(r["removed"]): np.asarray(r["row_losses"]) for r in recs}
+    near = 0.0  # what the near-ties cost: rivals whose mean paired difference is < 1/3 of its sd
+    for c in out.told:
+        d = X[c.removed] - X[exact[1]]
+        if c.removed != exact[1] and d.mean() < d.std(ddof=1) / 3:
+            near += c.fidelity
+    return {
+        "candidates": len(recs),
+        "used": used,
+        "winner": min(full)[1],
+        "exact": exact[1],
+        "same": min(full)[1] == exact[1],
+        "finished": len(full),
+        "looks": ev.looks,
+        "rows_seen": rows_seen,
+        "by_rows": {n: rows_seen.count(n) * n / N for n in sorted(set(rows_seen))},
+        "floor": 1 + (len(recs) - 1) * first,
+        "ideal": ideal(recs, params),
+        "near": near,
+    }
+
+
+def ideal(recs: list[dict], params: RaceParams) -> float:
+    """An idealised race, for scale (not a policy: it knows which candidate wins): every rival is
+    dropped at the first row count n (any n >= 2, every n a free look) at which its paired mean
+    difference from the exact winner, in race order, exceeds z_{1 - delta / (m - 1)} standard errors
+    (normal quantile, finite-population corrected); the winner costs 1. What a race that spends a
+    union bound over the rivals could cost at best on these rows, give or take its looks' price."""
+    from scipy import stats
+
+    N = len(recs[0]["row_losses"])
+    order = params.order(N)
+    X = np.array([r["row_losses"] for r in recs])[:, order]
+    w = winner(recs)
+    z = stats.norm.ppf(1 - params.delta / max(1, len(recs) - 1))
+    cost = 1.0
+    for i in range(len(recs)):
+        if i == w:
+            continue
+        d = X[i] - X[w]
+        for n in range(2, N + 1):
+            if n == N:
+                cost += 1.0
+                break
+            se = d[:n].std(ddof=1) / math.sqrt(n) * math.sqrt(1 - n / N)
+            if d[:n].mean() > z * se:
+                cost += n / N
+                break
+    return cost
+
+
+def replay(steps: list[list[dict]], params: RaceParams, verbose: bool = True) -> dict:
+    total = exact = floor = best = near = 0.0
+    same = True
+    for t, recs in enumerate(steps, 1):
+        r = replay_step(recs, params)
+        total, exact, floor = total + r["used"], exact + r["candidates"], floor + r["floor"]
+        best += r["ideal"]
+        near += r["near"]
+        same &= r["same"]
+        if verbose:
+            rows = r["rows_seen"]
+            hist = ", ".join(f"{n}:{rows.count(n)} ({c:.2f})" for n, c in r["by_rows"].items())
+            print(
+                f"  step {t}: {r['candidates']:2d} candidates, used {r['used']:6.3f} "
+                f"({r['used'] / r['candidates']:.2f}x), floor {r['floor']:5.2f}, ideal {r['ideal']:5.2f}; "
+                f"survivors per look {[s for s, _ in r['looks']]}; "
+                f"candidates by rows seen (rows: candidates (evaluations)) {hist}; winner {list(r['winner'])} "
+                f"{'= exact' if r['same'] else '!= exact ' + str(list(r['exact']))}"
+            )
+    return {
+        "used": total,
+        "exact": exact,
+        "ratio": total / exact,
+        "floor": floor,
+        "ideal": best,
+        "near": near,
+        "same": same,
+    }
+
+
+def live(run_dir: str, steps: list[list[dict]], params: RaceParams, save: str | None = None) -> None:
+    """A live raced greedy run's ledger (a run directory or a saved .parquet) against the replay, step
+    by step: evaluations (the ledger's cost), winner, and the largest difference between a row loss
+    the live race scored (its looks' rows, in race order, stacked by score_rows_many) and the stored
+    one (score_rows, every row)."""
+    from ghostsearch.rundir.ledger import read_ledger
+
+    table = pq.read_table(run_dir) if run_dir.endswith(".parquet") else read_ledger(run_dir)
+    if save:  # the run's ledger as one file (docs/results/bench-race-64/live-k<k>.parquet)
+        pq.write_table(table, save)
+    rows = table.to_pylist()
+    N = len(steps[0][0]["row_losses"])
+    order = params.order(N)
+    total_live = total_replay = 0.0
+    for t, recs in enumerate(steps, 1):
+        mine = [r for r in rows if len(r["removed"]) == t]
+        if not mine:
+            print(f"  step {t}: not in the live run")
+            continue
+        stored = {tuple(r["removed"]): r["row_losses"] for r in recs}
+        seen: dict[tuple, list[float]] = {}
+        for r in sorted(mine, key=lambda r: r["time"]):
+            seen.setdefault(tuple(r["removed"]), []).extend(r["row_losses"] or [])
+        diff = max(
+            abs(a - stored[c][int(order[i])]) / abs(stored[c][int(order[i])])
+            for c, xs in seen.items()
+            for i, a in enumerate(xs)
+        )
+        cost = sum(r["cost"] for r in mine)
+        won = min((r["value"], tuple(r["removed"])) for r in mine if r["fidelity"] >= 1.0)[1]
+        rep = replay_step(recs, params)
+        total_live, total_replay = total_live + cost, total_replay + rep["used"]
+        print(
+            f"  step {t}: live {cost:7.4f} / replay {rep['used']:7.4f} evaluations; live winner {list(won)}, replay "
+            f"{list(rep['winner'])}; rows per candidate live {sorted(len(x) for x in seen.values())}; largest "
+            f"relative row-loss difference {diff:.1e}"
+        )
+    print(f"live {total_live:.4f} vs replay {total_replay:.4f} evaluations")
+
+
+def describe(p: RaceParams) -> str:
+    return f"delta={p.delta:g} min_rows={p.min_rows} growth={p.growth:g} bound={p.bound}" + (
+        f" range={p.range:g}" if p.range is not None else ""
+    )
+
+
+def parse_race(text: str | None) -> RaceParams:
+    if not text:
+        return RaceParams()
+    import yaml
+
+    p = race_params(yaml.safe_load(text))
+    assert p is not None
+    return p
+
+
+def sweep(steps, grid: list[dict]) -> None:
+    """Every policy of ``grid`` replayed on ``steps`` (totals only), cheapest first."""
+    N = len(steps[0][0]["row_losses"])
+    out = []
+    for g in grid:
+        p = RaceParams(**g)
+        out.append((replay(steps, p, verbose=False), p))
+    print(
+        f"| policy | looks at {N} rows | evaluations (of exact) | ratio | floor | ideal | near-ties' cost "
+        "| same winners |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for r, p in sorted(out, key=lambda x: (x[0]["used"], x[1].min_rows, x[1].growth)):
+        print(
+            f"| {describe(p)} | {p.schedule(N)} | {r['used']:.2f} of {r['exact']:.0f} | {r['ratio']:.3f}x | "
+            f"{r['floor'] / r['exact']:.3f}x | {r['ideal'] / r['exact']:.3f}x | {r['near']:.2f} | "
+            f"{'yes' if r['same'] else 'NO'} |"
+        )
+
+
+def decompose(steps, policies: list[RaceParams]) -> None:
+    """What each part of the guarantee costs on these rows: each policy replayed as is, at delta 0.1
+    and 0.2 (a weaker promise), and with one part of the bound removed by patching the racing
+    module for the replay only: the union over the looks (alpha = delta / (m - 1)), the union over the
+    rivals (alpha = delta / (looks - 1)), both (alpha = delta), and the Student-t quantile replaced by
+    the normal one. The patched rows are NOT policies: none of them keeps the guarantee."""
+    from scipy import stats
+
+    import ghostsearch.search.racing as racing
+
+    alpha, radius = racing.race_alpha, racing.radius
+
+    def normal(D, n_total, a, params):
+        n = D.shape[-1]
+        return stats.norm.ppf(1 - a) * D.std(-1, ddof=1) / math.sqrt(n) * math.sqrt(1 - n / n_total)
+
+    variants = [
+        ("as is", {}, alpha, radius),
+        ("delta 0.1", {"delta": 0.1}, alpha, radius),
+        ("delta 0.2", {"delta": 0.2}, alpha, radius),
+        ("no union over the looks (unsound)", {}, lambda d, k, m, n: d / (k * max(1, m - 1)), radius),
+        ("no union over the rivals (unsound)", {}, lambda d, k, m, n: d / max(1, n - 1), radius),
+        ("no union at all, alpha = delta (unsound)", {}, lambda d, k, m, n: d, radius),
+        ("normal quantile instead of t (unsound for heavy tails)", {}, alpha, normal),
+    ]
+    print("| policy | variant | evaluations (of exact) | ratio | same winners |")
+    print("|---|---|---|---|---|")
+    try:
+        for p in policies:
+            for name, over, a, rad in variants:
+                racing.race_alpha, racing.radius = a, rad  # type: ignore[assignment]  # the ablation swaps the rules
+                q = RaceParams(**{**{f: getattr(p, f) for f in RaceParams.__dataclass_fields__}, **over})
+                r = replay(steps, q, verbose=False)
+                print(
+                    f"| min_rows={p.min_rows} growth={p.growth:g} | {name} | {r['used']:.2f} of {r['exact']:.0f} | "
+                    f"{r['ratio']:.3f}x | {'yes' if r['same'] else 'NO'} |",
+                    flush=True,
+                )
+    finally:
+        racing.race_alpha, racing.radius = alpha, radius
+
+
+SPENDING = ("uniform", "sqrt", "rows", "rows2")
+
+
+def look_weights(looks: list[int], kind: str) -> np.ndarray:
+    """The share of alpha each look before the last gets: uniform (racing's), or proportional to the
+    rows seen (n), its square root or its square (less alpha early, where the t quantile is huge)."""
+    n = np.asarray(looks[:-1], float)
+    w = {"uniform": np.ones_like(n), "sqrt": np.sqrt(n), "rows": n, "rows2": n**2}[kind]
+    return w / w.sum()
+
+
+def spent_race(X: np.ndarray, params: RaceParams, kind: str, keep: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """racing.simulate with the looks' alpha weighted by ``look_weights`` (a Bonferroni split with
+    weights fixed before the data, so as sound as the uniform one): (alive, cost) of X [races, m, N]."""
+    from ghostsearch.search.racing import simulate
+
+    m, N = X.shape[1:]
+    alphas = params.delta / (keep * max(1, m - 1)) * look_weights(params.schedule(N), kind)
+    return simulate(X, params, keep, alphas=list(alphas))
+
+
+def max_alpha(R: np.ndarray, a_look: float, draws: int = 400_000, seed: int = 0) -> float:
+    """The per-comparison level at which the largest of the rivals' correlated normal statistics
+    (correlation R) exceeds its quantile with probability ``a_look``: Dunnett's correction, where the
+    union bound's is a_look / len(R). Monte Carlo, seeded."""
+    from scipy import stats
+
+    z = np.random.default_rng(seed).standard_normal((draws, len(R))) @ np.linalg.cholesky(R + 1e-9 * np.eye(len(R))).T
+    return float(1 - stats.norm.cdf(np.quantile(z.max(1), 1 - a_look)))
+
+
+def correlation(steps: list[list[dict]], policies: list[RaceParams]) -> None:
+    """What a union bound that knew the rivals' correlation could save (an oracle, not a policy): per
+    step, the correlation of every rival's per-row difference from the exact winner over all rows, a
+    Dunnett-type per-comparison alpha from it (``max_alpha``), and the race replayed at that alpha.
+    'effective rivals' = the look's alpha / that alpha (the union bound's is m - 1)."""
+    for p in policies:
+        used = total = 0.0
+        same, eff = True, []
+        for recs in steps:
+            N, m = len(recs[0]["row_losses"]), len(recs)
+            X = np.array([r["row_losses"] for r in recs])[:, p.order(N)]
+            w = winner(recs)
+            looks = len(p.schedule(N)) - 1
+            a = max_alpha(np.corrcoef(np.delete(X - X[w], w, axis=0)), p.delta / looks)
+            eff.append(f"{p.delta / looks / a:.1f} of {m - 1}")
+            q = RaceParams(
+                **{**{f: getattr(p, f) for f in RaceParams.__dataclass_fields__}, "delta": a * (m - 1) * looks}
+            )
+            alive, cost = spent_race(X[None], q, "uniform")
+            same &= bool(alive[0, w]) and int(alive[0].sum()) == 1
+            used, total = used + float(cost[0]), total + m
+        print(
+            f"{describe(p)}: with the rivals' correlation known, {used:.2f} of {total:.0f} ({used / total:.3f}x), "
+            f"same winners: {'yes' if same else 'NO'}; effective rivals per step: {', '.join(eff)}",
+            flush=True,
+        )
