@@ -35,14 +35,14 @@ BENCH = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "bench").glob("*.py"))
 # test_designs_are_current fails on an entry that no longer occurs, so the list only shrinks.
 STUDY3 = "study 3's models are the pilot's sets of the searchers it names (pre-registered)"
 DESIGNS: dict[tuple[str, tuple[str, ...]], str] = {
-    ("bench/ghosted_study.py", ("fastblock", "greedy")): "the Ghosted study's two arms (docs/results.md)",
-    ("bench/ghosted_study.py", ("greedy",)): "the saturation rows take the greedy arm's set",
+    ("ghostsearch/study/studies/ghosted.py", ("fastblock", "greedy")): "the Ghosted study's two arms (docs/results.md)",
+    ("ghostsearch/study/studies/ghosted.py", ("greedy",)): "the saturation rows take the greedy arm's set",
     ("ghostsearch/study/studies/study2.py", ("greedy",)): "claim S1 is pre-registered on greedy's k = 8 sets",
     ("ghostsearch/study/studies/study3.py", ("fastblock",)): STUDY3,
     ("ghostsearch/study/studies/study3.py", ("lorp",)): STUDY3,
     ("ghostsearch/study/studies/study3.py", ("shortgpt",)): STUDY3,
     ("ghostsearch/study/studies/study3.py", ("streamline",)): STUDY3,
-    ("bench/study_table.py", ("shortgpt", "streamline")): "the LoRP paper's baselines of its claim",
+    ("ghostsearch/study/report/study_table.py", ("shortgpt", "streamline")): "the LoRP paper's baselines of its claim",
     ("bench/scale.py", ("greedy",)): "--parts names (throughput, greedy, ga, bo): each part a particular case",
     ("bench/scale.py", ("ga",)): "--parts names (throughput, greedy, ga, bo): each part a particular case",
     ("bench/scale.py", ("bo",)): "--parts names (throughput, greedy, ga, bo): each part a particular case",

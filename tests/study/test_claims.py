@@ -1,9 +1,7 @@
 """The study's verdicts (ghostsearch.study.claims) on small synthetic runs whose answers are known."""
 
-import importlib.util
 import math
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -464,20 +462,17 @@ def test_decide_and_family_follow_holm():
     assert "MDD" in got[1].note and "items per model would detect 0.03" in got[1].note
 
 
-def test_study_table_prints_claims(tmp_path, capsys):
-    spec = importlib.util.spec_from_file_location(
-        "study_table", Path(__file__).resolve().parents[2] / "bench" / "study_table.py"
-    )
-    st = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(st)
+def test_study_table_prints_claims(tmp_path):
+    """report.study_table (what bench/study_table.py prints): the tables, the claims, the rule."""
+    from ghostsearch.study.report.study_table import study_report
+
     rng = np.random.default_rng(5)
     rows, _ = synthetic(
         lambda obj, *r: rng.random(N_ITEMS) < (0.7 if obj == "perplexity" else 0.4),
         removed_fn=lambda o, s, sd: sets_by_objective(o, s, sd),
     )
     pq.write_table(to_arrow(rows), tmp_path / "comparison.parquet")
-    st.main(str(tmp_path))
-    out = capsys.readouterr().out
+    out = study_report(str(tmp_path))
     assert "## Claims" in out and "| no per-item data | – | not computed |" in out and "Verdict rule" in out
     assert "### recovery none, objective margin" in out
     items = [
@@ -487,8 +482,7 @@ def test_study_table_prints_claims(tmp_path, capsys):
         for d in range(20)
     ]
     pq.write_table(pa.Table.from_pylist(items), tmp_path / "eval_items.parquet")
-    st.main(str(tmp_path))
-    out = capsys.readouterr().out
+    out = study_report(str(tmp_path))
     assert "not computed" not in out.split("## Claims")[1].split("calibration ranking")[0]
 
 

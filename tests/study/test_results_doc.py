@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from ghostsearch.study.report.study_table import study_report
 from ghostsearch.study.studies import base as studies
 from ghostsearch.study.studies import study2, study3
 from ghostsearch.study.studies import study2_cheap as sc
+from ghostsearch.study.studies.ghosted import claims_text
 from tests.conftest import load_bench
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,18 +33,12 @@ def _table_rows(text: str) -> list[str]:
 @pytest.mark.skipif(not (RUN / "comparison.parquet").exists(), reason="no committed study run")
 def test_results_doc_quotes_the_computed_claims():
     doc = (ROOT / "docs" / "results.md").read_text()
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        _bench("study_table").main(str(RUN))
-    rows = [r for r in _table_rows(out.getvalue()) if " holds " in r or "within noise" in r or "not hold" in r]
+    rows = [r for r in _table_rows(study_report(str(RUN))) if " holds " in r or "within noise" in r or "not hold" in r]
     assert rows, "study_table printed no claims"
     missing = [r for r in rows if r not in doc]
     assert not missing, f"{len(missing)} computed claim rows are not in docs/results.md, e.g. {missing[0]}"
     if (RUN / "ghosted.parquet").exists():
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            _bench("ghosted_study").print_claims(RUN / "ghosted")
-        rows = _table_rows(out.getvalue())[2:]
+        rows = _table_rows(claims_text(RUN / "ghosted"))[2:]
         missing = [r for r in rows if r not in doc]
         assert not missing, f"{len(missing)} Ghosted claim rows are not in docs/results.md, e.g. {missing[0]}"
 
