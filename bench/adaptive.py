@@ -51,6 +51,8 @@ from typing import Any
 
 import benchenv  # noqa: F401  (repository on sys.path, offline HF, ../shared/data)
 
+from ghostsearch.study.adaptive import correct_by_key, fixed_verdicts, pair_differences, replay
+
 GREEDY, MIDDLE = [4, 5, 13, 14, 15, 16, 17, 18], list(range(6, 22))
 DROP1 = 14  # oneshot k = 1 (C4 16 x 256, seed 0): C4 perplexity 36.58 dense -> 39.95 without it (+9.2%), 2026-12-01
 
@@ -130,7 +132,6 @@ def main() -> None:
 
     from ghostsearch.config import load_config
     from ghostsearch.core.logs import quiet_libraries
-    from ghostsearch.stats import inference as stats
     from ghostsearch.stats.looks import Contrast
     from ghostsearch.study.compare import eval_key, evaluate_finalists
 
@@ -191,20 +192,7 @@ def main() -> None:
     t0, c0 = time.perf_counter(), time.process_time()
     evaluate_finalists(fixed, f_dir, jobs, progress=False)  # every model to the last look (resumed rows)
     t_f, c_f = time.perf_counter() - t0, time.process_time() - c0
-    from ghostsearch.core.eval_numbers import read_item_rows
-
-    corr: dict[str, dict] = {}
-    for r in read_item_rows(f_dir / "eval_items.parquet"):
-        corr.setdefault(str(r.key), {})[r.item] = float(r.correct)
-    items = sorted(next(iter(corr.values())))
-    tests = [
-        stats.paired_test(
-            [corr[c.left_key][i] for i in items], [corr[c.right_key][i] for i in items], [t for t, _ in items]
-        )
-        for c in contrasts
-    ]
-    adj = stats.holm([t.p for t in tests])
-    zc = stats.z_of_level(1 - stats.ALPHA / len(contrasts))
+    verdicts = fixed_verdicts(correct_by_key(f_dir / "eval_items.parquet"), contrasts, margin)
     fixed_total = looks[-1] * len(jobs)
     print(
         f"design {args.design}: looks {looks} items per model, {len(jobs)} models, {spending} spending, "
@@ -216,14 +204,7 @@ def main() -> None:
     )
     print(f"items per model (adaptive): {[res['items_per_model'][k[n]] for n in k]} for {list(k)}")
     same, out_rows = True, []
-    for c, row, t, p in zip(contrasts, res["contrasts"], tests, adj):
-        fv = (
-            "differs"
-            if p <= stats.ALPHA
-            else "within margin"
-            if margin and abs(t.estimate) + zc * t.se < margin
-            else "open"
-        )
+    for c, row, (fv, t, p) in zip(contrasts, res["contrasts"], verdicts):
         av = row["verdict"]
         agree = av == fv and (av != "differs" or row["sign"] == (1 if t.estimate > 0 else -1))
         same &= agree
@@ -289,13 +270,10 @@ def pilot(out: Path, names: list[str], n: int, seed: int, tasks: str | None, thr
     """A pilot: the named models on n items each (one seeded draw, the same for all), then every pair's
     paired difference (mean, per-item variance, z). Its draw must differ from the design's (another
     --seed): the design is then chosen on data it is not tested on."""
-    import itertools
-
     import numpy as np
     import torch
 
     from ghostsearch.config import load_config
-    from ghostsearch.core.eval_numbers import read_item_rows
     from ghostsearch.core.logs import quiet_libraries
     from ghostsearch.study.compare import eval_key, evaluate_finalists
 
@@ -324,9 +302,7 @@ def pilot(out: Path, names: list[str], n: int, seed: int, tasks: str | None, thr
     t0 = time.perf_counter()
     evaluate_finalists(cfg, out, jobs, progress=False)
     keys = {m: eval_key(*PILOT_MODELS[m], cfg) for m in names}
-    corr: dict[str, dict] = {}
-    for r in read_item_rows(out / "eval_items.parquet"):
-        corr.setdefault(str(r.key), {})[r.item] = float(r.correct)
+    corr = correct_by_key(out / "eval_items.parquet")
     items = sorted(corr[keys[names[0]]])
     print(
         f"pilot: {len(items)} items per model (eval.seed {seed}, tasks {tasks or 'all eight'}), "
@@ -334,77 +310,14 @@ def pilot(out: Path, names: list[str], n: int, seed: int, tasks: str | None, thr
     )
     for m in names:
         print(f"  {m:20s} accuracy {np.mean([corr[keys[m]][i] for i in items]):.3f}")
-    rows = []
-    for a, b in itertools.combinations(names, 2):
-        d = np.array([corr[keys[a]][i] - corr[keys[b]][i] for i in items])
-        z = d.mean() / np.sqrt(d.var(ddof=1) / len(d)) if d.var() > 0 else float("nan")
-        rows.append({"left": a, "right": b, "mean": float(d.mean()), "var": float(d.var(ddof=1)), "z": float(z)})
-        print(f"  {a:20s} - {b:20s} mean {d.mean():+.3f}  paired variance {d.var(ddof=1):.3f}  z {z:+.2f}")
+    rows = pair_differences(corr, keys, names, items)
+    for r in rows:
+        a, b = r["left"], r["right"]
+        print(f"  {a:20s} - {b:20s} mean {r['mean']:+.3f}  paired variance {r['var']:.3f}  z {r['z']:+.2f}")
     (out / "pilot.json").write_text(
         json.dumps({"seed": seed, "tasks": tasks, "items": len(items), "keys": keys, "pairs": rows}, indent=1)
     )
     return rows
-
-
-def replay(out: Path, looks: list[int], spending: str, margin: float | None) -> dict:
-    """What an adaptive run with this design would have evaluated and decided, replayed exactly on
-    the fixed design's per-item rows: a model's predictions do not depend on which other items are
-    evaluated, and every look is a prefix of the run's draw, so the replay is the run without the
-    forward passes (its items are OUT/fixed/items.parquet's order). Prints and returns the summary."""
-    import pyarrow.parquet as pq
-
-    from ghostsearch.core.eval_numbers import read_item_rows
-    from ghostsearch.stats.looks import Contrast, Design
-
-    info = json.loads((out / "bench.json").read_text())
-    order = [
-        (r["task"], r["doc"])
-        for r in sorted(pq.read_table(out / "fixed" / "items.parquet").to_pylist(), key=lambda r: r["rank"])
-    ]
-    looked = json.loads((out / "adaptive" / "looks.json").read_text())
-    names = {v: n for n, v in info.get("keys", {}).items()}
-    correct: dict[str, dict] = {}
-    for ir in read_item_rows(out / "fixed" / "eval_items.parquet"):
-        correct.setdefault(str(ir.key), {})[ir.item] = float(ir.correct)
-    n_max = min(len(v) for v in correct.values())
-    if looks[-1] > n_max:
-        raise SystemExit(f"--looks ends at {looks[-1]} items but the fixed design has {n_max} per model")
-    contrasts = [Contrast(c["contrast"], c["left_key"], c["right_key"]) for c in looked["contrasts"]]
-    d = Design(looks, contrasts, spending=spending, margin=margin)
-    used = {k: 0 for k in correct}
-    for j, n in enumerate(looks):
-        for k in correct if j == 0 else d.open_keys():
-            used[k] = n
-        d.test(j, correct, order[:n])
-        if d.finished():
-            break
-    rows = [r.to_dict() for r in d.table(used, j + 1)]
-    total, fixed = sum(used.values()), looks[-1] * len(correct)
-    print(
-        f"replay of {out}/fixed: looks {looks}, {spending}, margin {margin}: {total} items of the fixed "
-        f"design's {fixed} (ratio {total / fixed:.2f}); items per model "
-        f"{ {names.get(k, k[:6]): v for k, v in used.items()} }"
-    )
-    by_name = {c["contrast"]: c for c in info["contrasts"]}
-    same = True
-    for r in rows:
-        f = by_name.get(r["contrast"], {})
-        agree = r["verdict"] == f.get("fixed") if looks[-1] == info["looks"][-1] else None
-        same = same and bool(agree) if agree is not None else same
-        print(
-            f"  {r['contrast']:36s} {r['verdict']} at look {r['decided_at_look']} (estimate {r['estimate']:+.3f}, "
-            f"z {r['z']:.2f}); fixed design: {f.get('fixed')}"
-        )
-    return {
-        "looks": looks,
-        "spending": spending,
-        "margin": margin,
-        "items": total,
-        "fixed": fixed,
-        "ratio": total / fixed,
-        "contrasts": rows,
-        "same_verdicts": same,
-    }
 
 
 if __name__ == "__main__":

@@ -338,18 +338,19 @@ def test_replay_of_the_smollm2_bench_reproduces_its_adaptive_run(run):
     eight: five models, three contrasts, looks 300/600/900/1200; design three: three models, two
     contrasts, looks 600/1200/2400; both Pocock, margin 0.04): the fixed design's per-item rows and the
     adaptive run's looks.json. Replaying the design on the rows (bench/adaptive.py --replay: no forward
-    passes) must give the live run's items per model, looks of decision and verdicts; and the fixed
-    design's verdicts recomputed here must be the ones bench.json records."""
+    passes; ghostsearch.study.adaptive.replay) must give the live run's items per model, looks of
+    decision and verdicts; and the fixed design's verdicts recomputed here, and by
+    ghostsearch.study.adaptive.fixed_verdicts, must be the ones bench.json records."""
     from pathlib import Path
 
     from ghostsearch.stats import inference as stats
-    from tests.conftest import load_bench
+    from ghostsearch.stats.looks import Contrast
+    from ghostsearch.study.adaptive import correct_by_key, fixed_verdicts, replay
 
     out = Path(__file__).resolve().parents[2] / "docs" / "results" / run
-    bench = load_bench("adaptive")
     info = json.loads((out / "bench.json").read_text())
     live = json.loads((out / "adaptive" / "looks.json").read_text())
-    r = bench.replay(out, info["looks"], info["spending"], info["margin"])
+    r = replay(out, info["looks"], info["spending"], info["margin"])
     assert r["items"] == live["items_total"] == info["items_adaptive"]
     for mine, theirs in zip(r["contrasts"], live["contrasts"]):
         assert (mine["verdict"], mine["decided_at_look"]) == (theirs["verdict"], theirs["decided_at_look"])
@@ -367,3 +368,6 @@ def test_replay_of_the_smollm2_bench_reproduces_its_adaptive_run(run):
     ]
     adj = stats.holm([t.p for t in tests])
     assert [bool(p <= 0.05) for p in adj] == [c["fixed"] == "differs" for c in info["contrasts"]]
+    contrasts = [Contrast(c["contrast"], c["left_key"], c["right_key"]) for c in live["contrasts"]]
+    got = fixed_verdicts(correct_by_key(out / "fixed" / "eval_items.parquet"), contrasts, info["margin"])
+    assert [v for v, _, _ in got] == [c["fixed"] for c in info["contrasts"]]
