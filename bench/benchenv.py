@@ -21,17 +21,29 @@ if _shared.is_dir():
 
 
 def commit_dir(path: Path, message: str) -> bool:
-    """Commits ``path`` alone (``git add -- PATH; git commit -- PATH``), so that other work in the
-    checkout is left as it is: how a long bench run (bench/study2*.py --commit) saves its data as it
-    goes. Git runs in ``path``'s own repository, not the script's (a copy of bench/ outside the
-    checkout still commits the checkout's data); retried while another git command holds the index
-    lock. Prints what happened, with git's reason when nothing was committed."""
-    path = Path(path).resolve()
-    where = path if path.is_dir() else path.parent
+    """Commits ``path`` (a directory or a file) alone: :func:`commit_paths` of that one path."""
+    return commit_paths([path], message)
+
+
+def commit_paths(paths: list[Path], message: str) -> bool:
+    """Commits these paths alone (``git add -A -- PATHS; git commit -- PATHS``; a removed file: its
+    removal), so that other work in the checkout is left as it is: how a long bench run
+    (bench/study2*.py, bench/study3.py --commit) saves its data as it goes. Git runs in the paths'
+    own repository, not the script's (a copy of bench/ outside the checkout still commits the
+    checkout's data); retried while another git command holds the index lock. Prints what happened,
+    with git's reason when nothing was committed."""
+    resolved = [Path(p).resolve() for p in paths]
+    where = resolved[0] if resolved[0].is_dir() else resolved[0].parent
+
+    def known(p: Path) -> bool:  # there, or tracked (a removal to commit)
+        ls = subprocess.run(["git", "ls-files", "--error-unmatch", "--", str(p)], capture_output=True, cwd=where)
+        return p.exists() or ls.returncode == 0
+
+    names = [str(p) for p in resolved if known(p)]
     for attempt in range(8):
-        a = subprocess.run(["git", "add", "--", str(path)], capture_output=True, text=True, cwd=where)
+        a = subprocess.run(["git", "add", "-A", "--", *names], capture_output=True, text=True, cwd=where)
         r = subprocess.run(
-            ["git", "commit", "-q", "-m", message, "--", str(path)], capture_output=True, text=True, cwd=where
+            ["git", "commit", "-q", "-m", message, "--", *names], capture_output=True, text=True, cwd=where
         )
         if "index.lock" not in a.stderr + r.stderr + r.stdout:
             break

@@ -33,3 +33,24 @@ def test_commits_the_directory_alone_from_outside_the_checkout(tmp_path, monkeyp
     assert "other.txt" in git(repo, "diff", "--cached", "--name-only")  # still staged, not committed
     assert not env.commit_dir(repo / "data", "nothing new")
     assert "not committed (" in capsys.readouterr().out
+
+
+def test_commit_paths_commits_a_file_and_a_removal_alone(tmp_path, monkeypatch):
+    """commit_paths (bench/study3.py --perplexity: a model's file added, its partial file removed)
+    commits exactly those paths, the removal included, from outside the checkout."""
+    env = load_bench("benchenv")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    git(repo, "config", "user.email", "t@example.invalid")
+    git(repo, "config", "user.name", "t")
+    (repo / "m.partial.jsonl").write_text('{"window": 0}\n')
+    (repo / "other.txt").write_text("x\n")
+    git(repo, "add", "m.partial.jsonl")
+    git(repo, "commit", "-q", "-m", "partial")
+    (repo / "m.partial.jsonl").unlink()
+    (repo / "m.json").write_text('{"windows": 148}\n')
+    monkeypatch.chdir(tmp_path)  # not a git repository
+    assert env.commit_paths([repo / "m.json", repo / "m.partial.jsonl"], "model done")
+    assert git(repo, "show", "--name-status", "--format=", "HEAD").split() == ["A", "m.json", "D", "m.partial.jsonl"]
+    assert git(repo, "status", "--porcelain").split() == ["??", "other.txt"]
