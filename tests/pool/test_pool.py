@@ -89,20 +89,42 @@ def _check_same(run_dir, ref_dir, ref_result, result):
 
 
 @pytest.fixture(scope="module")
-def reference(tiny_model_dir, tmp_path_factory):
-    """A fault-free run of the test config."""
+def module_ray():
+    """One local Ray for the in-process tests of this module, each starting its own pool on it and
+    ending it (``_pool``): a Ray start and shutdown per test cost 11-23 s at load 10-18. The node-removal
+    test, last in the file, needs a Ray of its own and shuts this one down first."""
     import ray
 
     from ghostsearch.pool.cluster import connect
+
+    connect(None, dashboard=False, num_cpus=4)
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture
+def pools():
+    """start_pool for a test, every pool it started ended afterwards (the module's Ray has 4 CPUs)."""
+    from ghostsearch.pool.pool import release_pool, start_pool
+
+    started: list = []
+
+    def start(cfg, **kw):
+        started.append(start_pool(cfg, **kw))
+        return started[-1]
+
+    yield start
+    for broker in started:
+        release_pool(broker)
+
+
+@pytest.fixture(scope="module")
+def reference(tiny_model_dir, tmp_path_factory, module_ray):
+    """A fault-free run of the test config (on the module's Ray: search joins it and leaves it up)."""
     from ghostsearch.run.runner import search
 
     out = tmp_path_factory.mktemp("ref")
-    connect(None, dashboard=False, num_cpus=4)
-    try:
-        res = search(_cfg(tiny_model_dir, out), progress=False)
-    finally:
-        ray.shutdown()
-    return out, res
+    return out, search(_cfg(tiny_model_dir, out), progress=False)
 
 
 def _stalled(ray, broker, quiet: float = 2.0, timeout: float = 300) -> PoolStatus:
@@ -131,58 +153,31 @@ def _ready(ray, broker, timeout: float = 120) -> list[dict]:
             time.sleep(0.5)
 
 
-def test_actor_killed_by_pid_mid_search(tiny_model_dir, tmp_path, reference, ray_local):
+def test_actor_killed_by_pid_mid_search(tiny_model_dir, tmp_path, reference, module_ray, pools):
     """A scorer killed while it holds a request: the broker gives the request to another scorer
     (a retry), Ray restarts the dead one, and the search ends with the fault-free run's values.
     The victim is frozen (SIGSTOP) once the search runs, so the search stalls on the request it
     holds; only then is it killed, so the kill lands mid-request every time, however fast or
     loaded the machine."""
-    from ghostsearch.pool.pool import start_pool
 
     cfg = _cfg(tiny_model_dir, tmp_path / "run", **{"pool.name": "killtest"})
-    broker = start_pool(cfg, name="killtest")
-    victim = ray_local.get(broker.ready.remote())[1]
+    broker = pools(cfg, name="killtest")
+    victim = module_ray.get(broker.ready.remote())[1]
     th, box = _search_in_thread(cfg)
     try:
         _wait_rows(cfg.out, 1)  # past the identity check (which asks every scorer)
         os.kill(victim["pid"], signal.SIGSTOP)
-        before = _stalled(ray_local, broker)
+        before = _stalled(module_ray, broker)
         assert th.is_alive() and before.retries == 0
     finally:
         os.kill(victim["pid"], signal.SIGKILL)
     th.join(600)
     assert "error" not in box, box.get("error")
-    assert ray_local.get(broker.pool_status.remote()).retries >= 1  # the held request was given to another scorer
-    after = _ready(ray_local, broker)  # the killed scorer was restarted (a new process), not lost
+    assert module_ray.get(broker.pool_status.remote()).retries >= 1  # the held request was given to another scorer
+    after = _ready(module_ray, broker)  # the killed scorer was restarted (a new process), not lost
     assert len(after) == 2 and victim["pid"] not in {a["pid"] for a in after}
     assert after[1]["name"] == victim["name"]
     _check_same(cfg.out, reference[0], reference[1], box["result"])
-
-
-def test_worker_node_removed_mid_search(tiny_model_dir, tmp_path, reference):
-    import ray
-    from ray.cluster_utils import Cluster
-
-    from ghostsearch.pool.pool import start_pool
-
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2})
-    worker = cluster.add_node(num_cpus=2)
-    try:
-        ray.init(address=cluster.address, namespace="ghostsearch")
-        cfg = _cfg(tiny_model_dir, tmp_path / "run", **{"pool.name": "nodetest", "pool.spread": True})
-        broker = start_pool(cfg, name="nodetest")
-        nodes = {a["node"] for a in ray.get(broker.ready.remote())}
-        assert len(nodes) == 2, "SPREAD should place one scorer on each node"
-        th, box = _search_in_thread(cfg)
-        _wait_rows(cfg.out, 4)
-        cluster.remove_node(worker)
-        th.join(600)
-        assert "error" not in box, box.get("error")
-        _check_same(cfg.out, reference[0], reference[1], box["result"])
-        assert len({r["node"] for r in read_ledger(cfg.out).to_pylist() if not r["cached"]}) >= 1
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
 
 
 def test_resume_after_sigkill(tiny_model_dir, tmp_path, reference):
@@ -248,14 +243,13 @@ def test_two_drivers_on_one_run_dir(tiny_model_dir, tmp_path, reference):
     _check_same(out, reference[0], reference[1], json.loads((out / "result.json").read_text()))
 
 
-def test_two_searchers_share_computation(tiny_model_dir, tmp_path, ray_local):
+def test_two_searchers_share_computation(tiny_model_dir, tmp_path, module_ray, pools):
     from ghostsearch.pool.client import PoolClient
-    from ghostsearch.pool.pool import start_pool
     from ghostsearch.rundir.ledger import Ledger
     from ghostsearch.search.base import Candidate
 
     cfg = _cfg(tiny_model_dir, tmp_path / "run")
-    broker = start_pool(cfg)
+    broker = pools(cfg)
     ledger = Ledger(tmp_path / "run")
     a = [Candidate((i, j)) for i in range(5) for j in range(i + 1, 6)]
     b = [Candidate((i, j)) for i in range(3) for j in range(i + 1, 6)]
@@ -268,7 +262,7 @@ def test_two_searchers_share_computation(tiny_model_dir, tmp_path, ray_local):
     ts = [threading.Thread(target=go, args=(n, c)) for n, c in (("A", a), ("B", b))]
     [t.start() for t in ts]
     [t.join() for t in ts]
-    st = ray_local.get(broker.pool_status.remote())
+    st = module_ray.get(broker.pool_status.remote())
     unique = {c.removed for c in a + b}
     assert sum(s.computed for s in st.searchers.values()) == len(unique)
     assert st.searchers["A"].requested == len(a) and st.searchers["B"].requested == len(b)
@@ -283,26 +277,26 @@ def test_two_searchers_share_computation(tiny_model_dir, tmp_path, ray_local):
     assert PoolClient(broker, cfg.objective_spec(), ledger, "C", 0, cfg.model, cfg.dtype, k=3).best_known(3) == []
 
 
-def test_a_resumed_cells_values_serve_another_run_directory_on_the_pool(tiny_model_dir, tmp_path, ray_local):
+def test_a_resumed_cells_values_serve_another_run_directory_on_the_pool(tiny_model_dir, tmp_path, module_ray, pools):
     """Before: a cell resumed from its own ledger answered itself from it, but the pool's shared cache
     never saw those values, so another run directory on the same pool computed them all again
     (ga+endgame k8 s2 at 12-05: 2,762 s). Run A computes on one pool; on a fresh pool A resumes
     (load_known + share_known) and run B, its own ledger, asks the same sets: nothing is computed,
     and B gets A's values exactly."""
     from ghostsearch.pool.client import PoolClient
-    from ghostsearch.pool.pool import release_pool, start_pool
+    from ghostsearch.pool.pool import release_pool
     from ghostsearch.rundir.ledger import Ledger
     from ghostsearch.search.base import Candidate
 
     cfg = _cfg(tiny_model_dir, tmp_path / "a", **{"pool.actors": 1})
     cands = [Candidate((i, j)) for i in range(3) for j in range(i + 1, 5)]
-    first = start_pool(cfg)
+    first = pools(cfg)
     ledger_a = Ledger(tmp_path / "a")
     values = PoolClient(first, cfg.objective_spec(), ledger_a, "A", 0, cfg.model, cfg.dtype).evaluate(cands, "A")
     ledger_a.close()
     release_pool(first)
 
-    broker = start_pool(cfg)  # a fresh pool: an empty shared cache
+    broker = pools(cfg)  # a fresh pool: an empty shared cache
     resumed = PoolClient(broker, cfg.objective_spec(), Ledger(tmp_path / "a"), "A", 0, cfg.model, cfg.dtype)
     assert resumed.load_known(tmp_path / "a") == len(cands)
     assert resumed.share_known() == len(cands)
@@ -311,17 +305,16 @@ def test_a_resumed_cells_values_serve_another_run_directory_on_the_pool(tiny_mod
     other = PoolClient(broker, cfg.objective_spec(), ledger_b, "B", 0, cfg.model, cfg.dtype)
     assert other.evaluate(cands, "B") == values
     ledger_b.close()
-    st = ray_local.get(broker.pool_status.remote())
+    st = module_ray.get(broker.pool_status.remote())
     assert st.searchers["B"].computed == 0 and st.searchers["B"].cached == len(cands)
     assert other.cache_hits == len(cands)
     release_pool(broker)
 
 
-def test_warm_start_begins_with_the_cache_and_is_replayed(tiny_model_dir, tmp_path, ray_local):
+def test_warm_start_begins_with_the_cache_and_is_replayed(tiny_model_dir, tmp_path, module_ray, pools):
     """bo with warm_start after greedy on one pool: its first k-sets are greedy's best ones (asked
     and charged), recorded in RUN_DIR/warm/<cell>.json; a rerun of the cell, with more in the cache,
     starts from the recorded sets and ends identically. Without warm_start nothing is read."""
-    from ghostsearch.pool.pool import start_pool
     from ghostsearch.run.runner import run_cell
     from ghostsearch.rundir.ledger import Ledger
 
@@ -337,8 +330,8 @@ def test_warm_start_begins_with_the_cache_and_is_replayed(tiny_model_dir, tmp_pa
     )
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    broker = start_pool(cfg)
-    n = ray_local.get(broker.ready.remote())[0]["n_blocks"]
+    broker = pools(cfg)
+    n = module_ray.get(broker.ready.remote())[0]["n_blocks"]
     greedy = run_cell(
         cfg, broker, run_dir, searcher="greedy", objective="perplexity", k=2, seed=0, n_blocks=n, progress=False
     )
@@ -370,3 +363,31 @@ def test_warm_start_begins_with_the_cache_and_is_replayed(tiny_model_dir, tmp_pa
         ).warm_start
         == ()
     )
+
+
+def test_worker_node_removed_mid_search(tiny_model_dir, tmp_path, reference):
+    import ray
+    from ray.cluster_utils import Cluster
+
+    from ghostsearch.pool.pool import start_pool
+
+    if ray.is_initialized():  # the module's Ray (module_ray): this test needs a cluster of its own
+        ray.shutdown()
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2})
+    worker = cluster.add_node(num_cpus=2)
+    try:
+        ray.init(address=cluster.address, namespace="ghostsearch")
+        cfg = _cfg(tiny_model_dir, tmp_path / "run", **{"pool.name": "nodetest", "pool.spread": True})
+        broker = start_pool(cfg, name="nodetest")
+        nodes = {a["node"] for a in ray.get(broker.ready.remote())}
+        assert len(nodes) == 2, "SPREAD should place one scorer on each node"
+        th, box = _search_in_thread(cfg)
+        _wait_rows(cfg.out, 4)
+        cluster.remove_node(worker)
+        th.join(600)
+        assert "error" not in box, box.get("error")
+        _check_same(cfg.out, reference[0], reference[1], box["result"])
+        assert len({r["node"] for r in read_ledger(cfg.out).to_pylist() if not r["cached"]}) >= 1
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
