@@ -19,10 +19,12 @@ from ghostsearch.evaluation.evaluate import loglikelihoods, task_config, zero_sh
 from ghostsearch.evaluation.native import (
     evaluate_finalists_native,
     loglikelihoods_finalists,
+    make_batch,
     pack_doc,
     pack_docs,
     plans,
     resolve_max_length,
+    shared_head,
     state_bytes,
     task_docs,
     write_item_rows,
@@ -143,6 +145,34 @@ def test_merged_rows_give_every_item_its_own_values_with_less_padding(tiny, data
     b, top_b = loglikelihoods_finalists(stack, many, n, finals, 1 << 30)
     assert torch.allclose(a, b, rtol=1e-5, atol=1e-6), (a - b).abs().max()
     assert torch.equal(top_a, top_b)
+
+
+def test_lm_head_runs_once_per_predicting_position(tiny, data_dir):
+    """Every choice of a document predicts its first answer token from the same position: the LM head runs
+    once per distinct position (boolq's two one-token answers: one row), with the values and greedy flags
+    of one row per answer token (issue 49: the head was 10% of native's time)."""
+    model, tok = tiny
+    docs = [d for t in ("boolq", "arc_easy") for d in task_docs(t, data_dir, 2)]
+    stack, max_len = Stack(model), resolve_max_length(model, tok)
+    mb = pack_docs(tok, docs, max_len, 8)[0][0]
+    batch = make_batch(mb, torch.float32)
+    pred, target = batch.extra["pred"], batch.extra["target"]
+    x = torch.randn(len(mb) * max(len(p.ids) for p in mb), model.config.hidden_size)  # the rows' final states
+    seen = []
+    head = stack.logits
+
+    def counted(x, normed=False):
+        seen.append(x.shape[0])
+        return head(x, normed=normed)
+
+    stack.logits = counted  # type: ignore[method-assign]
+    try:
+        lp, top = shared_head(stack, x, pred, target)
+    finally:
+        del stack.logits
+    ref_lp, ref_top = stack.token_logprobs_top(x[pred], target)
+    assert sum(seen) == len(set(pred.tolist())) < len(pred)
+    assert torch.allclose(lp, ref_lp, rtol=1e-5, atol=1e-5) and torch.equal(top, ref_top)
 
 
 def test_cache_cap_is_respected_and_changes_nothing(tiny, data_dir):
