@@ -50,8 +50,9 @@ def pop(name: str):
 
 
 def test_the_simulation_is_the_rule():
-    """bench/target_level.py's vectorised judge gives certify_matrix's verdict (certified, looks run)
-    on the same draws: windows (one stratum) at target-quick's looks, and 0/1 items of three tasks."""
+    """stats.certify_level's vectorised judge (bench/target_level.py's) gives certify_matrix's verdict
+    (certified, looks run) on the same draws: windows (one stratum) at target-quick's looks, and 0/1
+    items of three tasks."""
     tl = sim()[0]
     rng = np.random.default_rng(7)
     for p, looks in ((pop("lambada k5 ghosted"), QUICK), (pop("bench-target dense - k1 ghosted"), DEFAULT)):
