@@ -29,8 +29,8 @@ import os
 
 import benchenv  # noqa: E402,F401  (the repository on sys.path, offline HF, ../shared/data as the data directory)
 
+from ghostsearch.config import budget_driven  # noqa: E402
 from ghostsearch.core.io import write_text_atomic  # noqa: E402
-from ghostsearch.run.runner import budget_driven  # noqa: E402
 from ghostsearch.rundir.curves import Curve, best_so_far  # noqa: E402
 from ghostsearch.search import SEARCHERS, Space  # noqa: E402
 
@@ -77,7 +77,7 @@ def report(run_dir, objective="perplexity", k=6):
 def matched_cases() -> list[tuple[str, str, dict[str, object], bool]]:
     """(label, searcher, params, in the default set) of --matched, from the registry and the classes'
     traits, so a new searcher runs matched with no edit here: every registered searcher that searches
-    the objective's values (not ``objective_blind``), a budget-driven one (``runner.budget_driven``:
+    the objective's values (not ``objective_blind``), a budget-driven one (``config.budget_driven``:
     it gets greedy's cost, ``compare.budget=matched``) with its defaults; one that ends by itself and
     races (``races()``) twice, exact (``NAME``, race off) and raced (``NAME+race``; the default set
     takes the raced one, the reference's exact one too); then the VARIANTS."""
@@ -231,7 +231,7 @@ def matched(args):
                                 seed=seed,
                                 n_blocks=n_blocks,
                                 progress=False,
-                                matched=True,  # a budget-driven searcher gets greedy's cost (runner.build_searcher)
+                                matched=True,  # a budget-driven searcher gets greedy's cost (config.build_searcher)
                             ).to_dict()  # the JSON form it writes
                         finally:
                             close_run_dir(run_dir)

@@ -47,12 +47,12 @@ def main() -> None:
     import ray
 
     t = step("import ray", t)
-    from ghostsearch.config import check_model_fit, load_config
+    from ghostsearch.config import build_searcher, check_model_fit, load_config
     from ghostsearch.core.errors import GhostsearchError
     from ghostsearch.data.dataplan import plan
     from ghostsearch.pool.client import PoolClient
     from ghostsearch.pool.session import PoolSession
-    from ghostsearch.run.runner import answered, build_searcher
+    from ghostsearch.run.runner import answered
     from ghostsearch.rundir import Ledger
 
     out = tempfile.mkdtemp(prefix="startup-bench-")

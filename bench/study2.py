@@ -55,6 +55,7 @@ def main() -> None:
         keys = {m: spec["eval_key"] for m, spec in models.items()}
     else:  # a report changes nothing it reads: config.yaml records the settings of the last real run
         data_plan = plan(cfg, ["perplexity"], evaluate=True, repair=True)
+        cfg = cfg.evaluating(data_plan.perplexity)  # eval.perplexity as the data plan resolved it here
         announce(data_plan)
         keys, jobs, pairs = studies.design(cfg, data_plan.held_out, STUDY2)
         commit = benchenv.commit_dir if args.commit else None

@@ -110,6 +110,7 @@ def main() -> None:
     torch.set_num_threads(max(1, cfg.pool.threads))
     run_dir = Path(cfg.out)
     data_plan = plan(cfg, ["perplexity"], evaluate=True, repair=True)
+    cfg = cfg.evaluating(data_plan.perplexity)  # eval.perplexity as the data plan resolved it here
     announce(data_plan)
     s3 = study(sets)
     keys, jobs, pairs = studies.design(cfg, data_plan.held_out, s3)

@@ -423,6 +423,14 @@ class Config:
             out.append(Asked(objective=None, asked=asked, used=used, fallback=fell, n_seq=r.n_seq, seq_len=r.seq_len))
         return out
 
+    def evaluating(self, perplexity: Iterable[str] | None) -> Config:
+        """These settings with ``eval.perplexity`` as the data plan resolved it (``DataPlan.perplexity``:
+        the sets this machine can read, a default's fallbacks left out); the same settings when the
+        plan resolved none (a run that does not evaluate). The data plan returns it; the caller holds it."""
+        if perplexity is None:
+            return self
+        return dataclasses.replace(self, eval=dataclasses.replace(self.eval, perplexity=list(perplexity)))
+
     def calibration_spec(self, objective: str | None = None, cell_seed: int | None = None):
         """The resolved calibration data of ``objective`` (default: the run's); ``cell_seed``: a
         compare cell's seed, which offsets the draw when ``compare.calibration_seeds`` is on."""
@@ -1029,6 +1037,51 @@ def protected_blocks(cfg: Config, n_blocks: int) -> frozenset[int]:
             raise GhostsearchError(f"search.protected has {p}, out of range for {n_blocks} blocks")
         out.add(q)
     return frozenset(out)
+
+
+def budget_driven(cls, space, params) -> bool:
+    """A searcher that runs until its budget is spent (ga, bo, cbo), unlike one that ends by itself."""
+    return cls.default_budget(space, cls.parse_params(params)) is not None
+
+
+def build_searcher(
+    cfg: Config,
+    name: str,
+    k: int,
+    seed: int,
+    n_blocks: int,
+    run_dir: Path | None = None,
+    cell: str | None = None,
+    matched: bool = False,
+):
+    """The searcher of one cell. ``matched`` (compare.budget=matched): a budget-driven searcher
+    gets exactly greedy's cost at this k (greedy_cost), so searchers compare at equal cost. The
+    settings build it (as they build a cell's ``objective_spec``): the runner runs it, the recipe's
+    checks build every cell's once before any work."""
+    from ghostsearch.search import Budget, Space, get_searcher, make_searcher
+    from ghostsearch.search.common import greedy_cost
+
+    params = dict(cfg.search.params.get(name) or {})
+    budget = params.pop("budget", cfg.search.budget)  # search.params.<searcher>.budget overrides search.budget
+    cls = get_searcher(name)
+    if run_dir is not None:
+        params = cls.run_params(params, run_dir, cell or name)  # files the searcher keeps in RUN_DIR
+    space = Space(n_blocks, k, protected_blocks(cfg, n_blocks))
+    if matched and budget_driven(cls, space, params):
+        if budget is not None:
+            raise GhostsearchError(
+                f"compare.budget=matched sets {name}'s budget to greedy's cost; drop "
+                f"search.budget / search.params.{name}.budget, or set compare.budget=own"
+            )
+        budget = float(greedy_cost(space))
+        need = cls.min_budget(space, cls.parse_params(params))
+        if budget < need:
+            raise GhostsearchError(
+                f"compare.budget=matched gives {name} greedy's cost at k={k} ({budget:g} "
+                f"evaluations) but {name} needs at least {need:g} to give an answer; use "
+                "compare.budget=own or a larger k"
+            )
+    return make_searcher(name, space, seed=seed, budget=Budget(budget, cfg.search.time_budget), params=params)
 
 
 def save_config(cfg: Config, path: Path) -> None:

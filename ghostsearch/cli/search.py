@@ -14,21 +14,20 @@ def add(sub) -> None:
 def run(args) -> None:
     from ghostsearch.config import load_config
     from ghostsearch.run.runner import search
-    from ghostsearch.rundir.layout import read_cells
 
     cfg = load_config(args.config, args.overrides)
     res = search(cfg, address=args.address, progress=not args.no_progress)
-    for cell, r in read_cells(res).items():
-        change = r.relative_change
+    for cell, r in res["cells"].items():  # result.json's cells (CellResult.to_dict)
+        change = r["relative_change"]
         print_json(
             {
                 "cell": cell,
-                "removed": list(r.removed),
-                "value": r.value,
-                "dense_value": r.dense_value,
+                "removed": r["removed"],
+                "value": r["value"],
+                "dense_value": r["dense_value"],
                 "relative_change": None if change is None else round(change, 4),
-                "evaluations": r.evaluations,
-                "wall_seconds": round(r.wall_seconds, 2),
+                "evaluations": r["evaluations"],
+                "wall_seconds": round(r["wall_seconds"], 2),
                 "out": cfg.out,
             }
         )

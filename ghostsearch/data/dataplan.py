@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, Protocol
 
 from ghostsearch.core.errors import GhostsearchError
@@ -36,7 +36,8 @@ class Asked:
 
 
 class EvalSets(Protocol):
-    """What the data plan reads of the ``eval`` section (it resolves ``perplexity`` in place)."""
+    """What the data plan reads of the ``eval`` section (it reads, never writes: what it resolves is
+    ``DataPlan.perplexity``)."""
 
     perplexity: list[str]
     tasks: list[str]
@@ -96,11 +97,15 @@ class EvaluationSet:
 @dataclass(frozen=True)
 class DataPlan:
     """What a run reads (result.json's ``data``): every calibration, the sets read only in their
-    evaluation half (``held_out``), and, when the run evaluates, the evaluation sets (None: it does not)."""
+    evaluation half (``held_out``), and, when the run evaluates, the evaluation sets (None: it does not)
+    and ``perplexity``: eval.perplexity as it can be read here, which the caller's evaluation reads
+    (``config.Config.evaluating``). The plan never writes into the settings. ``perplexity`` is not in
+    ``to_dict`` (``evaluation`` records every set read and every fallback), so a plan read back has None."""
 
     calibration: tuple[Calibration, ...]
     held_out: tuple[str, ...]
     evaluation: tuple[EvaluationSet, ...] | None = None
+    perplexity: tuple[str, ...] | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"calibration": [r.to_dict() for r in self.calibration], "held_out": list(self.held_out)}
@@ -186,14 +191,19 @@ def plan(cfg: RunData, objectives: list[str], evaluate: bool, repair: bool) -> D
     keys: dict = {}  # dataset -> content keys, read and hashed once
     records = [resolve(a, keys, cfg.data_dir) for a in cfg.calibrations(objectives, repair)]
     held_out = tuple(sorted({s for r in records for s in corpora.calibration_sources(r.used, cfg.data_dir)}))
-    return DataPlan(tuple(records), held_out, _evaluation(cfg, keys, held_out) if evaluate else None)
+    if not evaluate:
+        return DataPlan(tuple(records), held_out)
+    return DataPlan(tuple(records), held_out, *_evaluation(cfg, keys, held_out))
 
 
-def _evaluation(cfg: RunData, keys: dict, held_out: tuple[str, ...]) -> tuple[EvaluationSet, ...]:
-    cfg.eval.perplexity, fell = evaluation_sets(cfg)  # resolved in place: what every evaluation reads
-    evaluation = corpora.evaluation_keys(cfg.eval.perplexity, cfg.eval.tasks, cfg.data_dir, held_out)
+def _evaluation(
+    cfg: RunData, keys: dict, held_out: tuple[str, ...]
+) -> tuple[tuple[EvaluationSet, ...], tuple[str, ...]]:
+    """The evaluation sets' rows, disjointness checked, and eval.perplexity as read here."""
+    used, fell = evaluation_sets(cfg)
+    evaluation = corpora.evaluation_keys(used, cfg.eval.tasks, cfg.data_dir, held_out)
     corpora.check_disjoint(keys, evaluation)
-    return (
+    rows = (
         tuple(
             EvaluationSet(set=name, part="evaluation half" if name in held_out else "all", documents_or_items=len(ks))
             for name, ks in evaluation.items()
@@ -208,6 +218,7 @@ def _evaluation(cfg: RunData, keys: dict, held_out: tuple[str, ...]) -> tuple[Ev
             if t not in evaluation
         )
     )
+    return rows, tuple(used)
 
 
 def export_plan(cfg: RunData, recorded: dict | None) -> DataPlan:
@@ -246,7 +257,7 @@ def export_plan(cfg: RunData, recorded: dict | None) -> DataPlan:
             )
         )
     held_out = tuple(sorted({s for r in records for s in corpora.calibration_sources(r.used, cfg.data_dir)}))
-    return DataPlan(tuple(records), held_out, _evaluation(cfg, keys, held_out))
+    return DataPlan(tuple(records), held_out, *_evaluation(cfg, keys, held_out))
 
 
 def announce(p: DataPlan) -> None:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ghostsearch.config import Config, protected_blocks
+from ghostsearch.config import Config, build_searcher
 from ghostsearch.core.errors import GhostsearchError
 from ghostsearch.core.io import write_json_atomic
 from ghostsearch.rundir import Ledger, cell_name
@@ -25,49 +25,6 @@ from ghostsearch.rundir.outputs import RunOutputs
 
 if TYPE_CHECKING:
     from ghostsearch.pool.session import PoolSession
-
-
-def budget_driven(cls, space, params) -> bool:
-    """A searcher that runs until its budget is spent (ga, bo, cbo), unlike one that ends by itself."""
-    return cls.default_budget(space, cls.parse_params(params)) is not None
-
-
-def build_searcher(
-    cfg: Config,
-    name: str,
-    k: int,
-    seed: int,
-    n_blocks: int,
-    run_dir: Path | None = None,
-    cell: str | None = None,
-    matched: bool = False,
-):
-    """The searcher of one cell. ``matched`` (compare.budget=matched): a budget-driven searcher
-    gets exactly greedy's cost at this k (greedy_cost), so searchers compare at equal cost."""
-    from ghostsearch.search import Budget, Space, get_searcher, make_searcher
-    from ghostsearch.search.common import greedy_cost
-
-    params = dict(cfg.search.params.get(name) or {})
-    budget = params.pop("budget", cfg.search.budget)  # search.params.<searcher>.budget overrides search.budget
-    cls = get_searcher(name)
-    if run_dir is not None:
-        params = cls.run_params(params, run_dir, cell or name)  # files the searcher keeps in RUN_DIR
-    space = Space(n_blocks, k, protected_blocks(cfg, n_blocks))
-    if matched and budget_driven(cls, space, params):
-        if budget is not None:
-            raise GhostsearchError(
-                f"compare.budget=matched sets {name}'s budget to greedy's cost; drop "
-                f"search.budget / search.params.{name}.budget, or set compare.budget=own"
-            )
-        budget = float(greedy_cost(space))
-        need = cls.min_budget(space, cls.parse_params(params))
-        if budget < need:
-            raise GhostsearchError(
-                f"compare.budget=matched gives {name} greedy's cost at k={k} ({budget:g} "
-                f"evaluations) but {name} needs at least {need:g} to give an answer; use "
-                "compare.budget=own or a larger k"
-            )
-    return make_searcher(name, space, seed=seed, budget=Budget(budget, cfg.search.time_budget), params=params)
 
 
 class Progress:
@@ -210,14 +167,16 @@ class Run:
     """One run's recipe, which ``search`` and ``compare`` share (torchtune's shape: setup, run,
     cleanup), with one error path.
 
-    Setup. Constructing it checks, and writes nothing: the model fits, every cell's searcher builds
-    (``matched``: compare.budget=matched), ``check`` (the caller's own, e.g. compare's tasks), the
-    run directory, the local pool's capacity; then the data plan of the cells' objectives
-    (``evaluate``, ``repair``: what the run will also read), announced. Entering it (``with run:``)
-    opens RUN_DIR (``outputs``: staged when out= is a URI, the trackers), writes ``contrasts`` (the
-    pre-registered ones) into result.json first when it is not there yet, and opens the pool session
-    (``session``, pool/session.py): connects to Ray, finds the pool (pool.name) or starts it
-    (``broker``) and checks its identity against RUN_DIR's.
+    Setup. Constructing it checks, and writes and says nothing; the settings flow down once: the run
+    directory, then every config error (the model fits, every cell's searcher builds with
+    ``matched``: compare.budget=matched, ``check``: the caller's own, e.g. compare's tasks), then the
+    data plan of the cells' objectives (``evaluate``, ``repair``: what the run will also read) and
+    ``check_data``. Entering it (``with run:``) goes outside, in this order: the Ray address answers
+    and a local pool fits this machine (before a run directory exists), the data plan is announced,
+    RUN_DIR is opened (``outputs``: staged when out= is a URI, the trackers), ``contrasts`` (the
+    pre-registered ones) written into result.json first when it is not there yet, and the pool
+    session opened (``session``, pool/session.py): connects to Ray, finds the pool (pool.name) or
+    starts it (``broker``) and checks its identity against RUN_DIR's.
 
     Run: the caller's, on ``broker``, ``dir``, ``outputs``, ``n_blocks``; ``finish`` writes
     pool.json, compacts the ledger and writes result.json; ``disconnect`` leaves Ray early (before
@@ -226,7 +185,10 @@ class Run:
     Cleanup (leaving the ``with``, however it is left): the trackers closed and RUN_DIR pushed to
     its URI, RUN_DIR released (removed again when this run created it and ledgered nothing), the
     session released (the pool this run started ended, Ray shut down when this run started it);
-    ``ok`` (trackers, RUN_DIR): the block ended without raising."""
+    ``ok`` (trackers, RUN_DIR): the block ended without raising.
+
+    ``pool=False``: the caller's cells are answered by RUN_DIR (``answered``: a target rerun whose search
+    is finished), so no pool and no Ray: entering opens RUN_DIR only, ``finish`` writes result.json only."""
 
     def __init__(
         self,
@@ -241,25 +203,24 @@ class Run:
         check: Callable[[], object] | None = None,
         check_data: Callable[[Any], object] | None = None,
         contrasts: list | None = None,
+        pool: bool = True,
     ):
         from ghostsearch.config import check_model_fit
-        from ghostsearch.data.dataplan import announce, plan
-        from ghostsearch.pool.cluster import check_local_capacity
+        from ghostsearch.data.dataplan import plan
         from ghostsearch.rundir.layout import check_run_dir
 
-        self.cfg, self.kind, self.cells, self.contrasts = cfg, kind, cells, contrasts
+        self.cfg, self.kind, self.cells, self.contrasts, self.pool = cfg, kind, cells, contrasts, pool
         self.address = address or cfg.pool.address
+        check_run_dir(cfg)  # the run directory, then every config error: before any network probe
         self.n_blocks = check_model_fit(cfg)
-        for c in cells:  # every config error before any Ray work
+        for c in cells:
             build_searcher(cfg, c.searcher, c.k, c.seed, self.n_blocks, matched=matched)
         if check is not None:
             check()
-        check_run_dir(cfg)
-        check_local_capacity(cfg, self.address)  # no run directory for a local pool that cannot start
         self.data_plan = plan(cfg, [c.objective for c in cells], evaluate=evaluate, repair=repair)
+        self.cfg = cfg.evaluating(self.data_plan.perplexity)  # what this run's evaluation reads here
         if check_data is not None:  # the caller's checks of the data plan (target's draw), before it is announced
             check_data(self.data_plan)
-        announce(self.data_plan)
         self._outputs: RunOutputs | None = None
         self.session: PoolSession | None = None  # Ray and the pool, once entered
         self.broker: Any = None  # the pool's broker (a Ray actor handle), once entered
@@ -275,14 +236,21 @@ class Run:
         return self.outputs.dir
 
     def __enter__(self) -> Run:
+        from ghostsearch.data.dataplan import announce
+        from ghostsearch.pool.cluster import check_local_capacity
         from ghostsearch.pool.session import PoolSession
         from ghostsearch.rundir.layout import check_identity, resumed_dtype
 
         cfg = self.cfg
+        if self.pool:  # the address answers and a local pool fits, before a run directory exists
+            check_local_capacity(cfg, self.address)
+        announce(self.data_plan)
         self._outputs = RunOutputs(cfg, self.kind)  # RUN_DIR (staged when out= is s3:// or gs://) and the trackers
         try:
             if self.contrasts and not (self.dir / "result.json").exists():
                 write_json_atomic(self.dir / "result.json", self.result([]))  # before any cell runs
+            if not self.pool:
+                return self
             self.session = PoolSession(cfg, self.address)
             self.session.connect()
             self.t0 = time.monotonic()
@@ -319,13 +287,15 @@ class Run:
 
     def finish(self, results: list[CellResult], resumed: int = 0, **extra) -> dict:
         """The cells are done: pool.json (the broker's accounting; kept from the invocation that ran
-        cells, so not rewritten when all ``resumed``), the ledger compacted, result.json written."""
-        import ray
+        cells, so not rewritten when all ``resumed``), the ledger compacted, result.json written. Without a
+        pool (``pool=False``) only result.json: pool.json and the ledger as the run that computed them left them."""
+        if self.pool:
+            import ray
 
-        status = ray.get(self.broker.pool_status.remote()).with_best((r.cell, r.value, r.removed) for r in results)
-        Ledger(self.dir).compact()
-        if resumed < len(self.cells) or not (self.dir / "pool.json").exists():
-            write_json_atomic(self.dir / "pool.json", status.to_dict())
+            status = ray.get(self.broker.pool_status.remote()).with_best((r.cell, r.value, r.removed) for r in results)
+            Ledger(self.dir).compact()
+            if resumed < len(self.cells) or not (self.dir / "pool.json").exists():
+                write_json_atomic(self.dir / "pool.json", status.to_dict())
         result = self.result(results, **extra)
         write_json_atomic(self.dir / "result.json", result)
         return result
@@ -353,14 +323,14 @@ class Run:
                 self.disconnect()
 
 
-def answered(cfg: Config, cell: str) -> dict | None:
+def answered(cfg: Config, cell: str, say: bool = True) -> dict | None:
     """result.json of a finished search that a rerun would only replay: out= holds this config's
     run directory (same fingerprint), its result.json has ``cell``'s answer, its ledger holds that
     answer's evaluation with that value, and identity.json records this model's content (and the
     dtype and thread count this run would score with). Then ``search`` returns it without starting
     Ray or loading the model (docs/reliability.md); None otherwise (the run goes the usual way,
     which replays the ledger). Reads only; the data directory's contents are not re-hashed (the full
-    path checks the calibration token ids)."""
+    path checks the calibration token ids). ``say``: log the one line that says so (target says its own)."""
     import json
     import math
 
@@ -376,7 +346,8 @@ def answered(cfg: Config, cell: str) -> dict | None:
     check_run_dir(cfg)  # another config's run directory: its own one line, as the usual path says it
     try:
         result = json.loads((out / "result.json").read_text())
-        got = read_cells(result).get(cell)
+        cells = read_cells(result)
+        got = cells.get(cell)
         ident = read_identity(out / "identity.json")
     except (ValueError, KeyError, TypeError, AttributeError, GhostsearchError):
         return None  # the usual path says what is wrong, or recomputes
@@ -398,11 +369,13 @@ def answered(cfg: Config, cell: str) -> dict | None:
         return None  # the ledger lost the answer's evaluation: recomputed the usual way
     import logging
 
-    logging.getLogger("ghostsearch").info(
-        f"{out} already holds this search's answer ({cell}: {got.value:.6g}) and its ledger holds the "
-        f"evaluations; returned without starting Ray or loading the model (delete {out / 'result.json'} to rerun it)"
-    )
-    return result
+    if say:
+        logging.getLogger("ghostsearch").info(
+            f"{out} already holds this search's answer ({cell}: {got.value:.6g}) and its ledger holds the evaluations;"
+            f" returned without starting Ray or loading the model (delete {out / 'result.json'} to rerun it)"
+        )
+    kept = {key: v for key, v in result.items() if key not in ("cells", "searchers")}  # cells: today's form
+    return {"cells": {name: c.to_dict() for name, c in cells.items()}, **kept}
 
 
 def search(cfg: Config, address: str | None = None, progress: bool = True) -> dict:

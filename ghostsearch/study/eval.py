@@ -54,6 +54,7 @@ def evaluate(
         data_plan = plan(cfg, [cfg.objective], evaluate=True, repair=bool(repairs))
     else:  # an export: the data its recovery.json says the repair (and the search) read
         data_plan = export_plan(cfg, export_data(target))
+    cfg = cfg.evaluating(data_plan.perplexity)  # eval.perplexity as the data plan resolved it here
     announce(data_plan)
     lm_dir = out.parent / "lm_eval" if out is not None else None
     if jobs is None:

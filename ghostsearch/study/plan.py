@@ -173,7 +173,7 @@ class RunPlan:
 
 def searcher_params(cfg, searcher: str) -> tuple[Any, float | None]:
     """(the searcher's parsed Params, its own budget or None) from the config: what
-    ``runner.build_searcher`` gives it, before a run directory exists."""
+    ``config.build_searcher`` gives it, before a run directory exists."""
     from ghostsearch.search.base import get_searcher
 
     params = dict(cfg.search.params.get(searcher) or {})

@@ -103,7 +103,9 @@ def test_the_default_evaluation_falls_back_a_named_one_is_one_line(fresh_machine
     left out; one named in eval.perplexity that is missing is one line naming data_dir."""
     cfg = load_config(None, ["eval.tasks=[arc_easy]"])
     p = plan(cfg, ["perplexity"], evaluate=True, repair=True)
-    assert cfg.eval.perplexity == ["lambada"]
+    assert p.perplexity == ("lambada",)  # what the evaluation reads here: the plan returns it
+    assert cfg.eval.perplexity == ["wikitext2", "c4", "lambada"]  # and never writes into the settings
+    assert cfg.evaluating(p.perplexity).eval.perplexity == ["lambada"] and cfg.evaluating(None) is cfg
     fell = {e.set for e in p.evaluation or () if e.fallback}
     assert fell == {"wikitext2", "c4"}
     assert {r.role: r.used for r in p.calibration} == {

@@ -3,8 +3,7 @@ the runner no longer knows bo's Optuna ``storage`` by name."""
 
 from __future__ import annotations
 
-from ghostsearch.config import load_config
-from ghostsearch.run.runner import build_searcher
+from ghostsearch.config import build_searcher, load_config
 from ghostsearch.search import SEARCHERS
 
 

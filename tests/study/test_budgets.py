@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ghostsearch.config import load_config
+from ghostsearch.config import budget_driven, build_searcher, load_config
 from ghostsearch.core.errors import GhostsearchError
-from ghostsearch.run.runner import budget_driven, build_searcher
 from ghostsearch.search import SEARCHERS, Space, run
 from ghostsearch.search.common import greedy_cost
 
