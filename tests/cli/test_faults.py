@@ -119,24 +119,76 @@ def test_sigterm_and_sighup_end_a_search_like_ctrl_c(sig, deep_model_dir, tmp_pa
     assert alive == [], [" ".join(a.cmdline())[:80] for a in alive]
 
 
+def all_read_only(path: Path, on: bool) -> None:
+    """Every file and folder under ``path`` (and itself) unwritable (immutable as root), or writable again."""
+    if os.geteuid() == 0:
+        r = subprocess.run(["chattr", "-R", "+i" if on else "-i", str(path)], capture_output=True, text=True)
+        if r.returncode != 0:
+            pytest.skip(f"running as root and chattr +i is not available here: {r.stderr.strip()}")
+    else:
+        subprocess.run(["chmod", "-R", "a-w" if on else "u+w", str(path)], check=True)
+
+
+def journal_lines(run_dir: Path) -> int:
+    """Evaluations the ledger's journals hold so far (a line each), cheaper to count than to read the ledger."""
+    journal = run_dir / "ledger" / "_journal"
+    return sum(f.read_bytes().count(b"\n") for f in journal.glob("*.jsonl")) if journal.is_dir() else 0
+
+
+def greedy_reference(cfg: Path, n_blocks: int, k: int) -> tuple[list[int], float]:
+    """Greedy's answer with every value computed in this process, without Ray: an undisturbed run's."""
+    from ghostsearch.config import load_config
+    from ghostsearch.recovery.aware import prepare
+    from ghostsearch.scoring import scorer_from_config
+
+    c = load_config(str(cfg))
+    sc = scorer_from_config(c, threads=1)
+    key = prepare(sc, c.objective_spec())
+    path: tuple = ()
+    for _ in range(k):
+        sets = [tuple(sorted((*path, b))) for b in range(n_blocks) if b not in path]
+        values = {s: sc.score(key, s).value for s in sets}
+        path = min(sets, key=values.__getitem__)
+    return list(path), values[path]
+
+
 @pytest.mark.slow
-def test_rerun_of_a_finished_search_adds_no_ledger_rows(tiny_model_dir, tmp_path):
+def test_rerun_of_a_finished_search_adds_no_ledger_rows(deep_model_dir, tmp_path):
     """Before: every rerun appended a cached row per replayed evaluation (136 rows for 106 sets
     after one resume). The answer comes from the ledger, identical. The rerun has another
     pool.threads: fp32 values do not move with the thread count, so an fp32 run records none and
-    resumes with any (the bf16 case, refused, is the next test)."""
+    resumes with any (the bf16 case, refused, is the next test).
+
+    The first run is stopped by its run directory made read-only midway (issue 48: every file and
+    folder in it, a search's evaluations still to come): one line, exit 2, no traceback, the
+    evaluations ledgered before it kept. Made writable again, the rerun replays them from the ledger
+    (no row added for them) and finishes with the answer of an undisturbed run."""
     out = tmp_path / "run"
-    cfg = _config(tmp_path / "c.yaml", tiny_model_dir, out)
-    runs = []
-    for threads in (1, 2):
-        r = run_search(cfg, f"pool.threads={threads}")
-        assert r.returncode == 0, r.stderr[-2000:]
-        runs.append((len(read_ledger(out)), json.loads(r.stdout.splitlines()[-1])))
-        assert "cpu_threads" not in json.loads((out / "identity.json").read_text())
-    (n1, first), (n2, second) = runs
-    assert n1 == 11  # greedy k=2 of 6 blocks: 6 + 5 evaluations, each ledgered once
-    assert n2 == n1
-    assert (second["removed"], second["value"]) == (first["removed"], first["value"])
+    cfg = _config(tmp_path / "c.yaml", deep_model_dir, out, k=3)  # 24 + 23 + 22 evaluations
+    with search_process(cfg, "pool.threads=1") as p:
+        try:
+            t0 = time.monotonic()
+            while journal_lines(out) < 1:  # cheap to count: the read-only stop lands early in the search
+                assert p.poll() is None and time.monotonic() - t0 < 240, p.communicate()[1][-2000:]
+                time.sleep(0.01)
+            all_read_only(out, True)
+            _, err = p.communicate(timeout=240)
+        finally:
+            all_read_only(out, False)
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert p.returncode == 2 and "Traceback" not in err, err[-3000:]
+    assert lines[-1].startswith("ghostsearch: error: ") and "rerun the same command" in lines[-1], err[-3000:]
+    kept = read_ledger(out).to_pylist()
+    assert 1 <= len(kept) < 24 + 23 + 22, len(kept)  # stopped midway, what was ledgered before it kept
+    r = run_search(cfg, "pool.threads=2")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "cpu_threads" not in json.loads((out / "identity.json").read_text())
+    rows = read_ledger(out).to_pylist()
+    assert len(rows) == 24 + 23 + 22  # greedy k=3 of 24 blocks, each evaluation ledgered once
+    assert {x["eval_id"] for x in kept} <= {x["eval_id"] for x in rows}  # the kept ones not computed again
+    answer = json.loads(r.stdout.splitlines()[-1])
+    removed, value = greedy_reference(cfg, 24, 3)
+    assert answer["removed"] == removed and answer["value"] == pytest.approx(value, rel=1e-5)
 
 
 @pytest.mark.slow
