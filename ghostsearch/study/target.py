@@ -19,6 +19,8 @@ certification after every k. The model is loaded (and the repairs fitted) only w
 missing. A rerun of a finished target that RUN_DIR fully answers (``answered``: the search's
 answer as ``runner.answered`` checks it, result.json's target block written by this config, every
 value it used kept, the speed measured) returns that block without starting Ray or loading the model.
+A rerun whose search RUN_DIR answers (``searched``: an interrupted repair, look or speed timing, another
+target on the same search) starts no Ray either: the sets come from result.json and the ledger.
 """
 
 from __future__ import annotations
@@ -177,9 +179,12 @@ def nested_path(run_dir: Path, cell: str, answer: tuple[int, ...]) -> dict[int, 
     return path
 
 
-def search_sets(cfg: Config, run, ks: list[int], progress: bool) -> tuple[dict[int, list[int]], list[CellResult]]:
-    """Each k's removed set: greedy's nested path from one cell at max(ks), else one cell per k."""
-    results = [run.run_cell(c, progress) for c in cells(cfg, ks)]
+def search_sets(
+    cfg: Config, run, ks: list[int], progress: bool, done: list[CellResult] | None = None
+) -> tuple[dict[int, list[int]], list[CellResult]]:
+    """Each k's removed set: greedy's nested path from one cell at max(ks), else one cell per k; the
+    cells searched on the pool, or ``done`` (``searched``: RUN_DIR's answers, no pool)."""
+    results = done if done is not None else [run.run_cell(c, progress) for c in cells(cfg, ks)]
     if nested(cfg.searcher):
         path = nested_path(run.dir, results[0].cell, results[0].removed)
         return {k: path[k] for k in ks}, results
@@ -190,6 +195,24 @@ def cells(cfg: Config, ks: list[int]) -> list[CellSpec]:
     if nested(cfg.searcher):
         return [CellSpec(cfg.searcher, cfg.objective, ks[-1], cfg.seed)]
     return [CellSpec(cfg.searcher, cfg.objective, k, cfg.seed) for k in ks]
+
+
+def searched(cfg: Config, ks: list[int]) -> list[CellResult] | None:
+    """Every search cell's result when RUN_DIR answers it as a rerun of ``search`` is answered
+    (``runner.answered``: the same search config, the answer in result.json and in the ledger, this
+    model's content, dtype and threads), else None (the search runs, or replays, on the pool)."""
+    from ghostsearch.run.runner import answered as search_answered
+    from ghostsearch.rundir.cell import cell_name
+    from ghostsearch.rundir.layout import read_cells
+
+    done = []
+    for c in cells(cfg, ks):
+        name = cell_name(c.searcher, c.objective, c.k, c.seed)
+        result = search_answered(cfg, name, say=False)
+        if result is None:
+            return None
+        done.append(read_cells(result)[name])
+    return done
 
 
 # ---------------------------------------------------------------- the kept files
@@ -675,9 +698,6 @@ def answered(cfg: Config, ecfg: Config, p: Plan) -> dict | None:
     this config (``config_key``), every value file it read holding at least the items it used, and
     the speed measured (or nothing certified). None otherwise: the usual path (Ray, the ledger's
     replay, the kept values) then runs and says what is wrong, if anything is."""
-    from ghostsearch.run.runner import answered as search_answered
-    from ghostsearch.rundir.cell import cell_name
-
     out = Path(cfg.out).expanduser()
     if "://" in str(cfg.out) or cfg.pool.name or not (out / "result.json").is_file():
         return None
@@ -685,9 +705,8 @@ def answered(cfg: Config, ecfg: Config, p: Plan) -> dict | None:
         block = json.loads((out / "result.json").read_text()).get("target")
         if not isinstance(block, dict) or block.get("config_key") != config_key(cfg):
             return None
-        for c in cells(ecfg, p.ks):
-            if search_answered(ecfg, cell_name(c.searcher, c.objective, c.k, c.seed)) is None:
-                return None
+        if searched(ecfg, p.ks) is None:
+            return None
         keys, need = block["values"], {"0": block["items_used"]}
         need.update({str(v["k"]): v["items"] for v in block["ks"] if v["items"]})
         for k, n in need.items():
@@ -732,12 +751,20 @@ def target(cfg: Config, address: str | None = None, progress: bool = True) -> di
     local = "://" not in str(cfg.out)
     decision = account.plan(account.read(Path(cfg.out).expanduser()), req) if local else None  # before any work
     ecfg = eval_cfg(cfg, p, decision.offset if decision else 0)
-    done = answered(cfg, ecfg, p)
-    if done is not None:
-        return done
+    finished = answered(cfg, ecfg, p)
+    if finished is not None:
+        return finished
     t0 = time.monotonic()
     repair = any(r != "none" for r in p.repairs)
     offset = decision.offset if decision else 0
+    done = searched(ecfg, p.ks)  # RUN_DIR answers the search: no Ray, no pool
+    if done is not None:
+        log.info(
+            "%s already holds the search's answer (%s) and its evaluations: no Ray started, the sets read from "
+            "its ledger",
+            Path(cfg.out).expanduser(),
+            ", ".join(f"{r.cell}: {r.value:.6g}" for r in done),
+        )
     run = Run(  # the draw checked before Ray, the search and the fits
         ecfg,
         "target",
@@ -746,6 +773,7 @@ def target(cfg: Config, address: str | None = None, progress: bool = True) -> di
         evaluate=True,
         repair=repair,
         check_data=lambda data: check_draw(ecfg, p, data.held_out, offset),
+        pool=done is None,
     )
     with run:
         ledger = account.read(run.dir)
@@ -755,7 +783,7 @@ def target(cfg: Config, address: str | None = None, progress: bool = True) -> di
         res_path = run.dir / "result.json"
         before = kept_block(res_path)  # a rerun's: kept in result.json until this run's replaces it
         kept_file(run.dir / "target" / "looks.json", read_looks, "written again after the looks")
-        removed, results = search_sets(ecfg, run, p.ks, progress)
+        removed, results = search_sets(ecfg, run, p.ks, progress, done)
         if before:  # result.json rewritten: cells, data, and a finished target block until this run's replaces it
             run.finish(results, target=before)
         else:
