@@ -29,10 +29,9 @@ The study's models, contrasts, N and perplexity stage are ``ghostsearch.study.st
 from __future__ import annotations
 
 import argparse
-import time
 from pathlib import Path
 
-import benchenv  # noqa: F401  (repository on sys.path, offline HF, ../shared/data)
+import benchenv  # (repository on sys.path, offline HF, ../shared/data)
 
 from ghostsearch.study.studies.study3 import (
     PPL_ORDER,
@@ -46,26 +45,6 @@ from ghostsearch.study.studies.study3 import (
 
 PILOT = Path("docs/results/study-3/pilot")
 PPL_DIR = Path("docs/results/study-3/ppl")
-
-
-def commit_paths(paths: list[Path], message: str) -> bool:
-    """``git add`` and ``git commit -- PATHS`` of these paths alone (a removed file: its removal),
-    retried while another git command holds the index lock."""
-    import subprocess
-
-    def tracked(p: Path) -> bool:
-        return subprocess.run(["git", "ls-files", "--error-unmatch", "--", str(p)], capture_output=True).returncode == 0
-
-    names = [str(p) for p in paths if p.exists() or tracked(p)]
-    for attempt in range(8):
-        a = subprocess.run(["git", "add", "-A", "--", *names], capture_output=True, text=True)
-        r = subprocess.run(["git", "commit", "-q", "-m", message, "--", *names], capture_output=True, text=True)
-        if "index.lock" not in a.stderr + r.stderr + r.stdout:
-            break
-        time.sleep(5 * (attempt + 1))
-    why = (a.stderr + r.stderr + r.stdout).strip().splitlines()
-    print("committed:" if r.returncode == 0 else f"not committed ({why[-1] if why else 'nothing new'}):", message)
-    return r.returncode == 0
 
 
 def main() -> None:
@@ -116,7 +95,7 @@ def main() -> None:
     keys, jobs, pairs = studies.design(cfg, data_plan.held_out, s3)
     if args.perplexity:
         order = args.models.split(",") if args.models else PPL_ORDER
-        commit = commit_paths if args.commit else None
+        commit = benchenv.commit_paths if args.commit else None
         perplexity_stage(cfg, keys, data_plan.held_out, Path(args.ppl_out), commit, order, args.max_windows)
         return
     if looks_finished(run_dir) and not args.report_only:
