@@ -1,5 +1,5 @@
 """What depth pruning buys on SmolLM2-135M (30 blocks): prefill and decode speed-up at k = 4, 8, 12
-against the ideal L / (L - k), peak memory, parameters (ghostsearch.recovery.speed.measure_speed).
+against the ideal L / (L - k), peak memory, parameters (ghostsearch.evaluation.speed.measure_speed).
 
   python bench/speed.py [--ks 4 8 12] [--batch 1 8] [--seq-len 128] [--decode-tokens 16]
                         [--repeats 5] [--threads 2] [--device auto] [--dtype fp32] [--recovery ghosted]
@@ -12,7 +12,7 @@ SmolLM2 block has the same shape, so which blocks go does not change the cost of
 model: only the number of cuts changes a repair's). Each set is timed without repair and with the
 repair's operators (``--recovery``, one C x C matmul per cut: cost only, the values do not matter).
 Every model is physically pruned (an export's shape) and all are timed in one process, in rotated
-interleaved rounds (ghostsearch/recovery/speed.py). Runs on CUDA when one is visible (``--device auto``).
+interleaved rounds (ghostsearch/evaluation/speed.py). Runs on CUDA when one is visible (``--device auto``).
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ import time
 import benchenv  # noqa: F401  (the repository on sys.path, offline HF)
 import torch
 
+from ghostsearch.evaluation.speed import cost_operators, measure_speed, speed_table
 from ghostsearch.model.models import load_model
-from ghostsearch.recovery.speed import cost_operators, measure_speed, speed_table
 
 SETS = {
     4: [16, 17, 18, 19],

@@ -1,4 +1,4 @@
-"""``ghostsearch speed TARGET``: what pruning buys, measured (``ghostsearch.recovery.speed``): parameters,
+"""``ghostsearch speed TARGET``: what pruning buys, measured (``ghostsearch.evaluation.speed``): parameters,
 weight memory, peak memory, prefill and decode tokens/s of the dense model and of pruned models,
 in one process with interleaved repeats, as a ratio to dense beside the ideal L / (L - k).
 
@@ -102,9 +102,9 @@ def run(args):
 
     from ghostsearch.core.io import check_output
     from ghostsearch.core.logs import progress_enabled
+    from ghostsearch.evaluation.speed import cost_operators, exported, measure_speed, speed_table, write_report
     from ghostsearch.model.models import load_configured, model_depth
     from ghostsearch.model.stack import Stack, check_removed
-    from ghostsearch.recovery.speed import cost_operators, exported, measure_speed, speed_table, write_report
 
     cfg, sets, repairs, export_dir, default_out = plan(args)
     out = Path(args.out) if args.out else default_out

@@ -191,8 +191,8 @@ def held_out_text(removed, method: str, fitted: dict[str, str]) -> str:
 def models_table(rows: list[dict], items, fitted: dict[str, str], model) -> str:
     """The printed table: dense, each set without repair, each repair, side by side, every number with
     its difference from dense and a paired interval (ghostsearch.study.report.models)."""
+    from ghostsearch.evaluation.speed import cost_operators, pruned_params
     from ghostsearch.model.stack import Stack
-    from ghostsearch.recovery.speed import cost_operators, pruned_params
     from ghostsearch.stats.bootstrap import ItemMatrix
     from ghostsearch.study.report.models import ModelEntry, model_rows, text_table
 

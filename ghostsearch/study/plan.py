@@ -1083,8 +1083,8 @@ def measure_driver(cfg) -> tuple[float, float]:
     """(seconds to load the model as the target's driver does, seconds of the speed timing of the dense model
     alone as target times it): ``load_configured`` and ``speed.measure_speed`` with target's settings (its
     warm-up, rounds and peak pass: a decode step's first-time costs included) for real, here."""
+    from ghostsearch.evaluation import speed
     from ghostsearch.model.models import load_configured
-    from ghostsearch.recovery import speed
     from ghostsearch.study import target as tg
 
     t0 = time.perf_counter()
@@ -1173,7 +1173,7 @@ def plan_target(cfg, model_config: str | None = None, measure: bool = False, tim
     # the speed timing: the dense and the certified model (at most: the least k), batch 1
     import inspect
 
-    from ghostsearch.recovery.speed import measure_speed
+    from ghostsearch.evaluation.speed import measure_speed
 
     warmup = int(inspect.signature(measure_speed).parameters["warmup"].default)  # target.measure leaves it
     prefills = warmup + tg.SPEED_REPEATS + 1  # the warm-up, the rounds, the peak pass

@@ -659,9 +659,9 @@ def measure(model_ops, removed: list[int], method: str, progress: bool = False) 
     """The certified model's measured speed beside the dense one (``speed.measure_speed``), or why not;
     ``progress``: a bar of its rounds."""
     try:
-        from ghostsearch.recovery import speed
+        from ghostsearch.evaluation import speed
     except ImportError:
-        return "not measured: ghostsearch.recovery.speed is not available in this version"
+        return "not measured: ghostsearch.evaluation.speed is not available in this version"
     model, ops = model_ops
     try:
         with Bar(SPEED_REPEATS, f"speed k={len(removed)} beside dense", "round", progress) as b:
@@ -927,8 +927,8 @@ def speedup_resolved(cfg: Config, n_blocks: int) -> dict:
     decode) and the timing report. A rerun of the same config reads the record back from result.json
     (the timing is noisy: a second timing could resolve another k for the same run)."""
     from ghostsearch.config import protected_blocks
+    from ghostsearch.evaluation import speed
     from ghostsearch.model.models import load_configured
-    from ghostsearch.recovery import speed
 
     kept = recorded(cfg, "speedup")
     if kept is not None:

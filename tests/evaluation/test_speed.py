@@ -1,4 +1,4 @@
-"""ghostsearch.recovery.speed on a tiny random Llama: exact parameter counts (against a physically pruned
+"""ghostsearch.evaluation.speed on a tiny random Llama: exact parameter counts (against a physically pruned
 copy), the repair's operators counted and timed, the record's shape. Timings themselves are not
 asserted beyond being positive (the machine is shared)."""
 
@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from ghostsearch.core.errors import GhostsearchError
+from ghostsearch.evaluation.speed import SpeedReport, measure_speed, pruned_params, speed_table, weight_bytes
 from ghostsearch.model.stack import physically_prune
 from ghostsearch.recovery.base import Operators
-from ghostsearch.recovery.speed import SpeedReport, measure_speed, pruned_params, speed_table, weight_bytes
 from tests.conftest import tiny_model
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from ghostsearch.core.errors import GhostsearchError
-from ghostsearch.recovery.speed import SpeedReport, SpeedRow, Throughput, speedup_k
+from ghostsearch.evaluation.speed import SpeedReport, SpeedRow, Throughput, speedup_k
 from tests.conftest import tiny_model
 
 

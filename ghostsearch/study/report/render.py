@@ -461,7 +461,7 @@ def _ppl_columns(names) -> list[str]:
 def _params_of(cfg):
     """(removed, recovery) -> the pruned model's parameter count (speed.pruned_params on a meta-device
     model: the config only, no weights); None when the model's config cannot be read here."""
-    from ghostsearch.recovery.speed import cost_operators, meta_model, pruned_params
+    from ghostsearch.evaluation.speed import cost_operators, meta_model, pruned_params
 
     try:
         model = meta_model(cfg.model, cfg.trust_remote_code)
