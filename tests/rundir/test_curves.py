@@ -77,9 +77,9 @@ def test_the_cells_k_comes_from_the_column_else_the_name_else_the_largest_set():
 
 
 def test_best_so_far_reads_a_real_ledger_and_bench_search_agrees(tmp_path):
-    """Rows written through the ledger (cell_k set as PoolClient writes it); bench/search.py's curves
+    """Rows written through the ledger (cell_k set as PoolClient writes it); study.matched's curves (bench/search.py)
     are the same Curve objects."""
-    from tests.conftest import load_bench
+    from ghostsearch.study.matched import curves
 
     led = Ledger(tmp_path)
     for i, (removed, fid, cost, value) in enumerate(
@@ -105,5 +105,4 @@ def test_best_so_far_reads_a_real_ledger_and_bench_search_agrees(tmp_path):
     c = best_so_far(tmp_path)["greedy-perplexity-k2-s0"]
     assert (c.k, c.used, c.best, c.evaluations) == (2, 3.0, [2.5, 2.2], [2.0, 3.0])
     assert best_so_far(tmp_path, objective="margin") == {}
-    bench = load_bench("search")
-    assert bench.curves(tmp_path, "perplexity", 2) == {"greedy": c} and bench.curves(tmp_path, "perplexity", 3) == {}
+    assert curves(tmp_path, "perplexity", 2) == {"greedy": c} and curves(tmp_path, "perplexity", 3) == {}
