@@ -45,6 +45,7 @@ from ghostsearch.pool.session import PoolSession
 from ghostsearch.rundir.ledger import Ledger
 from ghostsearch.search import Space, make_searcher, racing, run
 from ghostsearch.search import loop as loop_mod
+from ghostsearch.search.race_report import race_report
 
 STEPS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "results", "bench-race-64")
 PARTS = ["scorer", "transport", "client", "bound", "looks", "searcher"]
@@ -226,7 +227,7 @@ def one_search(
         "parts": parts,
         "looks": len(looks),
         "look_costs": client.look_costs.frozen,
-        "race": searcher.race_report(),  # races, exact_races (auto: no look could pay), used
+        "race": race_report(searcher),  # races, exact_races (auto: no look could pay), used
         "rows_scored": sum(m * n for m, n in looks),
         "broker_calls": tm.n["wait"],
         "round_trip_s": t_trip,

@@ -96,6 +96,7 @@ def run_cell(
     """Run one searcher on one objective/k/seed through the pool; ledger rows tagged with the cell name."""
     from ghostsearch.pool.client import PoolClient
     from ghostsearch.search import run
+    from ghostsearch.search.race_report import race_report
 
     cell = cell_name(searcher, objective, k, seed)
     s = build_searcher(cfg, searcher, k, seed, n_blocks, run_dir, cell, matched=matched)
@@ -159,7 +160,7 @@ def run_cell(
         budget_mode="matched" if matched else "own",
         budget=s.budget.evaluations,
         warm_start=tuple(tuple(w) for w in getattr(s, "warm", [])),
-        race=s.race_report(),
+        race=race_report(s),
     )  # raced or exact (race: auto), rows, candidates cut without the bound
 
 
@@ -218,7 +219,6 @@ class Run:
         if check is not None:
             check()
         self.data_plan = plan(cfg, [c.objective for c in cells], evaluate=evaluate, repair=repair)
-        self.cfg = cfg.evaluating(self.data_plan.perplexity)  # what this run's evaluation reads here
         if check_data is not None:  # the caller's checks of the data plan (target's draw), before it is announced
             check_data(self.data_plan)
         self._outputs: RunOutputs | None = None

@@ -97,7 +97,7 @@ class CellResult:
     budget_mode: str | None = None  # "own" or "matched" (compare.budget)
     budget: float | None = None  # the searcher's evaluation budget (None: ends by itself)
     warm_start: tuple[tuple[int, ...], ...] = ()
-    race: dict[str, Any] | None = None  # Searcher.race_report(): raced or exact, rows, cut
+    race: dict[str, Any] | None = None  # search.race_report.race_report: raced or exact, rows, cut
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (RUN_DIR/cells/<cell>.json, result.json's ``cells``): lists for tuples."""

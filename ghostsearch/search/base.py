@@ -24,6 +24,8 @@ from typing import Any, ClassVar, Iterable, Mapping, Protocol, Sequence, runtime
 
 from ghostsearch.core.errors import GhostsearchError
 from ghostsearch.core.registry import Registry
+from ghostsearch.search.race_report import RaceTally
+from ghostsearch.search.traits import Traits
 
 Removed = tuple[int, ...]
 
@@ -191,7 +193,7 @@ def param_problem(value: Any, hint: Any, bounds: tuple[float, float]) -> str | N
     return None
 
 
-class Searcher:
+class Searcher(Traits):
     """Base class of every searcher. The contract (docs/architecture.md, "Where to add"):
 
     * ``name``, a ``Params`` dataclass (every parameter with a default; parsed by ``parse_params``,
@@ -213,6 +215,10 @@ class Searcher:
       Influence prior, ``singles()`` first) and ``ModelBased`` (prior-guided, twice greedy's budget by
       default, warm start). Most searchers subclass one of them, not ``Searcher`` itself.
 
+    What the rest of ghostsearch reads of a searcher without running it (plan, memplan, claims,
+    target) are its traits (search/traits.py ``Traits``, inherited); what a cell's result says of
+    its races is search/race_report.py's.
+
     Resume: a resumed run rebuilds the searcher from scratch and replays the run's ledger: every
     candidate already scored is answered from the ledger, so the searcher reaches the same state
     without a checkpoint. ``tests/search/test_search_conformance.py`` checks all of this for every
@@ -220,29 +226,6 @@ class Searcher:
 
     name: ClassVar[str] = ""
     ends_by_itself: ClassVar[bool] = False  # True: ``done`` comes without a budget (a finite procedure)
-
-    # ---------- traits: what plan, memplan, claims and the test suites read of a searcher ----------
-    # (no module outside the searcher's own file names it to decide something; a new searcher
-    # states its own, or keeps these defaults)
-    uses_prefix: ClassVar[bool] = False
-    """Asks R + {j} with R's cached hidden states as ``Candidate.prefix`` (greedy, beam): an
-    evaluation then runs only the blocks from j on (``blocks_run``), and an actor keeps prefix runs
-    (``prefix_runs``)."""
-    objective_blind: ClassVar[bool] = False
-    """Its set is not found by searching the objective's values: a dense statistic picks it (shortgpt,
-    streamline, lorp) or a few statistic-ranked windows (fastblock). The claim "objectives shape the
-    removed set" leaves such searchers out."""
-    cost_class: ClassVar[str | None] = None
-    """The claim "complex searchers gain little over simple ones": ``"complex"`` (ga, bo, cbo, beam),
-    ``"simple"`` (oneshot, fastblock) or None (in neither group)."""
-    nested_path: ClassVar[bool] = False
-    """True: one run at k passes through a set of every smaller k, each containing the one before
-    (greedy's accepted path), so ``target`` runs it once at the largest k and reads the others from
-    the path (study/target.py ``nested_path``)."""
-    uses_seed: ClassVar[bool] = True
-    """False: no seed enters its run (greedy, beam, oneshot, fastblock: a race's row order is fixed
-    too), so one run stands for every seed (bench/search.py --matched runs it once). The conformance
-    suite checks that another seed gives the same run."""
 
     @classmethod
     def expected_evaluations(
@@ -261,36 +244,10 @@ class Searcher:
         return float(budget or greedy_cost(space)), ESTIMATE
 
     @classmethod
-    def blocks_run(cls, n_blocks: int, k: int) -> float:
-        """Expected blocks one evaluation runs, prefix caching included: a searcher with a prefix
-        (``uses_prefix``) starts R + {j} at j, on average half the free depth; a k-subset starts at its
-        first removed block (the deepest cached dense state before it), on average L/(k+1)."""
-        if cls.uses_prefix:
-            return max(1.0, (n_blocks - k) / 2)
-        return max(1.0, n_blocks - n_blocks / (k + 1) - k)
-
-    @classmethod
-    def prefix_runs(cls, params: Any, k: int) -> int:
-        """Prefix runs (the hidden states of an accepted set, cached) an actor may hold for one run of
-        this searcher at ``k`` (memplan); 0 without ``uses_prefix``."""
-        return 0
-
-    @classmethod
-    def same_set_for_every_objective(cls, params: Any) -> bool:
-        """True when this searcher's set does not depend on the cell's objective at all (lorp with
-        ``similarity_source: perplexity``: one set for every objective, evaluated once; plan counts
-        it once)."""
-        return False
-
-    @classmethod
     def races(cls) -> bool:
         """Whether it takes a ``race`` parameter (search/racing.py): ``race: true`` races its
         candidates block by block; the conformance suite adds a ``NAME+race`` case for it."""
         return any(f.name == "race" for f in dataclasses.fields(cls.Params))
-
-    conformance_variants: ClassVar[dict[str, dict]] = {}
-    """Extra parameter sets the conformance suite runs besides the defaults and ``+race``, by label
-    suffix (``{"+endgame": {"race": True, "endgame": 0.5}}`` gives the case ``ga+endgame``)."""
 
     @dataclass
     class Params:
@@ -308,10 +265,7 @@ class Searcher:
         self.history: list[tuple[float, float]] = []  # (used, best full-fidelity value so far)
         self.oracle: Oracle | None = None
         self.rows: int | None = None  # the evaluator's calibration rows (set by search.run; race: auto)
-        self.race_cut = 0  # candidates the race's ``cut`` heuristic dropped on partial means (no bound)
-        self.race_count = 0  # races asked (set by search.run)
-        self.race_exact = 0  # of them, scored exactly because no look could pay (race: auto; search.run)
-        self.look_costs: dict | None = None  # race: auto's frozen look-cost estimate (racing.LookCosts.frozen)
+        self.race_tally = RaceTally()  # what search.run saw of its races (search/race_report.py)
         self.told_keys: set[tuple[Removed, float]] = set()  # (set, fidelity) of every value told
 
     # ---------- parameters ----------
@@ -411,30 +365,6 @@ class Searcher:
 
     def result(self) -> tuple[Removed | None, float]:
         return self.best_removed, self.best_value
-
-    def race_report(self) -> dict | None:
-        """Which scoring a searcher with a ``race`` parameter used, for the cell's result: ``used``
-        ``raced`` or ``exact`` (``auto`` races from 32 calibration rows, and scores a race exactly
-        where no look of it could pay: ``exact`` when it did so for every race), the rows, how many
-        candidates the ``cut`` heuristic dropped without the bound (0 unless a searcher asks for
-        it), the bound; ``races``: races asked, ``exact_races``: those scored exactly because no look
-        could pay, ``look_costs``: ``auto``'s measured look cost (racing.LookCosts.frozen: look_s,
-        row_s, look_rows, looks timed, ...; None when not measured). None without a race parameter."""
-        racing = getattr(self, "racing", None)
-        if racing is None or not hasattr(self.params, "race"):
-            return None
-        rp = racing()
-        every_race_exact = self.race_count > 0 and self.race_exact == self.race_count
-        return {
-            "setting": self.params.race if isinstance(self.params.race, (bool, str)) else "custom",
-            "used": "raced" if rp and not every_race_exact else "exact",
-            "rows": self.rows,
-            "cut": self.race_cut,
-            "bound": rp.bound if rp else None,
-            "races": self.race_count,
-            "exact_races": self.race_exact,
-            "look_costs": self.look_costs,
-        }
 
 
 # ---------------------------------------------------------------- registry

@@ -74,9 +74,9 @@ def run(
     to ``searcher.history`` (one entry each), then ``on_tell(searcher)``. Races share one
     ``racing.LookCosts`` (the evaluator's ``look_costs`` if it has one, else a new one): what a look
     costs, measured on the search's first looks, prices the looks of ``race: auto``; a race none
-    of whose looks would pay is scored exactly (``racing.no_look_pays``). The searcher counts its
-    races (``race_count``), those scored exactly so (``race_exact``) and keeps the estimate
-    (``look_costs``) for its ``race_report``."""
+    of whose looks would pay is scored exactly (``racing.no_look_pays``). The searcher's ``race_tally``
+    (search/race_report.py ``RaceTally``) count its races, those scored exactly so and the ``cut``
+    ones, and keep the estimate, for ``race_report``."""
     t0 = time.monotonic()
     costs = getattr(evaluator, "look_costs", None) or LookCosts()
     if getattr(getattr(searcher, "params", None), "race", False) not in (False, None) and hasattr(evaluator, "n_rows"):
@@ -106,19 +106,21 @@ def run(
                 f"searcher {searcher.name} asked {cost:g} evaluations with {searcher.budget_left:g} left"
             )
         if raced is not None:
-            searcher.race_count += 1
-            searcher.look_costs = costs.frozen  # race: auto's estimate, once made (the cell's result reports it)
+            searcher.race_tally.asked += 1
+            searcher.race_tally.look_costs = (
+                costs.frozen
+            )  # race: auto's estimate, once made (the cell's result reports it)
         if (
             raced is not None
             and hasattr(evaluator, "n_rows")
             and no_look_pays(raced, int(cast(RowEvaluator, evaluator).n_rows()), costs)
         ):
             raced = None  # race: auto where a look costs more than any rows it could save: exact scoring
-            searcher.race_exact += 1
+            searcher.race_tally.exact += 1
         if raced is not None:
             out = race(raced, evaluator, searcher.name, costs)
-            searcher.race_cut += len(out.cut)
-            searcher.look_costs = costs.frozen
+            searcher.race_tally.cut += len(out.cut)
+            searcher.race_tally.look_costs = costs.frozen
             told = list(out.told)
             searcher.tell(told, out.values)
         else:

@@ -548,7 +548,8 @@ def compare(cfg: Config, address: str | None = None, progress: bool = True) -> P
         check=lambda: checks(cfg),
         contrasts=list(cfg.compare.contrasts),
     )
-    data_plan, cfg = run.data_plan, run.cfg  # run.cfg: eval.perplexity as the data plan resolved it here
+    data_plan = run.data_plan
+    cfg = cfg.evaluating(data_plan.perplexity)  # eval.perplexity as the data plan resolved it here
     if cfg.compare.contrasts:  # what this size can decide, said before any model work
         import logging
 

@@ -16,6 +16,7 @@ from search_synthetic import Synthetic
 
 from ghostsearch.search import Space, make_searcher, run
 from ghostsearch.search.loop import FunctionEvaluator
+from ghostsearch.search.race_report import race_report
 from ghostsearch.search.racing import EARLY_LOOKS, MIN_LOOKS, LookCosts, RaceParams, race_params
 
 ROWS = 64
@@ -85,7 +86,7 @@ def test_auto_races_like_race_true_on_a_slow_scorer():
     assert auto.looks == true.looks and a.result() == t.result() and a.used == t.used
     assert auto.look_costs.look_rows() == 0.0
     assert a.used < len(a.history)  # raced: candidates dropped below full fidelity
-    assert a.race_report()["used"] == "raced"
+    assert race_report(a)["used"] == "raced"
 
 
 def test_auto_stops_racing_where_a_look_costs_more_than_its_rows():
@@ -106,7 +107,7 @@ def test_auto_stops_racing_where_a_look_costs_more_than_its_rows():
     assert ev.calls == 13 + 12 + 11  # greedy's steps 2-4, every candidate scored exactly
     assert s.result() == exact.result()
     assert all(f == 1.0 for f in (b - a for (a, _), (b, _) in zip(s.history[13:], s.history[14:])))
-    rep = s.race_report()
+    rep = race_report(s)
     assert rep["used"] == "raced" and rep["races"] == 4 and rep["exact_races"] == 3  # the first race was raced
     assert rep["look_costs"] == ev.look_costs.frozen
 
@@ -120,7 +121,7 @@ def test_where_every_race_is_scored_exactly_the_report_says_exact():
     ev = Timed(synthetic(), 0.05, 1e-5)
     ev.look_costs = costs
     s = greedy(ev)
-    rep = s.race_report()
+    rep = race_report(s)
     assert ev.row_calls == [] and rep["races"] == rep["exact_races"] == 4
     assert rep["used"] == "exact" and rep["setting"] == "auto" and rep["look_costs"]["look_rows"] == pytest.approx(5000)
     assert s.result() == greedy(synthetic(), race=False).result()
@@ -171,7 +172,7 @@ def test_a_resumed_run_reuses_the_kept_estimate_and_takes_the_same_looks(tmp_pat
     assert again.look_costs.frozen == first.look_costs.frozen
     b = greedy(again)
     assert again.looks == first.looks and again.row_calls != first.row_calls  # the same looks, none split
-    assert a.result() == b.result() and a.used == b.used and a.race_report() == b.race_report()
+    assert a.result() == b.result() and a.used == b.used and race_report(a) == race_report(b)
     assert again.look_costs.look_s == []  # nothing timed
     fresh = Timed(synthetic(), 0.05, 1e-5)  # without the file: measured again, other looks
     greedy(fresh)

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from ghostsearch.search import SEARCHERS, Budget, Candidate, Race, RaceParams, Space, loop, make_searcher, run
+from ghostsearch.search.race_report import race_report
 from ghostsearch.search.racing import AUTO_ROWS, race_alpha, race_params, run_race, simulate
 
 RACES, M, DELTA = 2000, 4, 0.05
@@ -133,8 +134,8 @@ def test_searchers_ask_races_they_can_afford(name, monkeypatch):
     budget = Budget(evaluations=probe.min_budget(space, probe.params) + 5)
     s = run(make_searcher(name, space, budget=budget, params=params), syn.evaluator(rows=32))
     assert races and all(r.cut is None and not out.cut for r, out in races)
-    assert s.used <= budget.evaluations + 1e-9 and s.race_cut == 0
-    assert s.race_report() == {
+    assert s.used <= budget.evaluations + 1e-9 and s.race_tally.cut == 0
+    assert race_report(s) == {
         "setting": True,
         "used": "raced",
         "rows": 32,
@@ -153,7 +154,7 @@ def test_race_auto_races_from_32_rows(rows, used):
     space = Space(12, 3, frozenset({0, 11}))
     s = run(make_searcher("greedy", space), Synthetic.random(12, seed=3).evaluator(rows=rows))
     partial = any(c < 1.0 for c in (b - a for (a, _), (b, _) in zip([(0.0, 0)] + s.history, s.history)))
-    assert partial == (used == "raced") and s.race_report()["used"] == used
+    assert partial == (used == "raced") and race_report(s)["used"] == used
     assert (race_params("auto", rows) is None) == (used == "exact") and race_params("auto", None) is None
 
 
