@@ -64,6 +64,7 @@ def standin_class(table: dict):  # noqa: C901  (one class, its methods nested)
     dense = np.array(table[min(table, key=lambda s: table[s][0])][1]) * 0.9  # synthetic: a base per row
     weight = rng.uniform(0.02, 0.3, N_BLOCKS)  # per block, per row noise
     noise = rng.normal(0, 0.3, (N_BLOCKS, ROWS))
+    memo: dict[tuple[int, ...], tuple[list[float], list[float]]] = {}  # a stand-in's losses per set, computed once
 
     class StandInScorer:
         def __init__(self, cfg, threads: int, name: str):
@@ -106,15 +107,19 @@ def standin_class(table: dict):  # noqa: C901  (one class, its methods nested)
             return dt
 
         @staticmethod
-        def _losses(removed) -> tuple[list[float], list[float]]:
-            key = tuple(sorted(int(i) for i in removed))
+        def _losses(key: tuple[int, ...]) -> tuple[list[float], list[float]]:
+            if key in memo:  # a race asks a survivor's losses at every look
+                return memo[key]
             if key in table:
-                return list(table[key][1]), counts
-            if not key:
-                return list(dense), counts
-            idx = list(key)
-            sums = dense * (1 + (weight[idx, None] * (1 + noise[idx])).sum(0))
-            return [float(s) for s in sums], counts
+                out = list(table[key][1]), counts
+            elif not key:
+                out = list(dense), counts
+            else:
+                idx = list(key)
+                sums = dense * (1 + (weight[idx, None] * (1 + noise[idx])).sum(0))
+                out = [float(s) for s in sums], counts
+            memo[key] = out
+            return out
 
         @staticmethod
         def _values(items: list) -> list[float]:
@@ -141,49 +146,45 @@ def standin_class(table: dict):  # noqa: C901  (one class, its methods nested)
             return out
 
         def _scores(self, items: list, seconds: float) -> list:
-            """Served answers of [(removed, fidelity)], ``seconds`` each."""
+            """Scores of [(removed, fidelity)], ``seconds`` each."""
             from ghostsearch.objectives.scores import Score
-            from ghostsearch.pool.actors import Served
 
             ns = [max(1, math.ceil(f * ROWS - 1e-9)) for _, f in items]
             vals = self._values([(r, n) for (r, _), n in zip(items, ns)])
-            return [
-                Served(Score(value=v, tokens=n * 64, seconds=seconds, start=0), actor=self.name, node=self.node)
-                for v, n in zip(vals, ns)
-            ]
+            return [Score(value=v, tokens=n * 64, seconds=seconds, start=0) for v, n in zip(vals, ns)]
 
         def score(self, spec, removed: tuple, fidelity: float, prefix):
+            from ghostsearch.pool.actors import Served
+
             n = max(1, math.ceil(fidelity * ROWS - 1e-9))
             dt = self._sleep(self.call_ms + n * self.row_ms, 1)
-            return self._scores([(removed, fidelity)], dt)[0]
+            return Served(self._scores([(removed, fidelity)], dt)[0], actor=self.name, node=self.node)
 
         def score_many(self, spec, items: list):
-            """[(removed, fidelity, prefix)]: each its own call's cost (as Scorer.score, one at a time)."""
+            """[(removed, fidelity, prefix)]: each its own call's cost (as Scorer.score, one at a time); sent as
+            ScorerActor.score_many sends them (``answers``)."""
+
             ns = [max(1, math.ceil(f * ROWS - 1e-9)) for _, f, _ in items]
             dt = self._sleep(sum(self.call_ms + n * self.row_ms for n in ns), len(items))
-            return self._scores([(r, f) for r, f, _ in items], dt / max(1, len(items)))
+            vals, each = self._values([(r, n) for (r, _, _), n in zip(items, ns)]), dt / max(1, len(items))
+            return "s", self.name, self.node, [(v, n * 64, each, 0) for v, n in zip(vals, ns)]  # as pool.actors.answers
 
-        def _rows(self, removed, rows, seconds: float):
+        def _rows(self, removed, rows, seconds: float) -> tuple:
+            """One candidate's RowScore fields (as pool.actors.answers sends them)."""
+            sums, cs = self._losses(tuple(sorted(int(i) for i in removed)))
+            return [sums[r] for r in rows], [cs[r] for r in rows], 64 * len(rows), seconds, 0
+
+        def rows(self, spec, removed: tuple, rows: tuple, prefix):
             from ghostsearch.objectives.scores import RowScore
             from ghostsearch.pool.actors import Served
 
-            sums, cs = self._losses(removed)
-            rs = RowScore(
-                sums=[sums[r] for r in rows],
-                counts=[cs[r] for r in rows],
-                tokens=64 * len(rows),
-                seconds=seconds,
-                start=0,
-            )
-            return Served(rs, actor=self.name, node=self.node)
-
-        def rows(self, spec, removed: tuple, rows: tuple, prefix):
             dt = self._sleep(self.call_ms + len(rows) * self.row_ms, 1)
-            return self._rows(removed, rows, dt)
+            return Served(RowScore(*self._rows(removed, rows, dt)), actor=self.name, node=self.node)
 
         def rows_many(self, spec, items: list, rows: tuple):
             dt = self._sleep(self.call_ms + len(items) * len(rows) * self.row_ms, len(items))
-            return [self._rows(removed, rows, dt / max(1, len(items))) for removed, _ in items]
+            each = dt / max(1, len(items))
+            return "r", self.name, self.node, [self._rows(removed, rows, each) for removed, _ in items]
 
         def statistic(self, spec, name: str):
             if name != "row_counts":

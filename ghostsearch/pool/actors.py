@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
 import math
 import sys
 from collections.abc import Iterable
@@ -97,6 +98,34 @@ class PoolStatus(Record):
         return dataclasses.replace(self, cells=cells)
 
 
+def answers(actor: str, node: str, scores: list) -> tuple:
+    """A scorer call's answers as they cross Ray: (kind, actor, node, each score's fields as a tuple), kind
+    's' (``Score``) or 'r' (``RowScore``). Plain tuples pickle about 15x faster than the dataclasses (Ray's
+    cloudpickle pays a Python call per object: ~10 us a ``Served`` here, ~0.7 us its tuple), and the scorer's
+    name and node go once a call. ``served`` reads it back."""
+    if scores and isinstance(scores[0], RowScore):
+        return "r", actor, node, [(s.sums, s.counts, s.tokens, s.seconds, s.start) for s in scores]
+    return "s", actor, node, [(s.value, s.tokens, s.seconds, s.start) for s in scores]
+
+
+def served(got) -> list[Served]:
+    """``answers`` as the ``Served`` it was made of; a list of ``Served`` (a scorer that answers the
+    plain way) as it is."""
+    if isinstance(got, list):
+        return got
+    kind, actor, node, rows = got
+    cls = RowScore if kind == "r" else Score
+    return [Served(cls(*r), actor, node) for r in rows]
+
+
+def settle() -> None:
+    """Move every object this process holds now out of the cyclic collector's reach (``gc.freeze``): a
+    pool process's long-lived objects (modules, a model, the broker's cache) are otherwise traversed by
+    every full collection, which cost ~10% of the broker's CPU per evaluation (bench/scale.py). Objects
+    still die by reference counting; only a cycle among frozen objects is never collected."""
+    gc.freeze()
+
+
 @ray.remote(max_restarts=-1, max_task_retries=0)
 class ScorerActor:
     def __init__(self, cfg, threads: int, name: str):
@@ -122,6 +151,7 @@ class ScorerActor:
         self.m_busy = metrics.Counter(
             "ghostsearch_scorer_busy_seconds", "seconds this scorer spent scoring", tag_keys=("objective", "actor")
         )
+        settle()  # the model and the libraries: alive for the actor's life
 
     def _count(self, spec: ObjectiveSpec, r: S) -> Served[S]:
         tags = {"objective": spec.name, "actor": self.name}
@@ -170,22 +200,23 @@ class ScorerActor:
         r = self.scorer.score_rows(self._key(spec), tuple(removed), rows, tuple(prefix) if prefix else None)
         return self._count(spec, r)
 
-    def _counted(self, spec: ObjectiveSpec, rs: list) -> list[Served]:
-        """Several answers of one call, counted in one step each metric."""
+    def _counted(self, spec: ObjectiveSpec, rs: list) -> tuple:
+        """Several answers of one call, counted in one step each metric, as they cross Ray (``answers``)."""
         tags = {"objective": spec.name, "actor": self.name}
         self.m_scored.inc(len(rs), tags=tags)
         self.m_busy.inc(sum(r.seconds for r in rs), tags=tags)
-        return [Served(r, actor=self.name, node=self.node) for r in rs]
+        return answers(self.name, self.node, rs)
 
-    def score_many(self, spec: ObjectiveSpec, items: list) -> list[Served[Score]]:
+    def score_many(self, spec: ObjectiveSpec, items: list) -> tuple:
         """``score`` of several (removed, fidelity, prefix), one after another, in one call: a chunk
-        of a batch the broker hands one scorer (Broker.evaluate_many)."""
+        of a batch the broker hands one scorer (Broker.evaluate_many); ``answers`` of them."""
         key = self._key(spec)
         rs = [self.scorer.score(key, tuple(r), f, tuple(p) if p else None) for r, f, p in items]
         return self._counted(spec, rs)
 
-    def rows_many(self, spec: ObjectiveSpec, items: list, rows: tuple) -> list[Served[RowScore]]:
-        """``rows`` for several (removed, prefix) at once: one look of a race (Scorer.score_rows_many)."""
+    def rows_many(self, spec: ObjectiveSpec, items: list, rows: tuple) -> tuple:
+        """``rows`` for several (removed, prefix) at once: one look of a race (Scorer.score_rows_many);
+        ``answers`` of them."""
         return self._counted(spec, self.scorer.score_rows_many(self._key(spec), items, rows))
 
     def statistic(self, spec: ObjectiveSpec, name: str):
@@ -233,6 +264,7 @@ def joined(parts: list[Served[RowScore]]) -> Served[RowScore]:
 STALLED = object()  # _within_limit's answer for a scorer that did not answer in time
 CHUNK_MIN_S = 0.05  # a chunk of a batch (one scorer call): at least this much scoring, its call's cost amortized
 CHUNK_MAX_S = 1.0  # and at most this much, so that values reach the ledger as they come
+SETTLE_EVERY = 4096  # the broker settles (gc.freeze) its cache each time it has grown by this many answers
 
 
 @ray.remote(max_restarts=0)
@@ -270,6 +302,7 @@ class Broker:
             "best full-fidelity value of a cell's k-sets",
             tag_keys=("cell", "searcher", "objective", "k"),
         )
+        self.settled = 0  # the cache's size at the last settle()
 
     async def _idle(self) -> asyncio.Queue:
         if self.idle is None:
@@ -309,7 +342,7 @@ class Broker:
                     attempt += 1
                     continue
                 idle.put_nowait(i)
-                return r
+                return served(r) if many is not None or items is not None else r
             except ray.exceptions.RayActorError:
                 # the scorer (or its node) died mid-request: Ray restarts it (max_restarts=-1);
                 # give the request to the next idle scorer, and the slot back once it answers again
@@ -435,7 +468,8 @@ class Broker:
 
     def _chunks(self, n: int) -> list[int]:
         """The sizes of the chunks ``n`` candidates go out in, one scorer call each: guided (what is left
-        over twice the scorers, largest first, so that the last, small ones even out the scorers' ends),
+        over the scorers, largest first, so that the last, small ones even out the scorers' ends; over twice
+        the scorers made ~50% more calls: 272-301 against 174-187 at 32 gpu-like stand-ins, bench/scale.py),
         each CHUNK_MIN_S..CHUNK_MAX_S of scoring at the measured seconds per candidate; one candidate a
         chunk while none has been timed."""
         if self.mean_s is None:
@@ -444,7 +478,7 @@ class Broker:
         hi = max(lo, int(CHUNK_MAX_S / max(self.mean_s, 1e-9)))
         out, left = [], n
         while left > 0:
-            out.append(min(left, max(lo, min(hi, math.ceil(left / (2 * len(self.actors)))))))
+            out.append(min(left, max(lo, min(hi, math.ceil(left / len(self.actors))))))
             left -= out[-1]
         return out
 
@@ -454,24 +488,29 @@ class Broker:
             m = sum(r.score.seconds for r in rs) / len(rs)
             self.mean_s = m if self.mean_s is None else 0.8 * self.mean_s + 0.2 * m
 
-    def _served(self, spec: ObjectiveSpec, pairs: list, cached: bool, searcher: str) -> list[tuple[int, Served]]:
-        """(request index, answer) of ``evaluate_many``, counted for ``searcher``."""
+    def _served(self, spec: ObjectiveSpec, pairs: list, cached: bool, searcher: str) -> list[tuple]:
+        """``evaluate_many``'s answers to ``pairs`` ((request index, Served)) as they cross Ray: (request index,
+        value, tokens, seconds, actor, node, cached), plain tuples (see ``answers``); counted for ``searcher``."""
         self._tally(searcher, computed=0 if cached else len(pairs), cached=len(pairs) if cached else 0)
         if pairs:
             self.m_evals.inc(len(pairs), tags={"searcher": searcher, "objective": spec.name, "cached": str(cached)})
-        out = []
-        for j, r in pairs:
-            if not cached:
+        if not cached:
+            for _, r in pairs:
                 self.m_seconds.observe(r.score.seconds, tags={"objective": spec.name})
-            out.append((j, r if r.cached == cached else dataclasses.replace(r, cached=cached)))
-        return out
+        return [(j, r.score.value, r.score.tokens, r.score.seconds, r.actor, r.node, cached) for j, r in pairs]
+
+    def _settle(self) -> None:
+        """``settle`` once the cache has grown by SETTLE_EVERY answers since the last time."""
+        if len(self.cache) - self.settled >= SETTLE_EVERY:
+            settle()
+            self.settled = len(self.cache)
 
     @ray.method(num_returns="streaming")  # type: ignore[misc]  # Ray's decorator
     async def evaluate_many(
         self, spec: ObjectiveSpec, requests: list, searcher: str, cell: str | None = None, k: int | None = None
     ):
         """``evaluate`` of many requests ((removed, fidelity, prefix)) in one broker call, answered as
-        they finish: a streaming generator, each item a list of (request index, Served). Each request
+        they finish: a streaming generator, each item a list of answers (``_served``). Each request
         is answered from the shared cache or an identical request in flight where it can; the rest go
         out in chunks (``_chunks``), one scorer call each (``ScorerActor.score_many``), retried as
         ``_compute`` retries. One broker call for a whole batch, one scorer call per chunk: the broker's
@@ -496,13 +535,13 @@ class Broker:
                 todo.append((j, key, blocks, fidelity, prefix))
         self._tally(searcher, requested=len(requests))
 
-        def best(pairs):
+        def answered(pairs, hit: bool) -> list[tuple]:
             for j, r in pairs:
                 self._cell_best(spec, searcher, cell, k, sets[j], fidelities[j], r)
-            return pairs
+            return self._served(spec, pairs, hit, searcher)
 
         if cached:
-            yield best(self._served(spec, cached, True, searcher))
+            yield answered(cached, True)
         tasks = []
         at = 0
         for size in self._chunks(len(todo)):
@@ -516,7 +555,8 @@ class Broker:
         tasks += [asyncio.ensure_future(waited(f, js)) for f, js in waits.items()]
         for done in asyncio.as_completed(tasks):
             pairs, hit = await done
-            yield best(self._served(spec, pairs, hit, searcher))
+            yield answered(pairs, hit)
+        self._settle()
 
     async def _chunk(self, spec: ObjectiveSpec, part: list) -> tuple[list[tuple[int, Served]], bool]:
         """One chunk of ``evaluate_many``: scored in one scorer call, put into the shared cache."""
@@ -612,9 +652,20 @@ class Broker:
             cached = key not in futs
             r = self.cache[key] if key in self.cache else await asyncio.shield(self.inflight[key])
             futs.pop(key, None)
-            self._tally(searcher, requested=1, computed=int(not cached), cached=int(cached))
-            self.m_evals.inc(1, tags={"searcher": searcher, "objective": spec.name, "cached": str(cached)})
-            out.append(dataclasses.replace(r, cached=cached))
+            out.append(r if r.cached == cached else dataclasses.replace(r, cached=cached))
+        hits = sum(r.cached for r in out)
+        self._tally(searcher, requested=len(out), computed=len(out) - hits, cached=hits)
+        for n, hit in ((len(out) - hits, False), (hits, True)):
+            if n:
+                self.m_evals.inc(n, tags={"searcher": searcher, "objective": spec.name, "cached": str(hit)})
+        return out
+
+    async def look(self, spec: ObjectiveSpec, items: list, rows: tuple, searcher: str) -> list[tuple]:
+        """``rows`` as the client reads it: per item (loss sums, tokens, seconds, actor, node, cached), plain
+        tuples (see ``answers``)."""
+        got = await self.rows(spec, items, rows, searcher)
+        out = [(r.score.sums, r.score.tokens, r.score.seconds, r.actor, r.node, r.cached) for r in got]
+        self._settle()
         return out
 
     async def best_known(self, spec: ObjectiveSpec, k: int, n: int) -> list[tuple[list[int], float]]:

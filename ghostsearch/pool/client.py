@@ -8,7 +8,9 @@ requests: the pool it talks to is started and released by ``session.PoolSession`
 
 from __future__ import annotations
 
+import gc
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -25,6 +27,20 @@ from ghostsearch.search import Candidate
 from ghostsearch.search.racing import LookCosts, RowRequest
 
 LOOKS = "looks"  # RUN_DIR/looks/<cell>.json: race: auto's look-cost estimate per cell
+
+
+@contextmanager
+def paused():
+    """The cyclic garbage collector off for the block (as it was after): a batch's objects die by reference
+    counting, and a full collection over the driver's heap in the middle of a batch cost up to 38% of the
+    driver's CPU for it (bench/scale.py, gc callbacks); what it would have collected waits for the next one."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 @dataclass
@@ -77,15 +93,18 @@ class PoolClient:
             self.ledger.append(row)
 
     def _row(
-        self, c: Candidate, searcher: str, value: float, cached: bool, source: Served | LedgerRow, **race
+        self, c: Candidate, searcher: str, value: float, cached: bool, source: Served | LedgerRow | tuple, **race
     ) -> LedgerRow:
-        """The ledger row of ``c``'s answer: scored now (``source``: what the pool served) or replayed
-        from the ledger (``source``: the row that holds it); ``race``: a block's cost, partial, row_losses."""
+        """The ledger row of ``c``'s answer: scored now (``source``: what the pool served, or its (tokens,
+        seconds, actor, node) as the broker sends them) or replayed from the ledger (``source``: the row that
+        holds it); ``race``: a block's cost, partial, row_losses."""
         tokens: int | None
         seconds: float | None
         actor: str | None
         node: str | None
-        if isinstance(source, Served):
+        if isinstance(source, tuple):
+            tokens, seconds, actor, node = source
+        elif isinstance(source, Served):
             tokens, seconds, actor, node = source.score.tokens, source.score.seconds, source.actor, source.node
         else:
             tokens, seconds, actor, node = source.tokens, source.seconds, source.actor, source.node
@@ -112,7 +131,11 @@ class PoolClient:
     def evaluate(self, candidates: Sequence[Candidate], searcher: str) -> list[float]:
         """Values of ``candidates``: from this run's ledger where a resumed run has them, the rest in one
         broker call (``Broker.evaluate_many``), each ledgered as its answer arrives, before the searcher
-        sees any value."""
+        sees any value. The cyclic garbage collector waits while a batch streams in (``paused``)."""
+        with paused():
+            return self._evaluate(candidates, searcher)
+
+    def _evaluate(self, candidates: Sequence[Candidate], searcher: str) -> list[float]:
         values: list[float | None] = [None] * len(candidates)
         pending: list[int] = []
         for i, c in enumerate(candidates):
@@ -131,8 +154,8 @@ class PoolClient:
             stream = self.broker.evaluate_many.remote(self.spec, requests, searcher, self.cell, self.k)
             for answered in self._streamed(stream):
                 rows = [
-                    (pending[j], self._row(candidates[pending[j]], searcher, r.score.value, r.cached, r))
-                    for j, r in answered
+                    (pending[j], self._row(candidates[pending[j]], searcher, v, hit, (tokens, seconds, actor, node)))
+                    for j, v, tokens, seconds, actor, node, hit in answered
                 ]
                 self._answer_many([row for _, row in rows])  # durable before the searcher sees any value
                 for i, row in rows:
@@ -143,10 +166,12 @@ class PoolClient:
         self._append_new(key, row)
         self._count(row)
 
-    def _answer_many(self, rows: list[LedgerRow]) -> None:
-        """``_answer`` of the answers that arrived together, ledgered in one write (Ledger.append_many)."""
+    def _answer_many(self, rows: list[LedgerRow], keys: list[Entry] | None = None) -> None:
+        """``_answer`` of the answers that arrived together (``keys``: their entries, default values'),
+        ledgered in one write (Ledger.append_many)."""
         if self.resume.replays:  # a resumed cell: a row its ledger holds is replayed, not written again
-            rows_new = [r for r in rows if self.resume.is_new(entry_of(r.removed, r.fidelity))]
+            keys = keys if keys is not None else [entry_of(r.removed, r.fidelity) for r in rows]
+            rows_new = [r for r, key in zip(rows, keys) if self.resume.is_new(key)]
         else:
             rows_new = rows
         self.ledger.append_many(rows_new)
@@ -185,7 +210,7 @@ class PoolClient:
         blocks = self._blocks()
         out: list = [None] * len(requests)
         todo: list[int] = []
-        done: list[tuple[int, list[float], bool, Served | LedgerRow]] = []  # (request, sums, cached, source)
+        done: list[tuple[int, list[float], bool, Served | LedgerRow | tuple]] = []  # (request, sums, cached, source)
         for i, q in enumerate(requests):
             c = blocks.candidate(q)
             known = self.resume.block(c.removed, c.fidelity, len(q.rows))
@@ -197,17 +222,24 @@ class PoolClient:
             raise ValueError("one look scores the same rows for every survivor")
         if todo:  # the look's rows for every survivor: one broker call
             items = [(list(q.removed), list(q.prefix) if q.prefix else None) for q in (requests[i] for i in todo)]
-            rs = ray.get(self.broker.rows.remote(self.spec, items, tuple(requests[todo[0]].rows), searcher))
-            done += [(i, list(r.score.sums), r.cached, r) for i, r in zip(todo, rs)]
+            rs = ray.get(self.broker.look.remote(self.spec, items, tuple(requests[todo[0]].rows), searcher))
+            done += [
+                (i, list(sums), hit, (tokens, s, actor, node))
+                for i, (sums, tokens, s, actor, node, hit) in zip(todo, rs)
+            ]
+        rows, keys = [], []
         for i, sums, cached, source in done:
             q = requests[i]
             v = blocks.value(q, sums)
             c = blocks.candidate(q)
-            row = self._row(
-                c, searcher, v, cached, source, cost=blocks.cost(q), partial=blocks.partial(q), row_losses=sums
+            rows.append(
+                self._row(
+                    c, searcher, v, cached, source, cost=blocks.cost(q), partial=blocks.partial(q), row_losses=sums
+                )
             )
-            self._answer(entry_of(c.removed, c.fidelity, len(q.rows)), row)  # durable before the race sees it
+            keys.append(entry_of(c.removed, c.fidelity, len(q.rows)))
             out[i] = (list(sums), blocks.counts(q), v)
+        self._answer_many(rows, keys)  # the look's blocks in one write, durable before the race sees any
         return out
 
     def statistic(self, name: str, source: str | None = None):

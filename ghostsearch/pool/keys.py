@@ -9,7 +9,7 @@ cache maps ``CacheKey`` to results directly; ``to_str`` is the one written form 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable
 
 from ghostsearch.objectives import ObjectiveSpec
@@ -35,12 +35,22 @@ class CacheKey:
     removed: tuple[int, ...]
     fidelity: float
     rows: tuple[int, ...] | None = None
+    # the fields' hash, computed once: the broker hashes a key ~5 times an evaluation (cache, in-flight)
+    hashed: int = field(default=0, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "removed", tuple(sorted({int(i) for i in self.removed})))
         object.__setattr__(self, "fidelity", canonical_fidelity(self.fidelity))
         if self.rows is not None:
             object.__setattr__(self, "rows", tuple(int(r) for r in self.rows))
+        fields = (self.model, self.dtype, self.objective, self.removed, self.fidelity, self.rows)
+        object.__setattr__(self, "hashed", hash(fields))
+
+    def __hash__(self) -> int:
+        return self.hashed
+
+    def __reduce__(self):  # rebuilt from its fields: a str's hash differs between processes
+        return CacheKey, (self.model, self.dtype, self.objective, self.removed, self.fidelity, self.rows)
 
     @classmethod
     def of(
