@@ -1,30 +1,39 @@
-"""A busy machine (issue 48): the same ghostsearch command on an idle machine and under a synthetic
-load of N busy processes in their own session (a CPU spin each, started with ``start_new_session`` so
-that ghostsearch's own process-group handling never sees them), the answers compared.
+"""A busy machine (issue 48): ghostsearch's commands under a synthetic load of N busy processes in their
+own sessions (a CPU spin each, started with ``start_new_session`` so that ghostsearch's own
+process-group handling never sees them), each loaded run's answer compared with the same command's
+answer at the machine's load without them ("idle": on a shared machine, not idle).
 
-    python bench/load.py [--busy 16] [--runs 1] [--command search|target] [--config CONFIG] [key=value ...]
+    python bench/load.py [--busy 16] [--jobs search=5,target=3] [--idle FILE] [--until HH:MM]
+                         [--search-config CONFIG] [--target-config CONFIG] [key=value ...]
 
 Each run is a subprocess ``ghostsearch <command> CONFIG out=<fresh dir> --no-progress`` (a fresh run
 directory each time: nothing is answered from an earlier run). A run under load passes when it ends
-with the idle run's answer (search: result.json's removed set and value; target: the certified k and
-removed set), or stops in one line (exit 2 or 3) and a rerun of the same command resumes to that answer.
-Prints, per run: exit code, wall seconds, the answer, and the load average beside it; the wall-time
-ratio loaded/baseline is measured in this invocation ("idle" is the machine as it is, without the added
-load: on a shared machine, not idle). The busy processes are killed when the script ends (a finally; a
-SIGKILL of the script leaves them: kill their sessions by hand). Default: the quick search on SmolLM2
-(configs/smollm2-quick.yaml).
+with the idle answer (search: result.json's removed set and value; target: the certified k and removed
+set), or stops in one line (exit 2 or 3) and a rerun of the same command resumes to that answer.
 
-This machine is shared: run it at small scale (--runs 1) and say so beside any number.
+The idle answers come first, without the busy processes (``--idle FILE``: JSON lines read back when they
+hold the command, config and overrides, else measured and appended, so they can be measured before a
+window reserved for the load). Then the busy processes start and the jobs (``--jobs``: the issue's 5
+quick searches and 3 target-quick runs by default) run one command's runs after another, the commands
+side by side (a search and a target at a time). ``--until`` (UTC, HH:MM): no run starts after it,
+and a run still going then is ended (its process group, SIGTERM then SIGKILL) and reported as cut,
+never as a pass. Prints one JSON line a run and a summary per command; wall times are ratios against
+the idle run of the same invocation or file, with the load average beside them. The busy processes
+are killed when the script ends (a finally; a SIGKILL of the script leaves them: kill their sessions
+by hand).
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -32,6 +41,7 @@ import benchenv  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[1]
 SPIN = "import os, sys\nwhile True:\n    pass\n"
+CONFIGS = {"search": "configs/smollm2-quick.yaml", "target": "configs/target-quick.yaml"}
 
 
 def busy(n: int) -> list[subprocess.Popen]:
@@ -55,66 +65,129 @@ def answer(command: str, out: Path) -> object:
         return None
     if command == "target":
         t = res.get("target") or {}
-        return (t.get("certified_k"), t.get("removed"))
-    (cell,) = (res.get("cells") or res.get("searchers") or {}).values()
-    return (sorted(cell["removed"]), round(cell["value"], 6))
+        return [t.get("certified_k"), t.get("removed")] if t else None
+    cells = list((res.get("cells") or res.get("searchers") or {}).values())
+    return [sorted(cells[0]["removed"]), round(cells[0]["value"], 6)] if len(cells) == 1 else None
 
 
-def one(command: str, config: str, over: list[str], out: Path, tries: int = 3) -> dict:
-    """The command until it answers (a one-line stop, exit 2 or 3, is rerun: it must resume), at most ``tries``."""
-    t0, codes, last = time.monotonic(), [], ""
+def one(command: str, config: str, over: list[str], out: Path, deadline: float | None = None, tries: int = 3) -> dict:
+    """The command until it answers (a one-line stop, exit 2 or 3, is rerun: it must resume), at most
+    ``tries``; ended at ``deadline`` (time.time()) if it has not answered by then ("cut")."""
+    t0, codes, last, cut = time.monotonic(), [], "", False
     for _ in range(tries):
-        p = subprocess.run(
+        if deadline is not None and time.time() >= deadline:
+            cut = True
+            break
+        p = subprocess.Popen(
             [sys.executable, "-m", "ghostsearch", command, config, f"out={out}", *over, "--no-progress"],
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
             cwd=ROOT,
+            start_new_session=True,  # its local Ray in its group: ended with it at the deadline
         )
+        try:
+            _, err = p.communicate(timeout=None if deadline is None else max(1.0, deadline - time.time()))
+        except subprocess.TimeoutExpired:
+            cut = True
+            os.killpg(p.pid, signal.SIGTERM)
+            try:
+                _, err = p.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                _, err = p.communicate()
         codes.append(p.returncode)
-        last = (p.stderr.strip().splitlines() or [""])[-1]
-        if p.returncode == 0:
+        last = (err.strip().splitlines() or [""])[-1]
+        if cut or p.returncode == 0:
             break
-        if p.returncode not in (2, 3) or "Traceback" in p.stderr:
+        if p.returncode not in (2, 3) or "Traceback" in err:
             break  # not a one-line stop: reported as it is
     return {
         "codes": codes,
+        "cut": cut,
         "seconds": round(time.monotonic() - t0, 1),
         "answer": answer(command, out),
         "last_line": last[:300],
-        "load": os.getloadavg()[0],
+        "load": round(os.getloadavg()[0], 1),
     }
+
+
+def idle_answers(path: Path | None, wanted: list[tuple[str, str]], over: list[str], tmp: Path) -> dict:
+    """{command: the idle run's record}: read from ``path`` (same command, config and overrides), else run now."""
+    known = {}
+    if path is not None and path.is_file():
+        for line in path.read_text().splitlines():
+            r = json.loads(line)
+            known[(r["command"], r["config"], tuple(r["overrides"]))] = r
+    got = {}
+    for command, config in wanted:
+        key = (command, config, tuple(over))
+        if key not in known:
+            r = one(command, config, over, tmp / f"idle-{command}")
+            known[key] = {"command": command, "config": config, "overrides": over, **r, "when": time.time()}
+            if path is not None:
+                with path.open("a") as f:
+                    f.write(json.dumps(known[key]) + "\n")
+        got[command] = known[key]
+        print(json.dumps({"run": f"idle-{command}", **known[key]}), flush=True)
+    return got
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--busy", type=int, default=16)
-    ap.add_argument("--runs", type=int, default=1)
-    ap.add_argument("--command", choices=["search", "target"], default="search")
-    ap.add_argument("--config", default=None)
+    ap.add_argument("--jobs", default="search=5,target=3", help="COMMAND=N,...: the runs under load")
+    ap.add_argument("--idle", type=Path, default=None, help="JSON lines of idle answers (read, or written)")
+    ap.add_argument("--until", default=None, help="UTC HH:MM: start nothing after it, cut what still runs")
+    ap.add_argument("--idle-only", action="store_true", help="measure the idle answers, nothing under load")
+    ap.add_argument("--search-config", default=CONFIGS["search"])
+    ap.add_argument("--target-config", default=CONFIGS["target"])
     ap.add_argument("overrides", nargs="*")
     a = ap.parse_args()
-    config = a.config or str(
-        ROOT / "configs" / ("smollm2-quick.yaml" if a.command == "search" else "target-quick.yaml")
-    )
+    config = {"search": a.search_config, "target": a.target_config}
+    jobs = [(c, int(n)) for c, n in (x.split("=") for x in a.jobs.split(","))]
+    deadline = None
+    if a.until:
+        now = dt.datetime.now(dt.timezone.utc)
+        h, m = map(int, a.until.split(":"))
+        deadline = now.replace(hour=h, minute=m, second=0, microsecond=0).timestamp()
     with tempfile.TemporaryDirectory(prefix="ghostsearch-load-") as tmp:
-        idle = one(a.command, config, a.overrides, Path(tmp) / "idle")
-        print(json.dumps({"run": "idle", **idle}), flush=True)
+        idle = idle_answers(a.idle, [(c, config[c]) for c, _ in jobs], a.overrides, Path(tmp))
+        if a.idle_only:
+            return
+        lock, results = threading.Lock(), []
+
+        def lane(command: str, n: int) -> None:
+            for i in range(n):
+                if deadline is not None and time.time() >= deadline:
+                    return
+                r = one(command, config[command], a.overrides, Path(tmp) / f"load-{command}-{i}", deadline)
+                r["same_answer"] = r["answer"] == idle[command]["answer"] and r["answer"] is not None
+                with lock:
+                    results.append((command, r))
+                print(json.dumps({"run": f"busy{a.busy}-{command}-{i}", **r}), flush=True)
+
         procs = busy(a.busy)
         try:
-            loaded = []
-            for i in range(a.runs):
-                r = one(a.command, config, a.overrides, Path(tmp) / f"load{i}")
-                r["same_answer"] = r["answer"] == idle["answer"] and r["answer"] is not None
-                loaded.append(r)
-                print(json.dumps({"run": f"busy{a.busy}-{i}", **r}), flush=True)
+            threads = [threading.Thread(target=lane, args=job) for job in jobs]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
         finally:
             for p in procs:
                 p.kill()
             for p in procs:
                 p.wait()
-    ok = sum(r["same_answer"] for r in loaded)
-    ratio = sum(r["seconds"] for r in loaded) / len(loaded) / max(idle["seconds"], 1e-9)
-    print(f"{ok} of {len(loaded)} runs under {a.busy} busy processes gave the idle answer; wall time x{ratio:.2f}")
+    for command, n in jobs:
+        rs = [r for c, r in results if c == command]
+        done = [r for r in rs if not r["cut"]]
+        ok = sum(r["same_answer"] for r in done)
+        ratio = sum(r["seconds"] for r in done) / max(len(done), 1) / max(idle[command]["seconds"], 1e-9)
+        print(
+            f"{command}: {ok} of {len(done)} finished runs under {a.busy} busy processes gave the idle answer "
+            f"({len(rs) - len(done)} cut at --until, {n - len(rs)} not started); wall x{ratio:.2f} of the idle run"
+        )
 
 
 if __name__ == "__main__":

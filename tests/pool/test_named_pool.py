@@ -1,6 +1,10 @@
 """A pool that outlives one job: `ghostsearch pool up` on a running Ray head, a search that uses
 it by name (and a second one answered from its cache), `pool status`, `pool down`. The head is
-started with `ray start` in its own temp dir and stopped by pid."""
+started with `ray start` in its own temp dir and stopped by pid.
+
+A job whose model is not the pool's is refused in one line (exit 2, no run directory) before any
+work, on the same head (issue 48's "a search against a pool of another model"): a search naming
+another model directory, and a ``target`` naming it (before its search, repairs or looks)."""
 
 import json
 import os
@@ -90,27 +94,25 @@ def test_pool_up_search_status_down(tiny_model_dir, tmp_path):
         from transformers import AutoTokenizer
 
         AutoTokenizer.from_pretrained(tiny_model_dir).save_pretrained(other)  # the pool model's tokenizer
-        r = subprocess.run(
-            [
-                str(BIN / "ghostsearch"),
-                "search",
-                str(ROOT / "configs" / "smollm2-quick.yaml"),
-                *over,
-                f"model={other}",
-                "pool.name=svc",
-                f"out={tmp_path / 'c'}",
-                "--no-progress",
-            ],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            cwd=ROOT,
-        )
-        errors = [line for line in r.stderr.splitlines() if line.startswith("ghostsearch: error:")]
-        assert r.returncode == 2 and len(errors) == 1 and "pool 'svc' serves model" in errors[0], r.stderr
-        assert "Traceback" not in r.stderr
-        assert not (tmp_path / "c").exists()
+        quick = str(ROOT / "configs" / "smollm2-quick.yaml")
+        refused = [
+            ["search", quick, *over, f"model={other}"],  # another model directory
+            # target against the pool of another model: refused before its search, repair or looks
+            ["target", str(ROOT / "configs" / "target-quick.yaml"), *over, f"model={other}", "target.ks=[1,2]"]
+            + ["target.looks=[16,32]", "recovery.n_seq=8", "recovery.seq_len=64", "eval.ppl_seq_len=64"],
+        ]
+        for i, argv in enumerate(refused):
+            r = subprocess.run(
+                [str(BIN / "ghostsearch"), *argv, "pool.name=svc", f"out={tmp_path / f'r{i}'}", "--no-progress"],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=300,
+                cwd=ROOT,
+            )
+            errors = [line for line in r.stderr.splitlines() if line.startswith("ghostsearch: error:")]
+            assert r.returncode == 2 and len(errors) == 1 and "pool 'svc' serves model" in errors[0], r.stderr
+            assert "Traceback" not in r.stderr and not (tmp_path / f"r{i}").exists()
         st = _gs(["pool", "status", "--name", "svc"], env)[0]
         assert st["actors"] == ["svc-scorer-0"]
         s = st["searchers"]["oneshot"]

@@ -6,15 +6,20 @@ few windows and small calibrations, so that the whole recipe runs in CI's time: 
 local Ray (greedy's nested path), the repair fitted, the looks certified, the speed measured.
 
 Perplexity: the last line names the certified k, result.json's target block records it with its
-bound, level and items; a rerun resumes (the search from the ledger, every window's NLL from
-RUN_DIR/target/values) and computes nothing again; a rerun of the finished run is answered from
-RUN_DIR without Ray (its environment names an unreachable Ray, which any ray.init would refuse) and
-returns the same block. Accuracy (mean_acc, max_drop): the same recipe on
-0/1 items of two tasks, the tasks as strata."""
+bound, level and items; a rerun of the finished run is answered from RUN_DIR without Ray (its
+environment names an unreachable Ray, which any ray.init would refuse) and returns the same block; a
+rerun that RUN_DIR does not answer but whose search is finished there starts no Ray either (the sets
+from the ledger, every window's NLL from RUN_DIR/target/values) and computes nothing again.
+Accuracy (mean_acc, max_drop): the same recipe on 0/1 items of two tasks, the tasks as strata, asked
+of a copy of that run directory (another metric on a finished search: no Ray).
+
+One local Ray start for the module (``searched``: the first run); every other run here is answered
+from its run directory's search."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -71,10 +76,22 @@ def home(tmp_path) -> Path:
     return d
 
 
-def test_target_quick_certifies_and_resumes(tiny_model_dir, home, tmp_path):
+@pytest.fixture(scope="module")
+def searched(tiny_model_dir, tmp_path_factory) -> tuple[Path, str]:
+    """The perplexity target run from scratch (a local Ray, the search on it), once for the module: its
+    run directory as it left it (each test works on a copy) and the command's last line."""
+    base = tmp_path_factory.mktemp("target-e2e")
+    (base / "work").mkdir()
+    out = base / "run"
+    p = target(base / "work", out, tiny_model_dir, PPL)
+    assert "no Ray started" not in p.stderr  # nothing to answer from: the search ran on the pool
+    return out, p.stdout.strip().splitlines()[-1]
+
+
+def test_target_quick_certifies_and_resumes(tiny_model_dir, home, tmp_path, searched):
     out = tmp_path / "run"
-    p = target(home, out, tiny_model_dir, PPL)
-    last = p.stdout.strip().splitlines()[-1]
+    shutil.copytree(searched[0], out)
+    last = searched[1]
     block = json.loads((out / "result.json").read_text())["target"]
     k = block["certified_k"]
     assert k >= 1, last  # a random tiny model: removing a block moves its perplexity little
@@ -92,10 +109,21 @@ def test_target_quick_certifies_and_resumes(tiny_model_dir, home, tmp_path):
     p1 = target(home, out, tiny_model_dir, PPL, env=NO_RAY)
     assert "already holds this target's answer" in p1.stderr, p1.stderr[-2000:]
     assert p1.stdout.strip().splitlines()[-1] == last and (out / "result.json").read_bytes() == before
-    # without Ray it cannot run otherwise: a run directory that does not answer it goes the usual way, and fails
+    # a rerun RUN_DIR does not answer (a block as a run of an older version wrote it, without config_key)
+    # whose search is finished there: no Ray either (NO_RAY), the search's sets from the ledger, the kept
+    # values read back, nothing evaluated again, the same answer
     res = json.loads(before)
-    del res["target"]["config_key"]  # as a run of an older version wrote it
+    del res["target"]["config_key"]
     (out / "result.json").write_text(json.dumps(res))
+    p2 = target(home, out, tiny_model_dir, PPL, env=NO_RAY)
+    assert "no Ray started" in p2.stderr and "already holds this target's answer" not in p2.stderr, p2.stderr[-2000:]
+    again = json.loads((out / "result.json").read_text())["target"]
+    assert again["items_computed_now"] == 0 and again["config_key"] == block["config_key"]
+    assert (again["certified_k"], again["estimate"]) == (k, block["estimate"])
+    assert p2.stdout.strip().splitlines()[-1] == last
+    # NO_RAY does stop any Ray: where RUN_DIR does not answer the search (its identity.json moved away) the
+    # same rerun goes to Ray, and fails on the unreachable address
+    (out / "identity.json").rename(out / "identity.moved")
     p_no = subprocess.run(
         [sys.executable, "-m", "ghostsearch", "target", str(QUICK), f"model={tiny_model_dir}", f"out={out}"]
         + [*SMALL, *PPL, "--no-progress"],
@@ -106,12 +134,7 @@ def test_target_quick_certifies_and_resumes(tiny_model_dir, home, tmp_path):
         timeout=600,
     )
     assert p_no.returncode != 0 and "127.0.0.1:9" in p_no.stderr, p_no.stderr[-2000:]
-    # the usual rerun (with Ray): the search from the ledger, nothing evaluated again, the same answer
-    p2 = target(home, out, tiny_model_dir, PPL)
-    again = json.loads((out / "result.json").read_text())["target"]
-    assert again["items_computed_now"] == 0 and again["config_key"] == block["config_key"]
-    assert (again["certified_k"], again["estimate"]) == (k, block["estimate"])
-    assert p2.stdout.strip().splitlines()[-1] == last
+    (out / "identity.moved").rename(out / "identity.json")
     # a speed-up instead of a quality (target.speedup): timed here, resolved to the least k that reaches it,
     # searched along the same ledger, its quality reported; its rerun reads the k back, without Ray
     p3 = target(home, out, tiny_model_dir, [*PPL, "target.speedup=1.1"])
@@ -143,13 +166,17 @@ def test_target_quick_certifies_and_resumes(tiny_model_dir, home, tmp_path):
     )
 
 
-def test_target_on_an_accuracy_certifies_with_items_used(tiny_model_dir, home, tmp_path):
+def test_target_on_an_accuracy_certifies_with_items_used(tiny_model_dir, home, tmp_path, searched):
     """mean_acc with max_drop (issue 36): a random tiny model answers at chance with or without a block
     (on 8 items its answers did not change at all), so a drop of 0.3 is certified at k >= 1 on 16 or 32
     items of two tasks, with a positive upper bound even when no answer changed (certify.null_se: a
-    drop of 0.3 would need disagreements, and so variance)."""
+    drop of 0.3 would need disagreements, and so variance). Asked of the perplexity run's directory (its
+    account's tries fixed at 2 there): the search is finished, so no Ray (NO_RAY); the repair fitted and
+    every item evaluated here."""
     out = tmp_path / "run"
-    p = target(home, out, tiny_model_dir, ACC)
+    shutil.copytree(searched[0], out)
+    p = target(home, out, tiny_model_dir, [*ACC, "target.tries=2"], env=NO_RAY)
+    assert "no Ray started" in p.stderr, p.stderr[-2000:]
     last = p.stdout.strip().splitlines()[-1]
     block = json.loads((out / "result.json").read_text())["target"]
     k = block["certified_k"]

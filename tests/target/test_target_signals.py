@@ -9,7 +9,9 @@ One run directory walked through the phases, as a person who stops and reruns wo
 phase is reached by waiting for its own output, the bar the command prints for it (every wait with a
 limit), and after the signal the next phase's output must be absent, so the signal landed in that phase.
 The signals alternate between SIGTERM to the command and Ctrl-C (SIGINT to its process group, as a terminal
-sends it), so each reaches a phase with Ray up and one with Ray down. Real processes, killed by pid; the
+sends it), so each reaches a phase with Ray up and one with Ray down. The reruns that reach the looks and
+the speed timing find the search finished in the run directory and start no Ray at all (a faster resume;
+before, each started a local Ray to replay the search from the ledger). Real processes, killed by pid; the
 tiny random Llama of tests/conftest.py (6 blocks), sizes chosen so that each phase lasts seconds. Every path
 the command is given (its folder, the run directory, the model) has spaces and non-ASCII letters."""
 
@@ -28,7 +30,7 @@ import pytest
 
 from tests.cli.test_first_hour import fresh_env
 
-pytestmark = pytest.mark.slow  # four runs of target, each with a local Ray start
+pytestmark = pytest.mark.slow  # four runs of target, the first two with a local Ray start
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICK = ROOT / "configs" / "target-quick.yaml"
@@ -71,6 +73,7 @@ class Command:
         )
         self.err, self.out = bytearray(), bytearray()
         self.seen: dict[int, psutil.Process] = {}
+        self.cmdlines: dict[int, str] = {}  # as first seen (a process that has ended cannot be asked)
         self.done = threading.Event()
         self.threads = [
             threading.Thread(target=self._read, args=(self.p.stderr, self.err), daemon=True),
@@ -88,7 +91,9 @@ class Command:
         while not self.done.is_set() and self.p.poll() is None:
             try:
                 for q in psutil.Process(self.p.pid).children(recursive=True):
-                    self.seen.setdefault(q.pid, q)
+                    if q.pid not in self.seen:
+                        self.seen[q.pid] = q
+                        self.cmdlines[q.pid] = f"{q.name()} {' '.join(q.cmdline())}"
             except psutil.Error:
                 pass
             time.sleep(0.1)
@@ -162,5 +167,8 @@ def test_sigterm_and_ctrl_c_in_every_phase_of_target(tiny_model_dir, tmp_path):
         ray = [q for q in c.seen.values() if q.pid != c.p.pid]
         if phase == "search":
             assert ray, "no process of a local Ray seen under the command"
+        if phase in ("looks", "speed"):  # the search is finished in RUN_DIR: this rerun starts no Ray
+            started = [c.cmdlines.get(q.pid, "") for q in ray]
+            assert "no Ray started" in err and not [x for x in started if "ray" in x.lower()], (phase, started)
         _, alive = psutil.wait_procs(ray, timeout=10)
         assert alive == [], f"{phase}: alive 10 s after the command: {[' '.join(a.cmdline())[:80] for a in alive]}"
