@@ -381,6 +381,20 @@ def model_depth(spec: str, trust_remote_code: bool = False) -> int:
     return model_info(spec, trust_remote_code)[0]
 
 
+def model_files_state(spec: str) -> tuple[tuple[str, int, int], ...]:
+    """(name, size, mtime_ns) of the files :func:`model_identity` digests (a local directory's config and
+    weights, a GGUF, the built-in model's GGUF): taken when a scorer loads the model, compared when its
+    identity is asked, without hashing. A hub id: () (its identity is the cached snapshot's revision)."""
+    p = _builtin_gguf(spec) if spec in BUILTIN else Path(spec).expanduser()
+    if p.is_file():
+        files = [p]
+    elif p.is_dir():
+        files = sorted(f for f in p.iterdir() if f.name == "config.json" or f.suffix == ".safetensors")
+    else:
+        return ()
+    return tuple((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files)
+
+
 def model_identity(spec: str) -> str:
     """What the model's values depend on: the content of its config and weights (a local directory,
     a GGUF, the built-in model), or the hub id and the revision of the cached snapshot."""

@@ -142,6 +142,9 @@ class ScorerActor:
         self.node = ray.get_runtime_context().get_node_id()
         self.pid = os.getpid()
         self.threads = threads
+        from ghostsearch.model.models import model_files_state
+
+        self.model_state = model_files_state(cfg.model)  # the files as this scorer reads them (model_id)
         self.scorer = scorer_from_config(cfg, threads=threads)
         from ray.util import metrics  # emitted here, so they carry this scorer's node (NodeAddress)
 
@@ -172,8 +175,19 @@ class ScorerActor:
         }
 
     def model_id(self) -> str:
-        from ghostsearch.model.models import model_identity
+        """The content identity of the model this scorer serves. Digested when asked (the digest is
+        remembered per file), so the files must still be the ones it loaded: a model directory
+        rewritten under a running pool (a named one outlives jobs) would otherwise report the new
+        weights' identity while the old ones score, and a job's ledger would record their values
+        under the new content."""
+        from ghostsearch.model.models import model_files_state, model_identity
 
+        if model_files_state(self.cfg.model) != self.model_state:
+            raise ValueError(
+                f"the model files of {self.cfg.model} changed after this pool loaded them (size or modification "
+                "time): its scorers still hold the old weights; restart the pool (`ghostsearch pool down`, "
+                "then `pool up`) to serve the new ones"
+            )
         return model_identity(self.cfg.model)
 
     def data_digest(self, spec: ObjectiveSpec) -> str:

@@ -128,7 +128,10 @@ def pool_identity(broker, cfg: Config, specs: list[ObjectiveSpec]) -> dict:
     try:
         ident = ray.get(broker.identity.remote(list(specs)))
     except ray.exceptions.RayTaskError as e:
-        raise GhostsearchError(str(e.cause if getattr(e, "cause", None) else e).splitlines()[0]) from None
+        cause: BaseException = e  # the broker's error, or a scorer's it passed on: the innermost one says why
+        while getattr(cause, "cause", None) is not None:
+            cause = cause.cause  # type: ignore[attr-defined]
+        raise GhostsearchError(str(cause).splitlines()[0]) from None
     if cfg.pool.name:
         from ghostsearch.model.models import DTYPES
 

@@ -8,6 +8,7 @@ another model directory, and a ``target`` naming it (before its search, repairs 
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -51,8 +52,10 @@ def test_pool_up_search_status_down(tiny_model_dir, tmp_path):
         timeout=120,
     )
     env["RAY_ADDRESS"] = f"127.0.0.1:{port}"
+    served = tmp_path / "served"  # the pool's model directory, a copy: its weights are rewritten below
+    shutil.copytree(tiny_model_dir, served)
     over = [
-        f"model={tiny_model_dir}",
+        f"model={served}",
         "dtype=fp32",
         "device=cpu",
         "calibration.dataset=lambada",
@@ -113,6 +116,28 @@ def test_pool_up_search_status_down(tiny_model_dir, tmp_path):
             errors = [line for line in r.stderr.splitlines() if line.startswith("ghostsearch: error:")]
             assert r.returncode == 2 and len(errors) == 1 and "pool 'svc' serves model" in errors[0], r.stderr
             assert "Traceback" not in r.stderr and not (tmp_path / f"r{i}").exists()
+        # the pool's own model directory rewritten with other weights while the pool holds the old ones: a
+        # job naming it is refused (before, the pool reported the new files' digest and scored the old weights)
+        shutil.copy(other / "model.safetensors", served / "model.safetensors")
+        r = subprocess.run(
+            [
+                str(BIN / "ghostsearch"),
+                "search",
+                quick,
+                *over,
+                "pool.name=svc",
+                f"out={tmp_path / 'r9'}",
+                "--no-progress",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=ROOT,
+        )
+        errors = [line for line in r.stderr.splitlines() if line.startswith("ghostsearch: error:")]
+        assert r.returncode == 2 and len(errors) == 1 and "changed after this pool loaded them" in errors[0], r.stderr
+        assert "Traceback" not in r.stderr and not (tmp_path / "r9").exists()
         st = _gs(["pool", "status", "--name", "svc"], env)[0]
         assert st["actors"] == ["svc-scorer-0"]
         s = st["searchers"]["oneshot"]
