@@ -7,18 +7,7 @@ The scorer is stopped while the search has most of its work still to come: greed
 tiny model is 24 + 23 evaluations, each step's candidates sent at once over two scorers; the stop
 comes at the first ledger row (the scorers' pids are known before it), so the stopped scorer holds a
 request of step 1 or is handed one next (the broker's idle queue is first in, first out). Without
-the stall limit the search would wait for it for ever (the test's timeout).
-
-The same search also rides out a stopped control plane (issue 48): the run's own GCS (its pid found
-under the driver, in the run's own Ray) is SIGSTOPped for GCS_STOP s right after the scorer, then
-SIGCONTed. Its clients are told to notice within about 2 s (gRPC keepalive lowered from Ray's 5 min,
-as a starved machine's late answers are noticed; without it a stopped GCS goes unnoticed mid-search,
-whose calls go from driver to broker to scorers without it) and wait for it as long as ghostsearch
-lets them (RAY_gcs_rpc_server_reconnect_timeout_s, raised from Ray's 60 s to 600 s): the run ends
-with the undisturbed answer. With a wait below the stop (RAY_gcs_rpc_server_reconnect_timeout_s=5),
-Ray ends the processes that notice (the issue's "Failed to connect to GCS within ... seconds ... The
-program will terminate"). Ray's 60 s would ride out this short stop too: bench/gcs_stop.py runs the
-full-length case, a 75 s stop with Ray's waits and with ghostsearch's."""
+the stall limit the search would wait for it for ever (the test's timeout)."""
 
 from __future__ import annotations
 
@@ -34,9 +23,14 @@ from tests.cli.test_faults import _config, deep_model_dir  # noqa: F401  (deep_m
 from tests.processes import descendants, search_process
 
 LIMIT = 3.0  # pool.stall_seconds of the test
-GCS_STOP = 8.0  # s: the run's control plane stopped mid-search
-STARVED = {"RAY_grpc_client_keepalive_time_ms": "1000", "RAY_grpc_client_keepalive_timeout_ms": "1000"}
 LINE = "treated as stalled, its request re-sent to another scorer"
+
+
+def _busy(q: psutil.Process, window: float = 0.05) -> bool:
+    """Whether the process used CPU within the next ``window`` s (a scorer computing a request)."""
+    t = sum(q.cpu_times()[:2])
+    time.sleep(window)
+    return sum(q.cpu_times()[:2]) - t > window / 4
 
 
 def _journal_rows(run_dir: Path) -> int:
@@ -65,14 +59,7 @@ def _greedy(values: dict[tuple, float], n_blocks: int, k: int) -> tuple[list[int
 
 
 @pytest.mark.slow
-def test_a_stopped_scorer_is_treated_as_dead_and_the_answer_is_unchanged(
-    deep_model_dir,  # noqa: F811
-    tmp_path,
-    monkeypatch,
-):
-    monkeypatch.delenv("RAY_gcs_rpc_server_reconnect_timeout_s", raising=False)  # ghostsearch's wait
-    for key, value in STARVED.items():  # the command's environment (tests.processes.env copies os.environ)
-        monkeypatch.setenv(key, value)
+def test_a_stopped_scorer_is_treated_as_dead_and_the_answer_is_unchanged(deep_model_dir, tmp_path):  # noqa: F811
     out = tmp_path / "run"
     cfg = _config(
         tmp_path / "c.yaml",
@@ -82,7 +69,7 @@ def test_a_stopped_scorer_is_treated_as_dead_and_the_answer_is_unchanged(
         searcher="greedy",
         pool={"actors": 2, "dashboard": False, "stall_seconds": LIMIT},
     )
-    stopped = gcs = None
+    stopped = None
     with search_process(cfg) as p:  # on leaving: SIGCONT to the stopped scorer first, then the group killed
         try:
             deadline = time.monotonic() + 240
@@ -97,28 +84,25 @@ def test_a_stopped_scorer_is_treated_as_dead_and_the_answer_is_unchanged(
                 assert p.poll() is None, p.communicate()[1][-2000:]
                 assert time.monotonic() < deadline, "no evaluation finished"
                 time.sleep(0.01)
-            stopped = scorers[1]
+            # stopped while it computes, so that it holds a request (an idle stopped scorer is never asked:
+            # the broker hands work to idle scorers, and a quick run can finish on the other one alone)
+            stopped = next((q for q in scorers if _busy(q)), scorers[1])
+            while not _busy(stopped):
+                assert p.poll() is None, p.communicate()[1][-2000:]
+                assert time.monotonic() < deadline, "the scorer never computed after the first evaluation"
             stopped.send_signal(signal.SIGSTOP)
             t0 = time.monotonic()
             rows_at_stop = _journal_rows(out)
-            (gcs,) = [q for q in descendants(p.pid) if q.name() == "gcs_server"]  # this run's own control plane
-            gcs.send_signal(signal.SIGSTOP)
-            while time.monotonic() - t0 < GCS_STOP and p.poll() is None:
-                time.sleep(0.1)
-            gcs.send_signal(signal.SIGCONT)
-            gcs_stopped = time.monotonic() - t0
             stdout, err = p.communicate(timeout=180)
             took = time.monotonic() - t0
         finally:
-            for q in (gcs, stopped):
+            if stopped is not None:
                 try:
-                    if q is not None:
-                        q.send_signal(signal.SIGCONT)
+                    stopped.send_signal(signal.SIGCONT)
                 except psutil.NoSuchProcess:  # the run ended and took its scorers with it
                     pass
     assert p.returncode == 0, err[-2000:]
     assert rows_at_stop < 24 + 23 - 2, f"the stop came too late to test anything ({rows_at_stop} rows)"
-    assert gcs_stopped >= GCS_STOP, gcs_stopped  # the run was still going when the GCS came back
     answer = json.loads(stdout.splitlines()[-1])
 
     # said in one line on stderr, once: the stopped scorer never answers again during the run
@@ -147,4 +131,4 @@ def test_a_stopped_scorer_is_treated_as_dead_and_the_answer_is_unchanged(
         assert row["value"] == pytest.approx(reference.get(tuple(row["removed"])), rel=1e-5), row["removed"]
     removed, value = _greedy(reference, 24, 2)
     assert answer["removed"] == removed and answer["value"] == pytest.approx(value, rel=1e-5)
-    assert took < LIMIT + GCS_STOP + 60  # the rest of the search (tiny model), one stall limit, the GCS's stop
+    assert took < LIMIT + 60  # the rest of the search (tiny model) plus one stall limit
