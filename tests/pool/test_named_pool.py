@@ -31,6 +31,21 @@ def _gs(args, env, timeout=300):
     return [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
 
 
+def _refused(argv, message, out, env):
+    """A job on the pool 'svc' ends in one line naming ``message``, exit 2, no traceback, no run directory."""
+    r = subprocess.run(
+        [str(BIN / "ghostsearch"), *argv, "pool.name=svc", f"out={out}", "--no-progress"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    errors = [line for line in r.stderr.splitlines() if line.startswith("ghostsearch: error:")]
+    assert r.returncode == 2 and len(errors) == 1 and message in errors[0], r.stderr
+    assert "Traceback" not in r.stderr and not out.exists()
+
+
 def test_pool_up_search_status_down(tiny_model_dir, tmp_path):
     temp = tempfile.mkdtemp(prefix="gs-pool-", dir="/tmp")
     env = dict(os.environ, RAY_AUTH_MODE="disabled")
@@ -105,39 +120,11 @@ def test_pool_up_search_status_down(tiny_model_dir, tmp_path):
             + ["target.looks=[16,32]", "recovery.n_seq=8", "recovery.seq_len=64", "eval.ppl_seq_len=64"],
         ]
         for i, argv in enumerate(refused):
-            r = subprocess.run(
-                [str(BIN / "ghostsearch"), *argv, "pool.name=svc", f"out={tmp_path / f'r{i}'}", "--no-progress"],
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=300,
-                cwd=ROOT,
-            )
-            errors = [line for line in r.stderr.splitlines() if line.startswith("ghostsearch: error:")]
-            assert r.returncode == 2 and len(errors) == 1 and "pool 'svc' serves model" in errors[0], r.stderr
-            assert "Traceback" not in r.stderr and not (tmp_path / f"r{i}").exists()
+            _refused(argv, "pool 'svc' serves model", tmp_path / f"r{i}", env)
         # the pool's own model directory rewritten with other weights while the pool holds the old ones: a
         # job naming it is refused (before, the pool reported the new files' digest and scored the old weights)
         shutil.copy(other / "model.safetensors", served / "model.safetensors")
-        r = subprocess.run(
-            [
-                str(BIN / "ghostsearch"),
-                "search",
-                quick,
-                *over,
-                "pool.name=svc",
-                f"out={tmp_path / 'r9'}",
-                "--no-progress",
-            ],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            cwd=ROOT,
-        )
-        errors = [line for line in r.stderr.splitlines() if line.startswith("ghostsearch: error:")]
-        assert r.returncode == 2 and len(errors) == 1 and "changed after this pool loaded them" in errors[0], r.stderr
-        assert "Traceback" not in r.stderr and not (tmp_path / "r9").exists()
+        _refused(["search", quick, *over], "changed after this pool loaded them", tmp_path / "r9", env)
         st = _gs(["pool", "status", "--name", "svc"], env)[0]
         assert st["actors"] == ["svc-scorer-0"]
         s = st["searchers"]["oneshot"]
