@@ -332,20 +332,25 @@ def test_eval_share_saves_each_share_and_gives_the_same_numbers(tmp_path, tiny_m
         )
 
 
-@pytest.mark.parametrize("run", ["bench-adaptive", "bench-adaptive-3"])
-def test_replay_of_the_smollm2_bench_reproduces_its_adaptive_run(run):
+@pytest.mark.parametrize("run,design", [("bench-adaptive", "eight"), ("bench-adaptive-3", "three")])
+def test_replay_of_the_smollm2_bench_reproduces_its_adaptive_run(run, design):
     """docs/results/bench-adaptive and bench-adaptive-3 hold bench/adaptive.py's SmolLM2 runs (design
     eight: five models, three contrasts, looks 300/600/900/1200; design three: three models, two
     contrasts, looks 600/1200/2400; both Pocock, margin 0.04): the fixed design's per-item rows and the
     adaptive run's looks.json. Replaying the design on the rows (bench/adaptive.py --replay: no forward
     passes; ghostsearch.study.adaptive.replay) must give the live run's items per model, looks of
     decision and verdicts; and the fixed design's verdicts recomputed here, and by
-    ghostsearch.study.adaptive.fixed_verdicts, must be the ones bench.json records."""
+    ghostsearch.study.adaptive.fixed_verdicts, must be the ones bench.json records, and so must
+    ``agreement``'s rows (both designs' verdicts side by side); the pre-registered design
+    (``DESIGNS``) must be the one the run recorded, down to the unrepaired models' eval keys (the
+    draw and the evaluation settings)."""
     from pathlib import Path
 
+    from ghostsearch.config import load_config
     from ghostsearch.stats import inference as stats
     from ghostsearch.stats.looks import Contrast
-    from ghostsearch.study.adaptive import correct_by_key, fixed_verdicts, replay
+    from ghostsearch.study.adaptive import DESIGNS, agreement, correct_by_key, design_settings, fixed_verdicts, replay
+    from ghostsearch.study.compare import eval_key
 
     out = Path(__file__).resolve().parents[2] / "docs" / "results" / run
     info = json.loads((out / "bench.json").read_text())
@@ -371,3 +376,12 @@ def test_replay_of_the_smollm2_bench_reproduces_its_adaptive_run(run):
     contrasts = [Contrast(c["contrast"], c["left_key"], c["right_key"]) for c in live["contrasts"]]
     got = fixed_verdicts(correct_by_key(out / "fixed" / "eval_items.parquet"), contrasts, info["margin"])
     assert [v for v, _, _ in got] == [c["fixed"] for c in info["contrasts"]]
+    assert agreement(contrasts, live["contrasts"], got) == (info["contrasts"], info["same_verdicts"])
+    des = DESIGNS[design]
+    assert [des[k] for k in ("looks", "spending", "margin", "seed")] == [
+        info[k] for k in ("looks", "spending", "margin", "seed")
+    ]
+    assert [c for c, _, _ in des["contrasts"]] == [c["contrast"] for c in info["contrasts"]]
+    cfg = load_config(None, design_settings(des)[0])
+    plain = {n: eval_key(r, m, cfg) for n, (r, m) in des["models"].items() if m == "none"}
+    assert plain == {n: k for n, k in info.get("keys", plain).items() if n in plain}
