@@ -37,6 +37,7 @@ STUDY3 = "study 3's models are the pilot's sets of the searchers it names (pre-r
 DESIGNS: dict[tuple[str, tuple[str, ...]], str] = {
     ("ghostsearch/study/studies/ghosted.py", ("fastblock", "greedy")): "the Ghosted study's two arms (docs/results.md)",
     ("ghostsearch/study/studies/ghosted.py", ("greedy",)): "the saturation rows take the greedy arm's set",
+    ("ghostsearch/study/adaptive.py", ("greedy",)): "design three's arms are greedy's k = 8 set (pre-registered)",
     ("ghostsearch/study/studies/study2.py", ("greedy",)): "claim S1 is pre-registered on greedy's k = 8 sets",
     ("ghostsearch/study/studies/study3.py", ("fastblock",)): STUDY3,
     ("ghostsearch/study/studies/study3.py", ("lorp",)): STUDY3,
