@@ -4,8 +4,8 @@ paired differences (:class:`Pop`, :func:`load`); the rule's arithmetic vectorise
 (:func:`judge`: per look each stratum's count and sums of d, d^2, d^3 -> ``certify.look_stats``,
 ``certify.corrected``, the spending bounds of ``certify.one_sided``; checked against
 ``certify.certify_matrix`` draw by draw in tests/target/test_level.py); :func:`rate`,
-:func:`rerun_extend`, :func:`repairs_in_turn`. bench/target_level.py builds the populations file
-and prints the tables."""
+:func:`rerun_extend`, :func:`repairs_in_turn`. study/target_level.py builds the populations file
+and the tables (bench/target_level.py prints them)."""
 
 from __future__ import annotations
 
@@ -55,9 +55,9 @@ def at_null_tasks(counts: list[tuple[int, int, int]], delta: float = ACC_DELTA) 
 
 
 def load(path: Path) -> dict[str, list[Pop]]:
-    """The populations file (bench/target_level.py --build writes it) as nulls to draw from: per-window
-    differences (``ppl``, ``repairs``) and per-task counts moved to the null (``acc``), plus the
-    constructed accuracy nulls."""
+    """The populations file (study/target_level.py builds it; bench/target_level.py --build writes
+    it) as nulls to draw from: per-window differences (``ppl``, ``repairs``) and per-task counts moved
+    to the null (``acc``), plus the constructed accuracy nulls."""
     data = json.loads(path.read_text())
     ppl = [Pop(n, values=np.array(v["values"], dtype=float)) for n, v in data["ppl"].items()]
     acc = [Pop(n, tasks=at_null_tasks([tuple(c) for c in v["counts"]])) for n, v in data["acc"].items()]
