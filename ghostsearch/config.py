@@ -121,6 +121,13 @@ class Search:
     # recovery-aware: the longest cut (blocks) whose operator is cached
     aware_window: int = _key(12, bounds=Range(1, message="{key}={value}; use 1 or more"))
 
+    def searcher_settings(self, name: str) -> tuple[dict, float | None]:
+        """(searcher ``name``'s own parameters, its budget): ``search.params.<name>`` without the
+        generic ``budget`` key, which overrides ``search.budget``. The one place that split is made:
+        the cell's searcher (:func:`build_searcher`), the plan and the memory plan read it."""
+        params = dict(self.params.get(name) or {})
+        return params, params.pop("budget", self.budget)
+
 
 @dataclass
 class Cache:
@@ -1061,8 +1068,7 @@ def build_searcher(
     from ghostsearch.search import Budget, Space, get_searcher, make_searcher
     from ghostsearch.search.common import greedy_cost
 
-    params = dict(cfg.search.params.get(name) or {})
-    budget = params.pop("budget", cfg.search.budget)  # search.params.<searcher>.budget overrides search.budget
+    params, budget = cfg.search.searcher_settings(name)
     cls = get_searcher(name)
     if run_dir is not None:
         params = cls.run_params(params, run_dir, cell or name)  # files the searcher keeps in RUN_DIR

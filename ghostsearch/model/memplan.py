@@ -197,7 +197,9 @@ class GridNames(Protocol):
 
 
 class SearchParams(Protocol):
-    params: dict
+    """What the plan reads of the ``search`` section: a searcher's own parameters."""
+
+    def searcher_settings(self, name: str) -> tuple[dict, float | None]: ...
 
 
 class Sizes(Protocol):
@@ -288,7 +290,7 @@ def prefix_runs(cfg: MemorySettings, searchers, ks) -> int:
             cls = get_searcher(s)
         except GhostsearchError:  # registered in the driver only (SEARCHERS.add): unknown in an actor
             continue  # counted as no prefix, as before traits (the driver's plan checked the config)
-        params = {p: v for p, v in (cfg.search.params.get(s) or {}).items() if p != "budget"}
+        params = cfg.search.searcher_settings(s)[0]
         n = max(n, cls.prefix_runs(cls.parse_params(params), max(ks)))
     return min(n, cfg.cache.prefix_runs)
 

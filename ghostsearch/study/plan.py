@@ -172,12 +172,11 @@ class RunPlan:
 
 
 def searcher_params(cfg, searcher: str) -> tuple[Any, float | None]:
-    """(the searcher's parsed Params, its own budget or None) from the config: what
-    ``config.build_searcher`` gives it, before a run directory exists."""
+    """(the searcher's parsed Params, its budget: its own or ``search.budget``) from the config
+    (``Search.searcher_settings``, as ``config.build_searcher`` reads it), before a run directory exists."""
     from ghostsearch.search.base import get_searcher
 
-    params = dict(cfg.search.params.get(searcher) or {})
-    budget = params.pop("budget", None)
+    params, budget = cfg.search.searcher_settings(searcher)
     return get_searcher(searcher).parse_params(params), budget
 
 
@@ -193,7 +192,6 @@ def evaluations(cfg, searcher: str, k: int, n_blocks: int, rows: int | None = No
     space = Space(n_blocks, k, protected_blocks(cfg, n_blocks))
     cls = get_searcher(searcher)
     params, budget = searcher_params(cfg, searcher)
-    budget = budget or cfg.search.budget
     if cls.default_budget(space, params) is not None and cfg.compare.searchers and cfg.compare.budget == "matched":
         budget = float(greedy_cost(space))
     return cls.expected_evaluations(space, params, budget, rows)
