@@ -31,8 +31,8 @@ def _cfg(model_dir, out, **over):
         "device": "cpu",
         "objective": "perplexity",
         "calibration.dataset": "lambada",
-        "calibration.n_seq": 16,
-        "calibration.seq_len": 128,
+        "calibration.n_seq": 8,
+        "calibration.seq_len": 64,
         "k": 3,
         "searcher": "greedy",
         "seed": 0,
@@ -185,7 +185,7 @@ def test_resume_after_sigkill(tiny_model_dir, tmp_path, reference):
     cfg_file = tmp_path / "c.yaml"
     cfg_file.write_text(
         f"model: {tiny_model_dir}\ndtype: fp32\ndevice: cpu\ncalibration: {{dataset: lambada, "
-        f"n_seq: 16, seq_len: 128}}\nk: 3\nsearcher: greedy\nout: {out}\n"
+        f"n_seq: 8, seq_len: 64}}\nk: 3\nsearcher: greedy\nout: {out}\n"
         "pool: {actors: 2, threads: 1, dashboard: false}\n"
     )
     cmd = [*processes.CMD, "search", str(cfg_file), "--no-progress"]
@@ -225,7 +225,7 @@ def test_two_drivers_on_one_run_dir(tiny_model_dir, tmp_path, reference):
     cfg_file = tmp_path / "c.yaml"
     cfg_file.write_text(
         f"model: {tiny_model_dir}\ndtype: fp32\ndevice: cpu\ncalibration: {{dataset: lambada, "
-        f"n_seq: 16, seq_len: 128}}\nk: 3\nsearcher: greedy\nout: {out}\n"
+        f"n_seq: 8, seq_len: 64}}\nk: 3\nsearcher: greedy\nout: {out}\n"
         "pool: {actors: 2, threads: 1, dashboard: false}\n"
     )
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
