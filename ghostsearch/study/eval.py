@@ -1,8 +1,10 @@
-"""The work of ``ghostsearch eval`` (cli/eval.py parses its arguments and prints): the data plan
-that holds out what the models were fitted on, one pass over the dense prefix cache for every
-removed set and repair (``evaluate.evaluate_finalist_specs``) or an exported model as it loads, the
-rows (RUN_DIR/eval.parquet or ``--out``), the per-item predictions beside them and lm-eval's
-results files under ``lm_eval/``; and the table of dense, each set and each repair side by side."""
+"""The work of ``ghostsearch eval`` (cli/eval.py parses its arguments and prints), in named steps:
+what TARGET is and what it gives (:func:`source`), every refusal before the data and the model
+(:func:`check`), then :func:`evaluate`: the data plan that holds out what the models were fitted
+on, one pass over the dense prefix cache for every removed set and repair
+(``evaluate.evaluate_finalist_specs``) or an exported model as it loads, the rows
+(RUN_DIR/eval.parquet or ``--out``), the per-item predictions beside them and lm-eval's results
+files under ``lm_eval/``; and the table of dense, each set and each repair side by side."""
 
 from __future__ import annotations
 
@@ -32,6 +34,94 @@ class EvalOutcome:
         if self.model is None:
             return export_table(self.rows[-1])
         return models_table(self.rows, self.items, self.fitted, self.model)
+
+
+def source(target: Path, overrides: list[str], removed: list[int] | None, recovery: str):
+    """What TARGET gives: (config, jobs, default rows file). A run directory (config.yaml +
+    result.json): every cell's best removed set, under the search's dtype and scorer threads, rows to
+    RUN_DIR/eval.parquet; an exported model directory: jobs None (evaluated as it is), no default
+    file; a config file with ``removed`` (--remove; () the dense model): one job, no default file."""
+    from ghostsearch.config import load_config
+    from ghostsearch.rundir import cells, run_config
+
+    if (target / "result.json").exists():
+        if removed is not None:
+            raise GhostsearchError(f"{target} is a run directory; it gives the removed sets, drop --remove")
+        import torch
+
+        from ghostsearch.rundir import scoring_settings
+
+        # the search's dtype and scorer thread count (one rule with recover and export)
+        cfg, threads = scoring_settings(target, run_config(target, overrides))
+        if threads:
+            torch.set_num_threads(threads)
+        return cfg, cells(target), target / "eval.parquet"
+    if (target / "config.json").exists():
+        if removed is not None or recovery != "none":
+            raise GhostsearchError(
+                f"{target} is an exported model (already pruned and repaired); drop --remove/--recovery"
+            )
+        if not (target / "tokenizer_config.json").exists():
+            raise GhostsearchError(
+                f"{target} has no tokenizer; export it with its tokenizer (export(..., tokenizer=tok))"
+            )
+        return load_config(None, overrides), None, None
+    if target.is_file():
+        if removed is None:
+            raise GhostsearchError(f"eval {target} needs --remove BLOCKS (e.g. --remove 3,4,5; '' = dense)")
+        return load_config(str(target), overrides), [("remove", removed, None)], None
+    raise GhostsearchError(
+        f"{target} is neither a run directory (result.json), an exported model directory (config.json) nor a "
+        "config file"
+    )
+
+
+def check(cfg: Config, jobs: list[Job] | None, out: Path | None, own_out: bool, recovery: str) -> None:
+    """Every refusal before the data plan and the model: the tasks, something to evaluate, the
+    removed sets against the model's depth (read from its config, no weights), every file eval writes
+    (``out``: the rows, the per-item rows beside them, lm-eval's results) against the run's own files
+    (``own_out``: out is the run directory's default) and other programs' files, on a writable disk;
+    and ``recovery`` for a run's or config's sets."""
+    from ghostsearch.core.io import check_output, check_writable
+    from ghostsearch.evaluation.evaluate import check_tasks
+
+    check_tasks(cfg.eval.tasks, cfg.data_dir)
+    if not cfg.eval.tasks and not cfg.eval.perplexity:
+        raise GhostsearchError(
+            "nothing to evaluate: no zero-shot tasks (--tasks '') and no perplexity corpora (eval.perplexity=[]); "
+            "give --tasks or eval.perplexity"
+        )
+    if jobs is not None:
+        from ghostsearch.config import check_model_fit
+        from ghostsearch.model.stack import check_removed
+
+        n_blocks = check_model_fit(cfg)  # the model's config only, no weights
+        for _, removed, _ in jobs:
+            check_removed(removed, n_blocks)
+    if out is not None:
+        own = ("eval.parquet", "eval_items.parquet", "lm_eval") if own_out else ()
+        for path in (out, out.with_name(out.stem + "_items.parquet")):
+            check_output(path, "eval:" if own_out else "eval --out", ours=_our_parquet, own=own)
+        check_writable(
+            out.parent,
+            "eval: the output directory",
+            "make it writable, or give --out a path elsewhere (checked now: the rows are written after all the work)",
+        )
+    if recovery != "none" and jobs is not None:
+        from ghostsearch.config import check_repairs
+
+        check_repairs(cfg, "--recovery", [recovery])  # before the data and the model
+
+
+def _our_parquet(path: Path) -> bool:
+    """A Parquet file eval wrote before (rows with a ``held_out`` column, or per-item rows)."""
+    import pyarrow.parquet as pq
+
+    try:
+        names = pq.read_schema(path).names
+    except Exception:  # noqa: BLE001  (not Parquet at all: not ours)
+        return False
+    return "held_out" in names or {"task", "doc"} <= set(names)
 
 
 def evaluate(
