@@ -15,7 +15,19 @@ from typing import Iterator
 import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
-CMD = [sys.executable, "-m", "ghostsearch"]
+# A command started as a terminal's foreground job is: SIGINT, SIGTERM and SIGHUP at their default actions and
+# unblocked, whatever the test runner inherited (a CI job started in the background runs with SIGINT ignored,
+# under nohup with SIGHUP ignored; exec keeps both and ghostsearch respects an inherited ignore, as Python does
+# for SIGINT: core/interrupts.py). Then os.execv: the same pid, so signals sent to it reach ghostsearch.
+AS_A_TERMINAL = [
+    sys.executable,
+    "-c",
+    "import os, signal, sys\n"
+    "for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP): signal.signal(s, signal.SIG_DFL)\n"
+    "signal.pthread_sigmask(signal.SIG_UNBLOCK, (signal.SIGINT, signal.SIGTERM, signal.SIGHUP))\n"
+    "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])",
+]
+CMD = [*AS_A_TERMINAL, "-m", "ghostsearch"]
 
 
 def env() -> dict:
