@@ -40,6 +40,7 @@ def check_local_capacity(cfg: Config, address: str | None) -> None:
     """Before a run directory exists: a usable address, and a local pool that fits this machine's
     CPUs (and GPUs)."""
     check_address(address or os.environ.get("RAY_ADDRESS"))
+    start_budget()  # a bad $RAY_raylet_start_wait_time_s: one line now, not after the run directory exists
     if (address or os.environ.get("RAY_ADDRESS")) and not ray.is_initialized():
         check_reachable(address or os.environ["RAY_ADDRESS"])
     if address or os.environ.get("RAY_ADDRESS") or cfg.pool.name or ray.is_initialized():
@@ -96,16 +97,15 @@ def connect(address: str | None = None, dashboard: bool = True, num_cpus: int | 
         try:
             ctx = _start_local(dashboard, port, num_cpus)
             break
-        except GhostsearchError:
-            if attempt == START_TRIES:
-                raise
+        except GcsUnreachable as e:
             _end_leftovers()
-            log.warning(
-                "the local Ray did not start within Ray's fixed 30 s (a busy machine); starting it again "
-                "(try %d of %d)",
-                attempt + 1,
-                START_TRIES,
-            )
+            if attempt == START_TRIES:
+                raise GhostsearchError(
+                    f"the local Ray's control process (GCS) did not answer its first connection, {START_TRIES} "
+                    f"times ({e}; the machine is overloaded); rerun when it has room, or start one with "
+                    "`ray start --head` and join it with --address"
+                ) from None
+            log.warning("the local Ray's GCS did not answer (a busy machine); starting it again (try %d)", attempt + 1)
     reap_with_driver()
     if dashboard and getattr(ctx, "dashboard_url", None):
         log.info(dashboard_note(f"http://{ctx.dashboard_url}"))
@@ -122,8 +122,60 @@ BUSY_MACHINE = {
     "RAY_health_check_failure_threshold": "20",  # [5] failed checks (3 s apart) before a raylet is declared dead
     "RAY_worker_register_timeout_seconds": "300",  # [60] a worker process (importing torch) to register
     "RAY_gcs_server_request_timeout_seconds": "300",  # [60] a GCS client's request
+    "RAY_gcs_rpc_server_connect_timeout_s": "60",  # [5] a GCS client's first connection (the start's own:
+    # "Failed to connect to GCS" when the just-started GCS answers late)
 }
-START_TRIES = 3  # ray.init of a local Ray: its raylet's 30 s registration wait is fixed in ray/_private/node.py
+START_TRIES = 2  # a local start whose GCS did not answer its first connection is tried once more
+START_ENV = "RAY_raylet_start_wait_time_s"  # how long a local Ray's raylet may take to register with its GCS
+BUSY_MACHINE[START_ENV] = "180"  # [30] Ray's C++ wait (GlobalStateAccessor::GetNode); its Python one: below
+RAY_START_WAIT_S = 30.0  # Ray's Python wait for the same, a literal in ray/_private/node.py: made START_ENV's
+
+
+class GcsUnreachable(Exception):
+    """Ray's "Failed to connect to GCS" while a local Ray starts: its GCS was not answering yet."""
+
+
+def start_budget() -> int:
+    """``$RAY_raylet_start_wait_time_s`` (ghostsearch's 180 unless the user set it), checked before a run
+    directory exists: Ray reads it as a whole number of seconds, and a bad one ends its C++ config."""
+    raw = os.environ.get(START_ENV, BUSY_MACHINE[START_ENV])
+    if not raw.strip().isdigit() or not 0 < int(raw) <= 86400:
+        raise GhostsearchError(
+            f"{START_ENV}={raw!r} is not a whole number of seconds in 1..86400 (how long a local Ray's raylet may "
+            "take to start); unset it or fix it"
+        )
+    return int(raw)
+
+
+class _StretchedClock:
+    """``time`` as ray/_private/node.py sees it while ray.init starts a local Ray, its ``monotonic`` running
+    ``RAY_START_WAIT_S / budget`` as fast: Ray's one startup wait there that reads it (the raylet's
+    registration, a literal 30 s around the C++ wait of ``RAY_raylet_start_wait_time_s``) becomes ``budget``
+    seconds too. Every other name is the ``time`` module's."""
+
+    def __init__(self, budget: float):
+        import time
+
+        self._time, self._rate = time, RAY_START_WAIT_S / budget
+
+    def __getattr__(self, name: str):
+        return getattr(self._time, name)
+
+    def monotonic(self) -> float:
+        return self._time.monotonic() * self._rate
+
+
+@contextlib.contextmanager
+def start_wait(budget: float):
+    """Ray's Python wait for a local raylet to register is ``budget`` seconds inside the block (``_StretchedClock``)."""
+    from ray._private import node
+
+    real = node.time
+    node.time = _StretchedClock(budget)  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        node.time = real
 
 
 def busy_machine_settings() -> dict[str, str]:
@@ -135,8 +187,9 @@ def busy_machine_settings() -> dict[str, str]:
 
 def _start_local(dashboard: bool, port: int | None, num_cpus: int | None):
     busy_machine_settings()
+    budget = start_budget()
     try:
-        with loopback_only():
+        with loopback_only(), start_wait(budget):
             return ray.init(
                 # "local": a Ray of this run's own. Without it ray.init joins the newest Ray started on this
                 # machine by `ray start` (another user's, another run's cluster: "Found multiple active Ray
@@ -151,12 +204,15 @@ def _start_local(dashboard: bool, port: int | None, num_cpus: int | None):
                 configure_logging=False,
             )  # workers inherit this env
     except Exception as e:
+        if "Failed to connect to GCS" in str(e):
+            raise GcsUnreachable(str(e).splitlines()[0][:120]) from None
         if "timed out during startup" not in str(e):
             raise
+        _end_leftovers()
         raise GhostsearchError(
-            f"the local Ray did not start within Ray's fixed 30 s, {START_TRIES} times (the machine is "
-            "overloaded, or short of memory or address space: see `ulimit -v`); rerun when it has room, or start "
-            "one with `ray start --head` and join it with --address"
+            f"the local Ray did not start within {budget} s (its raylet did not register with its GCS: the machine "
+            f"is overloaded, or short of memory or address space, see `ulimit -v`); set {START_ENV} higher (seconds), "
+            "rerun when it has room, or start one with `ray start --head` and join it with --address"
         ) from None
     finally:
         interrupts.reinstall()
@@ -168,14 +224,17 @@ def _end_leftovers() -> None:
     import psutil
 
     ray_dir = os.path.dirname(ray.__file__)
+    ended = []
     for p in psutil.Process().children(recursive=True):
         try:
             if p.name().startswith(("gcs_server", "raylet", "ray::")) or any(
                 a.startswith(ray_dir) for a in p.cmdline()[:3]
             ):
                 p.kill()
+                ended.append(p)
         except psutil.Error:
             pass
+    psutil.wait_procs(ended, timeout=10)  # gone (and this driver's own children reaped), not just signalled
 
 
 def shutdown() -> None:
