@@ -27,7 +27,7 @@ import time
 import benchenv  # noqa: F401  (the repository on sys.path, offline HF)
 import torch
 
-from ghostsearch.evaluation.speed import cost_operators, measure_speed, speed_table
+from ghostsearch.evaluation.speed import cost_operators, measure_speed, speed_markdown, speed_table
 from ghostsearch.model.models import load_model
 
 SETS = {
@@ -35,32 +35,6 @@ SETS = {
     8: [5, 13, 15, 16, 17, 18, 19, 26],
     12: [5, 13, 15, 16, 17, 18, 19, 20, 21, 22, 23, 26],
 }
-
-
-def markdown(rep) -> str:
-    b0, b1 = rep.batches[0], rep.batches[-1]
-    lines = [
-        f"| model | removed | params | weights | peak | prefill b{b0} | prefill b{b1} | decode b{b0} | decode b{b1} "
-        "| ideal |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for r in rep.rows:
-        cells = []
-        for phase in ("prefill", "decode"):
-            for b in (rep.batches[0], rep.batches[-1]):
-                t = r.at(phase, b)
-                cells.append(
-                    f"{t.tokens_per_s:.0f} tok/s"
-                    if not r.removed
-                    else f"{t.speedup:.2f}x [{t.speedup_lo:.2f}, {t.speedup_hi:.2f}]"
-                )
-        lines.append(
-            f"| {r.label} | {' '.join(map(str, r.removed)) or '-'} | {r.params / 1e6:.1f}M | "
-            f"{r.weight_bytes / 2**20:.0f} MiB | {(r.peak_bytes or 0) / 2**20:.0f} MiB | "
-            + " | ".join(cells)
-            + f" | {r.ideal_speedup:.2f}x |"
-        )
-    return "\n".join(lines)
 
 
 def main(argv=None) -> int:
@@ -98,7 +72,7 @@ def main(argv=None) -> int:
     wall = time.time() - t0
     print(speed_table(rep))
     print()
-    print(markdown(rep))
+    print(speed_markdown(rep))
     load = os.getloadavg()
     print(
         f"\n{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "

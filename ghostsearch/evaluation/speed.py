@@ -499,6 +499,37 @@ def write_report(report: SpeedReport, out: Path) -> None:
     write_parquet_atomic(out.with_suffix(".parquet"), pa.Table.from_pylist([r.flat() for r in report.rows]))
 
 
+def _cell(row: SpeedRow, phase: str, batch: int) -> str:
+    """One timing as the tables show it: the dense row in tokens/s, a pruned one as its speed-up
+    over dense, median [min, max] of the per-round ratios; '-' where it was not timed."""
+    t = row.at(phase, batch)
+    if t is None:
+        return "-"
+    if not row.removed:
+        return f"{t.tokens_per_s:.0f} tok/s"
+    return f"{t.speedup:.2f}x [{t.speedup_lo:.2f}, {t.speedup_hi:.2f}]"
+
+
+def speed_markdown(report: SpeedReport) -> str:
+    """The report as the markdown table docs/benchmarks.md carries (bench/speed.py prints it):
+    prefill and decode at the smallest and the largest batch, beside the ideal L / (L - k)."""
+    b0, b1 = report.batches[0], report.batches[-1]
+    lines = [
+        f"| model | removed | params | weights | peak | prefill b{b0} | prefill b{b1} | decode b{b0} | decode b{b1} "
+        "| ideal |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in report.rows:
+        cells = [_cell(r, phase, b) for phase in ("prefill", "decode") for b in (b0, b1)]
+        lines.append(
+            f"| {r.label} | {' '.join(map(str, r.removed)) or '-'} | {r.params / 1e6:.1f}M | "
+            f"{r.weight_bytes / 2**20:.0f} MiB | {(r.peak_bytes or 0) / 2**20:.0f} MiB | "
+            + " | ".join(cells)
+            + f" | {r.ideal_speedup:.2f}x |"
+        )
+    return "\n".join(lines)
+
+
 def speed_table(report: SpeedReport) -> str:
     """The report as a plain-text table: dense first, one row per model."""
     b_lo, b_hi = report.batches[0], report.batches[-1]
@@ -517,13 +548,7 @@ def speed_table(report: SpeedReport) -> str:
         ]
         for c in cols:
             phase, b = c.split(" b")
-            t = r.at(phase, int(b))
-            if t is None:
-                cells.append("-")
-            elif not r.removed:
-                cells.append(f"{t.tokens_per_s:.0f} tok/s")
-            else:
-                cells.append(f"{t.speedup:.2f}x [{t.speedup_lo:.2f}, {t.speedup_hi:.2f}]")
+            cells.append(_cell(r, phase, int(b)))
         cells.append(f"{r.ideal_speedup:.2f}x")
         lines.append(cells)
     widths = [max(len(x) for x in col) for col in zip(head, *lines)]

@@ -10,7 +10,14 @@ import pytest
 import torch
 
 from ghostsearch.core.errors import GhostsearchError
-from ghostsearch.evaluation.speed import SpeedReport, measure_speed, pruned_params, speed_table, weight_bytes
+from ghostsearch.evaluation.speed import (
+    SpeedReport,
+    measure_speed,
+    pruned_params,
+    speed_markdown,
+    speed_table,
+    weight_bytes,
+)
 from ghostsearch.model.stack import physically_prune
 from ghostsearch.recovery.base import Operators
 from tests.conftest import tiny_model
@@ -65,6 +72,12 @@ def test_measure_speed_dense_first_pruned_and_repaired(model):
     assert set(k2.flat()) >= {"prefill_b1_tps", "decode_b2_speedup", "decode_b2_speedup_hi", "params"}
     table = speed_table(rep)
     assert table.splitlines()[1].startswith("dense") and "k=2 + ghosted" in table and "1.50x" in table
+    md = speed_markdown(rep).splitlines()  # bench/speed.py's table: the same cells as the plain one
+    assert len(md) == 2 + len(rep.rows) and md[0].startswith("| model | removed |") and "| prefill b2 |" in md[0]
+    for line, r in zip(md[2:], rep.rows):
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        assert cells[0] == r.label and cells[-1] == f"{r.ideal_speedup:.2f}x"
+        assert all(c in table for c in cells[5:9])
     assert model.training is False and len(model.model.layers) == 6  # the dense model is left as it was
 
 
