@@ -390,26 +390,42 @@ def table(paths: list[str]) -> list[str]:
 
 def into(doc: str, table_lines: list[str]) -> str:
     """Replace, in the markdown file ``doc``, the matched table whose first row has the same calibration
-    and k as ``table_lines``' first row by ``table_lines`` (header, separator and rows: the block runs to the
-    first line that is not a table row), whole or not at all; returns the line that says so. No such
-    table: an error that names it, and the file untouched."""
+    and k as ``table_lines``' first row and whose searchers are all among ``table_lines``' (the same
+    comparison, perhaps with a searcher added since: another comparison at that calibration and k,
+    e.g. a variant's table, is not it) by ``table_lines`` (header, separator and rows: the block runs
+    to the first line that is not a table row), whole or not at all; returns the line that says so. No
+    such table: an error that names it, and the file untouched."""
     key = table_lines[2].split("|")[1:3]
     label = "|".join(key)
     with open(doc) as f:
         lines = f.read().split("\n")
+
+    def block(i: int) -> list[str]:  # the table's rows from line i on
+        j = i
+        while j < len(lines) and lines[j].startswith("|"):
+            j += 1
+        return lines[i:j]
+
+    def searchers(rows: list[str]) -> set[str]:
+        return {r.split("|")[3].strip() for r in rows if r.count("|") > 3}
+
+    mine = searchers(table_lines[2:])
     at = [
         i
         for i in range(len(lines) - 2)
-        if lines[i] == table_lines[0] and lines[i + 1] == table_lines[1] and lines[i + 2].split("|")[1:3] == key
+        if lines[i] == table_lines[0]
+        and lines[i + 1] == table_lines[1]
+        and lines[i + 2].split("|")[1:3] == key
+        and searchers(block(i + 2)) <= mine
     ]
     if len(at) != 1:
         raise SystemExit(
-            f"--into {doc}: {len(at)} matched tables whose first row starts '|{label}|' (need exactly one); "
-            "paste the table once by hand (bench/search.py --table FILE), then --into keeps it current"
+            f"--into {doc}: {len(at)} matched tables whose first row starts '|{label}|' and whose searchers are "
+            "among this table's (need exactly one); paste the table once by hand (bench/search.py --table FILE), "
+            "then --into keeps it current"
         )
-    i = j = at[0]
-    while j < len(lines) and lines[j].startswith("|"):
-        j += 1
+    i = at[0]
+    j = i + len(block(i))
     lines[i:j] = table_lines
     write_text_atomic(doc, "\n".join(lines))
     return f"{doc}: the '{label.strip()}' table now has {len(table_lines) - 2} rows (was {j - i - 2})"

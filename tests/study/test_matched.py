@@ -99,6 +99,13 @@ def test_into_replaces_its_own_table_and_nothing_else(tmp_path):
     assert f"now has {len(lines) - 2} rows (was 1)" in said
     m.into(str(doc), lines)  # current already: the same file again
     assert doc.read_text().count(lines[2]) == 1
+    variant = [*lines[:2], lines[2].replace("| greedy |", "| ga+endgame |")]  # another comparison, same key
+    other_doc = tmp_path / "variant.md"
+    other_doc.write_text("\n".join(variant) + "\n")
+    with pytest.raises(SystemExit, match="0 matched tables"):
+        m.into(str(other_doc), lines)
+    assert other_doc.read_text() == "\n".join(variant) + "\n"
+    other_doc.unlink()
     bare = tmp_path / "bare.md"
     bare.write_text("# no table here\n")
     with pytest.raises(SystemExit, match="0 matched tables"):
