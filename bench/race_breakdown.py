@@ -175,6 +175,7 @@ def one_search(
         if not row.cached and row.seconds is not None:
             scorer_s[0] += row.seconds
 
+    load0 = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         client = PoolClient(
             broker, cfg.objective_spec(), Ledger(tmp), "bench", 0, cfg.model, cfg.dtype, k=k, on_result=on_result
@@ -207,6 +208,7 @@ def one_search(
             ray.get(broker.rows.remote(spec, [], (0, 1), "probe"))
         t_trip = (time.perf_counter() - t1) / reps
     used = searcher.used
+    actors = len(ray.get(broker.pool_status.remote()).actors)
     client_t = tm.t["client_rows"] + tm.t["client_evaluate"]
     parts = {
         "scorer": scorer_s[0],
@@ -231,6 +233,12 @@ def one_search(
         "rows_scored": sum(m * n for m, n in looks),
         "broker_calls": tm.n["wait"],
         "round_trip_s": t_trip,
+        # from the ledger rows (each computed value's scorer seconds): scorer seconds over actors x wall, and
+        # scorer seconds an evaluation (a raced evaluation = its rows' seconds over 64 rows' worth)
+        "actors": actors,
+        "busy_share": scorer_s[0] / (actors * wall),
+        "scorer_s_per_eval": scorer_s[0] / max(used, 1e-9),
+        "load": [load0, os.getloadavg()[0]],
     }
 
 
@@ -242,15 +250,15 @@ def show(label: str, r: dict, exact: dict | None) -> str:
     ev = f"{r['used'] / exact['used']:.2f}x" if exact else "-"
     return (
         f"| {label} | {'raced' if r['raced'] else 'exact'} | {r['used']:.1f} ({ev}) | {w:.2f} ({ratio}) | "
-        f"{per * 1000:.1f} | {cells} | {r['looks']} |"
+        f"{per * 1000:.1f} | {cells} | {r['looks']} | {100 * r['busy_share']:.1f}% | {r['scorer_s_per_eval']:.3f} |"
     )
 
 
 HEADER = (
     "| scorer | greedy | evaluations (x exact) | wall s (x exact) | ms per evaluation | "
     + " | ".join(f"{x} s (share)" for x in PARTS)
-    + " | looks |\n|"
-    + "---|" * (6 + len(PARTS))
+    + " | looks | scorers busy (ledger) | scorer s per evaluation |\n|"
+    + "---|" * (8 + len(PARTS))
 )
 
 

@@ -74,6 +74,11 @@ def standin_class(table: dict):  # noqa: C901  (one class, its methods nested)
             self.busy = 0.0
             self.calls = self.evals = 0
 
+        def nap(self, ms: float, rows: int) -> tuple:
+            """The floor part: ``ms`` of sleep, counted busy, answered as a look share of ``rows`` rows is."""
+            dt = self._sleep(ms, 0)
+            return "r", self.name, self.node, [([0.0] * rows, [1.0] * rows, 64 * rows, dt, 0)]
+
         def set_cost(self, row_ms: float, call_ms: float) -> None:
             self.row_ms, self.call_ms = row_ms, call_ms
 
@@ -415,11 +420,70 @@ def part_search(broker, cfg, meter, n: int, searcher: str, params: dict, budget,
     }
 
 
+@ray.remote(num_cpus=0)
+class Relay:
+    """The floor part's stand-in broker: an async actor that fans one call out to every stand-in and answers
+    when all have (what ``Broker.look`` does, without the cache, shares, ledger, retries or metrics)."""
+
+    def __init__(self, handles):
+        self.handles = handles
+
+    async def fan(self, ms: float, rows: int) -> list:
+        import asyncio
+
+        return list(await asyncio.gather(*[h.nap.remote(ms, rows) for h in self.handles]))
+
+
+def part_floor(handles, meter, n: int, share_ms: float, looks: int, raced: dict | None) -> list[dict]:
+    """What Ray itself costs a look on this machine: ``looks`` barriers of one ``share_ms`` sleep on each of the
+    n stand-ins, sent (a) from the driver straight to the stand-ins and (b) through an async relay actor (the
+    broker's hop), with no ghostsearch code on the path; beside them, ``raced`` (raced greedy's look, measured
+    in the same run). Overhead a look = its wall less ``share_ms``; busy = the stand-ins' sleep / (n x wall)."""
+    relay = Relay.remote(handles)  # type: ignore[attr-defined]  # a Ray actor class
+    ray.get(relay.fan.remote(0.0, 1))  # warm
+    out = []
+    for name, call in (
+        ("floor-direct", lambda: ray.get([h.nap.remote(share_ms, 4) for h in handles])),
+        ("floor-relay", lambda: ray.get(relay.fan.remote(share_ms, 4))),
+    ):
+        with meter() as m:
+            for _ in range(looks):
+                call()
+        got = m.numbers(looks * n, n)
+        out.append(
+            {
+                "part": name,
+                "share_ms": share_ms,
+                "looks": looks,
+                "ms_per_look": 1000 * m.wall / looks,
+                "overhead_ms": 1000 * m.wall / looks - share_ms,
+                **got,
+            }
+        )
+    if raced is not None:
+        out.append(
+            {
+                "part": "floor-look",
+                "share_ms": share_ms,
+                "looks": raced["pool_calls"],
+                "ms_per_look": raced["ms_per_call"],
+                "overhead_ms": raced["ms_per_call"] - share_ms,
+                "busy_share": raced["busy_share"],
+            }
+        )
+    ray.kill(relay)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--actors", default="1,2,4,8,16,32")
     ap.add_argument("--costs", default="gpu,8b")
-    ap.add_argument("--parts", default="throughput,greedy,ga,bo")
+    ap.add_argument(
+        "--parts",
+        default="throughput,greedy,ga,bo",
+        help="also: floor (Ray's own cost of a look: bare fan-outs of raced greedy's mean share, after greedy)",
+    )
     ap.add_argument("--seconds", type=float, default=2.0, help="throughput: the batch's length at the ideal rate")
     ap.add_argument("--max-batch", type=int, default=20000, help="throughput: the largest batch")
     ap.add_argument("--budget", type=float, default=64, help="ga, bo: evaluations")
@@ -481,6 +545,11 @@ def main() -> None:
                 if "greedy" in parts:
                     got.append(part_search(broker, cfg, meter, n, "greedy", {"race": False}, None, tmp, "exact"))
                     got.append(part_search(broker, cfg, meter, n, "greedy", {"race": True}, None, tmp, "raced"))
+                if "floor" in parts:
+                    raced = next((r for r in got if r["part"] == "raced"), None)
+                    # raced greedy's mean share of a look (its stand-ins' sleep over n x looks), else 8b's at N = 8
+                    share = 1000 * raced["busy_share"] * raced["wall"] / raced["pool_calls"] if raced else 26.3
+                    got += part_floor(handles, meter, n, share, 30, raced)
                 if "ga" in parts:
                     got.append(part_search(broker, cfg, meter, n, "ga", {}, Budget(args.budget), tmp, "ga"))
                 if "bo" in parts:
