@@ -33,13 +33,12 @@ import time
 from pathlib import Path
 
 import benchenv  # noqa: F401  (the repository on sys.path, offline HF, ../shared/data as the data directory)
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ghostsearch.search import RaceParams
 from ghostsearch.study.race_replay import (
-    SPENDING,
+    bound_check,
     correlation,
     decompose,
     describe,
@@ -47,14 +46,10 @@ from ghostsearch.study.race_replay import (
     load_steps,
     parse_race,
     replay,
-    spent_race,
+    spending,
     step_path,
     sweep,
-    winner,
 )
-
-DIR = Path(__file__).resolve().parents[1] / "docs" / "results" / "bench-race-64"
-
 
 DIR = Path(__file__).resolve().parents[1] / "docs" / "results" / "bench-race-64"
 
@@ -131,60 +126,6 @@ def score(args) -> None:
             f"({v:.4f})",
             flush=True,
         )
-
-
-def bound_check(policies: list[RaceParams]) -> None:
-    """tests/search/test_racing_bound.py's false-drop simulation (its populations, 2,000 races a case,
-    4 candidates, 8/16/64/128 rows) run with each policy's schedule: the worst rate over its normal,
-    t2, t3 and near-tie cases against the test's limit (delta + 3 Monte-Carlo s.e.)."""
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "search"))
-    import test_racing_bound as tb
-
-    for p in policies:
-        q = RaceParams(delta=tb.DELTA, min_rows=p.min_rows, growth=p.growth)
-        worst = max(tb.false_drops(c, n, q)[0] for c in ("normal", "t2", "t3", "near-tie") for n in tb.ROWS)
-        print(
-            f"min_rows={q.min_rows} growth={q.growth:g}: worst false-drop rate {worst:.4f}, limit {tb.LIMIT:.4f}: "
-            f"{'pass' if worst <= tb.LIMIT else 'FAIL'}",
-            flush=True,
-        )
-
-
-def spending(steps: list[list[dict]], policies: list[RaceParams]) -> None:
-    """Alpha spent unevenly over the looks (``look_weights``): the replayed cost on these rows and the
-    worst false-drop rate of tests/search/test_racing_bound.py's simulation (normal, t2, t3, near-tie;
-    8-128 rows) against its limit."""
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "search"))
-    import test_racing_bound as tb
-
-    print("| policy | alpha over the looks | evaluations (of exact) | ratio | same winners | worst false-drop rate |")
-    print("|---|---|---|---|---|---|")
-    for p in policies:
-        for kind in SPENDING:
-            used = total = 0.0
-            same = True
-            for recs in steps:
-                N = len(recs[0]["row_losses"])
-                X = np.array([r["row_losses"] for r in recs])[:, p.order(N)][None]
-                alive, cost = spent_race(X, p, kind)
-                w = winner(recs)
-                same &= bool(alive[0, w]) and int(alive[0].sum()) == 1
-                used, total = used + float(cost[0]), total + len(recs)
-            q = RaceParams(delta=tb.DELTA, min_rows=p.min_rows, growth=p.growth)
-            worst = max(
-                1.0 - spent_race(tb.population(c, n, 0), q, kind)[0][:, 0].mean()
-                for c in ("normal", "t2", "t3", "near-tie")
-                for n in tb.ROWS
-            )
-            print(
-                f"| {describe(p)} | {kind} | {used:.2f} of {total:.0f} | {used / total:.3f}x | "
-                f"{'yes' if same else 'NO'} | {worst:.4f} (limit {tb.LIMIT:.4f}) |",
-                flush=True,
-            )
 
 
 SWEEP = [{"min_rows": m, "growth": g} for m in (2, 3, 4, 6, 8, 12, 16) for g in (1.25, 1.5, 2.0, 3.0)]

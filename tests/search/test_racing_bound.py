@@ -5,7 +5,6 @@ separate heuristic, counted)."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import fields
 
 import numpy as np
@@ -14,38 +13,7 @@ import pytest
 from ghostsearch.search import SEARCHERS, Budget, Candidate, Race, RaceParams, Space, loop, make_searcher, run
 from ghostsearch.search.race_report import race_report
 from ghostsearch.search.racing import AUTO_ROWS, race_alpha, race_params, run_race, simulate
-
-RACES, M, DELTA = 2000, 4, 0.05
-LIMIT = DELTA + 3 * math.sqrt(DELTA * (1 - DELTA) / RACES)  # delta plus three Monte-Carlo standard errors
-ROWS = [8, 16, 64, 128]
-
-
-def population(case: str, n_rows: int, seed: int) -> np.ndarray:
-    """Per-row losses X [RACES, M, n_rows] of M candidates, in a random row order; candidate 0 is the
-    true best (lowest mean over all rows). Rival minus best, per row:
-    normal / t2 / t3: 0.3 + noise (sd 1 for normal); near-tie: 0.02 + N(0, 1);
-    outlier (the issue's construction): the best loses by 0.1 on 7 of every 8 rows and wins by 0.9
-    on the 8th (noise 0.01), so that it is best by 0.0125 a row overall."""
-    rng = np.random.default_rng([seed, n_rows, len(case)])
-    shared = rng.normal(0, 3, (RACES, 1, n_rows))  # row difficulty, common to every candidate (pairing cancels it)
-    shape = (RACES, M - 1, n_rows)
-    if case == "normal":
-        e = 0.3 + rng.normal(0, 1, shape)
-    elif case in ("t2", "t3"):
-        e = 0.3 + rng.standard_t(int(case[1]), shape)
-    elif case == "near-tie":
-        e = 0.02 + rng.normal(0, 1, shape)
-    else:
-        outlier = np.argsort(rng.random((RACES, n_rows)), axis=1) < max(1, n_rows // 8)
-        e = np.where(outlier[:, None, :], 0.9, -0.1) + rng.normal(0, 0.01, shape)
-    mean = e.mean(-1, keepdims=True)
-    e = np.where(mean > 0, e, e - mean + 1e-3)  # a finite draw can tip a rival below the best: shift it back
-    return np.concatenate([shared, shared + e], 1)
-
-
-def false_drops(case: str, n_rows: int, params: RaceParams) -> tuple[float, float]:
-    alive, cost = simulate(population(case, n_rows, 0), params)
-    return 1.0 - alive[:, 0].mean(), cost.mean() / M
+from ghostsearch.study.race_replay import DELTA, LIMIT, ROWS, M, false_drops, population
 
 
 @pytest.mark.parametrize("n_rows", ROWS)
