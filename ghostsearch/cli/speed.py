@@ -10,7 +10,8 @@ TARGET is one of
   the dense model it was cut from (the config's ``model``, or ``model=...``);
 * a CONFIG file with ``--remove 3,4,5`` (repeatable) and optionally ``--recovery ghosted``.
 Prints a table, dense first; ``--json`` prints the record instead; ``--out FILE.json`` writes it
-(and FILE.parquet beside it)."""
+(and FILE.parquet beside it). The work is ghostsearch.study.speed (source, check, measure); this
+module parses and prints."""
 
 from __future__ import annotations
 
@@ -19,7 +20,6 @@ import sys
 from pathlib import Path
 
 from ghostsearch.cli.common import parse_remove, positive_int
-from ghostsearch.core.errors import GhostsearchError
 from ghostsearch.recovery import RECOVERY
 
 
@@ -53,90 +53,28 @@ def add(sub) -> None:
     sp.add_argument("--out", default=None, help="JSON file (default: RUN_DIR/speed.json; none otherwise)")
 
 
-def _our_file(path: Path) -> bool:
-    """A file speed wrote before: its JSON record, or the Parquet beside it."""
-    if path.suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        try:
-            return {"label", "ideal_speedup"} <= set(pq.read_schema(path).names)
-        except Exception:  # noqa: BLE001  (not Parquet: not ours)
-            return False
-    try:
-        return "peak_method" in json.loads(path.read_text())
-    except (OSError, ValueError, TypeError):
-        return False
-
-
-def plan(args):
-    """(config, removed sets, [(removed, method)] repairs, export dir or None, default out) — every
-    input error before a model loads."""
-    from ghostsearch.config import load_config
-    from ghostsearch.rundir import cells, run_config
-    from ghostsearch.rundir.outputs import recovered_methods
-
-    t = Path(args.target)
-    methods = [m for m in (args.recovery or []) if m != "none"]
-    given = [tuple(sorted(parse_remove(r))) for r in args.remove] if args.remove else None
-    if (t / "result.json").exists():
-        cfg = run_config(t, args.overrides)
-        sets = given if given is not None else list(dict.fromkeys(r for _, r, _ in cells(t)))
-        repairs = [(r, m) for r in sets for m in methods]
-        repairs += [x for x in recovered_methods(t) if x not in repairs and (given is None or x[0] in sets)]
-        return cfg, sets, repairs, None, t / "speed.json"
-    if (t / "config.json").exists():
-        if args.remove or args.recovery:
-            raise GhostsearchError(f"{t} is an exported model (already pruned and repaired); drop --remove/--recovery")
-        return load_config(None, args.overrides), [], [], t, None
-    if t.is_file():
-        if not given:
-            raise GhostsearchError(f"speed {t} needs --remove BLOCKS (e.g. --remove 3,4,5; repeat for several sets)")
-        return load_config(str(t), args.overrides), given, [(r, m) for r in given for m in methods], None, None
-    raise GhostsearchError(
-        f"{t} is neither a run directory (result.json), an exported model directory (config.json) nor a config file"
-    )
-
-
 def run(args):
-    import torch
-
-    from ghostsearch.core.io import check_output
     from ghostsearch.core.logs import progress_enabled
-    from ghostsearch.evaluation.speed import cost_operators, exported, measure_speed, speed_table, write_report
-    from ghostsearch.model.models import load_configured, model_depth
-    from ghostsearch.model.stack import Stack, check_removed
+    from ghostsearch.evaluation.speed import speed_table
+    from ghostsearch.study.speed import check, measure, source
 
-    cfg, sets, repairs, export_dir, default_out = plan(args)
+    given = [tuple(sorted(parse_remove(r))) for r in args.remove] if args.remove else None
+    cfg, sets, repairs, export_dir, default_out = source(Path(args.target), args.overrides, given, args.recovery)
     out = Path(args.out) if args.out else default_out
-    if out is not None:
-        if out.suffix != ".json":
-            raise GhostsearchError(f"speed --out {out}: give a .json path (the Parquet goes beside it)")
-        own = ("speed.json", "speed.parquet") if args.out is None else ()
-        for p in (out, out.with_suffix(".parquet")):
-            check_output(p, "speed --out" if args.out else "speed:", ours=_our_file, own=own)
-    depth = model_depth(cfg.model, cfg.trust_remote_code) if export_dir is None else None
-    if depth is not None:
-        for r in sets + [r for r, _ in repairs]:
-            check_removed(r, depth)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    model, _ = load_configured(cfg)
-    L = Stack(model).n_blocks
-    hidden = int(model.config.hidden_size)
-    prebuilt = [exported(export_dir, model, cfg.model)] if export_dir is not None else []
-    report = measure_speed(
-        model,
+    check(cfg, sets, repairs, export_dir, out, not args.out)
+    report = measure(
+        cfg,
         sets,
-        repairs=[cost_operators(m, r, L, hidden) for r, m in repairs],
+        repairs,
+        export_dir,
+        out,
         batches=args.batch,
         seq_len=args.seq_len,
         decode_tokens=args.decode_tokens,
         repeats=args.repeats,
+        threads=args.threads,
         progress=(lambda line: print(line, file=sys.stderr, flush=True)) if progress_enabled() else None,
-        prebuilt=prebuilt,
     )
-    if out is not None:
-        write_report(report, out)
     if args.json:
         print(json.dumps(report.to_dict()), flush=True)
     else:
