@@ -3,6 +3,7 @@
 
   python bench/race_breakdown.py --sim 20,2,0.2,0.05 --k 6            # simulated scorers, ms per row
   python bench/race_breakdown.py --real fp32,bf16 --k 1 --n-seq 64 --seq-len 64   # SmolLM2, C4
+  python bench/race_breakdown.py --shapes fp32 --n-seq 64 --seq-len 64   # one look, split by rows or candidates
 
 Parts of a search's wall time (one scorer: nothing overlaps, so the parts add up):
   scorer     the scorer's own seconds for the rows (raced) or candidates (exact) it computed: rows scored
@@ -262,12 +263,59 @@ HEADER = (
 )
 
 
+def look_shapes(cfg, rows_n: int, repeats: int) -> list[dict]:
+    """``--shapes``: greedy's step-2 look (prefix {14}: 27 candidates, the race's first ``rows_n`` rows) scored
+    in this process by one scorer (``Scorer.score_rows_many``, 1 thread), whole and as two scorers' shares would
+    split it: by rows (``actors.shares``' choice: the prefix once per row) or by candidates (each share every row;
+    the prefix rows computed twice). CPU seconds per candidate x row of each, and per split its larger share (a
+    look's barrier); ``repeats`` times, interleaved."""
+    from ghostsearch.recovery.aware import prepare
+    from ghostsearch.scoring import scorer_from_config
+
+    scorer = scorer_from_config(cfg, threads=1)
+    key = prepare(scorer, cfg.objective_spec())
+    n_rows = len(scorer.statistic(key, "row_counts"))
+    rows = tuple(int(r) for r in racing.RaceParams().order(n_rows)[:rows_n])
+    prefix = (14,)
+    items = [(tuple(sorted((14, b))), prefix) for b in range(1, 29) if b != 14]
+    half_r, half_c = len(rows) // 2, len(items) // 2
+    shapes = {
+        "whole": [(items, rows)],
+        "rows": [(items, rows[:half_r]), (items, rows[half_r:])],
+        "candidates": [(items[:half_c], rows), (items[half_c:], rows)],
+    }
+    scorer.score_rows_many(key, items[:2], rows[:1])  # warm
+    out = []
+    for rep in range(repeats):
+        for name, parts in shapes.items():
+            secs = []
+            for its, rs in parts:
+                t0 = time.process_time()
+                scorer.score_rows_many(key, its, rs)
+                secs.append(time.process_time() - t0)
+            cells = len(items) * len(rows)
+            out.append(
+                {
+                    "rep": rep,
+                    "split": name,
+                    "shares_s": secs,
+                    "ms_per_cell": 1000 * sum(secs) / cells,
+                    "barrier_s": max(secs),
+                    "load": os.getloadavg()[0],
+                }
+            )
+            print(json.dumps(out[-1]), flush=True)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sim", default="", help="comma list of ms per row (stand-in scorer), e.g. 20,2,0.2,0.05")
     ap.add_argument("--call-ms", type=float, default=2.0, help="--sim: fixed ms per scorer call (one forward)")
     ap.add_argument("--look-ms", type=float, default=0.0, help="--sim: ms more per look (rows) call only")
     ap.add_argument("--real", default="", help="comma list of dtypes for SmolLM2: fp32,bf16")
+    ap.add_argument("--shapes", default="", help="a dtype: one look scored whole and split two ways (no Ray)")
+    ap.add_argument("--look-rows", type=int, default=4, help="--shapes: the look's rows")
     ap.add_argument("--k", type=int, default=6)
     ap.add_argument("--actors", type=int, default=1, help="scorer actors (1: the parts add up to the wall)")
     ap.add_argument("--n-seq", type=int, default=64)
@@ -286,6 +334,12 @@ def main():
         "pool.threads=1",
         "pool.dashboard=false",
     ]
+    if args.shapes:
+        got = look_shapes(load_config(None, base + [f"dtype={args.shapes}"]), args.look_rows, args.repeats)
+        if args.json:
+            with open(args.json, "a") as f:
+                f.writelines(json.dumps(r) + "\n" for r in got)
+        return
     session = PoolSession(None, dashboard=False, num_cpus=2).connect()  # a local Ray of its own, loopback only
     lines = []
     with session:  # released however it ends: the last pool ended, Ray shut down
