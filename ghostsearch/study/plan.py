@@ -941,8 +941,8 @@ def format_plan(cfg, p: RunPlan, whole: list[str] | None = None) -> str:
         + (f", host {mem.host / GiB:.1f} GiB (cache.offload)" if mem.host else "")
         + ("" if mem.fits else "  DOES NOT FIT"),
         *([evaluation_line(p.evaluation)] if whole is None else whole),
-        "kinds: exact (greedy not raced, and the one-shot searchers: oneshot, shortgpt, streamline, lorp, "
-        "fastblock); budget = at most that many (raced greedy: race auto from 32 "
+        "kinds: exact (the count follows from the space: greedy not raced, and the one-shot searchers); "
+        "budget = at most that many (raced greedy: race auto from 32 "
         "calibration rows; ga stops when its next generation does not fit what is left); estimate = depends on "
         "the searcher's answers",
         "not counted: the paper protocol's perplexity windows (their token count needs the corpus)"
