@@ -40,7 +40,7 @@ def check_local_capacity(cfg: Config, address: str | None) -> None:
     """Before a run directory exists: a usable address, and a local pool that fits this machine's
     CPUs (and GPUs)."""
     check_address(address or os.environ.get("RAY_ADDRESS"))
-    start_budget()  # a bad $RAY_raylet_start_wait_time_s: one line now, not after the run directory exists
+    start_budget()  # a bad $GHOSTSEARCH_RAY_START_S: one line now, not after the run directory exists
     if (address or os.environ.get("RAY_ADDRESS")) and not ray.is_initialized():
         check_reachable(address or os.environ["RAY_ADDRESS"])
     if address or os.environ.get("RAY_ADDRESS") or cfg.pool.name or ray.is_initialized():
@@ -126,9 +126,11 @@ BUSY_MACHINE = {
     # "Failed to connect to GCS" when the just-started GCS answers late)
 }
 START_TRIES = 2  # a local start whose GCS did not answer its first connection is tried once more
-START_ENV = "RAY_raylet_start_wait_time_s"  # how long a local Ray's raylet may take to register with its GCS
-BUSY_MACHINE[START_ENV] = "180"  # [30] Ray's C++ wait (GlobalStateAccessor::GetNode); its Python one: below
-RAY_START_WAIT_S = 30.0  # Ray's Python wait for the same, a literal in ray/_private/node.py: made START_ENV's
+START_ENV = "GHOSTSEARCH_RAY_START_S"  # how long a local Ray's raylet may take to register with its GCS
+START_S = 180  # its default
+RAY_START_WAIT_S = 30.0  # Ray's own: a literal in ray/_private/node.py around calls that each wait up to
+# RAY_raylet_start_wait_time_s [30] in C++ (GlobalStateAccessor::GetNode), during which no Python signal handler
+# runs: that one is left at Ray's value, so Ctrl-C or SIGTERM during a slow start is honoured within it
 
 
 class GcsUnreachable(Exception):
@@ -136,9 +138,8 @@ class GcsUnreachable(Exception):
 
 
 def start_budget() -> int:
-    """``$RAY_raylet_start_wait_time_s`` (ghostsearch's 180 unless the user set it), checked before a run
-    directory exists: Ray reads it as a whole number of seconds, and a bad one ends its C++ config."""
-    raw = os.environ.get(START_ENV, BUSY_MACHINE[START_ENV])
+    """``$GHOSTSEARCH_RAY_START_S`` (default ``START_S``), checked before a run directory exists."""
+    raw = os.environ.get(START_ENV, str(START_S))
     if not raw.strip().isdigit() or not 0 < int(raw) <= 86400:
         raise GhostsearchError(
             f"{START_ENV}={raw!r} is not a whole number of seconds in 1..86400 (how long a local Ray's raylet may "
@@ -150,8 +151,7 @@ def start_budget() -> int:
 class _StretchedClock:
     """``time`` as ray/_private/node.py sees it while ray.init starts a local Ray, its ``monotonic`` running
     ``RAY_START_WAIT_S / budget`` as fast: Ray's one startup wait there that reads it (the raylet's
-    registration, a literal 30 s around the C++ wait of ``RAY_raylet_start_wait_time_s``) becomes ``budget``
-    seconds too. Every other name is the ``time`` module's."""
+    registration, a literal 30 s) becomes ``budget`` seconds. Every other name is the ``time`` module's."""
 
     def __init__(self, budget: float):
         import time

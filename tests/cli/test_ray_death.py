@@ -48,9 +48,9 @@ def test_busy_machine_waits_are_set_unless_the_user_set_them(monkeypatch):
 
 
 # A local Ray's start on a busy machine (issue 48: "did not start within Ray's fixed 30 s", 5 of 13 tries at load
-# 10-190): Ray waits RAY_raylet_start_wait_time_s (30 s) for the raylet to register, in C++, inside a literal
-# 30 s of its Python; ghostsearch sets the first (180 s unless the user set it) and makes the second follow it.
-# Checked with a raylet made slow (SIGSTOPped 3 s as soon as it appears) and a budget of 1 s:
+# 10-190): Ray waits a literal 30 s of its Python for the raylet to register (around C++ calls that each wait
+# RAY_raylet_start_wait_time_s); ghostsearch makes the first GHOSTSEARCH_RAY_START_S (default 180 s).
+# Checked with a raylet made slow (SIGSTOPped 3 s as soon as it appears) and both at 1 s:
 # the start ends in one line naming the setting, nothing of that Ray left behind (on the old code the setting was
 # ignored and Ray's 30 s outlasted the stop: the start succeeded).
 START = """
@@ -83,8 +83,8 @@ print("left:", [p.name() for p in psutil.Process().children(recursive=True) if p
 
 
 @pytest.mark.slow  # a local Ray's processes start (and are ended when they do not register in time)
-def test_a_local_ray_start_waits_as_long_as_raylet_start_wait_time_s():
-    env = dict(os.environ, RAY_raylet_start_wait_time_s="1", PYTHONPATH=str(ROOT))
+def test_a_local_ray_start_waits_as_long_as_ghostsearch_ray_start_s():
+    env = dict(os.environ, GHOSTSEARCH_RAY_START_S="1", RAY_raylet_start_wait_time_s="1", PYTHONPATH=str(ROOT))
     env.pop("RAY_ADDRESS", None)
     out = subprocess.run([sys.executable, "-c", START], env=env, capture_output=True, text=True, timeout=300)
     lines = out.stdout.splitlines()
@@ -93,11 +93,11 @@ def test_a_local_ray_start_waits_as_long_as_raylet_start_wait_time_s():
 
 
 @pytest.mark.parametrize("value", ["abc", "0", "-5", "2.5", ""])
-def test_a_bad_raylet_start_wait_is_one_line_before_work(value, monkeypatch, capsys, tmp_path):
-    monkeypatch.setenv("RAY_raylet_start_wait_time_s", value)
+def test_a_bad_ghostsearch_ray_start_s_is_one_line_before_work(value, monkeypatch, capsys, tmp_path):
+    monkeypatch.setenv("GHOSTSEARCH_RAY_START_S", value)
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     cfg = ROOT / "configs" / "smollm2-quick.yaml"
     assert main(["search", str(cfg), f"out={tmp_path / 'run'}", "--no-progress"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "RAY_raylet_start_wait_time_s" in err and "Traceback" not in err, err
+    assert err.count("\n") == 1 and "GHOSTSEARCH_RAY_START_S" in err and "Traceback" not in err, err
     assert not (tmp_path / "run").exists()
