@@ -23,6 +23,27 @@ ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
 
+# scorer 0 of the pool 'svc' killed by Ray and restarted (max_restarts): back when its process id has changed
+RESTART = """
+import os, time
+import ray
+ray.init()
+a = ray.get_actor("svc-scorer-0", namespace="ghostsearch")
+pid = lambda: ray.get(a.__ray_call__.remote(lambda self: os.getpid()), timeout=30)
+before = pid()
+ray.kill(a, no_restart=False)
+for _ in range(600):
+    try:
+        if pid() != before:
+            break
+    except Exception:
+        pass
+    time.sleep(0.2)
+else:
+    raise SystemExit("scorer 0 did not come back")
+"""
+
+
 def _gs(args, env, timeout=300):
     r = subprocess.run(
         [str(BIN / "ghostsearch"), *args], env=env, capture_output=True, text=True, timeout=timeout, cwd=ROOT
@@ -48,7 +69,8 @@ def _refused(argv, message, out, env):
 
 def test_pool_up_search_status_down(tiny_model_dir, tmp_path):
     temp = tempfile.mkdtemp(prefix="gs-pool-", dir="/tmp")
-    env = dict(os.environ, RAY_AUTH_MODE="disabled")
+    # a loaded machine's raylet may take more than Ray's 30 s to register (issue 48): `ray start` waits 180 s
+    env = dict(os.environ, RAY_AUTH_MODE="disabled", RAY_raylet_start_wait_time_s="180")
     port = 6400 + os.getpid() % 500
     subprocess.run(
         [
@@ -81,7 +103,10 @@ def test_pool_up_search_status_down(tiny_model_dir, tmp_path):
         "pool.actors=1",
     ]
     try:
-        up = _gs(["pool", "up", str(ROOT / "configs" / "smollm2-quick.yaml"), *over, "pool.name=svc"], env)
+        # two scorers: one restarted by Ray after the files change must not answer for both (below)
+        up = _gs(
+            ["pool", "up", str(ROOT / "configs" / "smollm2-quick.yaml"), *over, "pool.actors=2", "pool.name=svc"], env
+        )
         assert up[0]["actors"][0]["name"] == "svc-scorer-0"
         _gs(
             [
@@ -125,8 +150,12 @@ def test_pool_up_search_status_down(tiny_model_dir, tmp_path):
         # job naming it is refused (before, the pool reported the new files' digest and scored the old weights)
         shutil.copy(other / "model.safetensors", served / "model.safetensors")
         _refused(["search", quick, *over], "changed after this pool loaded them", tmp_path / "r9", env)
+        # scorer 0 restarted by Ray (killed, max_restarts): it loads the new files and vouches for them, while
+        # scorer 1 still holds the old weights. Every scorer is asked now (before: scorer 0 only, and the job ran)
+        subprocess.run([sys.executable, "-c", RESTART], env=env, check=True, capture_output=True, timeout=300)
+        _refused(["search", quick, *over], "changed after this pool loaded them", tmp_path / "r10", env)
         st = _gs(["pool", "status", "--name", "svc"], env)[0]
-        assert st["actors"] == ["svc-scorer-0"]
+        assert st["actors"] == ["svc-scorer-0", "svc-scorer-1"]
         s = st["searchers"]["oneshot"]
         assert s["computed"] > 0 and s["cached"] == s["computed"]  # the second job computed nothing
         assert st["hit_rate"] == pytest.approx(0.5)
