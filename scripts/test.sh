@@ -9,7 +9,7 @@
 # duration as JUnit XML there (.ci/run does).
 # Tests run in TEST_JOBS parallel processes (pytest-xdist; default 2, one per core here; TEST_JOBS=0:
 # one process, e.g. for --pdb). A module's tests stay in one process (--dist loadfile: its fixtures
-# load once; the longest files first, from tests/durations.json: tests/conftest.py), and OpenMP threads sleep instead of spinning while they wait (OMP_WAIT_POLICY=PASSIVE:
+# load once), and OpenMP threads sleep instead of spinning while they wait (OMP_WAIT_POLICY=PASSIVE:
 # two processes' torch threads on two cores otherwise spin against each other, 10-100x slower).
 # Every test has a time limit (pytest-timeout, pyproject.toml): a hang fails that test, not CI.
 set -euo pipefail
@@ -27,7 +27,7 @@ for a in "$@"; do case "$a" in tests|tests/*|./tests/*) paths=(); break;; esac; 
 jobs=${TEST_JOBS:-2}
 par=()
 if [ "$jobs" != 0 ]; then
-  par=(-n "$jobs" --dist loadfile --no-loadscope-reorder)
+  par=(-n "$jobs" --dist loadfile)
   export OMP_WAIT_POLICY=PASSIVE
 fi
 report=()

@@ -3,7 +3,6 @@ SmolLM2, and tiny random models built from configs (no download)."""
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -11,7 +10,6 @@ import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-DURATIONS = ROOT / "tests" / "durations.json"  # seconds per test file, for the order only
 SHARED = ROOT.parent / "shared" / "data"
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -31,20 +29,11 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
-    # the longest files first, each file's tests in their order (a stable sort): under xdist's --dist
-    # loadfile (scripts/test.sh, with --no-loadscope-reorder, else xdist orders files by their number of
-    # tests and the few-test, minute-long files came last) the two workers then end together, short files
-    # filling the end of the run. A file's seconds come from tests/durations.json (a CI run's junit.xml,
-    # summed per file; refresh it with scripts/test-durations.py); a file not in it counts as 30 s when it
-    # has a slow test, else 0. Only the order depends on it, never a result.
-    seconds = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
+    # files with a slow test first, each file's tests in their order (a stable sort), so that under
+    # xdist's --dist loadfile fast files can fill the end of the run; most files have a slow test, so
+    # the gain is small (CI tests 1543 -> 1419 s together with test_window_nll's thread fix)
     slow_files = {item.path for item in items if item.get_closest_marker("slow")}
-
-    def weight(item) -> float:
-        rel = item.path.relative_to(ROOT).as_posix() if item.path.is_relative_to(ROOT) else str(item.path)
-        return seconds.get(rel, 30.0 if item.path in slow_files else 0.0)
-
-    items.sort(key=lambda item: -weight(item))
+    items.sort(key=lambda item: item.path not in slow_files)
 
 
 @pytest.fixture(scope="session")
