@@ -103,7 +103,7 @@ def connect(address: str | None = None, dashboard: bool = True, num_cpus: int | 
                 raise GhostsearchError(
                     f"the local Ray's control process (GCS) did not answer its first connection, {START_TRIES} "
                     f"times ({e}; the machine is overloaded); rerun when it has room, or start one with "
-                    "`ray start --head` and join it with --address"
+                    "`RAY_worker_niceness=0 ray start --head` and join it with --address"
                 ) from None
             log.warning("the local Ray's GCS did not answer (a busy machine); starting it again (try %d)", attempt + 1)
     reap_with_driver()
@@ -125,6 +125,13 @@ BUSY_MACHINE = {
     "RAY_gcs_rpc_server_connect_timeout_s": "60",  # [5] a GCS client's first connection (the start's own:
     # "Failed to connect to GCS" when the just-started GCS answers late)
 }
+# The pool's priority: a raylet starts every worker process (the scorer actors and the broker) at its own niceness
+# plus RAY_worker_niceness [15], so on a shared machine any nice-0 process outranks the whole pool ~28:1 (CFS
+# weights 1024 against 36) and a busy machine starves the run. 0 for a local Ray: the raylet has the driver's
+# niceness (it is the driver's child), so the pool runs at the priority of the command that started it (`nice -n 10
+# ghostsearch ...`: nice-10 scorers; a plain start: nice 0). Read by the raylet when it starts (and from a job's or
+# actor's runtime_env env_vars); a variable the user set wins. A cluster someone else started: docs/reliability.md.
+POOL_PRIORITY = {"RAY_worker_niceness": "0"}
 START_TRIES = 2  # a local start whose GCS did not answer its first connection is tried once more
 START_ENV = "GHOSTSEARCH_RAY_START_S"  # how long a local Ray's raylet may take to register with its GCS
 START_S = 180  # its default
@@ -185,8 +192,17 @@ def busy_machine_settings() -> dict[str, str]:
     return added
 
 
+def pool_priority_settings() -> dict[str, str]:
+    """POOL_PRIORITY set in this process's environment (a local Ray's raylet inherits it) where the user has not
+    set it; returns what was set."""
+    added = {k: v for k, v in POOL_PRIORITY.items() if k not in os.environ}
+    os.environ.update(added)
+    return added
+
+
 def _start_local(dashboard: bool, port: int | None, num_cpus: int | None):
     busy_machine_settings()
+    pool_priority_settings()
     budget = start_budget()
     try:
         with loopback_only(), start_wait(budget):
@@ -212,7 +228,8 @@ def _start_local(dashboard: bool, port: int | None, num_cpus: int | None):
         raise GhostsearchError(
             f"the local Ray did not start within {budget} s (its raylet did not register with its GCS: the machine "
             f"is overloaded, or short of memory or address space, see `ulimit -v`); set {START_ENV} higher (seconds), "
-            "rerun when it has room, or start one with `ray start --head` and join it with --address"
+            "rerun when it has room, or start one with `RAY_worker_niceness=0 ray start --head` and join it with "
+            "--address"
         ) from None
     finally:
         interrupts.reinstall()
