@@ -32,12 +32,11 @@ import tempfile
 
 import benchenv  # noqa: F401  (the repository on sys.path, offline HF, ../shared/data as the data directory)
 import numpy as np
-import ray
 from race_breakdown import stored_path
 
 from ghostsearch.config import load_config, protected_blocks
 from ghostsearch.pool.session import PoolSession
-from ghostsearch.pool.standin import Cost, Standins, standin_class
+from ghostsearch.pool.standin import Cost, Profiles, Standins, standin_class
 from ghostsearch.search import Budget, Space, make_searcher
 
 N_BLOCKS, K, ROWS = 30, 6, 64
@@ -58,129 +57,9 @@ def mem_available() -> int:
     return 0
 
 
-class Profiles:
-    """cProfile of the driver (this process) and of the broker over one part. The broker's methods run on
-    its event loop's thread, not on the thread ``__ray_call__`` runs on: its profiler is switched on and
-    off there (``call_soon_threadsafe`` on every running event loop of the broker's process)."""
-
-    def start(self, broker) -> None:
-        import cProfile
-
-        def on(actor):
-            import asyncio
-            import gc
-            import threading
-
-            loops = [o for o in gc.get_objects() if isinstance(o, asyncio.AbstractEventLoop) and o.is_running()]
-            actor.bench_profiles = [cProfile.Profile() for _ in loops]
-
-            def switch(p: cProfile.Profile, d: threading.Event) -> None:
-                p.enable()
-                d.set()
-
-            for loop, prof in zip(loops, actor.bench_profiles):
-                done = threading.Event()
-                loop.call_soon_threadsafe(switch, prof, done)
-                done.wait(10)
-            actor.bench_loops = loops
-            return len(loops)
-
-        self.loops = ray.get(broker.__ray_call__.remote(on))
-        self.driver = cProfile.Profile()
-        self.driver.enable()
-
-    def stop(self, broker, title: str, top: int = 22) -> None:
-        import io
-        import pstats
-
-        self.driver.disable()
-
-        def off(actor) -> str:
-            import threading
-
-            def switch(p, d: threading.Event) -> None:
-                p.disable()
-                d.set()
-
-            for loop, prof in zip(actor.bench_loops, actor.bench_profiles):
-                done = threading.Event()
-                loop.call_soon_threadsafe(switch, prof, done)
-                done.wait(10)
-            out = io.StringIO()
-            stats = pstats.Stats(actor.bench_profiles[0], stream=out)
-            for p in actor.bench_profiles[1:]:
-                stats.add(p)
-            stats.sort_stats("tottime").print_stats(top)
-            return out.getvalue()
-
-        text = ray.get(broker.__ray_call__.remote(off))
-        out = io.StringIO()
-        pstats.Stats(self.driver, stream=out).sort_stats("tottime").print_stats(top)
-        print(
-            f"--- profile, {title}: the broker ({self.loops} event loops)\n{text}\n--- the driver\n{out.getvalue()}",
-            flush=True,
-        )
-
-
 def part_search(pool: Standins, searcher: str, params: dict, budget, label: str) -> dict:
     space = Space(N_BLOCKS, K, protected_blocks(pool.cfg, N_BLOCKS))
     return pool.search(make_searcher(searcher, space, params=params, budget=budget), K, label)
-
-
-@ray.remote(num_cpus=0)
-class Relay:
-    """The floor part's stand-in broker: an async actor that fans one call out to every stand-in and answers
-    when all have (what ``Broker.look`` does, without the cache, shares, ledger, retries or metrics)."""
-
-    def __init__(self, handles):
-        self.handles = handles
-
-    async def fan(self, ms: float, rows: int) -> list:
-        import asyncio
-
-        return list(await asyncio.gather(*[h.nap.remote(ms, rows) for h in self.handles]))
-
-
-def part_floor(pool: Standins, share_ms: float, looks: int, raced: dict | None) -> list[dict]:
-    """What Ray itself costs a look on this machine: ``looks`` barriers of one ``share_ms`` sleep on each of the
-    n stand-ins, sent (a) from the driver straight to the stand-ins and (b) through an async relay actor (the
-    broker's hop), with no ghostsearch code on the path; beside them, ``raced`` (raced greedy's look, measured
-    in the same run). Overhead a look = its wall less ``share_ms``; busy = the stand-ins' sleep / (n x wall)."""
-    handles, n = pool.handles, pool.n
-    relay = Relay.remote(handles)  # type: ignore[attr-defined]  # a Ray actor class
-    ray.get(relay.fan.remote(0.0, 1))  # warm
-    out = []
-    for name, call in (
-        ("floor-direct", lambda: ray.get([h.nap.remote(share_ms, 4) for h in handles])),
-        ("floor-relay", lambda: ray.get(relay.fan.remote(share_ms, 4))),
-    ):
-        with pool.meter() as m:
-            for _ in range(looks):
-                call()
-        got = m.numbers(looks * n, n)
-        out.append(
-            {
-                "part": name,
-                "share_ms": share_ms,
-                "looks": looks,
-                "ms_per_look": 1000 * m.wall / looks,
-                "overhead_ms": 1000 * m.wall / looks - share_ms,
-                **got,
-            }
-        )
-    if raced is not None:
-        out.append(
-            {
-                "part": "floor-look",
-                "share_ms": share_ms,
-                "looks": raced["pool_calls"],
-                "ms_per_look": raced["ms_per_call"],
-                "overhead_ms": raced["ms_per_call"] - share_ms,
-                "busy_share": raced["busy_share"],
-            }
-        )
-    ray.kill(relay)
-    return out
 
 
 def main() -> None:
@@ -238,7 +117,7 @@ def main() -> None:
                     raced = next((r for r in got if r["part"] == "raced"), None)
                     # raced greedy's mean share of a look (its stand-ins' sleep over n x looks), else 8b's at N = 8
                     share = 1000 * raced["busy_share"] * raced["wall"] / raced["pool_calls"] if raced else 26.3
-                    got += part_floor(pool, share, 30, raced)
+                    got += pool.floor(share, 30, raced)
                 if "ga" in parts:
                     got.append(part_search(pool, "ga", {}, Budget(args.budget), "ga"))
                 if "bo" in parts:

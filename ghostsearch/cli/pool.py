@@ -29,6 +29,14 @@ def add(sub) -> None:
     c.add_argument("--seconds", type=float, default=2.0, help="the throughput batch's length at the ideal rate")
     c.add_argument("--blocks", type=positive_int, default=None, help="the model's blocks (default: its config's)")
     c.add_argument("--no-search", action="store_true", help="throughput only, not the config's searcher")
+    c.add_argument(
+        "--floor",
+        type=int,
+        default=0,
+        metavar="LOOKS",
+        help="also LOOKS bare rounds of a look through Ray alone (no ghostsearch code): Ray's own floor",
+    )
+    c.add_argument("--profile", action="store_true", help="cProfile the broker and the driver over the throughput")
 
 
 def run(args) -> None:
@@ -75,7 +83,7 @@ def ceiling(args) -> None:
 
     from ghostsearch.config import load_config
     from ghostsearch.model.models import model_info
-    from ghostsearch.pool.standin import Cost, ceiling, ceiling_table, parse_actors
+    from ghostsearch.pool.standin import Cost, Profiles, ceiling, ceiling_table, parse_actors
 
     overrides = list(args.overrides or [])
     config = args.config
@@ -85,8 +93,8 @@ def ceiling(args) -> None:
         overrides.append(f"pool.address={args.address}")
     cfg = load_config(config, overrides)
     actors = parse_actors(args.actors or str(cfg.pool.actors))
-    if args.row_ms < 0 or args.call_ms < 0 or args.row_ms + args.call_ms <= 0 or args.seconds <= 0:
-        raise GhostsearchError("--row-ms and --call-ms must be >= 0 with a positive sum, --seconds > 0")
+    if args.row_ms < 0 or args.call_ms < 0 or args.row_ms + args.call_ms <= 0 or args.seconds <= 0 or args.floor < 0:
+        raise GhostsearchError("--row-ms and --call-ms must be >= 0 with a positive sum, --seconds > 0, --floor >= 0")
     n_blocks = args.blocks or model_info(cfg.model, cfg.trust_remote_code)[0]
     if n_blocks - len(set(cfg.search.protected)) < cfg.k + 1:
         raise GhostsearchError(f"k={cfg.k} leaves too few of the model's {n_blocks} blocks to search")
@@ -98,6 +106,8 @@ def ceiling(args) -> None:
             n_blocks,
             seconds=args.seconds,
             search=not args.no_search,
+            floor=args.floor,
+            profile=Profiles() if args.profile else None,
             tmp=tmp,
             say=print_json,
         )

@@ -360,7 +360,10 @@ class Standins:
         with self.meter() as m:
             client.evaluate(cands, "throughput")
         if profile is not None:
-            profile.stop(self.broker, f"throughput, {self.cost}, N = {self.n}")
+            profile.stop(
+                self.broker,
+                f"throughput, {self.cost.row_ms:g} ms a row + {self.cost.call_ms:g} ms a call, N = {self.n}",
+            )
         client.ledger.close()
         return {"part": "throughput", "batch": batch, "ideal_per_s": ideal, **m.numbers(batch, self.n)}
 
@@ -400,6 +403,124 @@ class Standins:
             "ms_per_call": 1000 * inside["s"] / max(1, inside["calls"]),
         }
 
+    def floor(self, share_ms: float, looks: int, search: dict | None = None) -> list[dict]:
+        """What Ray itself costs a look here: ``looks`` rounds of one ``share_ms`` sleep on every stand-in, sent
+        (a) from the driver straight to the stand-ins and (b) through an async relay actor (the broker's hop),
+        with no ghostsearch code on the path; beside them, ``search`` (a ``search`` part's row: its pool
+        calls, measured on the same pool). Overhead a look = its wall less ``share_ms``."""
+        handles, n = self.handles, self.n
+        relay = relay_class().remote(handles)
+        ray.get(relay.fan.remote(0.0, 1))  # warm
+        out = []
+        for name, call in (
+            ("floor-direct", lambda: ray.get([h.nap.remote(share_ms, 4) for h in handles])),
+            ("floor-relay", lambda: ray.get(relay.fan.remote(share_ms, 4))),
+        ):
+            with self.meter() as m:
+                for _ in range(looks):
+                    call()
+            ms = 1000 * m.wall / looks
+            out.append(
+                {"part": name, "share_ms": share_ms, "looks": looks, "ms_per_look": ms, "overhead_ms": ms - share_ms}
+                | m.numbers(looks * n, n)
+            )
+        if search is not None:
+            out.append(
+                {
+                    "part": "floor-look",
+                    "share_ms": share_ms,
+                    "looks": search["pool_calls"],
+                    "ms_per_look": search["ms_per_call"],
+                    "overhead_ms": search["ms_per_call"] - share_ms,
+                    "busy_share": search["busy_share"],
+                }
+            )
+        ray.kill(relay)
+        return out
+
+
+def relay_class():
+    """The floor's stand-in broker: an async actor that fans one call out to every stand-in and answers when
+    all have (what ``Broker.look`` does, without the cache, shares, ledger, retries or metrics)."""
+
+    class Relay:
+        def __init__(self, handles):
+            self.handles = handles
+
+        async def fan(self, ms: float, n: int) -> list:
+            import asyncio
+
+            return list(await asyncio.gather(*[h.nap.remote(ms, n) for h in self.handles]))
+
+    return ray.remote(num_cpus=0)(Relay)
+
+
+class Profiles:
+    """cProfile of the driver (this process) and of the broker over one part. The broker's methods run on
+    its event loop's thread, not on the thread ``__ray_call__`` runs on: its profiler is switched on and
+    off there (``call_soon_threadsafe`` on every running event loop of the broker's process)."""
+
+    def __init__(self, top: int = 22, say=print):
+        self.top, self.say = top, say
+
+    def start(self, broker) -> None:
+        import cProfile
+
+        def on(actor):
+            import asyncio
+            import gc
+            import threading
+
+            loops = [o for o in gc.get_objects() if isinstance(o, asyncio.AbstractEventLoop) and o.is_running()]
+            actor.bench_profiles = [cProfile.Profile() for _ in loops]
+
+            def switch(p: cProfile.Profile, d: threading.Event) -> None:
+                p.enable()
+                d.set()
+
+            for loop, prof in zip(loops, actor.bench_profiles):
+                done = threading.Event()
+                loop.call_soon_threadsafe(switch, prof, done)
+                done.wait(10)
+            actor.bench_loops = loops
+            return len(loops)
+
+        self.loops = ray.get(broker.__ray_call__.remote(on))
+        self.driver = cProfile.Profile()
+        self.driver.enable()
+
+    def stop(self, broker, title: str) -> None:
+        import io
+        import pstats
+
+        self.driver.disable()
+        top = self.top
+
+        def off(actor) -> str:
+            import threading
+
+            def switch(p, d: threading.Event) -> None:
+                p.disable()
+                d.set()
+
+            for loop, prof in zip(actor.bench_loops, actor.bench_profiles):
+                done = threading.Event()
+                loop.call_soon_threadsafe(switch, prof, done)
+                done.wait(10)
+            out = io.StringIO()
+            stats = pstats.Stats(actor.bench_profiles[0], stream=out)
+            for p in actor.bench_profiles[1:]:
+                stats.add(p)
+            stats.sort_stats("tottime").print_stats(top)
+            return out.getvalue()
+
+        text = ray.get(broker.__ray_call__.remote(off))
+        out = io.StringIO()
+        pstats.Stats(self.driver, stream=out).sort_stats("tottime").print_stats(top)
+        self.say(
+            f"--- profile, {title}: the broker ({self.loops} event loops)\n{text}\n--- the driver\n{out.getvalue()}"
+        )
+
 
 def parse_actors(text: str) -> list[int]:
     """'2,4,8' -> [2, 4, 8]: the pool sizes to measure (one line on a bad list)."""
@@ -421,24 +542,34 @@ def ceiling(
     seconds: float = 2.0,
     max_batch: int = 20000,
     search: bool = True,
+    floor: int = 0,
+    profile: Profiles | None = None,
     tmp: str,
     say=print,
 ) -> list[dict]:
     """``ghostsearch pool ceiling``'s work: per pool size N in ``actors``, a pool of N stand-ins at ``cost``
     (on ``cfg``'s Ray: pool.address / $RAY_ADDRESS, else a local one with as many CPUs as the largest pool
     needs: a stand-in sleeps) with ``cfg.calibration.n_seq`` rows and sets of ``cfg.k`` of ``n_blocks``
-    blocks; its throughput and, with ``search``, the config's searcher run on it. Each part's numbers are
-    passed to ``say`` as they come and returned."""
+    blocks; its throughput (``profile``: the broker and the driver profiled over it) and, with ``search``, the
+    config's searcher run on it; with ``floor``, that many bare rounds of a look (``Standins.floor``: of the
+    search's mean share of a pool call, else of one candidate's cost). Each part's numbers are passed to
+    ``say`` as they come and returned."""
     rows, k, out = cfg.calibration.n_seq, cfg.k, []
     cls = standin_class(n_blocks, rows)
     with PoolSession(cfg, dashboard=False, num_cpus=max(actors) * cfg.pool.threads) as session:
         for n in actors:
             pool = Standins(session, replace(cfg, pool=replace(cfg.pool, actors=n)), cls, n_blocks, rows, tmp)
             pool.set_cost(cost)
-            got = [pool.throughput(k, seconds, max_batch, seed=n)]
+            got = [pool.throughput(k, seconds, max_batch, seed=n, profile=profile)]
+            ran = None
             if search:
                 s = build_searcher(pool.cfg, cfg.searcher, k, cfg.seed, n_blocks)
-                got.append(pool.search(s, k, cfg.searcher))
+                got.append(ran := pool.search(s, k, cfg.searcher))
+            if floor:
+                share = cost.candidate_ms(rows)
+                if ran is not None:  # the stand-ins' sleep per pool call and stand-in
+                    share = 1000 * ran["busy_share"] * ran["wall"] / max(1, ran["pool_calls"])
+                got += pool.floor(share, floor, ran)
             for r in got:
                 r.update(actors=n, row_ms=cost.row_ms, call_ms=cost.call_ms, rows=rows)
                 say(r)
@@ -449,15 +580,18 @@ def ceiling(
 
 def ceiling_table(rows: list[dict]) -> str:
     """The ceiling as a markdown table: per N, the throughput against the ideal, the broker's time per
-    evaluation, the stand-ins' busy share, and the searcher's run."""
+    evaluation, the stand-ins' busy share, the searcher's run, and where measured the floor of a look."""
+    floors = any(r["part"].startswith("floor-") for r in rows)
     out = [
         "| N | evals/s | ideal N/cost | x ideal | broker ms/eval (share of wall) | busy "
-        "| search | search s | search evals (evals/s, busy) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| search | search s | search evals (evals/s, busy) |"
+        + (" look ms: search / relay / direct (share) |" if floors else ""),
+        "|---|---|---|---|---|---|---|---|---|" + ("---|" if floors else ""),
     ]
     for n in dict.fromkeys(r["actors"] for r in rows):
-        t = next(r for r in rows if r["actors"] == n and r["part"] == "throughput")
-        s = next((r for r in rows if r["actors"] == n and r["part"] != "throughput"), None)
+        by = {r["part"]: r for r in rows if r["actors"] == n}
+        t = by["throughput"]
+        s = next((r for p, r in by.items() if not p.startswith(("throughput", "floor"))), None)
         cells = [
             str(n),
             f"{t['evals_per_s']:.1f}",
@@ -474,5 +608,11 @@ def ceiling_table(rows: list[dict]) -> str:
             ]
         else:
             cells += ["-", "-", "-"]
+        if floors:
+            ms = [
+                f"{by[p]['ms_per_look']:.1f}" if p in by else "-" for p in ("floor-look", "floor-relay", "floor-direct")
+            ]
+            share = next((by[p]["share_ms"] for p in ("floor-relay", "floor-direct") if p in by), None)
+            cells.append(" / ".join(ms) + (f" ({share:.1f})" if share is not None else ""))
         out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out)

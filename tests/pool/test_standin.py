@@ -41,9 +41,10 @@ def test_ceiling_measures_a_pool_on_real_ray(capsys):
     # 8 rows x 2.5 ms + 20 ms a call = 40 ms a candidate: ideal 25/s a stand-in, 50/s for 2
     argv = ["pool", "ceiling", "--actors", "2", "--row-ms", "2.5", "--call-ms", "20", "--seconds", "0.6"]
     argv += ["--blocks", "12", "k=2", "calibration.n_seq=8", "pool.dashboard=false", "searcher=greedy"]
-    assert main(argv) == 0
-    out = capsys.readouterr().out.splitlines()
-    tp, search = (json.loads(line) for line in out if line.startswith("{"))
+    assert main([*argv, "--floor", "5", "--profile"]) == 0
+    text = capsys.readouterr().out
+    out = text.splitlines()
+    tp, search, direct, relay, look = (json.loads(line) for line in out if line.startswith("{"))
     assert (tp["part"], tp["actors"], search["part"]) == ("throughput", 2, "greedy")
     assert tp["ideal_per_s"] == pytest.approx(50.0)
     # a stand-in cannot answer faster than it sleeps; above half the ideal, both stand-ins worked at once
@@ -53,6 +54,16 @@ def test_ceiling_measures_a_pool_on_real_ray(capsys):
     # answer is the stand-in's own value of the set it found
     value = standin_class(12, 8).__ray_actor_class__._values([(tuple(search["set"]), 8)])[0]
     assert search["evals"] == search["calls"] == 23 and search["value"] == pytest.approx(value)
+    # Ray's floor: 5 bare rounds of greedy's mean share of a pool call, direct and through a relay actor
+    assert [r["part"] for r in (direct, relay, look)] == ["floor-direct", "floor-relay", "floor-look"]
+    share = 1000 * search["busy_share"] * search["wall"] / search["pool_calls"]
+    for r in (direct, relay):
+        assert r["looks"] == 5 and r["share_ms"] == pytest.approx(share) and r["ms_per_look"] >= 0.95 * share
+    assert look["ms_per_look"] == pytest.approx(search["ms_per_call"])
+    # the profile switched on in the broker's event loop sees the broker's own method
+    broker = text.split("--- profile, throughput")[1].split("--- the driver")[0]
+    assert "evaluate_many" in broker
     table = [line for line in out if line.startswith("| ")]
     assert len(table) == 2 and table[1].startswith("| 2 | ") and "| greedy |" in table[1]
+    assert table[0].endswith("look ms: search / relay / direct (share) |")
     assert not ray.is_initialized()  # the command's session stopped the Ray it started
