@@ -4,8 +4,9 @@
 
 1. Throughput of the real scorer (SmolLM2) with 1 vs 2 scorer actors, one torch thread each:
    the same distinct candidates through the broker; ratio 2-actor / 1-actor (target >= 1.7x on 2 cores).
-2. Pool overhead per evaluation with a no-op scorer (``NoopScorer`` below, no model): driver -> broker -> actor ->
-   broker -> driver for distinct candidates; median and p90 ms per evaluation (target median <= 5 ms).
+2. Pool overhead per evaluation with no-op scorers (``ghostsearch.pool.standin``'s stand-ins at no cost: no model,
+   no sleep): driver -> broker -> actor -> broker -> driver for distinct candidates; median and p90 ms per
+   evaluation (target median <= 5 ms).
 3. The ledger's share of it: a journal line per row (now) vs a Parquet part per row (before), ratio.
 """
 
@@ -13,47 +14,20 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
 import statistics
 import time
 
 import benchenv  # noqa: E402,F401  (the repository on sys.path, offline HF, ../shared/data as the data directory)
-import ray  # noqa: E402
 
 from ghostsearch.config import load_config  # noqa: E402
 from ghostsearch.pool.client import PoolClient  # noqa: E402
 from ghostsearch.pool.session import PoolSession  # noqa: E402
+from ghostsearch.pool.standin import Standins, distinct_sets, standin_class  # noqa: E402
 from ghostsearch.rundir.ledger import Ledger  # noqa: E402
-from ghostsearch.search import Candidate  # noqa: E402
 
 
-@ray.remote(max_restarts=-1, max_task_retries=0)
-class NoopScorer:
-    """A stand-in for ScorerActor with no model: the value is the sum of the removed blocks."""
-
-    def __init__(self, cfg, threads: int, name: str):
-        self.name, self.node = name, ray.get_runtime_context().get_node_id()
-
-    def info(self) -> dict:
-        return {"name": self.name, "node": self.node, "pid": os.getpid(), "n_blocks": 0}
-
-    def score(self, spec, removed: tuple, fidelity: float, prefix):
-        from ghostsearch.pool.actors import Served
-        from ghostsearch.scoring import Score
-
-        return Served(Score(value=float(sum(removed)), tokens=0, seconds=0.0, start=0), actor=self.name, node=self.node)
-
-    def score_many(self, spec, items: list):
-        """A chunk of a batch (Broker.evaluate_many): ``score`` of each."""
-        return [self.score(spec, removed, fidelity, prefix) for removed, fidelity, prefix in items]
-
-
-def candidates(n, L=30, k=6, seed=0):
-    rng = random.Random(seed)
-    out = set()
-    while len(out) < n:
-        out.add(tuple(sorted(rng.sample(range(1, L - 1), k))))
-    return [Candidate(c) for c in sorted(out)]
+def candidates(n, seed=0):
+    return distinct_sets(n, 6, list(range(1, 29)), seed)  # 6-sets of 30 blocks, the first and last kept
 
 
 def throughput(session: PoolSession, cfg, cands, tmp) -> float:
@@ -180,8 +154,9 @@ def main():
         print(f"throughput: 1 actor {r1:.3f} eval/s | 2 actors {r2:.3f} eval/s | ratio {r2 / r1:.2f}x (target >= 1.7x)")
 
     cfg = load_config(None, ["pool.actors=2", "pool.threads=1", "calibration.dataset=lambada"])
-    broker = session.start(cfg, actor_class=NoopScorer)
-    client = PoolClient(broker, cfg.objective_spec(), Ledger(tmp), "noop", 0, cfg.model, cfg.dtype)
+    client = Standins(session, cfg, standin_class(30, cfg.calibration.n_seq), 30, cfg.calibration.n_seq, tmp).client(
+        "noop", 6
+    )
     lat = []
     for c in candidates(args.noop_evals, seed=2):
         t0 = time.perf_counter()

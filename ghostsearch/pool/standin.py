@@ -332,16 +332,8 @@ class Standins:
         return PoolClient(self.broker, cfg.objective_spec(), ledger, name, 0, cfg.model, cfg.dtype, k=k)
 
     def distinct_sets(self, n: int, k: int, seed: int) -> list[Candidate]:
-        """``n`` distinct k-sets of the blocks the config does not protect (all of them where there are no
-        more), sorted, drawn by ``seed``."""
-        free = sorted(set(range(self.n_blocks)) - protected_blocks(self.cfg, self.n_blocks))
-        if n >= math.comb(len(free), k):
-            return [Candidate(c) for c in itertools.combinations(free, k)]
-        rng = random.Random(seed)
-        out: set[tuple[int, ...]] = set()
-        while len(out) < n:
-            out.add(tuple(sorted(rng.sample(free, k))))
-        return [Candidate(c) for c in sorted(out)]
+        """``distinct_sets`` of the blocks the config does not protect."""
+        return distinct_sets(n, k, sorted(set(range(self.n_blocks)) - protected_blocks(self.cfg, self.n_blocks)), seed)
 
     def throughput(self, k: int, seconds: float, cap: int, seed: int, profile: Any = None) -> dict:
         """One batch of distinct k-sets (about ``seconds`` at the ideal rate, at least 8 a stand-in, at most
@@ -437,6 +429,18 @@ class Standins:
             )
         ray.kill(relay)
         return out
+
+
+def distinct_sets(n: int, k: int, free: list[int], seed: int) -> list[Candidate]:
+    """``n`` distinct k-sets of the blocks ``free`` (all of them where there are no more), sorted, drawn by
+    ``seed``."""
+    if n >= math.comb(len(free), k):
+        return [Candidate(c) for c in itertools.combinations(free, k)]
+    rng = random.Random(seed)
+    out: set[tuple[int, ...]] = set()
+    while len(out) < n:
+        out.add(tuple(sorted(rng.sample(free, k))))
+    return [Candidate(c) for c in sorted(out)]
 
 
 def relay_class():
