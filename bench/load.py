@@ -3,8 +3,8 @@ own sessions (a CPU spin each, started with ``start_new_session`` so that ghosts
 process-group handling never sees them), each loaded run's answer compared with the same command's
 answer at the machine's load without them ("idle": on a shared machine, not idle).
 
-    python bench/load.py [--busy 16] [--jobs search=5,target=3] [--idle FILE] [--until HH:MM]
-                         [--search-config CONFIG] [--target-config CONFIG] [key=value ...]
+    python bench/load.py [--busy 16] [--jobs search=5,target=3] [--idle FILE] [--until HH:MM] [--at-once K]
+                         [--min-free-gib G] [--search-config CONFIG] [--target-config CONFIG] [key=value ...]
 
 Each run is a subprocess ``ghostsearch <command> CONFIG out=<fresh dir> --no-progress`` (a fresh run
 directory each time: nothing is answered from an earlier run). A run under load passes when it ends
@@ -15,7 +15,9 @@ The idle answers come first, without the busy processes (``--idle FILE``: JSON l
 hold the command, config and overrides, else measured and appended, so they can be measured before a
 window reserved for the load). Then the busy processes start and the jobs (``--jobs``: the issue's 5
 quick searches and 3 target-quick runs by default) run one command's runs after another, the commands
-side by side (a search and a target at a time). ``--until`` (UTC, HH:MM): no run starts after it,
+side by side (a search and a target at a time); with ``--at-once K``, K runs at a time from one queue
+(the target runs first: they are the longest), each a local Ray of its own, a run started only while
+the machine has ``--min-free-gib`` of memory available (default 3). ``--until`` (UTC, HH:MM): no run starts after it,
 and a run still going then is ended (its process group, SIGTERM then SIGKILL) and reported as cut,
 never as a pass. Prints one JSON line a run and a summary per command; wall times are ratios against
 the idle run of the same invocation or file, with the load average beside them. The busy processes
@@ -38,21 +40,22 @@ import time
 from pathlib import Path
 
 import benchenv  # noqa: F401
+import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
 SPIN = "import os, sys\nwhile True:\n    pass\n"
 CONFIGS = {"search": "configs/smollm2-quick.yaml", "target": "configs/target-quick.yaml"}
 
 
-def busy(n: int) -> list[subprocess.Popen]:
-    """n CPU-spinning processes, each in a new session, niced 0 (a real competing workload)."""
+def busy(n: int, new_session: bool = True) -> list[subprocess.Popen]:
+    """n CPU-spinning processes, each in a new session (or in this one), at this process's niceness."""
     return [
         subprocess.Popen(
             [sys.executable, "-c", SPIN],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            start_new_session=True,
+            start_new_session=new_session,
         )
         for _ in range(n)
     ]
@@ -74,6 +77,7 @@ def one(command: str, config: str, over: list[str], out: Path, deadline: float |
     """The command until it answers (a one-line stop, exit 2 or 3, is rerun: it must resume), at most
     ``tries``; ended at ``deadline`` (time.time()) if it has not answered by then ("cut")."""
     t0, codes, last, cut = time.monotonic(), [], "", False
+    started = dt.datetime.now(dt.timezone.utc).strftime("%H:%M:%S")
     for _ in range(tries):
         if deadline is not None and time.time() >= deadline:
             cut = True
@@ -105,11 +109,17 @@ def one(command: str, config: str, over: list[str], out: Path, deadline: float |
     return {
         "codes": codes,
         "cut": cut,
+        "started": started,
         "seconds": round(time.monotonic() - t0, 1),
         "answer": answer(command, out),
         "last_line": last[:300],
         "load": round(os.getloadavg()[0], 1),
+        "uptime": uptime(),
     }
+
+
+def uptime() -> str:
+    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
 
 def idle_answers(path: Path | None, wanted: list[tuple[str, str]], over: list[str], tmp: Path) -> dict:
@@ -133,6 +143,47 @@ def idle_answers(path: Path | None, wanted: list[tuple[str, str]], over: list[st
     return got
 
 
+def under_load(a: argparse.Namespace, jobs: list, config: dict, idle: dict, tmp: Path, deadline: float | None) -> list:
+    """The runs of ``jobs`` under ``a.busy`` busy processes: a lane per command (its runs one after another), or
+    with ``a.at_once`` K lanes on one queue (the target runs first); a run starts only while ``a.min_free_gib`` of
+    memory is available. Returns [(command, record)]."""
+    lock, results = threading.Lock(), []
+    runs = [(c, i) for c, n in sorted(jobs, key=lambda j: j[0] != "target") for i in range(n)]
+    queues = [runs] * a.at_once if a.at_once else [[r for r in runs if r[0] == c] for c, _ in jobs]
+
+    def lane(queue: list) -> None:
+        while True:
+            with lock:
+                if not queue:
+                    return
+                command, i = queue.pop(0)
+            while psutil.virtual_memory().available < a.min_free_gib * 2**30 and (deadline or 2e9) > time.time():
+                time.sleep(5)  # another run's pool still loading: start when the memory is there
+            if deadline is not None and time.time() >= deadline:
+                return
+            r = one(command, config[command], a.overrides, tmp / f"load-{command}-{i}", deadline)
+            r["same_answer"] = r["answer"] == idle[command]["answer"] and r["answer"] is not None
+            with lock:
+                results.append((command, r))
+            print(json.dumps({"run": f"busy{a.busy}-{command}-{i}", **r}), flush=True)
+
+    print(json.dumps({"busy": a.busy, "at_once": a.at_once, "started": time.time(), "uptime": uptime()}), flush=True)
+    procs = busy(a.busy)
+    try:
+        threads = [threading.Thread(target=lane, args=(q,)) for q in queues]
+        for t in threads:
+            t.start()
+            time.sleep(2.0)  # the runs' starts a little apart
+        for t in threads:
+            t.join()
+    finally:
+        for p in procs:
+            p.kill()
+        for p in procs:
+            p.wait()
+    return results
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--busy", type=int, default=16)
@@ -140,6 +191,10 @@ def main() -> None:
     ap.add_argument("--idle", type=Path, default=None, help="JSON lines of idle answers (read, or written)")
     ap.add_argument("--until", default=None, help="UTC HH:MM: start nothing after it, cut what still runs")
     ap.add_argument("--idle-only", action="store_true", help="measure the idle answers, nothing under load")
+    ap.add_argument(
+        "--at-once", type=int, default=0, help="K runs at a time from one queue (default: a lane per command)"
+    )
+    ap.add_argument("--min-free-gib", type=float, default=3.0, help="--at-once: start a run only with this much free")
     ap.add_argument("--search-config", default=CONFIGS["search"])
     ap.add_argument("--target-config", default=CONFIGS["target"])
     ap.add_argument("overrides", nargs="*")
@@ -155,30 +210,7 @@ def main() -> None:
         idle = idle_answers(a.idle, [(c, config[c]) for c, _ in jobs], a.overrides, Path(tmp))
         if a.idle_only:
             return
-        lock, results = threading.Lock(), []
-
-        def lane(command: str, n: int) -> None:
-            for i in range(n):
-                if deadline is not None and time.time() >= deadline:
-                    return
-                r = one(command, config[command], a.overrides, Path(tmp) / f"load-{command}-{i}", deadline)
-                r["same_answer"] = r["answer"] == idle[command]["answer"] and r["answer"] is not None
-                with lock:
-                    results.append((command, r))
-                print(json.dumps({"run": f"busy{a.busy}-{command}-{i}", **r}), flush=True)
-
-        procs = busy(a.busy)
-        try:
-            threads = [threading.Thread(target=lane, args=job) for job in jobs]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-        finally:
-            for p in procs:
-                p.kill()
-            for p in procs:
-                p.wait()
+        results = under_load(a, jobs, config, idle, Path(tmp), deadline)
     for command, n in jobs:
         rs = [r for c, r in results if c == command]
         done = [r for r in rs if not r["cut"]]
