@@ -35,11 +35,10 @@ import benchenv  # (repository on sys.path, offline HF, ../shared/data)
 
 from ghostsearch.study.studies.study3 import (
     PPL_ORDER,
+    configure,
     looks_finished,
     models,
     perplexity_stage,
-    pilot_sets,
-    planned_n,
     study,
 )
 
@@ -62,18 +61,13 @@ def main() -> None:
     ap.add_argument("overrides", nargs="*", help="key=value config overrides")
     args = ap.parse_args()
 
-    from ghostsearch.config import load_config
+    from ghostsearch.core.errors import GhostsearchError
     from ghostsearch.data.dataplan import announce, plan
 
-    items = str(PILOT / "eval_items.parquet")  # the pilot's per-item rows: Neyman SDs, and left out
-    if not Path(items).is_file():
-        raise SystemExit(f"study3: {items} is not there yet: run the pilot first (scripts/study3.sh does)")
-    pilot_items = ["eval.allocation=neyman", "eval.neyman_shrink=0.5", f"eval.neyman_from={items}"]
-    pilot_items.append(f"eval.exclude_from={items}")
-    cfg = load_config(args.config, pilot_items + args.overrides)
-    sets = pilot_sets(PILOT)
-    n, sds, se = planned_n(cfg)
-    cfg.eval.max_items, cfg.eval.looks = n, [n // 4, n // 2, n]
+    try:
+        cfg, sets, n, sds, se = configure(args.config, args.overrides, PILOT)
+    except GhostsearchError as e:
+        raise SystemExit(str(e)) from None
     ms = models(sets)
     print(f"study 3: N = {n} items per model (planned s.e. of a difference {se:.4f}); looks {cfg.eval.looks}")
     print("shrunk per-task SDs: " + ", ".join(f"{t} {v:.3f}" for t, v in sds.items()))

@@ -64,6 +64,25 @@ def planned_n(cfg) -> tuple[int, dict[str, float], float]:
     return n, sds, math.sqrt(total**2 / (len(tasks) ** 2 * n))
 
 
+def configure(config: str, overrides: list[str], pilot: Path):
+    """The study's configuration from ``config``, the pilot (``pilot``: its run directory) and ``overrides``:
+    the pre-registered Neyman allocation from the pilot's per-item rows (shrunk by half toward equal SDs),
+    the pilot's items left out, N by :func:`planned_n`, looks at N/4, N/2 and N. Returns (the Config, the
+    pilot's sets, N, the shrunk SDs, the planned s.e.); a pilot not yet run is one line."""
+    from ghostsearch.config import load_config
+    from ghostsearch.core.errors import GhostsearchError
+
+    items = str(pilot / "eval_items.parquet")  # the pilot's per-item rows: Neyman SDs, and left out
+    if not Path(items).is_file():
+        raise GhostsearchError(f"study3: {items} is not there yet: run the pilot first (scripts/study3.sh does)")
+    pilot_items = ["eval.allocation=neyman", "eval.neyman_shrink=0.5", f"eval.neyman_from={items}"]
+    pilot_items.append(f"eval.exclude_from={items}")
+    cfg = load_config(config, pilot_items + overrides)
+    n, sds, se = planned_n(cfg)
+    cfg.eval.max_items, cfg.eval.looks = n, [n // 4, n // 2, n]
+    return cfg, pilot_sets(pilot), n, sds, se
+
+
 def models(sets: dict[str, list[int]]) -> dict[str, tuple[str, list[int], str]]:
     return {m: (lab, sets[s] if s else [], rep) for m, (lab, s, rep) in MODELS.items()}
 
