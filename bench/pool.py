@@ -41,6 +41,21 @@ def throughput(session: PoolSession, cfg, cands, tmp) -> float:
     return (len(cands) - cfg.pool.actors) / dt
 
 
+ROW = {  # a ledger row, as a search appends one
+    "cell": "c",
+    "searcher": "s",
+    "objective": "perplexity",
+    "objective_key": "k" * 80,
+    "removed": [1, 2, 3],
+    "k": 3,
+    "fidelity": 1.0,
+    "value": 3.25,
+    "tokens": 512,
+    "seconds": 0.1,
+    "cached": False,
+}
+
+
 def ledger_write(tmp, n=200) -> tuple[float, float]:
     """ms per row: Ledger.append (journal line, flushed) vs one Parquet part per row (temp + rename)."""
     import pyarrow as pa
@@ -48,23 +63,7 @@ def ledger_write(tmp, n=200) -> tuple[float, float]:
 
     from ghostsearch.rundir.ledger import SCHEMA
 
-    row = {
-        "cell": "c",
-        "searcher": "s",
-        "objective": "perplexity",
-        "objective_key": "k" * 80,
-        "removed": [1, 2, 3],
-        "k": 3,
-        "fidelity": 1.0,
-        "value": 3.25,
-        "tokens": 512,
-        "seconds": 0.1,
-        "cached": False,
-        "actor": "a",
-        "node": "n",
-        "time": 1.0,
-        "seed": 0,
-    }
+    row = {**ROW, "actor": "a", "node": "n", "time": 1.0, "seed": 0}
     led = Ledger(os.path.join(tmp, "journal"))
     t0 = time.perf_counter()
     for i in range(n):
@@ -86,19 +85,7 @@ def ledger_fsync(tmp, n=200, rows=5000) -> dict:
     row), and ms to compact ``rows`` rows (new part fsynced, directory fsynced, old files removed)."""
     from ghostsearch.rundir.ledger import compact
 
-    row = {
-        "cell": "c",
-        "searcher": "s",
-        "objective": "perplexity",
-        "objective_key": "k" * 80,
-        "removed": [1, 2, 3],
-        "k": 3,
-        "fidelity": 1.0,
-        "value": 3.25,
-        "tokens": 512,
-        "seconds": 0.1,
-        "cached": False,
-    }
+    row = ROW
     out = {}
     for name, every in (("never", float("inf")), ("1 s", 1.0), ("every row", 0.0)):
         led = Ledger(os.path.join(tmp, f"fsync-{name}"), fsync_seconds=every, checkpoint_seconds=float("inf"))
