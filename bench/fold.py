@@ -16,7 +16,7 @@ the cut), whose unrepaired perplexity on the selection data is lowest (fastblock
               quick``), every model on the same windows.
 Per set the table gives each method's perplexity, and the paired ratios ppl_A / ppl_B =
 exp(mean over windows of the difference of the windows' mean NLL), with 95% percentile-bootstrap
-intervals over windows (``stats.paired_diff_ci``, 2,000 resamples, seed 0), against no repair and
+intervals over windows (``stats.windows.ppl_ratio``, 2,000 resamples, seed 0), against no repair and
 against ``folded``; the fit's alignment error (||X_b - repaired|| / ||X_b|| on the fitting data).
 fp32 on CPU; ``--json`` writes everything printed.
 """
@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import time
 
 import benchenv  # noqa: F401  (repository on sys.path, offline HF, ../shared/data)
 import numpy as np
 import torch
+
+from ghostsearch.stats.windows import ppl_ratio
 
 METHODS = ("none", "folded", "ghosted", "linearpatch", "replaceme")
 
@@ -64,15 +65,9 @@ def best_windows(model, tok, cfg, ks) -> list[tuple[int, ...]]:
     return out
 
 
-def ratio(a, b) -> tuple[float, float, float]:
-    """ppl_a / ppl_b with its paired 95% interval over windows (a, b: per-window mean NLL)."""
-    from ghostsearch.stats.inference import paired_diff_ci
-
-    ci = paired_diff_ci(np.asarray(a), np.asarray(b), n_boot=2000, seed=0)
-    return math.exp(ci.estimate), math.exp(ci.lo), math.exp(ci.hi)
-
-
-def fmt(r: tuple[float, float, float]) -> str:
+def fmt(a, b) -> str:
+    """ppl_a / ppl_b [95% CI] over the windows (a, b: per-window mean NLL)."""
+    r = ppl_ratio(a, b)
     return f"{r[0]:.3f} [{r[1]:.3f}, {r[2]:.3f}]"
 
 
@@ -125,8 +120,8 @@ def main() -> None:
         for m, (n, o) in per.items():
             ppl = n.perplexity["wikitext2"]
             al = "" if o is None else f"{np.mean([r['alignment_after'] for r in o.report]):.3f}"
-            vs_none = "" if m == "none" else fmt(ratio(nll[m], nll["none"]))
-            vs_fold = "" if m in ("folded", "none") else fmt(ratio(nll[m], nll["folded"]))
+            vs_none = "" if m == "none" else fmt(nll[m], nll["none"])
+            vs_fold = "" if m in ("folded", "none") else fmt(nll[m], nll["folded"])
             print(f"| {m} | {ppl:.2f} | {vs_none} | {vs_fold} | {al} |", flush=True)
             rows.append(
                 {"removed": list(s), "method": m, "ppl": ppl, "vs_none": vs_none, "vs_folded": vs_fold, "align": al}

@@ -8,6 +8,18 @@ from __future__ import annotations
 import math
 
 
+def ppl_ratio(a, b, n_boot: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+    """ppl_a / ppl_b over the same windows (``a``, ``b``: per-window mean NLL): exp of the mean paired
+    difference and of its percentile-bootstrap interval over windows (``inference.paired_diff_ci``, level
+    ``stats.LEVEL``), as (ratio, lo, hi)."""
+    import numpy as np
+
+    from ghostsearch.stats.inference import paired_diff_ci
+
+    ci = paired_diff_ci(np.asarray(a, float), np.asarray(b, float), n_boot=n_boot, seed=seed)
+    return math.exp(ci.estimate), math.exp(ci.lo), math.exp(ci.hi)
+
+
 def window_clusters(values) -> tuple[list[float], list[int]]:
     """A committed per-window NLL list as (cluster sums, windows per cluster). Written before the fix of
     ``evaluation_native.window_items`` (issue 37), such a list holds B batch-position sums (slot j: the sum

@@ -12,7 +12,7 @@ from scipy import stats as sps
 
 from ghostsearch.stats import inference
 from ghostsearch.stats.repeated import power_at, repeated_p
-from ghostsearch.stats.windows import adjacent_blocks, cluster_diff, lag1, window_clusters
+from ghostsearch.stats.windows import adjacent_blocks, cluster_diff, lag1, ppl_ratio, window_clusters
 
 
 def test_clusters_of_one_window_give_the_paired_t_interval():
@@ -39,3 +39,14 @@ def test_repeated_p_is_the_level_whose_bound_the_z_meets():
     assert repeated_p([0.0, 0.0, bound], fr) == pytest.approx(0.01, rel=1e-3)
     assert repeated_p([0.1, 0.2, 0.3], fr) > 0.5
     assert power_at(0.03, 0.01, 2.58) == pytest.approx(inference.norm_cdf(3 - 2.58))
+
+
+def test_ppl_ratio_over_windows():
+    """ppl_a / ppl_b from per-window mean NLLs: a constant shift d is exactly e^d with no width; otherwise the
+    ratio of the geometric means inside its interval, and swapping the models inverts all three."""
+    b = np.random.default_rng(0).normal(3.0, 0.2, 50)
+    assert ppl_ratio(b + 0.1, b, n_boot=200) == pytest.approx((math.exp(0.1),) * 3)
+    a = b + np.random.default_rng(1).normal(0.05, 0.1, 50)
+    r, lo, hi = ppl_ratio(a, b, n_boot=500, seed=3)
+    assert r == pytest.approx(math.exp(a.mean() - b.mean())) and lo < r < hi and lo > 1
+    assert ppl_ratio(b, a, n_boot=500, seed=3) == pytest.approx((1 / r, 1 / hi, 1 / lo))

@@ -23,9 +23,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from ghostsearch.stats import inference as stats
+from ghostsearch.stats.windows import ppl_ratio
 
 
 @dataclass(frozen=True)
@@ -143,8 +142,8 @@ def _ratio(a: Mapping, d: Mapping, name: str, n_boot: int, seed: int) -> Diff | 
     wa, wd = a.get(f"ppl_{name}{WINDOW}"), d.get(f"ppl_{name}{WINDOW}")
     if wa is None or wd is None or len(wa) != len(wd) or len(wa) < 2:
         return Diff(pa / pd, kind="ratio")
-    iv = stats.paired_diff_ci(np.asarray(wa, float), np.asarray(wd, float), n_boot=n_boot, seed=seed)
-    return Diff(pa / pd, math.exp(iv.lo), math.exp(iv.hi), kind="ratio")
+    _, lo, hi = ppl_ratio(wa, wd, n_boot=n_boot, seed=seed)
+    return Diff(pa / pd, lo, hi, kind="ratio")
 
 
 def _acc_diff(e: ModelEntry, base: ModelEntry, items, n_boot: int, seed: int) -> Diff | None:
