@@ -4,7 +4,8 @@ process-group handling never sees them), each loaded run's answer compared with 
 answer at the machine's load without them ("idle": on a shared machine, not idle).
 
     python bench/load.py [--busy 16] [--jobs search=5,target=3] [--idle FILE] [--until HH:MM] [--at-once K]
-                         [--min-free-gib G] [--search-config CONFIG] [--target-config CONFIG] [key=value ...]
+                         [--min-free-gib G] [--busy-after S] [--stagger S] [--search-config CONFIG]
+                         [--target-config CONFIG] [key=value ...]
 
 Each run is a subprocess ``ghostsearch <command> CONFIG out=<fresh dir> --no-progress`` (a fresh run
 directory each time: nothing is answered from an earlier run). A run under load passes when it ends
@@ -17,7 +18,8 @@ window reserved for the load). Then the busy processes start and the jobs (``--j
 quick searches and 3 target-quick runs by default) run one command's runs after another, the commands
 side by side (a search and a target at a time); with ``--at-once K``, K runs at a time from one queue
 (the target runs first: they are the longest), each a local Ray of its own, a run started only while
-the machine has ``--min-free-gib`` of memory available (default 3). ``--until`` (UTC, HH:MM): no run starts after it,
+the machine has ``--min-free-gib`` of memory available (default 3); ``--busy-after S``: the busy processes start S
+seconds after the first runs (their local Rays up before the load). ``--until`` (UTC, HH:MM): no run starts after it,
 and a run still going then is ended (its process group, SIGTERM then SIGKILL) and reported as cut,
 never as a pass. Prints one JSON line a run and a summary per command; wall times are ratios against
 the idle run of the same invocation or file, with the load average beside them. The busy processes
@@ -73,44 +75,86 @@ def answer(command: str, out: Path) -> object:
     return [sorted(cells[0]["removed"]), round(cells[0]["value"], 6)] if len(cells) == 1 else None
 
 
+def tree_usage(pid: int, cpu: dict, peak: list) -> None:
+    """CPU seconds so far of each process under ``pid`` (and itself) into ``cpu``; the peak summed RSS into ``peak``."""
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return
+    rss = 0
+    for q in procs:
+        try:
+            with q.oneshot():
+                cpu[q.pid] = sum(q.cpu_times()[:2])  # its own (a reaped child's stays in its own last sample)
+                rss += q.memory_info().rss
+        except psutil.Error:
+            pass
+    peak[0] = max(peak[0], rss)
+
+
+def attempt(argv: list[str], deadline: float | None, cpu: dict, peak: list) -> tuple[int, str, bool, float | None]:
+    """One run of ``argv`` in a session of its own, sampled every second (CPU, RSS), ended at ``deadline`` (its group:
+    SIGTERM, SIGKILL 30 s later). Returns (exit status, stderr, cut, seconds to the local Ray's dashboard line)."""
+    t0 = time.monotonic()
+    p = subprocess.Popen(
+        argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT, start_new_session=True
+    )
+    lines: list[str] = []
+    up: list[float] = []
+
+    def read() -> None:
+        for line in p.stderr:  # type: ignore[union-attr]
+            if not up and "Ray dashboard:" in line:
+                up.append(time.monotonic() - t0)
+            lines.append(line)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    cut = False
+    while p.poll() is None:
+        if deadline is not None and time.time() >= deadline:
+            cut = True
+            os.killpg(p.pid, signal.SIGTERM)
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+            break
+        tree_usage(p.pid, cpu, peak)
+        time.sleep(1.0)
+    reader.join(10)
+    return p.returncode, "".join(lines), cut, (round(up[0], 1) if up else None)
+
+
 def one(command: str, config: str, over: list[str], out: Path, deadline: float | None = None, tries: int = 3) -> dict:
     """The command until it answers (a one-line stop, exit 2 or 3, is rerun: it must resume), at most
     ``tries``; ended at ``deadline`` (time.time()) if it has not answered by then ("cut")."""
-    t0, codes, last, cut = time.monotonic(), [], "", False
+    t0, codes, last, cut, ups, peak = time.monotonic(), [], "", False, [], [0]
+    cpu: dict[int, float] = {}
     started = dt.datetime.now(dt.timezone.utc).strftime("%H:%M:%S")
     for _ in range(tries):
         if deadline is not None and time.time() >= deadline:
             cut = True
             break
-        p = subprocess.Popen(
-            [sys.executable, "-m", "ghostsearch", command, config, f"out={out}", *over, "--no-progress"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=ROOT,
-            start_new_session=True,  # its local Ray in its group: ended with it at the deadline
-        )
-        try:
-            _, err = p.communicate(timeout=None if deadline is None else max(1.0, deadline - time.time()))
-        except subprocess.TimeoutExpired:
-            cut = True
-            os.killpg(p.pid, signal.SIGTERM)
-            try:
-                _, err = p.communicate(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                _, err = p.communicate()
-        codes.append(p.returncode)
+        argv = [sys.executable, "-m", "ghostsearch", command, config, f"out={out}", *over, "--no-progress"]
+        code, err, cut, up = attempt(argv, deadline, cpu, peak)
+        codes.append(code)
+        ups.append(up)
         last = (err.strip().splitlines() or [""])[-1]
-        if cut or p.returncode == 0:
+        if cut or code == 0:
             break
-        if p.returncode not in (2, 3) or "Traceback" in err:
+        if code not in (2, 3) or "Traceback" in err:
             break  # not a one-line stop: reported as it is
     return {
         "codes": codes,
         "cut": cut,
         "started": started,
         "seconds": round(time.monotonic() - t0, 1),
+        "ray_up_s": ups,  # per try: seconds to the local Ray's dashboard line (None: no such line)
+        "cpu_s": round(sum(cpu.values()), 1),  # sampled once a second: a process's last second is missed
+        "peak_rss_gib": round(peak[0] / 2**30, 2),
         "answer": answer(command, out),
         "last_line": last[:300],
         "load": round(os.getloadavg()[0], 1),
@@ -168,12 +212,16 @@ def under_load(a: argparse.Namespace, jobs: list, config: dict, idle: dict, tmp:
             print(json.dumps({"run": f"busy{a.busy}-{command}-{i}", **r}), flush=True)
 
     print(json.dumps({"busy": a.busy, "at_once": a.at_once, "started": time.time(), "uptime": uptime()}), flush=True)
-    procs = busy(a.busy)
+    procs = [] if a.busy_after else busy(a.busy)
     try:
         threads = [threading.Thread(target=lane, args=(q,)) for q in queues]
         for t in threads:
             t.start()
-            time.sleep(2.0)  # the runs' starts a little apart
+            time.sleep(a.stagger)  # the runs' starts apart
+        if a.busy_after:  # the load comes once the runs' local Rays are up
+            time.sleep(a.busy_after)
+            procs = busy(a.busy)
+            print(json.dumps({"busy_started": time.time(), "uptime": uptime()}), flush=True)
         for t in threads:
             t.join()
     finally:
@@ -195,6 +243,8 @@ def main() -> None:
         "--at-once", type=int, default=0, help="K runs at a time from one queue (default: a lane per command)"
     )
     ap.add_argument("--min-free-gib", type=float, default=3.0, help="--at-once: start a run only with this much free")
+    ap.add_argument("--busy-after", type=float, default=0.0, help="start the busy processes S s after the first runs")
+    ap.add_argument("--stagger", type=float, default=2.0, help="seconds between the first runs' starts")
     ap.add_argument("--search-config", default=CONFIGS["search"])
     ap.add_argument("--target-config", default=CONFIGS["target"])
     ap.add_argument("overrides", nargs="*")

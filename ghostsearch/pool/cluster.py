@@ -106,6 +106,17 @@ def connect(address: str | None = None, dashboard: bool = True, num_cpus: int | 
                     "`RAY_worker_niceness=0 ray start --head` and join it with --address"
                 ) from None
             log.warning("the local Ray's GCS did not answer (a busy machine); starting it again (try %d)", attempt + 1)
+        except RayletDied as e:
+            _end_leftovers()
+            if attempt == START_TRIES:
+                raise GhostsearchError(
+                    f"the local Ray's raylet ended during its start, {START_TRIES} times ({e}); rerun when the "
+                    "machine has room, or start one then with `RAY_worker_niceness=0 ray start --head` and join it "
+                    "with --address"
+                ) from None
+            log.warning(
+                "the local Ray's raylet ended during its start (%s); starting it again (try %d)", e, attempt + 1
+            )
     reap_with_driver()
     if dashboard and getattr(ctx, "dashboard_url", None):
         log.info(dashboard_note(f"http://{ctx.dashboard_url}"))
@@ -144,6 +155,41 @@ class GcsUnreachable(Exception):
     """Ray's "Failed to connect to GCS" while a local Ray starts: its GCS was not answering yet."""
 
 
+class RayletDied(Exception):
+    """The local Ray's raylet ended while Ray waited for it to register (its cause, from raylet.out, as the text).
+    On a busy machine: Ray 2.60's raylet waits a fixed 15 s (not configurable: ``WaitForPersistedPort``'s default;
+    ``RAY_agent_register_timeout_ms`` does not reach it) for its dashboard agent, a Python process, to write its
+    ports, and ends when it has not ("Check failed: ... Timed out waiting for file .../metrics_agent_port_<node>")."""
+
+
+AGENT_FILES = {  # the port files a 2.60 raylet waits for, and whose they are
+    "metrics_agent_port": "its dashboard agent",
+    "metrics_export_port": "its dashboard agent",
+    "dashboard_agent_listen_port": "its dashboard agent",
+    "runtime_env_agent_port": "its runtime-env agent",
+}
+
+
+def raylet_end_cause(log_path: str | None) -> str:
+    """Why a raylet ended, from its raylet.out: the agent it waited for, or that its log names none."""
+    import re
+
+    try:
+        with open(log_path or "", errors="replace") as f:
+            text = f.read()[-200_000:]
+    except OSError:
+        return "its log names no cause"
+    m = re.search(r"Timed out waiting for file \S*?/([a-z_]+)_[0-9a-f]{20,}", text)
+    if m:
+        who = AGENT_FILES.get(m.group(1), "a Ray agent")
+        return (
+            f"it waits Ray's fixed 15 s for {who} to start ({m.group(1)}), which this machine's load exceeded: "
+            "the machine is overloaded"
+        )
+    m = re.search(r"Check failed: (.{0,100})", text)
+    return f"raylet.out: {m.group(1).strip()}" if m else "its log names no cause"
+
+
 def start_budget() -> int:
     """``$GHOSTSEARCH_RAY_START_S`` (default ``START_S``), checked before a run directory exists."""
     raw = os.environ.get(START_ENV, str(START_S))
@@ -158,29 +204,70 @@ def start_budget() -> int:
 class _StretchedClock:
     """``time`` as ray/_private/node.py sees it while ray.init starts a local Ray, its ``monotonic`` running
     ``RAY_START_WAIT_S / budget`` as fast: Ray's one startup wait there that reads it (the raylet's
-    registration, a literal 30 s) becomes ``budget`` seconds. Every other name is the ``time`` module's."""
+    registration, a literal 30 s) becomes ``budget`` seconds. Every other name is the ``time`` module's.
+    A raylet that ended while Ray waits (it will never register) ends the wait at once: the clock jumps past
+    it and ``raylet_log`` names the ended raylet's log (before: the whole budget was waited for a dead raylet)."""
 
     def __init__(self, budget: float):
         import time
 
         self._time, self._rate = time, RAY_START_WAIT_S / budget
+        self._raylet: object = None  # psutil.Process of this start's raylet, once seen
+        self._log: str | None = None  # its raylet.out
+        self._checked = 0.0
+        self._jump = 0.0
+        self.raylet_log: str | None = None  # set when the raylet ended during the wait
 
     def __getattr__(self, name: str):
         return getattr(self._time, name)
 
     def monotonic(self) -> float:
-        return self._time.monotonic() * self._rate
+        now = self._time.monotonic()
+        if not self._checked:  # the wait's start (node.py's start_time): the raylet is looked at from the next read
+            self._checked = now
+        elif not self._jump and now - self._checked >= 0.5:
+            self._checked = now
+            if self._raylet_ended():
+                self._jump = 10 * RAY_START_WAIT_S
+        return now * self._rate + self._jump
+
+    def _raylet_ended(self) -> bool:
+        """Whether the raylet this driver started has ended (or been reaped); finds it on the first call."""
+        import psutil
+
+        try:
+            if self._raylet is None:  # node.py reads this clock only once its raylet was started
+                for p in psutil.Process().children(recursive=True):
+                    if p.name().startswith("raylet"):
+                        self._raylet = p
+                        self._log = _arg(p.cmdline(), "--stdout_filepath=")
+                        break
+                else:
+                    alive = False  # ended and reaped before it was seen
+            if self._raylet is not None:
+                alive = self._raylet.is_running() and self._raylet.status() != psutil.STATUS_ZOMBIE  # type: ignore[attr-defined]
+        except psutil.Error:
+            alive = False
+        if not alive:
+            self.raylet_log = self._log or ""
+        return not alive
+
+
+def _arg(argv: list[str], prefix: str) -> str | None:
+    return next((a[len(prefix) :] for a in argv if a.startswith(prefix)), None)
 
 
 @contextlib.contextmanager
 def start_wait(budget: float):
-    """Ray's Python wait for a local raylet to register is ``budget`` seconds inside the block (``_StretchedClock``)."""
+    """Ray's Python wait for a local raylet to register is ``budget`` seconds inside the block (``_StretchedClock``);
+    yields the clock (its ``raylet_log`` is set when the raylet ended during the wait)."""
     from ray._private import node
 
     real = node.time
-    node.time = _StretchedClock(budget)  # type: ignore[assignment]
+    clock = _StretchedClock(budget)
+    node.time = clock  # type: ignore[assignment]
     try:
-        yield
+        yield clock
     finally:
         node.time = real
 
@@ -204,8 +291,9 @@ def _start_local(dashboard: bool, port: int | None, num_cpus: int | None):
     busy_machine_settings()
     pool_priority_settings()
     budget = start_budget()
+    clock = None
     try:
-        with loopback_only(), start_wait(budget):
+        with loopback_only(), start_wait(budget) as clock:
             return ray.init(
                 # "local": a Ray of this run's own. Without it ray.init joins the newest Ray started on this
                 # machine by `ray start` (another user's, another run's cluster: "Found multiple active Ray
@@ -224,6 +312,8 @@ def _start_local(dashboard: bool, port: int | None, num_cpus: int | None):
             raise GcsUnreachable(str(e).splitlines()[0][:120]) from None
         if "timed out during startup" not in str(e):
             raise
+        if clock is not None and clock.raylet_log is not None:
+            raise RayletDied(raylet_end_cause(clock.raylet_log)) from None
         _end_leftovers()
         raise GhostsearchError(
             f"the local Ray did not start within {budget} s (its raylet did not register with its GCS: the machine "
