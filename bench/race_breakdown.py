@@ -4,6 +4,8 @@
   python bench/race_breakdown.py --sim 20,2,0.2,0.05 --k 6            # simulated scorers, ms per row
   python bench/race_breakdown.py --real fp32,bf16 --k 1 --n-seq 64 --seq-len 64   # SmolLM2, C4
   python bench/race_breakdown.py --shapes fp32 --n-seq 64 --seq-len 64   # one look, split by rows or candidates
+  python bench/race_breakdown.py --looks fp32 --steps 3 --n-seq 64 --seq-len 64   # the stored path's looks, in-process
+  python bench/race_breakdown.py --real fp32 --probe ...   # and, in the scorers: block forwards, CPU, calls
 
 Parts of a search's wall time (one scorer: nothing overlaps, so the parts add up):
   scorer     the scorer's own seconds for the rows (raced) or candidates (exact) it computed: rows scored
@@ -115,6 +117,96 @@ def sim_class(table: dict, row_ms: float, call_ms: float, look_ms: float = 0.0):
     return ray.remote(max_restarts=-1, max_task_retries=0)(SimScorer)
 
 
+def probe_class():
+    """``--probe``: the real ScorerActor, counting in its own process what its calls do: per method the calls,
+    candidates, wall seconds (perf_counter) and this thread's CPU seconds (time.thread_time: a wall above it is
+    time the scorer waited for a core), the block forwards in rows x blocks (``Stack.block``, every row of every
+    block run, the prefix runs included) and in particular those of prefix runs (``ensure_run``: exact scoring's
+    accepted set on every row; ``_look_runs``: a look's prefix on its rows), and the scorer's niceness."""
+    from ghostsearch.pool.actors import ScorerActor
+
+    base = ScorerActor.__ray_metadata__.modified_class
+
+    class ProbeScorer(base):  # type: ignore[misc,valid-type]
+        def __init__(self, cfg, threads: int, name: str):
+            super().__init__(cfg, threads, name)
+            self.c: dict = defaultdict(float)
+            self.in_prefix = 0
+            stack, sc = self.scorer.stack, self.scorer
+            block, ensure, look_runs = stack.block, sc.ensure_run, sc._look_runs
+
+            def counted_block(i, h, cap):
+                self.c["block_rows"] += h.shape[0]
+                if self.in_prefix:
+                    self.c["prefix_block_rows"] += h.shape[0]
+                return block(i, h, cap)
+
+            def prefixed(fn):
+                def run(*a, **kw):
+                    self.in_prefix += 1
+                    try:
+                        return fn(*a, **kw)
+                    finally:
+                        self.in_prefix -= 1
+
+                return run
+
+            stack.block = counted_block
+            sc.ensure_run, sc._look_runs = prefixed(ensure), prefixed(look_runs)
+
+        def _timed(self, name: str, n: int, fn, *a):
+            t0, c0 = time.perf_counter(), time.thread_time()
+            try:
+                return fn(*a)
+            finally:
+                self.c[name + "_calls"] += 1
+                self.c[name + "_items"] += n
+                self.c[name + "_wall"] += time.perf_counter() - t0
+                self.c[name + "_cpu"] += time.thread_time() - c0
+
+        def score_many(self, spec, items: list):
+            return self._timed("score_many", len(items), super().score_many, spec, items)
+
+        def rows_many(self, spec, items: list, rows: tuple):
+            return self._timed("rows_many", len(items), super().rows_many, spec, items, rows)
+
+        def score(self, spec, removed, fidelity, prefix):
+            return self._timed("score", 1, super().score, spec, removed, fidelity, prefix)
+
+        def probe(self) -> dict:
+            out = dict(self.c, nice=os.getpriority(os.PRIO_PROCESS, 0), pid=os.getpid())
+            self.c.clear()
+            return out
+
+    return ray.remote(max_restarts=-1, max_task_retries=0)(ProbeScorer)
+
+
+def cpu_by_process() -> dict[int, tuple[str, float]]:
+    """pid -> (name, CPU seconds so far) of every process this user can read (/proc): what else ran."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                st = f.read()
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")[:80]
+        except OSError:
+            continue
+        fields = st[st.rindex(")") + 2 :].split()
+        name = st[st.index("(") + 1 : st.rindex(")")]
+        out[int(pid)] = (f"{name}: {cmd}", (int(fields[11]) + int(fields[12])) / tick)
+    return out
+
+
+def cpu_spent(before: dict, after: dict, top: int = 12) -> list[tuple[str, float]]:
+    """The CPU seconds each process spent between two ``cpu_by_process`` (new processes from 0), most first."""
+    spent = [(after[p][0], after[p][1] - (before[p][1] if p in before else 0.0)) for p in after]
+    return sorted(((n, round(s, 2)) for n, s in spent if s > 0.05), key=lambda x: -x[1])[:top]
+
+
 class Timers:
     """Seconds per part, accumulated by wrappers around the library's own functions (driver side)."""
 
@@ -161,8 +253,21 @@ def instrumented(tm: Timers):
             setattr(obj, name, fn)
 
 
+def probed(broker) -> list:
+    """The scorer actors of ``broker``'s pool (by name)."""
+    from ghostsearch.pool.actors import NAMESPACE
+
+    return [ray.get_actor(n, namespace=NAMESPACE) for n in ray.get(broker.pool_status.remote()).actors]
+
+
 def one_search(
-    session: PoolSession, cfg, k: int, raced: bool, actor_class=None, race: dict | str | None = None
+    session: PoolSession,
+    cfg,
+    k: int,
+    raced: bool,
+    actor_class=None,
+    race: dict | str | None = None,
+    probe: bool = False,
 ) -> dict:
     """A fresh pool (warmed: objective prepared, row counts known), then greedy (exact or raced)
     timed part by part."""
@@ -195,6 +300,9 @@ def one_search(
             return inner_rows(self, requests, name)
 
         PoolClient.rows = rows_logged  # type: ignore[method-assign]
+        probes = probed(broker) if probe else []
+        ray.get([a.probe.remote() for a in probes])  # the warm-up's counts dropped
+        cpu0 = cpu_by_process()
         try:
             with instrumented(tm):
                 t0 = time.perf_counter()
@@ -202,6 +310,8 @@ def one_search(
                 wall = time.perf_counter() - t0
         finally:
             PoolClient.rows = inner_rows  # type: ignore[method-assign]
+        cpu = cpu_spent(cpu0, cpu_by_process())
+        counts = ray.get([a.probe.remote() for a in probes])
         # one broker round trip with nothing to score (driver -> broker -> driver): the floor of a look
         spec, reps = cfg.objective_spec(), 20
         t1 = time.perf_counter()
@@ -240,6 +350,8 @@ def one_search(
         "busy_share": scorer_s[0] / (actors * wall),
         "scorer_s_per_eval": scorer_s[0] / max(used, 1e-9),
         "load": [load0, os.getloadavg()[0]],
+        "cpu_s": cpu,  # --probe: CPU seconds per process during the search, most first (this machine's, all users)
+        "probes": counts,  # --probe: per scorer, probe_class's counts
     }
 
 
@@ -308,6 +420,89 @@ def look_shapes(cfg, rows_n: int, repeats: int) -> list[dict]:
     return out
 
 
+def race_looks(table_steps: list[int]) -> list[tuple[int, tuple, list[tuple[tuple, tuple]]]]:
+    """The looks raced greedy makes on the stored C4 64 x 64 path (docs/results/bench-race-64: survivors as the
+    live race had them), each split into two scorers' row shares as ``Broker.rows`` splits it
+    (``actors.shares``): per share (step, prefix, [(removed, rows)]) with one rows tuple for all its candidates."""
+    from ghostsearch.pool.actors import shares
+    from ghostsearch.search.base import Candidate
+    from ghostsearch.study.race_replay import StoredRows, perplexity
+
+    out = []
+    for t in table_steps:
+        recs = pq.read_table(os.path.join(STEPS, f"step{t}.parquet")).to_pylist()
+        prefix = tuple(sorted(recs[0]["prefix"] or []))
+        ev = StoredRows({tuple(r["removed"]): (r["row_losses"], r["row_counts"]) for r in recs}, perplexity)
+        looks: list[tuple[list, tuple]] = []
+        inner = ev.rows
+
+        def logged(reqs, searcher="", inner=inner, looks=looks):
+            looks.append(([q.removed for q in reqs], tuple(reqs[0].rows)))
+            return inner(reqs, searcher)
+
+        ev.rows = logged  # type: ignore[method-assign]
+        cands = [Candidate(tuple(r["removed"]), prefix=prefix or None) for r in recs]
+        racing.run_race(racing.Race(cands, racing.RaceParams(), keep=1), ev, "replay")
+        for removed, rows in looks:
+            for group, (_, lo, hi) in shares(list(range(len(removed))), len(rows), 2):
+                out.append((t, prefix, [removed[j] for j in group], rows[lo:hi]))
+    return out
+
+
+def look_replay(cfg, steps: list[int], repeats: int) -> list[dict]:
+    """``--looks``: the row shares of ``race_looks`` scored in this process (``Scorer.score_rows_many``, 1 thread),
+    the look's LM head one candidate at a time (``rows_stack`` off: the code before issue 49's session 5) and
+    stacked, interleaved: CPU seconds (thread_time) per candidate x row. Then the same shares with the blocks and
+    the head replaced by recorders (no compute): block-rows by the rows of their forward and head rows by the rows
+    of their call, which a per-shape cost turns into CPU (exact scoring: every forward and head a micro-batch)."""
+    from collections import Counter
+
+    import torch
+
+    from ghostsearch.recovery.aware import prepare
+    from ghostsearch.scoring import scorer_from_config
+
+    scorer = scorer_from_config(cfg, threads=1)
+    key = prepare(scorer, cfg.objective_spec())
+    obj = scorer.prepared[key].objective
+    shares_ = race_looks(steps)
+    cells = sum(len(c) * len(r) for _, _, c, r in shares_)
+    out = []
+    for rep in range(repeats):
+        for stacked in (False, True):
+            obj.rows_stack = stacked  # type: ignore[misc]  # the class's setting, overridden on this instance
+            c0 = time.thread_time()
+            for _, prefix, cands, rows in shares_:
+                scorer.score_rows_many(key, [(c, prefix or None) for c in cands], rows)
+            cpu = time.thread_time() - c0
+            out.append({"part": "cpu", "rep": rep, "steps": steps, "head_stacked": stacked, "cpu_s": cpu})
+            out[-1].update(ms_per_cell=1000 * cpu / cells, cells=cells, load=os.getloadavg()[0])
+            print(json.dumps(out[-1]), flush=True)
+    blocks: Counter = Counter()
+    heads: Counter = Counter()
+
+    def block(i, h, cap):
+        blocks[h.shape[0]] += h.shape[0]
+        return h
+
+    def row_losses(stack, h, batch, rows):
+        heads[h.shape[0]] += h.shape[0]
+        return torch.zeros(len(rows), dtype=torch.float64), torch.ones(len(rows), dtype=torch.float64)
+
+    scorer.stack.block, obj.row_losses = block, row_losses  # type: ignore[method-assign]
+    for stacked in (False, True):
+        obj.rows_stack = stacked  # type: ignore[misc]
+        blocks.clear()
+        heads.clear()
+        for _, prefix, cands, rows in shares_:
+            scorer.score_rows_many(key, [(c, prefix or None) for c in cands], rows)
+        out.append({"part": "shapes", "steps": steps, "head_stacked": stacked, "cells": cells})
+        out[-1].update(block_rows_by_forward_rows=dict(sorted(blocks.items())))
+        out[-1].update(head_rows_by_call_rows=dict(sorted(heads.items())))
+        print(json.dumps(out[-1]), flush=True)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sim", default="", help="comma list of ms per row (stand-in scorer), e.g. 20,2,0.2,0.05")
@@ -315,6 +510,10 @@ def main():
     ap.add_argument("--look-ms", type=float, default=0.0, help="--sim: ms more per look (rows) call only")
     ap.add_argument("--real", default="", help="comma list of dtypes for SmolLM2: fp32,bf16")
     ap.add_argument("--shapes", default="", help="a dtype: one look scored whole and split two ways (no Ray)")
+    ap.add_argument(
+        "--looks", default="", help="a dtype: the stored path's raced looks replayed, head one by one vs stacked"
+    )
+    ap.add_argument("--steps", default="1,2,3,4,5,6", help="--looks: greedy's steps whose looks are replayed")
     ap.add_argument("--look-rows", type=int, default=4, help="--shapes: the look's rows")
     ap.add_argument("--k", type=int, default=6)
     ap.add_argument("--actors", type=int, default=1, help="scorer actors (1: the parts add up to the wall)")
@@ -324,6 +523,7 @@ def main():
     ap.add_argument(
         "--race", default="{}", help="the raced search's race (JSON: {} defaults, '\"auto\"' auto); several by ';'"
     )
+    ap.add_argument("--probe", action="store_true", help="--real: count block forwards, CPU and calls in the scorers")
     ap.add_argument("--json", default=None, help="append every search's numbers to this JSONL file")
     args = ap.parse_args()
     base = [
@@ -334,6 +534,13 @@ def main():
         "pool.threads=1",
         "pool.dashboard=false",
     ]
+    if args.looks:
+        steps = [int(t) for t in args.steps.split(",")]
+        got = look_replay(load_config(None, base + [f"dtype={args.looks}"]), steps, args.repeats)
+        if args.json:
+            with open(args.json, "a") as f:
+                f.writelines(json.dumps(r) + "\n" for r in got)
+        return
     if args.shapes:
         got = look_shapes(load_config(None, base + [f"dtype={args.shapes}"]), args.look_rows, args.repeats)
         if args.json:
@@ -355,9 +562,14 @@ def main():
         for label, extra, row_ms, table in configs:
             cfg = load_config(None, base + extra)
             cls = sim_class(table, row_ms, args.call_ms, args.look_ms) if table is not None else None
+            if args.probe and cls is None:
+                cls = probe_class()
             for rep in range(args.repeats):
-                exact = one_search(session, cfg, args.k, False, cls)
-                raced = [one_search(session, cfg, args.k, True, cls, json.loads(r)) for r in args.race.split(";")]
+                exact = one_search(session, cfg, args.k, False, cls, probe=args.probe)
+                raced = [
+                    one_search(session, cfg, args.k, True, cls, json.loads(r), probe=args.probe)
+                    for r in args.race.split(";")
+                ]
                 for r in [exact, *raced]:
                     print(json.dumps({"config": label, "rep": rep, **r}), flush=True)
                     if args.json:
