@@ -47,32 +47,28 @@ def test_busy_machine_waits_are_set_unless_the_user_set_them(monkeypatch):
     assert os.environ["RAY_gcs_rpc_server_reconnect_timeout_s"] == "600"
 
 
-# A local Ray's start on a busy machine (issue 48: "did not start within Ray's fixed 30 s", 5 of 13 tries at load
-# 10-190): Ray waits a literal 30 s of its Python for the raylet to register (around C++ calls that each wait
-# RAY_raylet_start_wait_time_s); ghostsearch makes the first GHOSTSEARCH_RAY_START_S (default 180 s).
-# Checked with a raylet made slow (SIGSTOPped 3 s as soon as it appears) and both at 1 s:
-# the start ends in one line naming the setting, nothing of that Ray left behind (on the old code the setting was
-# ignored and Ray's 30 s outlasted the stop: the start succeeded).
-START = """
+# A local start in a process of its own, a thread doing ACTION to each raylet as it appears (until ACTION is true);
+# it prints "started" or "error: <the line>", then the processes left under it.
+START_WITH = """
 import os, signal, threading, time
 import psutil
 from ghostsearch.core.errors import GhostsearchError
 from ghostsearch.pool import cluster
 
-def stall():  # the raylet, as a loaded machine runs it: not at all for 3 s
+def disturb():
+    seen = set()
     while True:
         for p in psutil.Process().children(recursive=True):
             try:
-                if p.name().startswith("raylet"):
-                    os.kill(p.pid, signal.SIGSTOP)
-                    time.sleep(3)
-                    os.kill(p.pid, signal.SIGCONT)
-                    return
+                if p.name().startswith("raylet") and p.pid not in seen:
+                    seen.add(p.pid)
+                    if ACTION:
+                        return
             except psutil.Error:
                 pass
-        time.sleep(0.005)
+        time.sleep(0.01)
 
-threading.Thread(target=stall, daemon=True).start()
+threading.Thread(target=disturb, daemon=True).start()
 try:
     cluster.connect(dashboard=False, num_cpus=1)
     print("started")
@@ -80,6 +76,14 @@ except GhostsearchError as e:
     print("error:", e)
 print("left:", [p.name() for p in psutil.Process().children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE])
 """
+# A local Ray's start on a busy machine (issue 48: "did not start within Ray's fixed 30 s", 5 of 13 tries at load
+# 10-190): Ray waits a literal 30 s of its Python for the raylet to register (around C++ calls that each wait
+# RAY_raylet_start_wait_time_s); ghostsearch makes the first GHOSTSEARCH_RAY_START_S (default 180 s).
+# Checked with a raylet made slow (SIGSTOPped 3 s as soon as it appears) and both at 1 s:
+# the start ends in one line naming the setting, nothing of that Ray left behind (on the old code the setting was
+# ignored and Ray's 30 s outlasted the stop: the start succeeded).
+# the first raylet, as a loaded machine runs it: not at all for 3 s
+START = START_WITH.replace("ACTION", "[os.kill(p.pid, signal.SIGSTOP), time.sleep(3), os.kill(p.pid, signal.SIGCONT)]")
 
 
 @pytest.mark.slow  # a local Ray's processes start (and are ended when they do not register in time)
@@ -98,32 +102,7 @@ def test_a_local_ray_start_waits_as_long_as_ghostsearch_ray_start_s():
 # waiting for it to register (all of GHOSTSEARCH_RAY_START_S, 180 s), then said only "did not start". Now the wait ends
 # once the raylet has ended, the start is tried again, and the line says why (from its raylet.out). Here every raylet
 # is killed as it appears: on the old code the start waited the whole 60 s and said "did not start within 60 s".
-KILL = """
-import os, signal, threading, time
-import psutil
-from ghostsearch.core.errors import GhostsearchError
-from ghostsearch.pool import cluster
-
-def kill():  # every raylet, as soon as it appears
-    seen = set()
-    while True:
-        for p in psutil.Process().children(recursive=True):
-            try:
-                if p.name().startswith("raylet") and p.pid not in seen:
-                    seen.add(p.pid)
-                    os.kill(p.pid, signal.SIGKILL)
-            except psutil.Error:
-                pass
-        time.sleep(0.05)
-
-threading.Thread(target=kill, daemon=True).start()
-try:
-    cluster.connect(dashboard=False, num_cpus=1)
-    print("started")
-except GhostsearchError as e:
-    print("error:", e)
-print("left:", [p.name() for p in psutil.Process().children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE])
-"""
+KILL = START_WITH.replace("ACTION", "os.kill(p.pid, signal.SIGKILL)")  # every raylet
 
 
 @pytest.mark.slow  # two local starts, each raylet killed as it appears
