@@ -93,30 +93,44 @@ def connect(address: str | None = None, dashboard: bool = True, num_cpus: int | 
             log.info(dashboard_note(f"http://{ctx.dashboard_url}"))
         return False
     port = free_port(DASHBOARD_PORT) if dashboard else None  # never another run's dashboard port
-    for attempt in range(1, START_TRIES + 1):
+    attempt, taken = 1, 0
+    while True:
         try:
             ctx = _start_local(dashboard, port, num_cpus)
             break
+        except DashboardPortTaken:  # another run's dashboard bound it between our check and ours (a busy machine)
+            _end_leftovers()
+            taken += 1
+            if taken > PORT_TRIES:
+                raise GhostsearchError(
+                    f"the local Ray's dashboard found no free port from {DASHBOARD_PORT} ({PORT_TRIES} taken by "
+                    "other runs while it started); set pool.dashboard=false, or rerun"
+                ) from None
+            port = free_port((port or DASHBOARD_PORT) + 1)
+            log.warning(
+                "the dashboard's port was taken by another run while Ray started; starting it again on %s", port
+            )
+            continue
         except GcsUnreachable as e:
             _end_leftovers()
-            if attempt == START_TRIES:
+            attempt += 1
+            if attempt > START_TRIES:
                 raise GhostsearchError(
                     f"the local Ray's control process (GCS) did not answer its first connection, {START_TRIES} "
                     f"times ({e}; the machine is overloaded); rerun when it has room, or start one with "
                     "`RAY_worker_niceness=0 ray start --head` and join it with --address"
                 ) from None
-            log.warning("the local Ray's GCS did not answer (a busy machine); starting it again (try %d)", attempt + 1)
+            log.warning("the local Ray's GCS did not answer (a busy machine); starting it again (try %d)", attempt)
         except RayletDied as e:
             _end_leftovers()
-            if attempt == START_TRIES:
+            attempt += 1
+            if attempt > START_TRIES:
                 raise GhostsearchError(
                     f"the local Ray's raylet ended during its start, {START_TRIES} times ({e}); rerun when the "
                     "machine has room, or start one then with `RAY_worker_niceness=0 ray start --head` and join it "
                     "with --address"
                 ) from None
-            log.warning(
-                "the local Ray's raylet ended during its start (%s); starting it again (try %d)", e, attempt + 1
-            )
+            log.warning("the local Ray's raylet ended during its start (%s); starting it again (try %d)", e, attempt)
     reap_with_driver()
     if dashboard and getattr(ctx, "dashboard_url", None):
         log.info(dashboard_note(f"http://{ctx.dashboard_url}"))
@@ -153,6 +167,14 @@ RAY_START_WAIT_S = 30.0  # Ray's own: a literal in ray/_private/node.py around c
 
 class GcsUnreachable(Exception):
     """Ray's "Failed to connect to GCS" while a local Ray starts: its GCS was not answering yet."""
+
+
+class DashboardPortTaken(Exception):
+    """Ray's dashboard could not bind the port ``free_port`` found free: another run's dashboard took it meanwhile
+    (two runs starting at once on a busy machine: "Failed to find a valid port for dashboard after 0 retries")."""
+
+
+PORT_TRIES = 5  # dashboard ports taken while starting before giving up
 
 
 class RayletDied(Exception):
@@ -308,6 +330,10 @@ def _start_local(dashboard: bool, port: int | None, num_cpus: int | None):
                 configure_logging=False,
             )  # workers inherit this env
     except Exception as e:
+        if "Failed to find a valid port for dashboard" in str(e) or (  # bound by another run between check and bind
+            "dashboard" in str(e) and "already occupied" in str(e)  # ... or between free_port and Ray's own check
+        ):
+            raise DashboardPortTaken(str(e).splitlines()[0][:120]) from None
         if "Failed to connect to GCS" in str(e):
             raise GcsUnreachable(str(e).splitlines()[0][:120]) from None
         if "timed out during startup" not in str(e):

@@ -136,6 +136,43 @@ def test_the_cause_of_a_raylet_end_is_read_from_its_log(tmp_path):
     assert cluster.raylet_end_cause(str(tmp_path / "missing.out")) == "its log names no cause"
 
 
+# Two runs starting at once on a busy machine (the load window, 22:15): both found 8265 free, the first's dashboard
+# bound it while the second's Ray was starting, and the second ended in a traceback, exit 1 ("Failed to find a valid
+# port for dashboard after 0 retries"; bound before Ray's own check: "... already occupied"). Now that start is tried
+# again on the next free port. Here the port the check answers is held by a listening socket (the other run's
+# dashboard, bound just after the check).
+PORT_RACE = """
+import socket
+import ray
+from ghostsearch.pool import cluster
+
+held = socket.socket()
+held.bind(("127.0.0.1", 0))
+held.listen()
+P = held.getsockname()[1]
+real, calls = cluster.free_port, []
+
+def checked_before_the_other_run_bound_it(first, tries=50):
+    calls.append(first)
+    return P if len(calls) == 1 else real(first, tries)
+
+cluster.free_port = checked_before_the_other_run_bound_it
+cluster.connect(dashboard=True, num_cpus=1)
+url = ray._private.worker.global_worker.node.address_info["webui_url"]
+print("started", url.rsplit(":", 1)[1] != str(P), len(calls))
+cluster.shutdown()
+"""
+
+
+@pytest.mark.slow  # two local starts with the dashboard
+def test_a_dashboard_port_taken_while_ray_starts_is_tried_again_on_the_next():
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("RAY_ADDRESS", None)
+    out = subprocess.run([sys.executable, "-c", PORT_RACE], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.splitlines()[-1] == "started True 2", (out.stdout, out.stderr[-2000:])
+    assert "the dashboard's port was taken by another run while Ray started" in out.stderr
+
+
 @pytest.mark.parametrize("value", ["abc", "0", "-5", "2.5", ""])
 def test_a_bad_ghostsearch_ray_start_s_is_one_line_before_work(value, monkeypatch, capsys, tmp_path):
     monkeypatch.setenv("GHOSTSEARCH_RAY_START_S", value)
