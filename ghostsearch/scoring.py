@@ -274,8 +274,10 @@ class Scorer:
         """``score_rows`` of several candidates on the same rows (one look of a race): [(removed,
         prefix)] -> one RowScore each. Per micro-batch, a block every candidate runs is run once
         for all of them (their states stacked, at most a micro-batch's rows or the look's rows of
-        it at a time, so no more memory than exact scoring), the head per candidate; rows are
-        independent, so each value is that candidate's own. A prefix the scorer holds no run of
+        it at a time, so no more memory than exact scoring), and the head once for them where the
+        objective allows it (``Objective.row_losses_many``: a look holds 1-2 rows of a micro-batch, and
+        a head of so few rows costs ~25% more a row); rows are independent, so each value is that
+        candidate's own. A prefix the scorer holds no run of
         (greedy's accepted set) is run on the look's rows only, once for the candidates that name
         it, up to where each leaves it (``look_prefixes``): a look pays for its own rows of it, not
         for every calibration row as ``ensure_run`` would, so a race split across scorers by rows
@@ -326,9 +328,8 @@ class Scorer:
                     y = self.stack.run(x, caps[len(active)], i, (), stop=i + 1)
                     for c, part_y in zip(active, y.split(n)):
                         h[c] = part_y
-                for c in part:
-                    x = self.stack.run(h[c], sliced, L, ())  # to the head's device
-                    sums, counts = p.objective.row_losses(self.stack, x, batch, idx)
+                finals = [self.stack.run(h[c], sliced, L, ()) for c in part]  # to the head's device
+                for c, (sums, counts) in zip(part, p.objective.row_losses_many(self.stack, finals, batch, idx)):
                     outs[c].update(
                         {offset - batch.rows + r: (float(s), float(k)) for r, s, k in zip(local, sums, counts)}
                     )

@@ -84,6 +84,7 @@ class Objective:
     default_dataset: ClassVar[str] = ""
     datasets: ClassVar[tuple[str, ...]] = ()
     min_seq_len: ClassVar[int] = 1  # the shortest calibration.seq_len its value is defined for
+    rows_stack: ClassVar[bool] = False  # row_losses may get a row twice, each with its own state: row_losses_many
 
     def __init__(self, spec: CalibrationSpec, **params):
         if spec.dataset not in self.datasets:
@@ -117,6 +118,22 @@ class Objective:
             f"objective {self.name!r} gives no per-row losses (row_losses), which racing "
             "needs; define row_losses or set race: false"
         )
+
+    def row_losses_many(
+        self, stack: Stack, hs: list[torch.Tensor], batch: Batch, rows: torch.Tensor
+    ) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """``row_losses`` of several candidates' final states ``hs`` on the same rows ``rows``, one
+        (sums, counts) each: by default one call each. An objective whose row losses read only each
+        row's own state and data (``rows_stack``) scores them in one call, their states stacked, so
+        that the LM head multiplies all of their rows at once (a look has few rows per micro-batch:
+        SmolLM2's head costs 65-68 ms a row at 1-2 rows against 53 at a micro-batch's 8, fp32, one
+        thread)."""
+        if not self.rows_stack or len(hs) == 1:
+            return [self.row_losses(stack, h, batch, rows) for h in hs]
+        import torch
+
+        sums, counts = self.row_losses(stack, torch.cat(hs), batch, rows.repeat(len(hs)))
+        return list(zip(sums.split(len(rows)), counts.split(len(rows))))
 
     def value(self, total: float, count: float) -> float:
         return total / count

@@ -30,6 +30,7 @@ class KL(Objective):
     name = "kl"
     default_dataset = "c4"
     datasets = data.TEXT_DATASETS
+    rows_stack = True  # a row's loss reads its own state and tokens only
 
     def __init__(self, spec, **params):
         super().__init__(spec, **params)

@@ -24,6 +24,7 @@ class Perplexity(Objective):
     name = "perplexity"
     default_dataset = "c4"
     datasets = data.TEXT_DATASETS
+    rows_stack = True  # a row's loss reads its own state and tokens only
     min_seq_len = 2  # a window of one token predicts nothing: 0 tokens, no value
 
     def build(self, tokenizer, dtype: torch.dtype = torch.float32) -> list[Batch]:
