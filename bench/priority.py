@@ -36,7 +36,7 @@ from pathlib import Path
 
 import benchenv  # noqa: F401
 import psutil
-from load import ROOT, answer, busy
+from load import ROOT, answer, busy, tree_usage
 
 
 def uptime() -> str:
@@ -59,24 +59,6 @@ def rows(out: Path) -> int:
         except Exception:  # noqa: BLE001  (a part being written or compacted)
             pass
     return n
-
-
-def tree_usage(pid: int, cpu: dict, peak: list) -> None:
-    """CPU seconds so far of each process under ``pid`` (and itself) into ``cpu``; the peak summed RSS into ``peak``."""
-    try:
-        root = psutil.Process(pid)
-        procs = [root, *root.children(recursive=True)]
-    except psutil.Error:
-        return
-    rss = 0
-    for q in procs:
-        try:
-            with q.oneshot():
-                cpu[q.pid] = sum(q.cpu_times()[:4])
-                rss += q.memory_info().rss
-        except psutil.Error:
-            pass
-    peak[0] = max(peak[0], rss)
 
 
 def one(arm: str, config: str, over: list[str], out: Path, cap: float, own_session: bool = True) -> dict:
