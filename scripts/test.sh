@@ -11,6 +11,9 @@
 # one process, e.g. for --pdb). A module's tests stay in one process (--dist loadfile: its fixtures
 # load once), and OpenMP threads sleep instead of spinning while they wait (OMP_WAIT_POLICY=PASSIVE:
 # two processes' torch threads on two cores otherwise spin against each other, 10-100x slower).
+# NumPy's OpenBLAS (pthreads: OMP_WAIT_POLICY does not reach it) gets one thread for the same reason: its
+# second thread busy-waits; measured on the Optuna-GP test beside two busy processes, 130 -> 51 s wall and
+# alone 58 -> 30 CPU-s at the same 30 s wall (session 6; Ray's actors already get OMP_NUM_THREADS=1).
 # Every test has a time limit (pytest-timeout, pyproject.toml): a hang fails that test, not CI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,7 +31,7 @@ jobs=${TEST_JOBS:-2}
 par=()
 if [ "$jobs" != 0 ]; then
   par=(-n "$jobs" --dist loadfile)
-  export OMP_WAIT_POLICY=PASSIVE
+  export OMP_WAIT_POLICY=PASSIVE OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
 fi
 report=()
 [ -n "${TEST_JUNIT:-}" ] && report=(--junitxml "$TEST_JUNIT")
