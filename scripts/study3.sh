@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Study 3 (docs/results.md, "Pre-registration: study 3", 2026-12-03) in one command, resumable:
 # rerun the same command and nothing evaluated is evaluated again.
-#   nice -n 19 scripts/study3.sh > /tmp/study3.log 2>&1 &
+#   setsid nice -n 19 scripts/study3.sh > /tmp/study3.log 2>&1 &
+# Where the kernel groups CPU by session (sched_autogroup, on in many distributions and on this project's
+# machines), niceness counts only inside a session: started in its own session (setsid), the study sets
+# that session's group to 19, else it would take a whole session's share beside the caller's work.
 # 1. scripts/fetch-gemma3.sh: Gemma-3-270M's GGUF (Q4_K_M, de-quantised to fp32 on load), checked by sha256
 # 2. the pilot: ghostsearch compare configs/study3-gemma3-pilot.yaml -> docs/results/study-3/pilot
 #    (committed every 20 minutes while it runs and when it ends)
@@ -16,6 +19,9 @@
 # checkout while a stage runs for hours cannot reach it. Data, configs and commits stay in this checkout.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "$(ps -o sid= -p $$ | tr -d ' ')" = "$$" ] && [ -w /proc/self/autogroup ]; then
+  echo 19 >/proc/self/autogroup 2>/dev/null || true  # its own session only (above)
+fi
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false RAY_USAGE_STATS_ENABLED=0
 export RAY_AUTH_MODE=disabled  # the study's own head on 127.0.0.1 (below): its drivers join without a token
 if [ -z "${GHOSTSEARCH_DATA_DIR:-}" ] && [ -d ../shared/data ]; then export GHOSTSEARCH_DATA_DIR="$PWD/../shared/data"; fi
