@@ -21,20 +21,16 @@ look asks, in the race order), so every decision is the library's own: per step,
 used (fidelity n/N per candidate), the winner and whether it equals the exact step's winner, and
 where the evaluations went (per look: survivors; per candidate: rows seen). The floor of a step is
 1 (its winner at full fidelity) plus the first look for every other candidate. The replay and its
-analyses are ``ghostsearch.study.race_replay``; this script scores the rows and prints.
+analyses, and the scoring (``score_path``), are ``ghostsearch.study.race_replay``; this script is the command line.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import time
 from pathlib import Path
 
 import benchenv  # noqa: F401  (the repository on sys.path, offline HF, ../shared/data as the data directory)
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from ghostsearch.search import RaceParams
 from ghostsearch.study.race_replay import (
@@ -46,8 +42,8 @@ from ghostsearch.study.race_replay import (
     load_steps,
     parse_race,
     replay,
+    score_path,
     spending,
-    step_path,
     sweep,
 )
 
@@ -58,74 +54,12 @@ def score(args) -> None:
     os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
     import torch
 
-    from ghostsearch.config import load_config, protected_blocks
-    from ghostsearch.model.models import model_depth
-    from ghostsearch.scoring import scorer_from_config
+    from ghostsearch.config import load_config
 
     torch.set_num_threads(args.threads)
-    cfg = load_config(
-        None,
-        [
-            f"calibration.n_seq={args.n_seq}",
-            f"calibration.seq_len={args.seq_len}",
-            "search.protected=[0,-1]",
-            f"objective={args.objective}",
-        ],
-    )
-    L = model_depth(cfg.model)
-    free = [j for j in range(L) if j not in protected_blocks(cfg, L)]
-    spec = cfg.objective_spec(args.objective)
-    sc = scorer_from_config(cfg, threads=args.threads)
-    key = sc.prepare(spec)
-    value_of = spec.build().value
-    N = sc.prepared[key].n_rows
-    counts = [float(c) for c in sc.statistic(key, "row_counts")]
-    meta = {
-        "model": cfg.model,
-        "objective": args.objective,
-        "calibration": json.dumps(
-            {k: getattr(spec.calibration, k) for k in ("dataset", "n_seq", "seq_len", "seed", "micro_batch")}
-        ),
-        "rows": str(N),
-        "blocks": str(L),
-        "threads": str(args.threads),
-    }
-    args.dir.mkdir(parents=True, exist_ok=True)
-    R: tuple = ()
-    for step in range(1, args.k + 1):
-        path = step_path(args.dir, step)
-        if path.exists():  # resumed: the step is done; its winner is the next prefix
-            t = pq.read_table(path).to_pylist()
-            R = tuple(min(t, key=lambda r: (r["value"], tuple(r["removed"])))["removed"])
-            print(f"step {step}: read {path.name}; exact greedy takes {R}", flush=True)
-            continue
-        cands = [tuple(sorted(R + (j,))) for j in free if j not in R]
-        recs, t0 = [], time.perf_counter()
-        for c in cands:
-            r = sc.score_rows(key, c, range(N), prefix=R or None)
-            assert list(r.counts) == counts, "per-row counts depend on the candidate: the replay's ranking is void"
-            recs.append(
-                {
-                    "step": step,
-                    "prefix": list(R),
-                    "block": [j for j in c if j not in R][0],
-                    "removed": list(c),
-                    "value": float(value_of(sum(r.sums), sum(counts))),
-                    "row_losses": [float(s) for s in r.sums],
-                    "row_counts": counts,
-                    "seconds": r.seconds,
-                }
-            )
-        table = pa.Table.from_pylist(recs).replace_schema_metadata(meta)
-        pq.write_table(table, path.with_suffix(".tmp"))
-        os.replace(path.with_suffix(".tmp"), path)
-        R = tuple(min(recs, key=lambda r: (r["value"], tuple(r["removed"])))["removed"])
-        v = min(r["value"] for r in recs)
-        print(
-            f"step {step}: {len(cands)} candidates in {time.perf_counter() - t0:.0f}s; exact greedy takes {R} "
-            f"({v:.4f})",
-            flush=True,
-        )
+    over = [f"calibration.n_seq={args.n_seq}", f"calibration.seq_len={args.seq_len}", "search.protected=[0,-1]"]
+    cfg = load_config(None, [*over, f"objective={args.objective}"])
+    score_path(cfg, args.dir, args.k, args.objective, args.threads)
 
 
 SWEEP = [{"min_rows": m, "growth": g} for m in (2, 3, 4, 6, 8, 12, 16) for g in (1.25, 1.5, 2.0, 3.0)]

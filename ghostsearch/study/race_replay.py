@@ -6,11 +6,15 @@ winner against the exact one, where the evaluations went (:func:`replay_step`, :
 idealised race for scale (:func:`ideal`); a grid of policies (:func:`sweep`); what each part of the
 bound costs (:func:`decompose`); alpha spent unevenly over the looks (:func:`spent_race`); a union
 bound that knew the rivals' correlation (:func:`correlation`); a live run's ledger against the
-replay (:func:`live`). bench/race_replay.py scores the rows and is the command line."""
+replay (:func:`live`). The rows themselves are written by :func:`score_path` (exact greedy's path walked
+with the model); bench/race_replay.py is the command line."""
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +26,75 @@ from ghostsearch.search.racing import race_params, run_race
 
 def step_path(d: Path, step: int) -> Path:
     return d / f"step{step}.parquet"
+
+
+def score_path(cfg, d: Path, k: int, objective: str, threads: int) -> None:
+    """Walks exact greedy's path for ``k`` steps with one in-process Scorer (the configured model and
+    calibration) and writes one Parquet file per step to ``d`` (what :func:`load_steps` reads): per candidate
+    R ∪ {j} (R the exact step's prefix, j every free block) the per-row loss sums in calibration-row order (the
+    objective's ``row_losses``), the per-row counts, the full value and its seconds; the metadata names the
+    model, objective, calibration, rows, blocks and threads. Each step's winner is exact greedy's choice (best
+    value, ties: the smaller set); a step whose file exists is read, not scored (a killed run resumes)."""
+    import pyarrow as pa
+
+    from ghostsearch.config import protected_blocks
+    from ghostsearch.model.models import model_depth
+    from ghostsearch.scoring import scorer_from_config
+
+    L = model_depth(cfg.model)
+    free = [j for j in range(L) if j not in protected_blocks(cfg, L)]
+    spec = cfg.objective_spec(objective)
+    sc = scorer_from_config(cfg, threads=threads)
+    key = sc.prepare(spec)
+    value_of = spec.build().value
+    N = sc.prepared[key].n_rows
+    counts = [float(c) for c in sc.statistic(key, "row_counts")]
+    fields = ("dataset", "n_seq", "seq_len", "seed", "micro_batch")
+    meta = {
+        "model": cfg.model,
+        "objective": objective,
+        "calibration": json.dumps({f: getattr(spec.calibration, f) for f in fields}),
+        "rows": str(N),
+        "blocks": str(L),
+        "threads": str(threads),
+    }
+    d.mkdir(parents=True, exist_ok=True)
+    R: tuple = ()
+    for step in range(1, k + 1):
+        path = step_path(d, step)
+        if path.exists():  # resumed: the step is done; its winner is the next prefix
+            t = pq.read_table(path).to_pylist()
+            R = tuple(t[winner(t)]["removed"])
+            print(f"step {step}: read {path.name}; exact greedy takes {R}", flush=True)
+            continue
+        cands = [tuple(sorted(R + (j,))) for j in free if j not in R]
+        recs, t0 = [], time.perf_counter()
+        for c in cands:
+            r = sc.score_rows(key, c, range(N), prefix=R or None)
+            if list(r.counts) != counts:
+                raise RuntimeError("per-row counts depend on the candidate: the replay's ranking is void")
+            recs.append(
+                {
+                    "step": step,
+                    "prefix": list(R),
+                    "block": [j for j in c if j not in R][0],
+                    "removed": list(c),
+                    "value": float(value_of(sum(r.sums), sum(counts))),
+                    "row_losses": [float(s) for s in r.sums],
+                    "row_counts": counts,
+                    "seconds": r.seconds,
+                }
+            )
+        table = pa.Table.from_pylist(recs).replace_schema_metadata(meta)
+        pq.write_table(table, path.with_suffix(".tmp"))
+        os.replace(path.with_suffix(".tmp"), path)
+        R = tuple(recs[winner(recs)]["removed"])
+        v = min(r["value"] for r in recs)
+        print(
+            f"step {step}: {len(cands)} candidates in {time.perf_counter() - t0:.0f}s; exact greedy takes {R} "
+            f"({v:.4f})",
+            flush=True,
+        )
 
 
 class StoredRows:
