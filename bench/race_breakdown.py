@@ -36,10 +36,10 @@ import os
 import tempfile
 import time
 from collections import defaultdict
+from pathlib import Path
 
 import benchenv  # noqa: F401  (the repository on sys.path, offline HF, ../shared/data as the data directory)
 import numpy as np
-import pyarrow.parquet as pq
 import ray
 
 from ghostsearch.config import load_config, protected_blocks
@@ -49,19 +49,10 @@ from ghostsearch.rundir.ledger import Ledger
 from ghostsearch.search import Space, make_searcher, racing, run
 from ghostsearch.search import loop as loop_mod
 from ghostsearch.search.race_report import race_report
+from ghostsearch.study.race_replay import path_table, race_looks
 
-STEPS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "results", "bench-race-64")
+STEPS = Path(__file__).resolve().parents[1] / "docs" / "results" / "bench-race-64"  # exact greedy's stored path
 PARTS = ["scorer", "transport", "client", "bound", "looks", "searcher"]
-
-
-def stored_path(k: int) -> dict:
-    """removed set -> (value, row sums, row counts) for every candidate of exact greedy's first k steps
-    at C4 64 x 64 (docs/results/bench-race-64/step<t>.parquet)."""
-    table = {}
-    for t in range(1, k + 1):
-        for r in pq.read_table(os.path.join(STEPS, f"step{t}.parquet")).to_pylist():
-            table[tuple(sorted(r["removed"]))] = (r["value"], r["row_losses"], r["row_counts"])
-    return table
 
 
 def sim_class(table: dict, row_ms: float, call_ms: float, look_ms: float = 0.0):
@@ -420,35 +411,6 @@ def look_shapes(cfg, rows_n: int, repeats: int) -> list[dict]:
     return out
 
 
-def race_looks(table_steps: list[int]) -> list[tuple[int, tuple, list[tuple[tuple, tuple]]]]:
-    """The looks raced greedy makes on the stored C4 64 x 64 path (docs/results/bench-race-64: survivors as the
-    live race had them), each split into two scorers' row shares as ``Broker.rows`` splits it
-    (``actors.shares``): per share (step, prefix, [(removed, rows)]) with one rows tuple for all its candidates."""
-    from ghostsearch.pool.actors import shares
-    from ghostsearch.search.base import Candidate
-    from ghostsearch.study.race_replay import StoredRows, perplexity
-
-    out = []
-    for t in table_steps:
-        recs = pq.read_table(os.path.join(STEPS, f"step{t}.parquet")).to_pylist()
-        prefix = tuple(sorted(recs[0]["prefix"] or []))
-        ev = StoredRows({tuple(r["removed"]): (r["row_losses"], r["row_counts"]) for r in recs}, perplexity)
-        looks: list[tuple[list, tuple]] = []
-        inner = ev.rows
-
-        def logged(reqs, searcher="", inner=inner, looks=looks):
-            looks.append(([q.removed for q in reqs], tuple(reqs[0].rows)))
-            return inner(reqs, searcher)
-
-        ev.rows = logged  # type: ignore[method-assign]
-        cands = [Candidate(tuple(r["removed"]), prefix=prefix or None) for r in recs]
-        racing.run_race(racing.Race(cands, racing.RaceParams(), keep=1), ev, "replay")
-        for removed, rows in looks:
-            for group, (_, lo, hi) in shares(list(range(len(removed))), len(rows), 2):
-                out.append((t, prefix, [removed[j] for j in group], rows[lo:hi]))
-    return out
-
-
 def look_replay(cfg, steps: list[int], repeats: int) -> list[dict]:
     """``--looks``: the row shares of ``race_looks`` scored in this process (``Scorer.score_rows_many``, 1 thread),
     the look's LM head one candidate at a time (``rows_stack`` off: the code before issue 49's session 5) and
@@ -465,7 +427,7 @@ def look_replay(cfg, steps: list[int], repeats: int) -> list[dict]:
     scorer = scorer_from_config(cfg, threads=1)
     key = prepare(scorer, cfg.objective_spec())
     obj = scorer.prepared[key].objective
-    shares_ = race_looks(steps)
+    shares_ = race_looks(STEPS, steps)
     cells = sum(len(c) * len(r) for _, _, c, r in shares_)
     out = []
     for rep in range(repeats):
@@ -552,7 +514,7 @@ def main():
     with session:  # released however it ends: the last pool ended, Ray shut down
         configs = []
         if args.sim:
-            table = stored_path(args.k)
+            table = path_table(STEPS, args.k)
             for ms in args.sim.split(","):
                 label = f"sim {ms} ms/row + {args.call_ms:g} ms/call"
                 label += f" + {args.look_ms:g} ms/look" if args.look_ms else ""

@@ -29,17 +29,19 @@ import argparse
 import json
 import os
 import tempfile
+from pathlib import Path
 
 import benchenv  # noqa: F401  (the repository on sys.path, offline HF, ../shared/data as the data directory)
 import numpy as np
-from race_breakdown import stored_path
 
 from ghostsearch.config import load_config, protected_blocks
 from ghostsearch.pool.session import PoolSession
 from ghostsearch.pool.standin import Cost, Profiles, Standins, standin_class
 from ghostsearch.search import Budget, Space, make_searcher
+from ghostsearch.study.race_replay import path_table
 
 N_BLOCKS, K, ROWS = 30, 6, 64
+STEPS = Path(__file__).resolve().parents[1] / "docs" / "results" / "bench-race-64"  # exact greedy's stored path
 COSTS = {"gpu": Cost(0.05, 2.0), "8b": Cost(1.5, 4.0)}  # ms per row per candidate, ms per call
 
 
@@ -86,7 +88,7 @@ def main() -> None:
     ns = [int(x) for x in args.actors.split(",")]
     costs = args.costs.split(",")
     parts = set(args.parts.split(","))
-    cls = standin_class(N_BLOCKS, ROWS, stored_path(K))
+    cls = standin_class(N_BLOCKS, ROWS, path_table(STEPS, K))
     base = ["dtype=fp32", "device=cpu", "search.protected=[0,-1]", "pool.threads=1", "pool.dashboard=false"]
     load = os.getloadavg()
     print(f"load average at start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}", flush=True)

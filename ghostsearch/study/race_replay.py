@@ -105,12 +105,14 @@ class StoredRows:
         self.table, self.value_of = table, value_of
         self.n = len(next(iter(table.values()))[0])
         self.looks: list[tuple[int, int]] = []  # per look: survivors, rows
+        self.asked: list[tuple[list[tuple], tuple]] = []  # per look: the survivors' removed sets, the rows
 
     def n_rows(self) -> int:
         return self.n
 
     def rows(self, requests, searcher=""):
         self.looks.append((len(requests), len(requests[0].rows)))
+        self.asked.append(([q.removed for q in requests], tuple(requests[0].rows)))
         out = []
         for q in requests:
             sums, counts = self.table[q.removed]
@@ -128,6 +130,35 @@ def load_steps(d: Path, k: int) -> list[list[dict]]:
             raise SystemExit(f"{path} is missing: run --score --k {k} first")
         steps.append(pq.read_table(path).to_pylist())
     return steps
+
+
+def path_table(d: Path, k: int) -> dict:
+    """removed set (sorted) -> (value, row sums, row counts) of every candidate of the stored path's first
+    ``k`` steps: what a stand-in scorer answers with (``pool.standin.standin_class``'s table)."""
+    return {
+        tuple(sorted(r["removed"])): (r["value"], r["row_losses"], r["row_counts"])
+        for recs in load_steps(d, k)
+        for r in recs
+    }
+
+
+def race_looks(d: Path, which: list[int], actors: int = 2) -> list[tuple[int, tuple, list[tuple], tuple]]:
+    """The looks raced greedy makes at steps ``which`` of the stored path in ``d`` (survivors as the live race
+    had them), each split into ``actors`` scorers' row shares as ``Broker.rows`` splits it
+    (``pool.actors.shares``): per share (step, prefix, [removed], rows), one rows tuple for all its candidates."""
+    from ghostsearch.pool.actors import shares
+
+    out = []
+    for t in which:
+        recs = pq.read_table(step_path(d, t)).to_pylist()
+        prefix = tuple(sorted(recs[0]["prefix"] or []))
+        ev = StoredRows({tuple(r["removed"]): (r["row_losses"], r["row_counts"]) for r in recs}, perplexity)
+        cands = [Candidate(tuple(r["removed"]), prefix=prefix or None) for r in recs]
+        run_race(Race(cands, RaceParams(), keep=1), ev, "replay")
+        for removed, rows in ev.asked:
+            for group, (_, lo, hi) in shares(list(range(len(removed))), len(rows), actors):
+                out.append((t, prefix, [removed[j] for j in group], rows[lo:hi]))
+    return out
 
 
 def perplexity(total: float, count: float) -> float:
