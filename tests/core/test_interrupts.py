@@ -58,7 +58,11 @@ def start(how: str) -> subprocess.Popen:
             if state == "blocked"
             else f"signal.signal({s}, signal.SIG_IGN)"
         )
-    launcher = f"import os, signal, sys\n{setup}\nos.execv(sys.executable, [sys.executable, '-c', sys.argv[1]])"
+    # every case starts from the defaults, whatever pytest inherited (CI started with `cmd &` ignores SIGINT)
+    reset = "for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP): signal.signal(s, signal.SIG_DFL)\n"
+    reset += "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})"
+    run = "os.execv(sys.executable, [sys.executable, '-c', sys.argv[1]])"
+    launcher = f"import os, signal, sys\n{reset}\n{setup}\n{run}"
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     return subprocess.Popen(
         [sys.executable, "-c", launcher, CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
@@ -102,6 +106,9 @@ def test_restore_gives_back_the_mask_and_the_ignored_handler(how):
 import signal
 from ghostsearch.core import interrupts
 s = signal.{name}
+signal.signal(signal.SIGINT, signal.default_int_handler)  # Python's own, whatever pytest inherited (above)
+signal.signal(signal.SIGHUP, signal.SIG_DFL)
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {{signal.SIGINT, signal.SIGHUP}})
 {"signal.pthread_sigmask(signal.SIG_BLOCK, {s})" if state == "blocked" else "signal.signal(s, signal.SIG_IGN)"}
 before = (signal.getsignal(s), s in signal.pthread_sigmask(signal.SIG_BLOCK, []))
 b = interrupts.install()
