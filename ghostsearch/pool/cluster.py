@@ -111,26 +111,22 @@ def connect(address: str | None = None, dashboard: bool = True, num_cpus: int | 
                 "the dashboard's port was taken by another run while Ray started; starting it again on %s", port
             )
             continue
-        except GcsUnreachable as e:
+        except (GcsUnreachable, RayletDied) as e:  # a start a busy machine can end: tried again, then one line
             _end_leftovers()
             attempt += 1
+            gcs = isinstance(e, GcsUnreachable)
+            what = (
+                f"control process (GCS) did not answer its first connection ({e}; the machine is overloaded)"
+                if gcs
+                else f"raylet ended during its start ({e})"
+            )
             if attempt > START_TRIES:
                 raise GhostsearchError(
-                    f"the local Ray's control process (GCS) did not answer its first connection, {START_TRIES} "
-                    f"times ({e}; the machine is overloaded); rerun when it has room, or start one with "
-                    "`RAY_worker_niceness=0 ray start --head` and join it with --address"
-                ) from None
-            log.warning("the local Ray's GCS did not answer (a busy machine); starting it again (try %d)", attempt)
-        except RayletDied as e:
-            _end_leftovers()
-            attempt += 1
-            if attempt > START_TRIES:
-                raise GhostsearchError(
-                    f"the local Ray's raylet ended during its start, {START_TRIES} times ({e}); rerun when the "
+                    f"the local Ray did not start in {START_TRIES} tries, the last because its {what}; rerun when the "
                     "machine has room, or start one then with `RAY_worker_niceness=0 ray start --head` and join it "
                     "with --address"
                 ) from None
-            log.warning("the local Ray's raylet ended during its start (%s); starting it again (try %d)", e, attempt)
+            log.warning("the local Ray's %s; starting it again (try %d)", what, attempt)
     reap_with_driver()
     if dashboard and getattr(ctx, "dashboard_url", None):
         log.info(dashboard_note(f"http://{ctx.dashboard_url}"))
@@ -235,7 +231,7 @@ class _StretchedClock:
 
         self._time, self._rate = time, RAY_START_WAIT_S / budget
         self._raylet: object = None  # psutil.Process of this start's raylet, once seen
-        self._log: str | None = None  # its raylet.out
+        self._log: str | None = None  # its raylet.out, once known
         self._checked = 0.0
         self._jump = 0.0
         self.raylet_log: str | None = None  # set when the raylet ended during the wait
@@ -249,30 +245,71 @@ class _StretchedClock:
             self._checked = now
         elif not self._jump and now - self._checked >= 0.5:
             self._checked = now
-            if self._raylet_ended():
+            if self.raylet_ended():
                 self._jump = 10 * RAY_START_WAIT_S
         return now * self._rate + self._jump
 
-    def _raylet_ended(self) -> bool:
-        """Whether the raylet this driver started has ended (or been reaped); finds it on the first call."""
+    def raylet_ended(self) -> bool:
+        """Whether the raylet this driver started has ended: seen, then a zombie (until Ray reaps it) or gone. Only
+        a raylet seen can have ended: none found (yet: a child still before its exec carries this process's name),
+        or a descendant that ended while the look read it, is waited for, the budget bounding the wait (before,
+        either ended the wait and the start was tried again, "no cause"). A raylet first seen already a zombie (Ray's
+        C++ wait between two looks can outlast its 15 s) is named from its session's raylet.out (``_raylet_log``;
+        before: "its log names no cause", the load window's line, as a zombie has no command line)."""
         import psutil
 
+        if self._raylet is None:
+            self._raylet = _child_named("raylet")
+            if self._raylet is None:
+                return False
+        if self._log is None:
+            self._log = _raylet_log(self._raylet)
         try:
-            if self._raylet is None:  # node.py reads this clock only once its raylet was started
-                for p in psutil.Process().children(recursive=True):
-                    if p.name().startswith("raylet"):
-                        self._raylet = p
-                        self._log = _arg(p.cmdline(), "--stdout_filepath=")
-                        break
-                else:
-                    alive = False  # ended and reaped before it was seen
-            if self._raylet is not None:
-                alive = self._raylet.is_running() and self._raylet.status() != psutil.STATUS_ZOMBIE  # type: ignore[attr-defined]
-        except psutil.Error:
+            alive = self._raylet.is_running() and self._raylet.status() != psutil.STATUS_ZOMBIE  # type: ignore[attr-defined]
+        except psutil.Error:  # reaped since it was seen
             alive = False
         if not alive:
             self.raylet_log = self._log or ""
         return not alive
+
+
+def _child_named(prefix: str):
+    """The first of this process's descendants whose name starts with ``prefix`` (a zombie keeps its name), or None;
+    a descendant that ends while it is read is skipped, not taken as an answer."""
+    import psutil
+
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if p.name().startswith(prefix):
+                return p
+        except psutil.Error:
+            continue
+    return None
+
+
+def _raylet_log(raylet) -> str | None:
+    """The raylet.out of this start's raylet: from its command line while it runs; once it is a zombie (its command
+    line is gone: a raylet that ended before it was first looked at, as Ray's C++ wait can outlast its 15 s) from
+    the session directory its GCS, this start's other child, was given (``--session-dir``)."""
+    import glob
+
+    import psutil
+
+    try:
+        path = _arg(raylet.cmdline(), "--stdout_filepath=")
+        if path:
+            return path
+    except psutil.Error:
+        pass
+    gcs = _child_named("gcs_server")
+    try:
+        session = _arg(gcs.cmdline(), "--session-dir=") if gcs is not None else None
+    except psutil.Error:
+        session = None
+    if not session:
+        return None
+    logs = sorted(glob.glob(os.path.join(session, "logs", "raylet*.out")), key=os.path.getmtime)
+    return logs[-1] if logs else os.path.join(session, "logs", "raylet.out")
 
 
 def _arg(argv: list[str], prefix: str) -> str | None:
@@ -352,22 +389,60 @@ def _start_local(dashboard: bool, port: int | None, num_cpus: int | None):
 
 
 def _end_leftovers() -> None:
-    """The processes a failed local start left (GCS, raylet, Ray's reaper), ended before the next try:
-    only this driver's children running Ray's code."""
+    """The processes a failed local start left (GCS, raylet, Ray's reaper, its agents), ended before the next try:
+    this driver's descendants running Ray's code, and the agents of its raylet that outlived it (``_orphans``)."""
     import psutil
 
     ray_dir = os.path.dirname(ray.__file__)
-    ended = []
+    ended, sessions = [], set()
     for p in psutil.Process().children(recursive=True):
         try:
             if p.name().startswith(("gcs_server", "raylet", "ray::")) or any(
                 a.startswith(ray_dir) for a in p.cmdline()[:3]
             ):
+                with contextlib.suppress(psutil.Error):  # a zombie has no command line
+                    argv = p.cmdline()
+                    sessions.add(_arg(argv, "--session-dir=") or _arg(argv, "--session_dir=") or "")
                 p.kill()
                 ended.append(p)
         except psutil.Error:
             pass
+    for p in _orphans(sessions - {""}):
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+            ended.append(p)
     psutil.wait_procs(ended, timeout=10)  # gone (and this driver's own children reaped), not just signalled
+
+
+def _orphans(sessions: set[str]) -> list:
+    """This user's Ray processes (``ray::...``) that write into the logs of one of ``sessions``, whoever their parent:
+    a raylet that ends during its start leaves its dashboard and runtime-env agents reparented to init, out of reach
+    of a walk of the driver's children (seen: 8 ray::DashboardAgent left by a load window's failed starts). Found by
+    the session named in their command line (an agent still importing, as on a busy machine) or by the session's log
+    files they hold open (once their title has overwritten their command line), never by name alone: another run's
+    agents belong to their own session."""
+    import psutil
+
+    if not sessions:
+        return []
+    me, found, ray_dir = os.getuid(), [], os.path.dirname(ray.__file__)
+    dirs = tuple(os.path.join(s, "") for s in sessions)
+    names = {os.path.basename(s) for s in sessions}
+    for p in psutil.process_iter(["name", "uids"]):
+        try:
+            if p.info["uids"].real != me or p.pid == os.getpid():
+                continue
+            argv = p.cmdline()
+            if not ((p.info["name"] or "").startswith("ray::") or any(a.startswith(ray_dir) for a in argv[:3])):
+                continue  # not Ray's: kept, whatever it has open
+            values = [a[a.find("=") + 1 :] for a in argv]  # --session-dir=S, --log-dir=S/logs, --session-name=N
+            if any(v in sessions or v.startswith(dirs) or v in names for v in values) or any(
+                f.path.startswith(dirs) for f in p.open_files()
+            ):
+                found.append(p)
+        except (psutil.Error, AttributeError):
+            continue
+    return found
 
 
 def shutdown() -> None:
