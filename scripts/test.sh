@@ -13,7 +13,8 @@
 # two processes' torch threads on two cores otherwise spin against each other, 10-100x slower).
 # NumPy's OpenBLAS (pthreads: OMP_WAIT_POLICY does not reach it) gets one thread for the same reason: its
 # second thread busy-waits; measured on the Optuna-GP test beside two busy processes, 130 -> 51 s wall and
-# alone 58 -> 30 CPU-s at the same 30 s wall (session 6; Ray's actors already get OMP_NUM_THREADS=1).
+# alone 58 -> 30 CPU-s at the same 30 s wall (session 6). Ray gives each actor OMP_NUM_THREADS = its num_cpus,
+# which OpenBLAS also reads: a 1-thread scorer has one already.
 # Every test has a time limit (pytest-timeout, pyproject.toml): a hang fails that test, not CI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
