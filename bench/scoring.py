@@ -34,7 +34,7 @@ import torch.nn.functional as F
 
 from ghostsearch.model.stack import Stack, physically_prune  # noqa: E402
 from ghostsearch.objectives import CalibrationSpec, ObjectiveSpec  # noqa: E402
-from ghostsearch.scoring import Scorer  # noqa: E402
+from ghostsearch.scoring import Scorer, ScorerEvaluator  # noqa: E402
 
 SHAPES: dict[str, dict[str, Any]] = {  # random-weight Llamas: Llama-3-8B itself, and its proportions at a CPU's width
     "llama3-8b-random": dict(
@@ -162,31 +162,6 @@ def greedy_candidates(sc, key, L, steps=3):
     return out, values, time.perf_counter() - t0
 
 
-class Rows:
-    """In-process racing evaluator over the Scorer (what PoolClient.rows does through the pool)."""
-
-    def __init__(self, sc, key, spec, many=True):
-        self.sc, self.key, self.value_of, self.many = sc, key, spec.build().value, many
-        self.counts = sc.statistic(key, "row_counts")
-        self.looks: list[tuple[int, int, float]] = []  # per look: survivors, rows, seconds
-
-    def n_rows(self):
-        return len(self.counts)
-
-    def rows(self, requests, searcher=""):
-        t0 = time.perf_counter()
-        if self.many:  # one look, every survivor at once (what the pool's Broker.rows does)
-            rs = self.sc.score_rows_many(self.key, [(q.removed, q.prefix) for q in requests], requests[0].rows)
-        else:
-            rs = [self.sc.score_rows(self.key, q.removed, q.rows, q.prefix) for q in requests]
-        self.looks.append((len(requests), len(requests[0].rows), time.perf_counter() - t0))
-        out = []
-        for q, r in zip(requests, rs):
-            counts = [self.counts[i] for i in q.rows]
-            out.append((r.sums, counts, self.value_of(q.before[0] + sum(r.sums), q.before[1] + sum(counts))))
-        return out
-
-
 def look_overhead(sc, key, spec, L):
     """The per-look overhead: greedy's first-step candidates scored on a look's rows (the race order's
     first n rows: scattered over the micro-batches), one at a time (score_rows) and all at once
@@ -223,7 +198,7 @@ def raced_steps(sc, key, spec, L, steps, model, batches, naive_every):
     from ghostsearch.search import Candidate, Race, RaceParams
     from ghostsearch.search.racing import run_race
 
-    ev = Rows(sc, key, spec)
+    ev = ScorerEvaluator(sc, key)
     R: tuple[int, ...] = ()
     t_race = t_exact = t_naive = 0.0
     for step in range(steps):

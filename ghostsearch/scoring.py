@@ -380,6 +380,47 @@ class Scorer:
         return st[name]
 
 
+class ScorerEvaluator:
+    """A search's evaluator over one in-process ``Scorer`` and one prepared objective ``key``: what
+    ``PoolClient`` is through the pool, with no pool (tests, in-process measurements). ``evaluate`` scores
+    each (removed, fidelity) once (a shared cache, as the broker's); ``rows`` answers a race's look with every
+    survivor at once (``score_rows_many``, as ``Broker.rows`` does); ``computed`` counts scored candidates."""
+
+    def __init__(self, scorer: Scorer, key: str):
+        self.scorer, self.key = scorer, key
+        self.cache: dict[tuple[Removed, float], float] = {}
+        self.computed = 0
+        self.value_of = scorer.prepared[key].objective.value
+
+    def evaluate(self, candidates, searcher: str = "") -> list[float]:
+        out = []
+        for c in candidates:
+            k = (c.removed, c.fidelity)
+            if k not in self.cache:
+                self.cache[k] = self.scorer.score(self.key, c.removed, c.fidelity, c.prefix).value
+                self.computed += 1
+            out.append(self.cache[k])
+        return out
+
+    def statistic(self, name: str):
+        return self.scorer.statistic(self.key, name)
+
+    def n_rows(self) -> int:
+        return self.scorer.prepared[self.key].n_rows
+
+    def rows(self, requests, searcher: str = "") -> list[tuple[list[float], list[float], float]]:
+        """Per request (racing.RowRequest): its rows' loss sums and counts, and the value over every row it has
+        seen (``before`` and these)."""
+        if len({tuple(q.rows) for q in requests}) > 1:
+            raise ValueError("one look scores the same rows for every survivor")
+        got = self.scorer.score_rows_many(self.key, [(q.removed, q.prefix) for q in requests], requests[0].rows)
+        self.computed += len(requests)
+        return [
+            (r.sums, r.counts, self.value_of(q.before[0] + sum(r.sums), q.before[1] + sum(r.counts)))
+            for q, r in zip(requests, got)
+        ]
+
+
 class StatisticsSums:
     """Token-weighted sums behind ``block_statistics``, added one micro-batch at a time."""
 

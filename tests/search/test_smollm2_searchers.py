@@ -10,7 +10,7 @@ import pytest
 
 from ghostsearch.model.stack import Stack
 from ghostsearch.objectives import CalibrationSpec, ObjectiveSpec
-from ghostsearch.scoring import Scorer
+from ghostsearch.scoring import Scorer, ScorerEvaluator
 from ghostsearch.search import SEARCHERS, Budget, Space, make_searcher, run
 
 pytestmark = pytest.mark.slow
@@ -21,36 +21,6 @@ pytestmark = pytest.mark.slow
 # it reports is that set's real value, scored afresh (no partial, raced or stale value as an answer).
 BUDGET = 40  # for a budget-driven searcher (ga, bo, cbo: ``default_budget``); the others end by themselves
 PARAMS = {"beam": {"width": 2}, "bo": {"sampler": "tpe"}}
-
-
-class ScorerEvaluator:
-    def __init__(self, scorer, key):
-        self.scorer, self.key, self.cache, self.computed = scorer, key, {}, 0
-
-    def evaluate(self, candidates, searcher=""):
-        out = []
-        for c in candidates:
-            k = (c.removed, c.fidelity)
-            if k not in self.cache:
-                self.cache[k] = self.scorer.score(self.key, c.removed, c.fidelity, c.prefix).value
-                self.computed += 1
-            out.append(self.cache[k])
-        return out
-
-    def statistic(self, name):
-        return self.scorer.statistic(self.key, name)
-
-    # racing (ga, bo, cbo race by default): per-row loss sums of blocks of rows, as PoolClient.rows
-    def n_rows(self):
-        return self.scorer.prepared[self.key].n_rows
-
-    def rows(self, requests, searcher=""):
-        value_of, out = self.scorer.prepared[self.key].objective.value, []
-        for q in requests:
-            r = self.scorer.score_rows(self.key, q.removed, q.rows, q.prefix)
-            self.computed += 1
-            out.append((r.sums, r.counts, value_of(q.before[0] + sum(r.sums), q.before[1] + sum(r.counts))))
-        return out
 
 
 def test_every_searcher_answers_with_its_real_value_on_smollm2(smollm2, data_dir):
