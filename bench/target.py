@@ -18,9 +18,9 @@ and evaluated item is read back.
 "Items used": per model, the items the looks consumed (the dense model's count is that of the
 largest k judged; each k's its own), summed over the dense model and every k judged. "Fixed design of
 the same power": the one-look design that has the group-sequential design's power (0.8 at half the
-target) needs n_max / IF items per model, IF the spending design's inflation factor (computed here by
-simulation of the looks' joint normal, 200,000 paths); the fixed design evaluates every judged model
-(and the dense one) on all of them: (ks judged + 1) x n_max / IF items.
+target) needs n_max / IF items per model, IF the spending design's inflation factor
+(``stats.repeated.inflation_factor``: simulation of the looks' joint normal, 200,000 paths); the fixed
+design evaluates every judged model (and the dense one) on all of them: (ks judged + 1) x n_max / IF items.
 """
 
 from __future__ import annotations
@@ -31,8 +31,6 @@ import os
 import sys
 import time
 from pathlib import Path
-
-import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -60,26 +58,9 @@ CASES = {
 }
 
 
-def inflation(looks: list[int], alpha: float, spending: str, power: float = 0.8, paths: int = 200_000) -> float:
-    """(theta_seq / theta_fix)^2: the drift the group-sequential one-sided test needs for ``power``
-    over the one-look test's (z_{1-alpha} + z_power), by simulation (seeded) and bisection."""
-    from ghostsearch.stats import inference as stats
-
-    fr = np.array(looks, dtype=float) / looks[-1]
-    c = np.array(stats.spending_bounds(list(fr), alpha, spending, sides=1))
-    rng = np.random.default_rng(0)
-    w = (rng.normal(size=(paths, len(fr))) * np.sqrt(np.diff(np.concatenate([[0.0], fr])))).cumsum(1)
-    lo, hi = 0.0, 10.0
-    for _ in range(50):
-        mid = (lo + hi) / 2
-        z = (w + mid * fr) / np.sqrt(fr)
-        lo, hi = (mid, hi) if (z >= c).any(1).mean() < power else (lo, mid)
-    fixed = stats.norm_ppf(1 - alpha) + stats.norm_ppf(power)
-    return ((lo + hi) / 2 / fixed) ** 2
-
-
 def run_case(name: str, out: Path, config: Path) -> dict:
     from ghostsearch.config import load_config
+    from ghostsearch.stats.repeated import inflation_factor
     from ghostsearch.study.target import target
 
     run = out / "run"
@@ -93,7 +74,7 @@ def run_case(name: str, out: Path, config: Path) -> dict:
     (out / f"{name}.json").write_text(json.dumps(block, indent=1) + "\n")
     judged = [v for v in block["ks"] if v["stop"] != "not tested"]
     used = max(v["items"] for v in judged) + sum(v["items"] for v in judged)
-    IF = inflation(block["looks"], 1 - block["level"], block["spending"])
+    IF = inflation_factor(block["looks"], 1 - block["level"], block["spending"])
     fixed = (len(judged) + 1) * block["looks"][-1] / IF
     return {
         "case": name,

@@ -11,7 +11,7 @@ import pytest
 from scipy import stats as sps
 
 from ghostsearch.stats import inference
-from ghostsearch.stats.repeated import power_at, repeated_p
+from ghostsearch.stats.repeated import inflation_factor, power_at, repeated_p
 from ghostsearch.stats.windows import adjacent_blocks, cluster_diff, lag1, ppl_ratio, window_clusters
 
 
@@ -50,3 +50,11 @@ def test_ppl_ratio_over_windows():
     r, lo, hi = ppl_ratio(a, b, n_boot=500, seed=3)
     assert r == pytest.approx(math.exp(a.mean() - b.mean())) and lo < r < hi and lo > 1
     assert ppl_ratio(b, a, n_boot=500, seed=3) == pytest.approx((1 / r, 1 / hi, 1 / lo))
+
+
+def test_inflation_factor_of_pocock_and_of_one_look():
+    """bench/target.py's "fixed design of the same power" (moved, issue 50): Pocock's three equal looks
+    (one-sided 0.025, power 0.8) need 1.166 x the one-look test's items (Jennison & Turnbull, Table 2.2's
+    R_P(3) at two-sided 0.05), a single look 1 (20k paths: both within 1%)."""
+    assert inflation_factor([1, 2, 3], 0.025, "pocock", paths=20_000) == pytest.approx(1.166, rel=0.01)
+    assert inflation_factor([5], 0.025, "obrien-fleming", paths=20_000) == pytest.approx(1.0, rel=0.01)
