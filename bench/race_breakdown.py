@@ -15,12 +15,12 @@ Parts of a search's wall time (one scorer: nothing overlaps, so the parts add up
   bound      the race's arithmetic (racing.confidently_worse)
   looks      the rest of run_race: building each look's requests, bookkeeping
   searcher   the rest: the searcher's ask/tell and the loop
-``--sim``: the same race driven by a stand-in scorer (no model) whose cost is ``call_ms`` per scorer
-call plus ``row_ms`` per row per candidate (a batched look of m survivors x n rows costs call_ms +
-m * n * row_ms + ``look_ms``, an exact candidate call_ms + N * row_ms; ``look_ms`` is a look's latency
-that the exact path's concurrent requests would overlap, e.g. a remote pool's round trip), answering
-with the per-row losses exact
-greedy's path really has at C4 64 x 64 (docs/results/bench-race-64/step<t>.parquet, SmolLM2, fp32):
+``--sim``: the same race driven by the pool's stand-in scorer (pool/standin.py, no model) whose cost is
+``call_ms`` per scorer call plus ``row_ms`` per row per candidate (a batched look of m survivors x n rows
+costs call_ms + m * n * row_ms + ``look_ms``, an exact candidate call_ms + N * row_ms; ``look_ms`` is a
+look's latency that the exact path's concurrent requests would overlap, e.g. a remote pool's round trip),
+answering with the per-row losses exact greedy's path really has at C4 64 x 64
+(docs/results/bench-race-64/step<t>.parquet, SmolLM2, fp32):
 every race drops what the live race dropped. ``--real``: SmolLM2 in that dtype (``bf16`` needs a
 CPU with native bf16 to be fast), ``--k`` greedy steps on C4 ``--n-seq`` x ``--seq-len``.
 Each search gets a fresh pool (no shared cache between them); exact and raced alternate.
@@ -45,6 +45,7 @@ import ray
 from ghostsearch.config import load_config, protected_blocks
 from ghostsearch.pool.client import PoolClient
 from ghostsearch.pool.session import PoolSession
+from ghostsearch.pool.standin import standin_class
 from ghostsearch.rundir.ledger import Ledger
 from ghostsearch.search import Space, make_searcher, racing, run
 from ghostsearch.search import loop as loop_mod
@@ -53,59 +54,6 @@ from ghostsearch.study.race_replay import path_table, race_looks
 
 STEPS = Path(__file__).resolve().parents[1] / "docs" / "results" / "bench-race-64"  # exact greedy's stored path
 PARTS = ["scorer", "transport", "client", "bound", "looks", "searcher"]
-
-
-def sim_class(table: dict, row_ms: float, call_ms: float, look_ms: float = 0.0):
-    """A stand-in ScorerActor: the stored per-row losses, at a set cost (sleeps: no CPU)."""
-
-    class SimScorer:
-        def __init__(self, cfg, threads: int, name: str):
-            self.name, self.node = name, ray.get_runtime_context().get_node_id()
-            self.n = len(next(iter(table.values()))[1])
-
-        def info(self) -> dict:
-            return {"name": self.name, "node": self.node, "pid": os.getpid(), "n_blocks": 30}
-
-        def _served(self, r):
-            from ghostsearch.pool.actors import Served
-
-            return Served(r, actor=self.name, node=self.node)
-
-        def score(self, spec, removed: tuple, fidelity: float, prefix):
-            from ghostsearch.scoring import Score
-
-            t0 = time.perf_counter()
-            time.sleep((call_ms + self.n * row_ms) / 1000)
-            value = table[tuple(sorted(removed))][0] if removed else 1.0
-            return self._served(Score(value=value, tokens=0, seconds=time.perf_counter() - t0, start=0))
-
-        def score_many(self, spec, items: list):
-            """A chunk of exact candidates (Broker.evaluate_many): each its own call's cost."""
-            return [self.score(spec, removed, fidelity, prefix) for removed, fidelity, prefix in items]
-
-        def rows_many(self, spec, items: list, rows: tuple):
-            from ghostsearch.scoring import RowScore
-
-            t0 = time.perf_counter()
-            time.sleep((call_ms + look_ms + len(items) * len(rows) * row_ms) / 1000)
-            out = []
-            for removed, _ in items:
-                _, sums, counts = table[tuple(sorted(removed))]
-                out.append((sums, counts))
-            dt = (time.perf_counter() - t0) / len(items)
-            return [
-                self._served(
-                    RowScore(sums=[s[r] for r in rows], counts=[c[r] for r in rows], tokens=0, seconds=dt, start=0)
-                )
-                for s, c in out
-            ]
-
-        def statistic(self, spec, name: str):
-            if name != "row_counts":
-                raise ValueError(f"SimScorer has no statistic {name!r}")
-            return list(next(iter(table.values()))[2])
-
-    return ray.remote(max_restarts=-1, max_task_retries=0)(SimScorer)
 
 
 def probe_class():
@@ -259,10 +207,13 @@ def one_search(
     actor_class=None,
     race: dict | str | None = None,
     probe: bool = False,
+    cost: tuple | None = None,
 ) -> dict:
     """A fresh pool (warmed: objective prepared, row counts known), then greedy (exact or raced)
-    timed part by part."""
+    timed part by part. ``cost``: the stand-ins' (row_ms, call_ms, look_ms)."""
     broker = session.start(cfg, actor_class=actor_class) if actor_class else session.start(cfg)
+    if cost is not None:
+        ray.get([a.set_cost.remote(*cost) for a in probed(broker)])
     n_blocks = 30
     space = Space(n_blocks, k, protected_blocks(cfg, n_blocks))
     scorer_s = [0.0]
@@ -523,13 +474,14 @@ def main():
             configs.append((f"SmolLM2 {dt}", [f"dtype={dt}"], None, None))
         for label, extra, row_ms, table in configs:
             cfg = load_config(None, base + extra)
-            cls = sim_class(table, row_ms, args.call_ms, args.look_ms) if table is not None else None
+            cls = standin_class(30, 64, table) if table is not None else None  # the stored path: 30 blocks, 64 rows
+            cost = (row_ms, args.call_ms, args.look_ms) if table is not None else None
             if args.probe and cls is None:
                 cls = probe_class()
             for rep in range(args.repeats):
-                exact = one_search(session, cfg, args.k, False, cls, probe=args.probe)
+                exact = one_search(session, cfg, args.k, False, cls, probe=args.probe, cost=cost)
                 raced = [
-                    one_search(session, cfg, args.k, True, cls, json.loads(r), probe=args.probe)
+                    one_search(session, cfg, args.k, True, cls, json.loads(r), probe=args.probe, cost=cost)
                     for r in args.race.split(";")
                 ]
                 for r in [exact, *raced]:

@@ -75,7 +75,7 @@ def standin_class(n_blocks: int, rows: int, table: dict | None = None, seed: int
         def __init__(self, cfg, threads: int, name: str):
             self.cfg, self.name, self.threads = cfg, name, threads
             self.node = ray.get_runtime_context().get_node_id()
-            self.row_ms, self.call_ms = 0.0, 0.0
+            self.row_ms, self.call_ms, self.look_ms = 0.0, 0.0, 0.0
             self.busy = 0.0
             self.calls = self.evals = 0
 
@@ -84,8 +84,10 @@ def standin_class(n_blocks: int, rows: int, table: dict | None = None, seed: int
             dt = self._sleep(ms, 0)
             return "r", self.name, self.node, [([0.0] * n, [1.0] * n, TOKENS * n, dt, 0)]
 
-        def set_cost(self, row_ms: float, call_ms: float) -> None:
-            self.row_ms, self.call_ms = row_ms, call_ms
+        def set_cost(self, row_ms: float, call_ms: float, look_ms: float = 0.0) -> None:
+            """``look_ms``: more a look's call (``rows_many``) only, a latency that exact scoring's concurrent
+            calls would overlap (e.g. a remote pool's round trip; bench/race_breakdown.py --look-ms)."""
+            self.row_ms, self.call_ms, self.look_ms = row_ms, call_ms, look_ms
 
         def counters(self) -> dict:
             pss = 0
@@ -197,7 +199,7 @@ def standin_class(n_blocks: int, rows: int, table: dict | None = None, seed: int
             return Served(RowScore(*self._rows(removed, which, dt)), actor=self.name, node=self.node)
 
         def rows_many(self, spec, items: list, which: tuple):
-            dt = self._sleep(self.call_ms + len(items) * len(which) * self.row_ms, len(items))
+            dt = self._sleep(self.call_ms + self.look_ms + len(items) * len(which) * self.row_ms, len(items))
             each = dt / max(1, len(items))
             return "r", self.name, self.node, [self._rows(removed, which, each) for removed, _ in items]
 
