@@ -72,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    command = argv is None  # this process's own command (console script, python -m), not a caller's
     argv = _values_with_dashes(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
@@ -107,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt as e:
         _say("ghostsearch: interrupted")
-        return interrupts.exit_code(e)
+        return interrupts.exit_code(e, leave=command)  # the process ends as its exit begins: no teardown
     except Exception as e:
         if args.debug or not ray_died(e):
             raise

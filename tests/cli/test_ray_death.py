@@ -104,46 +104,32 @@ def test_a_local_ray_start_waits_as_long_as_ghostsearch_ray_start_s():
 # all the same way: Ray 2.60's raylet waits a fixed 15 s for its dashboard agent (a Python process) to write its ports,
 # then fails a check and exits ("Timed out waiting for file .../metrics_agent_port_<node>"); Ray's Python went on
 # waiting for it to register (all of GHOSTSEARCH_RAY_START_S, 180 s), then said only "did not start". Now the wait ends
-# once the raylet has ended, the start is tried again, and the line says why (from its raylet.out). And a start whose
-# GCS does not answer its first connection ("Failed to connect to GCS", the issue's starved control process) is tried
-# again too. Here the first start's GCS stops as its raylet appears (SIGSTOP, with Ray's connect timeout at 1 s; the
-# start before it had no test), the second start's raylet is killed once it has started a child (its dashboard agent,
-# a worker): those are reparented to init, out of the driver's tree, and must be ended too (the load window left 8
-# ray::DashboardAgent so; the old code left them). On the old code a killed raylet's start waited the whole 60 s.
+# once the raylet has ended, the start is tried again, and the line says why (from its raylet.out). Here the first
+# raylet is killed as it appears (on the old code the start waited the whole 60 s and said "did not start within 60 s"),
+# the second once it has started a child (its dashboard agent, a worker): those are reparented to init, out of the
+# driver's tree, and must be ended too (the load window left 8 ray::DashboardAgent so; the old code left them).
 KILL = START_WITH.replace("ACTION", "end(p, len(seen))").replace(
     "def disturb():",
     """orphans = []
 
 def end(p, n):
-    if n == 1:
-        for g in psutil.Process().children():
-            if g.name().startswith("gcs_server"):
-                os.kill(g.pid, signal.SIGSTOP)
-        return
-    while not p.children():
+    while n > 1 and not p.children():
         time.sleep(0.01)
-    orphans.extend(p.children())
+    orphans.extend(p.children() if n > 1 else [])
     os.kill(p.pid, signal.SIGKILL)
 
 def disturb():""",
 )
 
 
-@pytest.mark.slow  # two local starts: a GCS stopped, a raylet killed
-def test_a_start_whose_gcs_is_silent_or_whose_raylet_ends_is_tried_again_and_named():
+@pytest.mark.slow  # two local starts, each raylet killed
+def test_a_raylet_that_ends_during_the_start_ends_the_wait_and_is_named():
     # Ray's C++ wait inside each registration check (RAY_raylet_start_wait_time_s, 30 s) at 1 s: the raylet's end is
     # seen between two checks
-    env = dict(
-        os.environ,
-        GHOSTSEARCH_RAY_START_S="60",
-        RAY_raylet_start_wait_time_s="1",
-        RAY_gcs_rpc_server_connect_timeout_s="1",
-        PYTHONPATH=str(ROOT),
-    )
+    env = dict(os.environ, GHOSTSEARCH_RAY_START_S="60", RAY_raylet_start_wait_time_s="1", PYTHONPATH=str(ROOT))
     env.pop("RAY_ADDRESS", None)
     out = subprocess.run([sys.executable, "-c", KILL], env=env, capture_output=True, text=True, timeout=300)
     lines = out.stdout.splitlines()
-    assert "the local Ray's control process (GCS) did not answer its first connection (" in out.stderr, out
     assert lines[0].startswith(
         f"error: the local Ray did not start in {cluster.START_TRIES} tries, the last because its raylet ended during "
         "its start ("
