@@ -251,9 +251,9 @@ class _StretchedClock:
 
     def raylet_ended(self) -> bool:
         """Whether the raylet this driver started has ended: seen, then a zombie (until Ray reaps it) or gone. Only
-        a raylet seen can have ended: none found (yet: a child still before its exec carries this process's name),
-        or a descendant that ended while the look read it, is waited for, the budget bounding the wait (before,
-        either ended the wait and the start was tried again, "no cause"). A raylet first seen already a zombie (Ray's
+        a raylet seen can have ended: none found (not expected: Ray's Popen returns after the raylet's exec), or a
+        descendant that ended while the look read it, is waited for, the budget bounding the wait (before, either
+        ended the wait and the start was tried again, "no cause"). A raylet first seen already a zombie (Ray's
         C++ wait between two looks can outlast its 15 s) is named from its session's raylet.out (``_raylet_log``;
         before: "its log names no cause", the load window's line, as a zombie has no command line)."""
         import psutil
