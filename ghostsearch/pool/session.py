@@ -6,6 +6,8 @@ pool.dashboard says so: cluster.py), gives the pool (``start``: the named pool, 
 else one started, pool.py) and checks what the pool's values depend on (``identity``). ``release``
 ends every pool this session started (a named pool outlives it, as does one started
 ``detached``) and shuts down the Ray this session started (a Ray it joined is left running).
+While it holds pools it started on a local Ray of its own, this process's thread pools (BLAS, torch)
+run on the cores those pools leave (threads.py); released with them.
 As a context manager it releases on leaving, however the block is left; ``start`` connects first
 when the session has not.
 
@@ -14,11 +16,12 @@ The runner's ``Run``, plan's measurement, ``ghostsearch pool`` and the bench scr
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from ghostsearch.config import Config
 from ghostsearch.objectives import ObjectiveSpec
-from ghostsearch.pool import cluster
+from ghostsearch.pool import cluster, threads
 from ghostsearch.pool import pool as lifecycle
 from ghostsearch.pool.actors import ScorerActor
 
@@ -46,6 +49,8 @@ class PoolSession:
         self.started_ray = False
         self.broker: Any = None
         self._pools: list[Any] = []  # brokers this session started (ended on release)
+        self._cpus: dict[int, float] = {}  # id(broker) -> the CPUs its scorers take (a local Ray's)
+        self._limited: threads.Limited | None = None  # this process's thread pools while local pools score
 
     def connect(self) -> PoolSession:
         """Join Ray (cluster.connect); a second call does nothing."""
@@ -80,6 +85,9 @@ class PoolSession:
             )
             if not detached:
                 self._pools.append(broker)
+                if self.started_ray:
+                    self._cpus[id(broker)] = cfg.pool.actors * lifecycle.resources(cfg)[0]
+                    self._driver_threads()
         self.broker = broker
         return broker
 
@@ -98,10 +106,24 @@ class PoolSession:
         if broker is None or not any(b is broker for b in self._pools):
             return
         self._pools = [b for b in self._pools if b is not broker]
-        if ray.is_initialized():
-            lifecycle.release_pool(broker)
+        self._cpus.pop(id(broker), None)
+        try:
+            if ray.is_initialized():
+                lifecycle.release_pool(broker)
+        finally:
+            self._driver_threads()
         if self.broker is broker:
             self.broker = None
+
+    def _driver_threads(self) -> None:
+        """This process's thread pools at what the local pools it holds leave (threads.driver_threads), or
+        as they were when it holds none."""
+        n = threads.driver_threads(sum(self._cpus.values()), threads.cores(), os.environ)
+        if self._limited is not None and self._limited.n != n:
+            self._limited.restore()
+            self._limited = None
+        if n is not None and self._limited is None:
+            self._limited = threads.Limited(n)
 
     def release(self) -> None:
         """End every pool this session started, then shut down the Ray it started. Idempotent."""
@@ -113,6 +135,8 @@ class PoolSession:
         finally:
             if self.started_ray and ray.is_initialized():
                 cluster.shutdown()  # ray.shutdown, our SIGTERM handler again
+            self._cpus.clear()
+            self._driver_threads()  # as they were
             self.started_ray = False
             self.connected = False
 

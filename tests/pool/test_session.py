@@ -2,7 +2,8 @@
 
 Without Ray: what the session asks of cluster.py and pool.py (the lifecycle) is recorded by stand-ins,
 so the rules are checked fast: a pool it started is ended on release, a named or detached pool is
-not, the Ray it started is shut down and a Ray it joined is not, however the block is left.
+not, the Ray it started is shut down and a Ray it joined is not, however the block is left; while
+it holds pools on a Ray it started, this process's thread pools run on the cores they leave (threads.py).
 With Ray (slow): a real local Ray and a pool of stand-in scorers (no model), released for real."""
 
 from __future__ import annotations
@@ -12,9 +13,17 @@ import os
 import pytest
 
 from ghostsearch.config import load_config
-from ghostsearch.pool import cluster
+from ghostsearch.pool import cluster, threads
 from ghostsearch.pool import pool as lifecycle
 from ghostsearch.pool.session import PoolSession
+
+
+def driver_pools() -> list[int]:
+    """This process's thread counts: threadpoolctl's pools (both OpenBLAS libraries, OpenMP) and torch's."""
+    import threadpoolctl
+    import torch
+
+    return [d["num_threads"] for d in threadpoolctl.threadpool_info()] + [torch.get_num_threads()]
 
 
 class Fake:
@@ -29,6 +38,10 @@ class Fake:
         monkeypatch.setattr(lifecycle, "start_pool", self.start_pool)
         monkeypatch.setattr(lifecycle, "find_pool", lambda name: self.calls.append(("find", name)) or f"named:{name}")
         monkeypatch.setattr(lifecycle, "release_pool", lambda b: self.calls.append(("release", b)) or True)
+        monkeypatch.setattr(lifecycle, "resources", lambda cfg: (cfg.pool.threads, 0))  # CPU scorers
+        monkeypatch.setattr(threads, "cores", lambda: 2)  # one core left beside a pool of 1 scorer x 1 thread
+        for v in threads.THREAD_VARS:  # the test runner's own settings (scripts/test.sh): the product's default
+            monkeypatch.delenv(v, raising=False)
         monkeypatch.setattr(ray, "is_initialized", lambda: self.up)
         monkeypatch.setattr(ray, "shutdown", self.shutdown)
         self.starts_ray, self.n = starts_ray, 0
@@ -51,10 +64,17 @@ class Fake:
 def test_a_session_ends_what_it_started_and_only_that(monkeypatch):
     fake = Fake(monkeypatch, starts_ray=True)
     cfg = load_config(None, ["pool.dashboard=false"])
+    import scipy.linalg  # noqa: F401  (its OpenBLAS counted in ``before`` as in the session)
+    import torch
+
+    torch.set_num_threads(2)
+    before = driver_pools()
     with PoolSession(cfg, num_cpus=3) as s:
         b1 = s.start(load_dtype="float32")
+        assert driver_pools() == [1] * len(before)  # the driver's threads: the core the scorer leaves
         b2 = s.start(name="kept", detached=True)  # outlives the session
         assert (b1, b2, s.broker) == ("broker1", "broker2", "broker2") and s.started_ray
+    assert driver_pools() == before  # as they were once the pool is released
     assert fake.calls == [
         ("connect", None, False, 3),  # start connects first; once
         ("start", None, False, "float32"),
@@ -69,9 +89,11 @@ def test_a_session_ends_what_it_started_and_only_that(monkeypatch):
 def test_a_named_pool_is_found_and_a_joined_ray_is_left_running_even_on_error(monkeypatch):
     fake = Fake(monkeypatch, starts_ray=False)
     cfg = load_config(None, ["pool.name=shared", "pool.address=10.0.0.1:6379"])
+    before = driver_pools()
     with pytest.raises(RuntimeError, match="boom"):
         with PoolSession(cfg) as s:
             assert s.start() == "named:shared"
+            assert driver_pools() == before  # a joined Ray's pool: the driver's threads left alone
             raise RuntimeError("boom")
     assert fake.calls == [("connect", "10.0.0.1:6379", True, None), ("find", "shared")]  # nothing ended
 
@@ -88,6 +110,12 @@ def test_release_pool_ends_one_pool_now_and_the_rest_at_release(monkeypatch):
     assert [c for c in fake.calls if c[0] == "release"] == [("release", "broker1")]
     s.release()
     assert fake.calls[-2:] == [("release", "broker2"), ("shutdown",)] and fake.calls[0][1] == "1.2.3.4:6379"
+
+
+def test_the_driver_threads_are_the_cores_a_local_cpu_pool_leaves():
+    assert [threads.driver_threads(cpus, 2, {}) for cpus in (2, 1, 4, 0)] == [1, 1, 1, None]  # 0: a GPU pool
+    assert threads.driver_threads(2, 16, {}) == 14
+    assert threads.driver_threads(2, 2, {"OPENBLAS_NUM_THREADS": "2"}) is None  # the user's setting wins
 
 
 def test_a_session_without_a_config_only_joins_ray(monkeypatch):
