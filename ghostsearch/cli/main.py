@@ -108,7 +108,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt as e:
         _say("ghostsearch: interrupted")
-        return interrupts.exit_code(e, leave=command)  # the process ends as its exit begins: no teardown
+        code = interrupts.exit_code(e)
+        if command:  # this process's own command: it ends as its exit begins, without the interpreter's teardown
+            interrupts.leave_at_exit(code)
+        return code
     except Exception as e:
         if args.debug or not ray_died(e):
             raise

@@ -85,16 +85,11 @@ def reinstall() -> None:
         signal.signal(s, _raise)
 
 
-def exit_code(e: KeyboardInterrupt, leave: bool = False) -> int:
+def exit_code(e: KeyboardInterrupt) -> int:
     """128 + the signal's number, as a shell reports a process ended by it (Ctrl-C: 130). A signal that
     landed while the driver waited in ``ray.get``/``ray.wait`` comes back from Ray as a plain
-    ``KeyboardInterrupt`` (its C++ wait turns ours into its own): the last signal received names it.
-    ``leave``: this process is the command (not a caller's): it ends with that status as Python's exit begins
-    (``leave_at_exit``)."""
-    code = 128 + int(getattr(e, "signum", None) or _last or signal.SIGINT)
-    if leave:
-        leave_at_exit(code)
-    return code
+    ``KeyboardInterrupt`` (its C++ wait turns ours into its own): the last signal received names it."""
+    return 128 + int(getattr(e, "signum", None) or _last or signal.SIGINT)
 
 
 def leave_at_exit(code: int) -> None:
